@@ -1,0 +1,9 @@
+//! fadeway-core: the pure algorithms of fadeway.
+//!
+//! No I/O and no Python types live here: every function takes plain slices and strings and
+//! returns plain values or a [`CoreError`]. The `fadeway-py` crate is the thin binding layer.
+
+pub mod error;
+pub mod tokens;
+
+pub use error::CoreError;

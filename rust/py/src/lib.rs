@@ -1,0 +1,16 @@
+//! `fadeway._core`: the thin PyO3 layer over `fadeway-core`.
+//!
+//! Inputs are extracted with the GIL held, the core runs detached from the interpreter, and the
+//! result is wrapped back. Errors are mapped in `errors.rs`, nowhere else.
+
+use pyo3::prelude::*;
+
+mod errors;
+mod tokens;
+
+#[pymodule(gil_used = false)]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    tokens::register(m)?;
+    Ok(())
+}
