@@ -1,1 +1,39 @@
-"""fadeway."""
+"""fadeway: a memory for LLM agents that forgets the way people do, and keeps what matters.
+
+    engine = fadeway.open("memories.db")
+    mem = engine.memory("conv-42")
+    request = mem.decorate({"model": "gpt-4.1", "messages": [...]})
+    response = client.chat.completions.create(**request)
+    mem.report(request, response)
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from . import errors
+from .engine import Engine, open
+from .export import dumps, loads, read_jsonl, write_jsonl
+from .memory import Memory
+from .model import MemoryExport, MessageRecord, ReportResult, Unit
+
+try:
+    __version__ = version("fadeway")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree
+    __version__ = "0.0.0"
+
+__all__ = [
+    "Engine",
+    "Memory",
+    "MemoryExport",
+    "MessageRecord",
+    "ReportResult",
+    "Unit",
+    "dumps",
+    "errors",
+    "loads",
+    "open",
+    "read_jsonl",
+    "write_jsonl",
+    "__version__",
+]

@@ -1,0 +1,32 @@
+"""Every tunable of fadeway, named once. Settings override these per engine."""
+
+from __future__ import annotations
+
+#: The context window the ceiling assumes, in tokens, for every model (MECHANISM: "The ceiling").
+DEFAULT_CEILING = 200_000
+
+#: A user message after this much silence makes the turn sleep first (MECHANISM: "Sleep").
+SLEEP_GAP_SECONDS = 24 * 60 * 60
+
+# -- token estimation -----------------------------------------------------------------------
+
+#: Tokens a provider adds around every message (role, separators), per OpenAI's published recipe.
+TOKENS_PER_MESSAGE = 3
+#: Extra token when a message carries a `name`.
+TOKENS_PER_NAME = 1
+#: Tokens that prime the reply (`<|start|>assistant<|message|>`).
+TOKENS_REPLY_PRIMING = 3
+#: Overhead of each tool definition beyond its JSON text.
+TOKENS_PER_TOOL = 8
+#: Fixed estimates for media whose size the text does not show.
+TOKENS_PER_IMAGE = 765
+TOKENS_PER_AUDIO = 200
+TOKENS_PER_FILE = 1_000
+
+#: A correction ratio (provider count / our estimate) outside this range is not kept.
+PLAUSIBLE_RATIO = (0.5, 2.0)
+
+# -- store ----------------------------------------------------------------------------------
+
+#: How long a writer waits for another to finish before giving up, in milliseconds.
+SQLITE_BUSY_TIMEOUT_MS = 30_000

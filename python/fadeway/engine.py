@@ -1,0 +1,163 @@
+"""`fadeway.open()` and the Engine: settings, the clock, the store, and memories by id."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from . import _constants as C
+from . import formats
+from .errors import ImportConflictError, InvalidExportError, InvalidMemoryIdError
+from .formats import Format
+from .history import History
+from .memory import Memory
+from .model import EXPORT_VERSION, MemoryExport, MessageRecord, RequestRecord
+from .store import Store, open_store
+
+__all__ = ["Engine", "open"]
+
+#: Longest memory id accepted, in characters.
+MAX_MEMORY_ID_LENGTH = 1024
+
+
+def _check_memory_id(memory_id: Any) -> str:
+    if not isinstance(memory_id, str):
+        raise InvalidMemoryIdError(f"a memory id must be a string, not {type(memory_id).__name__}")
+    if not memory_id:
+        raise InvalidMemoryIdError("a memory id must not be empty")
+    if len(memory_id) > MAX_MEMORY_ID_LENGTH:
+        raise InvalidMemoryIdError(
+            f"a memory id must be at most {MAX_MEMORY_ID_LENGTH} characters, not {len(memory_id)}")
+    if "\x00" in memory_id:
+        raise InvalidMemoryIdError("a memory id must not contain NUL characters")
+    return memory_id
+
+
+class Engine:
+    """Many memories in one store, with one clock and one set of settings."""
+
+    def __init__(self, store: Store, *, ceiling: int = C.DEFAULT_CEILING,
+                 clock: Callable[[], float] | None = None) -> None:
+        if not isinstance(ceiling, int) or ceiling <= 0:
+            raise ValueError(f"ceiling must be a positive number of tokens, not {ceiling!r}")
+        self.store = store
+        self.ceiling = ceiling
+        self.clock: Callable[[], float] = clock or time.time
+        self._histories: dict[str, History] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the store's connections."""
+        self.store.close()
+
+    def memory(self, memory_id: str) -> Memory:
+        """The memory (conversation) with this id; it is created by its first decorate."""
+        memory_id = _check_memory_id(memory_id)
+        with self._guard:
+            history = self._histories.setdefault(memory_id, History())
+            lock = self._locks.setdefault(memory_id, threading.Lock())
+        return Memory(self, memory_id, history, lock)
+
+    def memory_ids(self) -> list[str]:
+        """The ids of every memory in the store."""
+        return list(self.store.memory_ids())
+
+    def _now(self, at: float | datetime | None) -> float:
+        if at is None:
+            value = self.clock()
+        elif isinstance(at, datetime):
+            if at.tzinfo is None:
+                raise ValueError("at must be timezone-aware (or Unix seconds)")
+            value = at.timestamp()
+        else:
+            value = at
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"the time must be finite Unix seconds, not {value!r}")
+        return float(value)
+
+    # -- import ----------------------------------------------------------------------------
+
+    def import_memory(self, doc: MemoryExport | dict[str, Any] | bytes | str) -> Memory:
+        """Restore a memory from its export (the document, its dict, or its JSON).
+
+        The memory must not hold anything yet; every message is validated again first, and
+        nothing is written if one is bad.
+        """
+        export = _load_export(doc)
+        memory = self.memory(export.memory_id)
+        fmt = Format(export.format)
+        with memory._lock, self.store.write(export.memory_id) as tx:
+            if tx.memory() is not None:
+                raise ImportConflictError(f"memory {export.memory_id!r} already exists; import "
+                                          "restores into an empty memory only")
+            made: set[str] = set()
+            rows = []
+            for i, m in enumerate(export.messages):
+                if m.seq != i:
+                    raise InvalidExportError(f"message {i} of the export has seq {m.seq}")
+                e = formats.entry(fmt, msgspec.json.decode(m.message), f"exported message {i}",
+                                  made.__contains__, body=bytes(m.message))
+                made.update(e.calls)
+                rows.append(MessageRecord(seq=m.seq, turn=m.turn, at=m.at, role=e.role,
+                                          kind=e.kind, side=e.side.value, source=m.source,
+                                          tokens=m.tokens, digest=e.digest, calls=e.calls,
+                                          answers=e.answers, body=e.body))
+            tx.create_memory(export.format, export.created_at)
+            tx.set_instructions(bytes(export.instructions) if export.instructions else None)
+            tx.set_decorated_through(export.decorated_through)
+            tx.insert_messages(rows)
+            for r in export.requests:
+                tx.insert_request(RequestRecord(**msgspec.structs.asdict(r)))
+        return memory
+
+    async def aimport_memory(self, doc: MemoryExport | dict[str, Any] | bytes | str) -> Memory:
+        """`import_memory`, off the event loop."""
+        return await asyncio.to_thread(self.import_memory, doc)
+
+
+def _load_export(doc: MemoryExport | dict[str, Any] | bytes | str) -> MemoryExport:
+    try:
+        if isinstance(doc, MemoryExport):
+            export = doc
+        elif isinstance(doc, (bytes, str)):
+            export = msgspec.json.decode(doc, type=MemoryExport)
+        else:
+            export = msgspec.convert(doc, MemoryExport)
+    except msgspec.ValidationError as exc:
+        raise InvalidExportError(f"not a fadeway memory export: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise InvalidExportError(f"not JSON: {exc}") from None
+    if export.fadeway_export != EXPORT_VERSION:
+        raise InvalidExportError(f"export version {export.fadeway_export} is not supported "
+                                 f"(this fadeway reads version {EXPORT_VERSION})")
+    if export.format not in {f.value for f in Format}:
+        raise InvalidExportError(f"unknown format {export.format!r} in export")
+    _check_memory_id(export.memory_id)
+    return export
+
+
+def open(url: str | os.PathLike[str] = "fadeway.db", *, ceiling: int = C.DEFAULT_CEILING,
+         clock: Callable[[], float] | None = None, synchronous: str = "FULL") -> Engine:
+    """Open (or create) a store of memories.
+
+    url: a file path or `sqlite:///path` (the embedded default).
+    ceiling: the context window assumed for every model, in tokens.
+    clock: any callable returning Unix seconds; the system clock by default.
+    synchronous: SQLite's durability setting (FULL by default).
+    """
+    return Engine(open_store(url, synchronous=synchronous), ceiling=ceiling, clock=clock)

@@ -1,0 +1,85 @@
+"""The exception tree of fadeway, rooted at `FadewayError`.
+
+Every error raised for bad input is raised before anything is written, and says what was wrong,
+where, and what is allowed.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "FadewayError",
+    "InvalidRequestError",
+    "InvalidMessageError",
+    "UnknownRoleError",
+    "UnmatchedToolOutputError",
+    "EmptyRequestError",
+    "InvalidMemoryIdError",
+    "ServerStateError",
+    "FormatMismatchError",
+    "HistoryConflictError",
+    "InvalidResponseError",
+    "ImportConflictError",
+    "InvalidExportError",
+    "StoreError",
+    "SchemaVersionError",
+]
+
+
+class FadewayError(Exception):
+    """Base class of every error fadeway raises on purpose."""
+
+
+class InvalidRequestError(FadewayError, ValueError):
+    """A request passed to `decorate` (or `report`) is not one fadeway can manage."""
+
+
+class InvalidMessageError(InvalidRequestError):
+    """A message or item of a request is malformed."""
+
+
+class UnknownRoleError(InvalidMessageError):
+    """A message has a role that its wire format does not allow."""
+
+
+class UnmatchedToolOutputError(InvalidMessageError):
+    """A tool output names a call id that no earlier assistant call has."""
+
+
+class EmptyRequestError(InvalidRequestError):
+    """A request carries no messages at all."""
+
+
+class InvalidMemoryIdError(FadewayError, TypeError):
+    """A memory id is not a non-empty string."""
+
+
+class ServerStateError(InvalidRequestError):
+    """A request relies on provider-side conversation state fadeway cannot see."""
+
+
+class FormatMismatchError(InvalidRequestError):
+    """A request's wire format differs from the format this memory was started in."""
+
+
+class HistoryConflictError(InvalidRequestError):
+    """The sent history contradicts the stored one (an earlier message was edited)."""
+
+
+class InvalidResponseError(FadewayError, ValueError):
+    """A provider response passed to `report` has no reply fadeway can read."""
+
+
+class ImportConflictError(FadewayError):
+    """An import targets a memory that already holds messages."""
+
+
+class InvalidExportError(FadewayError, ValueError):
+    """A document passed to `import_memory` is not a fadeway export."""
+
+
+class StoreError(FadewayError):
+    """The store cannot be opened or used."""
+
+
+class SchemaVersionError(StoreError):
+    """The store's schema is newer than this version of fadeway understands."""

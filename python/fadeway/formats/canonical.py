@@ -1,0 +1,83 @@
+"""JSON bodies and canonical digests of messages.
+
+A message is stored as the JSON it was sent as (`body`). Two messages are the same message when
+their canonical JSON is equal: key order ignored and null-valued keys ignored, so an SDK
+`model_dump()` of a reply equals the reply `report` stored (ARCHITECTURE, "Recognising what is
+stored"). Only a digest of the canonical form is kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import msgspec
+
+from ..errors import InvalidMessageError
+
+__all__ = ["encode_json", "body_of", "digest_of", "digest_of_body", "plain", "to_plain"]
+
+
+def _dump_model(obj: Any) -> Any:
+    # SDK objects (pydantic models) are dumped with only the fields they were given, which is
+    # the JSON the provider sent; `model_dump()` of all fields differs from it only by nulls.
+    dump = getattr(obj, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json", exclude_unset=True)
+    raise NotImplementedError(f"{type(obj).__name__} is not JSON")
+
+
+_encode = msgspec.json.Encoder(enc_hook=_dump_model).encode
+#: Encode any JSON-like value (SDK objects included) to JSON bytes, key order kept.
+encode_json = _encode
+_encode_sorted = msgspec.json.Encoder(enc_hook=_dump_model, order="sorted").encode
+_decode = msgspec.json.decode
+
+
+def body_of(obj: Any, where: str) -> bytes:
+    """The JSON of `obj` as sent (key order kept); raises InvalidMessageError if it is not JSON."""
+    try:
+        return _encode(obj)
+    except (TypeError, msgspec.EncodeError, ValueError) as exc:
+        raise InvalidMessageError(f"{where} is not JSON-serialisable: {exc}") from None
+
+
+def _strip_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_strip_nulls(v) for v in value]
+    return value
+
+
+def _canonical(obj: Any) -> bytes:
+    data = _encode_sorted(obj)
+    # Fast path: most messages hold no null at all. A string containing "null" only sends the
+    # message down the exact path, never to a wrong answer.
+    if b"null" in data:
+        data = _encode_sorted(_strip_nulls(_decode(data)))
+    return data
+
+
+def digest_of(obj: Any, where: str = "message") -> bytes:
+    """A 16-byte digest of the canonical JSON of `obj`."""
+    try:
+        data = _canonical(obj)
+    except (TypeError, msgspec.EncodeError, ValueError) as exc:
+        raise InvalidMessageError(f"{where} is not JSON-serialisable: {exc}") from None
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def digest_of_body(body: bytes) -> bytes:
+    """The digest of a stored JSON body."""
+    return digest_of(_decode(body))
+
+
+def plain(body: bytes) -> Any:
+    """The JSON value of a body, as plain dicts and lists."""
+    return _decode(body)
+
+
+def to_plain(obj: Any, where: str) -> Any:
+    """`obj` (dicts, lists, SDK models) as plain JSON values."""
+    return _decode(body_of(obj, where))

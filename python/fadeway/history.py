@@ -1,0 +1,145 @@
+"""Messages, turns and units of a memory's history (MECHANISM: "Episodes"), and the alignment
+rule that recognises what a sent history already holds (ARCHITECTURE: "Recognising what is
+stored").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import HistoryConflictError
+from .formats import Side, text_of
+from .formats.canonical import plain, to_plain
+from .model import MessageRecord, Unit
+
+__all__ = ["History", "align", "units", "next_turns"]
+
+
+@dataclass
+class History:
+    """The stored history of one memory, mirrored in memory and kept in step with the store.
+
+    Messages are append-only, so the mirror only ever grows; `sync` reads just the new tail.
+    """
+
+    digests: list[bytes] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    bodies: list[bytes] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    turn: int = 0  # the turn of the last stored message
+    calls: set[str] = field(default_factory=set)
+
+    def __len__(self) -> int:
+        return len(self.digests)
+
+    def clear(self) -> None:
+        for part in (self.digests, self.sources, self.bodies, self.tokens, self.calls):
+            part.clear()
+        self.turn = 0
+
+    def extend(self, rows: Iterable[MessageRecord]) -> None:
+        for r in rows:
+            self.digests.append(r.digest)
+            self.sources.append(r.source)
+            self.bodies.append(r.body)
+            self.tokens.append(r.tokens)
+            self.calls.update(r.calls)
+            self.turn = r.turn
+
+    def sync(self, stored_count: int, fetch: Any) -> None:
+        """Bring the mirror up to `stored_count` messages; `fetch(start)` returns the rows."""
+        if stored_count < len(self):  # the store was replaced under us: start over
+            self.clear()
+        if stored_count > len(self):
+            self.extend(fetch(len(self)))
+
+
+def _essence(message: Any) -> tuple:
+    """What makes a reply the same reply: role, kind, texts and call ids, nothing cosmetic."""
+    if not isinstance(message, dict):
+        return ()
+    calls = [c.get("id") for c in message.get("tool_calls") or [] if isinstance(c, dict)]
+    return (message.get("role"), message.get("type") or "message", tuple(text_of(message)),
+            tuple(calls), message.get("call_id"))
+
+
+def align(sent: Sequence[Any], sent_digests: Sequence[bytes], history: History,
+          decorated_through: int) -> int:
+    """How many leading messages of `sent` are already stored; the rest are new.
+
+    The sent history is aligned with the stored one by position. When it starts with the stored
+    history, the rest is new. When it does not, it is only the new messages, less an echo of the
+    replies `report` stored since the last decorate. A reply the caller rebuilt by hand (same
+    role, text and calls) counts as the stored reply. A sent history that starts like the stored
+    one and then departs from it is an edited history, and an error.
+    """
+    n_stored = len(history)
+    if n_stored == 0 or not sent:
+        return 0
+
+    def same(i: int, j: int) -> bool:
+        if sent_digests[i] == history.digests[j]:
+            return True
+        return history.sources[j] == "reply" and _essence(
+            to_plain(sent[i], "message")) == _essence(plain(history.bodies[j]))
+
+    if same(0, 0):
+        m = min(len(sent), n_stored)
+        k = 1
+        while k < m and same(k, k):
+            k += 1
+        if k < m:
+            raise HistoryConflictError(
+                f"message {k} of the sent history differs from stored message {k}; a history "
+                "that starts like the stored one must continue it unchanged (earlier messages "
+                "cannot be edited). To send only new messages, leave out what was sent before."
+            )
+        if len(sent) >= n_stored or len(sent) >= decorated_through:
+            return min(len(sent), n_stored)
+        # A short run equal to the stored head, sent after the history moved on: new messages.
+    k = 0
+    while (k < len(sent) and decorated_through + k < n_stored
+           and history.sources[decorated_through + k] == "reply" and same(k, decorated_through + k)):
+        k += 1
+    return k
+
+
+def next_turns(turn: int, sides: Iterable[Side]) -> list[int]:
+    """Turn numbers for new messages after `turn`: each user message starts the next turn."""
+    out = []
+    for side in sides:
+        if side is Side.USER:
+            turn += 1
+        out.append(turn)
+    return out
+
+
+def units(messages: Sequence[MessageRecord]) -> list[Unit]:
+    """Cut stored messages into units: a user (or mid-history system) message alone, or an
+    assistant step (consecutive assistant messages, calls and reasoning) with the outputs after it.
+
+    An output always lands in the unit of the call it answers: should anything stand between
+    them, the units from the call to the output become one, so no cut can separate them.
+    """
+    groups: list[list[MessageRecord]] = []
+    unit_of_call: dict[str, int] = {}
+    for i, m in enumerate(messages):
+        prev = messages[i - 1].side if i else None
+        opens = i == 0 or m.side in (Side.USER, Side.SYSTEM) or (
+            m.side == Side.ASSISTANT and prev in (Side.USER, Side.SYSTEM, Side.OUTPUT))
+        if opens:
+            groups.append([])
+        groups[-1].append(m)
+        for call in m.calls:
+            unit_of_call[call] = len(groups) - 1
+        home = unit_of_call.get(m.answers) if m.answers is not None else None
+        if home is not None and home < len(groups) - 1:
+            merged = [r for g in groups[home:] for r in g]
+            del groups[home:]
+            groups.append(merged)
+            for call, g in unit_of_call.items():
+                if g > home:
+                    unit_of_call[call] = home
+    return [Unit(g[0].seq, g[-1].seq, g[0].turn, sum(r.tokens for r in g)) for g in groups]

@@ -1,0 +1,128 @@
+"""The records fadeway keeps, as msgspec structs (MECHANISM: "Episodes": messages and turns).
+
+Stored rows and the export document share these types, so what is stored is what is exported.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+__all__ = [
+    "EXPORT_VERSION",
+    "MemoryRecord",
+    "MessageRecord",
+    "RequestRecord",
+    "Unit",
+    "ReportResult",
+    "ExportedMessage",
+    "ExportedRequest",
+    "MemoryExport",
+]
+
+#: The version of the export document's layout.
+EXPORT_VERSION = 1
+
+
+class MemoryRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One memory: a conversation, with its wire format and the caller's latest instructions."""
+
+    memory_id: str
+    format: str
+    created_at: float
+    instructions: bytes | None  # JSON {"instructions": str|None, "messages": [...]}, as sent
+    decorated_through: int  # messages stored when the last decorate returned
+
+
+class MessageRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One stored message: its JSON exactly as sent, numbered per memory, with its turn."""
+
+    seq: int  # 0-based position in the memory's history
+    turn: int  # the user turn it belongs to; 0 before the first user message
+    at: float  # Unix seconds, from the engine's clock or the replayed timestamp
+    role: str
+    kind: str  # "message", or the Responses item type
+    side: str  # formats.Side: user / system / assistant / output
+    source: str  # "request" (sent by the caller) or "reply" (stored by report)
+    tokens: int  # our size estimate, per-message overhead included
+    digest: bytes  # canonical digest (formats/canonical.py)
+    calls: tuple[str, ...] = ()  # call ids this message makes
+    answers: str | None = None  # call id this message answers
+    body: bytes  # the JSON as sent
+
+
+class RequestRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One decorated request: our estimate, and the provider's count once reported."""
+
+    n: int  # 1-based number of the decorate call in this memory
+    at: float
+    model: str | None
+    encoding: str
+    estimate: int  # our raw (uncorrected) estimate of the decorated request
+    view_len: int  # history messages in the decorated request
+    view_last: bytes | None  # digest of its last history message
+    history_through: int  # messages stored when it was decorated
+    provider_tokens: int | None = None
+    ratio_kept: bool | None = None
+    ratio_note: str | None = None
+    replied: bool = False
+
+
+class Unit(msgspec.Struct, frozen=True):
+    """A unit: a user message, or an assistant step with the tool calls and outputs after it.
+
+    Episodes are cut between units only, so a call is never separated from its output.
+    """
+
+    first: int  # seq of its first message
+    last: int  # seq of its last message (inclusive)
+    turn: int
+    tokens: int
+
+
+class ReportResult(msgspec.Struct, frozen=True, kw_only=True):
+    """What `report` returns (ARCHITECTURE, Contracts: "What report returns")."""
+
+    tool_calls: list[dict[str, Any]]  # the calls the caller's loop runs (the note call removed)
+    note_taken: bool = False
+    call_again: bool = False
+
+
+class ExportedMessage(msgspec.Struct, frozen=True, kw_only=True):
+    seq: int
+    turn: int
+    at: float
+    role: str
+    kind: str
+    source: str
+    tokens: int
+    message: msgspec.Raw  # the JSON exactly as stored
+
+
+class ExportedRequest(msgspec.Struct, frozen=True, kw_only=True):
+    n: int
+    at: float
+    model: str | None
+    encoding: str
+    estimate: int
+    view_len: int
+    view_last: bytes | None
+    history_through: int
+    provider_tokens: int | None
+    ratio_kept: bool | None
+    ratio_note: str | None
+    replied: bool
+
+
+class MemoryExport(msgspec.Struct, frozen=True, kw_only=True):
+    """The whole of one memory; `engine.import_memory` restores it exactly."""
+
+    fadeway_export: int = EXPORT_VERSION
+    memory_id: str
+    format: str
+    created_at: float
+    decorated_through: int
+    instructions: msgspec.Raw | None
+    messages: list[ExportedMessage]
+    requests: list[ExportedRequest]

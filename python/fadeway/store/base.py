@@ -1,0 +1,83 @@
+"""The store interface (ARCHITECTURE: "Storage and scale").
+
+A store holds many memories. Every operation runs inside a transaction bound to one memory id, so
+no query can read across memories. Writes take the memory's write lock for the whole transaction
+(`BEGIN IMMEDIATE` on SQLite): one transaction per decorate, report or lane job.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+
+from ..model import MemoryRecord, MessageRecord, RequestRecord
+
+__all__ = ["Store", "Transaction"]
+
+
+class Transaction(abc.ABC):
+    """Reads and writes of one memory inside one transaction."""
+
+    memory_id: str
+
+    @abc.abstractmethod
+    def memory(self) -> MemoryRecord | None:
+        """The memory's record, or None when nothing was ever stored for it."""
+
+    @abc.abstractmethod
+    def create_memory(self, fmt: str, created_at: float) -> MemoryRecord: ...
+
+    @abc.abstractmethod
+    def set_instructions(self, instructions: bytes | None) -> None: ...
+
+    @abc.abstractmethod
+    def set_decorated_through(self, count: int) -> None: ...
+
+    @abc.abstractmethod
+    def message_count(self) -> int:
+        """How many messages the memory holds (they are numbered 0 … count − 1)."""
+
+    @abc.abstractmethod
+    def messages(self, start: int = 0, stop: int | None = None) -> list[MessageRecord]:
+        """Messages with start <= seq < stop, in order."""
+
+    @abc.abstractmethod
+    def insert_messages(self, rows: Sequence[MessageRecord]) -> None: ...
+
+    @abc.abstractmethod
+    def requests(self) -> list[RequestRecord]: ...
+
+    @abc.abstractmethod
+    def latest_request(self) -> RequestRecord | None: ...
+
+    @abc.abstractmethod
+    def insert_request(self, row: RequestRecord) -> None: ...
+
+    @abc.abstractmethod
+    def record_report(self, n: int, provider_tokens: int | None, kept: bool | None,
+                      note: str | None, replied: bool) -> None:
+        """Record the provider's count (and whether its ratio was kept) on request `n`."""
+
+    @abc.abstractmethod
+    def last_kept_ratio(self, model: str | None) -> float | None:
+        """provider / estimate of the latest report whose ratio was kept, for `model`."""
+
+
+class Store(abc.ABC):
+    """Many memories in one database."""
+
+    @abc.abstractmethod
+    def write(self, memory_id: str) -> AbstractContextManager[Transaction]:
+        """A write transaction on one memory; it commits on exit, rolls back on error."""
+
+    @abc.abstractmethod
+    def read(self, memory_id: str) -> AbstractContextManager[Transaction]:
+        """A read-only snapshot of one memory."""
+
+    @abc.abstractmethod
+    def memory_ids(self) -> Iterator[str]:
+        """Every memory id in the store (ids only; for export of all and administration)."""
+
+    @abc.abstractmethod
+    def close(self) -> None: ...

@@ -1,0 +1,242 @@
+"""The SQLite store: the embedded default (stdlib sqlite3).
+
+Settings at open: WAL journal, `synchronous=FULL` (a setting), foreign keys on, a busy timeout.
+Every write path runs in `BEGIN IMMEDIATE`, so concurrent writers of one file queue instead of
+failing half-way; readers see a consistent snapshot. Connections are per thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import msgspec
+
+from .. import _constants as C
+from ..errors import SchemaVersionError, StoreError
+from ..model import MemoryRecord, MessageRecord, RequestRecord
+from .base import Store, Transaction
+from .schema import MIGRATIONS, SCHEMA_VERSION
+
+__all__ = ["SQLiteStore"]
+
+log = logging.getLogger("fadeway.store")
+
+_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+_MESSAGE_COLUMNS = "seq, turn, at, role, kind, side, source, tokens, digest, calls, answers, body"
+_REQUEST_COLUMNS = ("n, at, model, encoding, estimate, view_len, view_last, history_through, "
+                    "provider_tokens, ratio_kept, ratio_note, replied")
+_encode_calls = msgspec.json.encode
+_decode_calls = msgspec.json.Decoder(tuple[str, ...]).decode
+
+
+def _message(row: tuple) -> MessageRecord:
+    seq, turn, at, role, kind, side, source, tokens, digest, calls, answers, body = row
+    return MessageRecord(seq=seq, turn=turn, at=at, role=role, kind=kind, side=side,
+                         source=source, tokens=tokens, digest=bytes(digest),
+                         calls=_decode_calls(calls) if calls else (), answers=answers,
+                         body=bytes(body))
+
+
+def _request(row: tuple) -> RequestRecord:
+    (n, at, model, encoding, estimate, view_len, view_last, history_through, provider,
+     kept, note, replied) = row
+    return RequestRecord(n=n, at=at, model=model, encoding=encoding, estimate=estimate,
+                         view_len=view_len, view_last=bytes(view_last) if view_last else None,
+                         history_through=history_through, provider_tokens=provider,
+                         ratio_kept=None if kept is None else bool(kept), ratio_note=note,
+                         replied=bool(replied))
+
+
+class _SQLiteTransaction(Transaction):
+    def __init__(self, conn: sqlite3.Connection, memory_id: str) -> None:
+        self._conn = conn
+        self.memory_id = memory_id
+
+    def memory(self) -> MemoryRecord | None:
+        row = self._conn.execute(
+            "SELECT format, created_at, instructions, decorated_through FROM memories "
+            "WHERE memory_id = ?", (self.memory_id,)).fetchone()
+        if row is None:
+            return None
+        fmt, created_at, instructions, through = row
+        return MemoryRecord(memory_id=self.memory_id, format=fmt, created_at=created_at,
+                            instructions=bytes(instructions) if instructions is not None else None,
+                            decorated_through=through)
+
+    def create_memory(self, fmt: str, created_at: float) -> MemoryRecord:
+        self._conn.execute("INSERT INTO memories (memory_id, format, created_at) VALUES (?, ?, ?)",
+                           (self.memory_id, fmt, created_at))
+        return MemoryRecord(memory_id=self.memory_id, format=fmt, created_at=created_at,
+                            instructions=None, decorated_through=0)
+
+    def set_instructions(self, instructions: bytes | None) -> None:
+        self._conn.execute("UPDATE memories SET instructions = ? WHERE memory_id = ?",
+                           (instructions, self.memory_id))
+
+    def set_decorated_through(self, count: int) -> None:
+        self._conn.execute("UPDATE memories SET decorated_through = ? WHERE memory_id = ?",
+                           (count, self.memory_id))
+
+    def message_count(self) -> int:
+        (top,) = self._conn.execute("SELECT MAX(seq) FROM messages WHERE memory_id = ?",
+                                    (self.memory_id,)).fetchone()
+        return 0 if top is None else top + 1
+
+    def messages(self, start: int = 0, stop: int | None = None) -> list[MessageRecord]:
+        sql = f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE memory_id = ? AND seq >= ?"
+        args: tuple = (self.memory_id, start)
+        if stop is not None:
+            sql += " AND seq < ?"
+            args += (stop,)
+        return [_message(r) for r in self._conn.execute(sql + " ORDER BY seq", args)]
+
+    def insert_messages(self, rows: Sequence[MessageRecord]) -> None:
+        self._conn.executemany(
+            f"INSERT INTO messages (memory_id, {_MESSAGE_COLUMNS}) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(self.memory_id, r.seq, r.turn, r.at, r.role, r.kind, r.side, r.source, r.tokens,
+              r.digest, _encode_calls(r.calls) if r.calls else None, r.answers, r.body)
+             for r in rows])
+
+    def requests(self) -> list[RequestRecord]:
+        return [_request(r) for r in self._conn.execute(
+            f"SELECT {_REQUEST_COLUMNS} FROM requests WHERE memory_id = ? ORDER BY n",
+            (self.memory_id,))]
+
+    def latest_request(self) -> RequestRecord | None:
+        row = self._conn.execute(
+            f"SELECT {_REQUEST_COLUMNS} FROM requests WHERE memory_id = ? ORDER BY n DESC LIMIT 1",
+            (self.memory_id,)).fetchone()
+        return _request(row) if row else None
+
+    def insert_request(self, row: RequestRecord) -> None:
+        self._conn.execute(
+            f"INSERT INTO requests (memory_id, {_REQUEST_COLUMNS}) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (self.memory_id, row.n, row.at, row.model, row.encoding, row.estimate, row.view_len,
+             row.view_last, row.history_through, row.provider_tokens,
+             None if row.ratio_kept is None else int(row.ratio_kept), row.ratio_note,
+             int(row.replied)))
+
+    def record_report(self, n: int, provider_tokens: int | None, kept: bool | None,
+                      note: str | None, replied: bool) -> None:
+        self._conn.execute(
+            "UPDATE requests SET provider_tokens = ?, ratio_kept = ?, ratio_note = ?, replied = ? "
+            "WHERE memory_id = ? AND n = ?",
+            (provider_tokens, None if kept is None else int(kept), note, int(replied),
+             self.memory_id, n))
+
+    def last_kept_ratio(self, model: str | None) -> float | None:
+        row = self._conn.execute(
+            "SELECT provider_tokens, estimate FROM requests WHERE memory_id = ? AND ratio_kept = 1 "
+            "AND (model = ? OR (model IS NULL AND ? IS NULL)) ORDER BY n DESC LIMIT 1",
+            (self.memory_id, model, model)).fetchone()
+        return row[0] / row[1] if row else None
+
+
+class SQLiteStore(Store):
+    """Many memories in one SQLite file."""
+
+    def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "FULL",
+                 busy_timeout_ms: int = C.SQLITE_BUSY_TIMEOUT_MS) -> None:
+        synchronous = synchronous.upper()
+        if synchronous not in _SYNCHRONOUS:
+            raise ValueError(f"synchronous must be one of {', '.join(_SYNCHRONOUS)}, "
+                             f"not {synchronous!r}")
+        self.path = Path(path)
+        self._synchronous = synchronous
+        self._busy_timeout_ms = busy_timeout_ms
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._migrate(self._connection())
+
+    def _connection(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            try:
+                conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                                       timeout=self._busy_timeout_ms / 1000)
+                conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if mode.lower() != "wal":
+                    raise StoreError(f"{self.path}: cannot use WAL journal mode (got {mode!r})")
+                conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+                conn.execute("PRAGMA foreign_keys = ON")
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot open SQLite store {str(self.path)!r}: {exc}") from exc
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("CREATE TABLE IF NOT EXISTS fadeway_schema (version INTEGER NOT NULL)")
+            row = conn.execute("SELECT version FROM fadeway_schema").fetchone()
+            version = row[0] if row else 0
+            if version > SCHEMA_VERSION:
+                raise SchemaVersionError(
+                    f"{self.path} has schema version {version}; this fadeway understands up to "
+                    f"{SCHEMA_VERSION}: upgrade fadeway")
+            for step in MIGRATIONS[version:]:
+                for statement in step:
+                    conn.execute(statement)
+            if row is None:
+                conn.execute("INSERT INTO fadeway_schema (version) VALUES (?)", (SCHEMA_VERSION,))
+            elif version != SCHEMA_VERSION:
+                conn.execute("UPDATE fadeway_schema SET version = ?", (SCHEMA_VERSION,))
+                log.info("migrated %s from schema %d to %d", self.path, version, SCHEMA_VERSION)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def settings(self) -> dict[str, object]:
+        """The connection settings in force (journal mode, synchronous, foreign keys, timeout)."""
+        conn = self._connection()
+        return {
+            "journal_mode": conn.execute("PRAGMA journal_mode").fetchone()[0],
+            "synchronous": _SYNCHRONOUS[conn.execute("PRAGMA synchronous").fetchone()[0]],
+            "foreign_keys": bool(conn.execute("PRAGMA foreign_keys").fetchone()[0]),
+            "busy_timeout_ms": conn.execute("PRAGMA busy_timeout").fetchone()[0],
+            "schema_version": conn.execute("SELECT version FROM fadeway_schema").fetchone()[0],
+        }
+
+    @contextmanager
+    def write(self, memory_id: str) -> Iterator[Transaction]:
+        conn = self._connection()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield _SQLiteTransaction(conn, memory_id)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    @contextmanager
+    def read(self, memory_id: str) -> Iterator[Transaction]:
+        conn = self._connection()
+        conn.execute("BEGIN")
+        try:
+            yield _SQLiteTransaction(conn, memory_id)
+        finally:
+            conn.execute("ROLLBACK")
+
+    def memory_ids(self) -> Iterator[str]:
+        conn = self._connection()
+        yield from (r[0] for r in conn.execute("SELECT memory_id FROM memories ORDER BY memory_id"))
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+        self._local = threading.local()
