@@ -24,7 +24,7 @@ def _dump_model(obj: Any) -> Any:
     dump = getattr(obj, "model_dump", None)
     if callable(dump):
         return dump(mode="json", exclude_unset=True)
-    raise NotImplementedError(f"{type(obj).__name__} is not JSON")
+    raise TypeError(f"{type(obj).__name__} is not JSON")
 
 
 _encode = msgspec.json.Encoder(enc_hook=_dump_model).encode

@@ -1,0 +1,195 @@
+"""decorate: what it stores, what it recognises as stored, and what it returns."""
+
+from __future__ import annotations
+
+import copy
+
+import msgspec
+import pytest
+
+from fadeway.errors import FormatMismatchError, HistoryConflictError, ServerStateError
+
+from helpers import call, chat_reply
+
+SYSTEM = {"role": "system", "content": "Be brief."}
+
+
+def user(text):
+    return {"role": "user", "content": text}
+
+
+def bodies(mem):
+    return [msgspec.json.decode(m.body) for m in mem.messages()]
+
+
+def test_fields_pass_through_and_the_caller_request_is_not_mutated(engine):
+    mem = engine.memory("m")
+    req = {"model": "gpt-4.1", "temperature": 0.3, "tool_choice": "auto", "stream": False,
+           "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+           "messages": [SYSTEM, user("hi")]}
+    before = copy.deepcopy(req)
+    out = mem.decorate(req)
+    assert req == before
+    assert {k: v for k, v in out.items() if k != "messages"} == {
+        k: v for k, v in req.items() if k != "messages"}
+    assert out["messages"] == [SYSTEM, user("hi")]
+
+
+def test_full_history_then_only_new_each_store_once(engine):
+    mem = engine.memory("m")
+    history = [SYSTEM, user("one")]
+    req = mem.decorate({"messages": history})
+    mem.report(req, chat_reply("two"))
+    history += [{"role": "assistant", "content": "two"}, user("three")]
+    mem.decorate({"messages": history})  # whole conversation so far
+    mem.decorate({"messages": [SYSTEM, user("four")]})  # only the new message
+    out = mem.decorate({"messages": history + [user("four"), user("five")]})
+    assert [b["content"] for b in bodies(mem)] == ["one", "two", "three", "four", "five"]
+    assert [m["content"] for m in out["messages"]] == ["Be brief.", "one", "two", "three",
+                                                       "four", "five"]
+
+
+def test_identical_messages_are_never_deduplicated(engine):
+    mem = engine.memory("m")
+    mem.decorate({"messages": [user("ok")]})
+    mem.decorate({"messages": [user("ok"), user("ok")]})  # full history plus a second "ok"
+    mem.decorate({"messages": [user("ok")]})  # only new: a third "ok"
+    assert [b["content"] for b in bodies(mem)] == ["ok", "ok", "ok"]
+
+
+def test_a_retry_of_the_same_request_stores_nothing(engine):
+    mem = engine.memory("m")
+    req = {"messages": [SYSTEM, user("a"), {"role": "assistant", "content": "b"}, user("c")]}
+    first = mem.decorate(req)
+    second = mem.decorate(req)
+    assert len(mem.messages()) == 3 and first == second
+
+
+def test_key_order_and_nulls_do_not_make_a_message_new(engine):
+    mem = engine.memory("m")
+    mem.decorate({"messages": [{"role": "user", "content": "hi", "name": None}]})
+    mem.decorate({"messages": [{"content": "hi", "role": "user"}, user("next")]})
+    assert [b["content"] for b in bodies(mem)] == ["hi", "next"]
+
+
+def test_stored_body_is_exactly_what_was_sent(engine):
+    mem = engine.memory("m")
+    sent = {"content": [{"text": "é 🚀", "type": "text"}], "role": "user", "name": None}
+    mem.decorate({"messages": [sent]})
+    assert mem.messages()[0].body == msgspec.json.encode(sent)
+
+
+def test_a_rebuilt_reply_counts_as_the_stored_reply(engine):
+    """Callers often append {"role": "assistant", "content": text} instead of the SDK object."""
+    mem = engine.memory("m")
+    req = mem.decorate({"messages": [user("q")]})
+    mem.report(req, {**chat_reply("a"), "choices": [{"index": 0, "finish_reason": "stop",
+        "message": {"role": "assistant", "content": "a", "annotations": []}}]})
+    mem.decorate({"messages": [user("q"), {"role": "assistant", "content": "a"}, user("q2")]})
+    assert [b["content"] for b in bodies(mem)] == ["q", "a", "q2"]
+    assert bodies(mem)[1] == {"role": "assistant", "content": "a", "annotations": []}
+
+
+def test_only_new_messages_may_echo_the_reported_reply(engine):
+    mem = engine.memory("m")
+    req = mem.decorate({"messages": [user("q")]})
+    mem.report(req, chat_reply(None, tool_calls=[call("c1")]))
+    reply = {"role": "assistant", "content": None, "tool_calls": [call("c1")]}
+    out = mem.decorate({"messages": [reply, {"role": "tool", "tool_call_id": "c1",
+                                             "content": "42"}]})
+    assert [b["role"] for b in bodies(mem)] == ["user", "assistant", "tool"]
+    assert [m["role"] for m in out["messages"]] == ["user", "assistant", "tool"]
+
+
+def test_an_edited_earlier_message_is_an_error_and_writes_nothing(engine):
+    mem = engine.memory("m")
+    mem.decorate({"messages": [user("a"), {"role": "assistant", "content": "b"}, user("c")]})
+    with pytest.raises(HistoryConflictError, match="message 1 of the sent history differs"):
+        mem.decorate({"messages": [user("a"), {"role": "assistant", "content": "B!"}, user("c"),
+                                   user("d")]})
+    assert len(mem.messages()) == 3
+
+
+def test_instructions_are_not_history_and_the_latest_win(engine):
+    mem = engine.memory("m")
+    mem.decorate({"messages": [SYSTEM, user("a")]})
+    out = mem.decorate({"messages": [{"role": "developer", "content": "New rules."}, user("b")]})
+    assert out["messages"][0] == {"role": "developer", "content": "New rules."}
+    assert [b["content"] for b in bodies(mem)] == ["a", "b"]
+    assert msgspec.json.decode(mem.export().instructions)["messages"] == [
+        {"role": "developer", "content": "New rules."}]
+
+
+def test_turns_start_at_each_user_message(engine):
+    mem = engine.memory("m")
+    mem.decorate({"messages": [
+        user("q1"),
+        {"role": "assistant", "content": None, "tool_calls": [call("a"), call("b")]},
+        {"role": "tool", "tool_call_id": "a", "content": "1"},
+        {"role": "tool", "tool_call_id": "b", "content": "2"},
+        {"role": "assistant", "content": "done"},
+        user("q2"),
+        {"role": "assistant", "content": "sure"},
+    ]})
+    assert [m.turn for m in mem.messages()] == [1, 1, 1, 1, 1, 2, 2]
+    assert [(u.first, u.last) for u in mem.units()] == [(0, 0), (1, 3), (4, 4), (5, 5), (6, 6)]
+
+
+def test_responses_string_input_and_instructions(engine):
+    mem = engine.memory("r")
+    out = mem.decorate({"model": "gpt-4.1", "instructions": "Be brief.", "input": "hello"})
+    assert out["instructions"] == "Be brief."
+    assert out["input"] == [{"role": "user", "content": "hello"}]
+    mem.report(out, {"id": "resp_1", "object": "response", "status": "completed", "output": [
+        {"type": "reasoning", "id": "rs_1", "summary": []},
+        {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f",
+         "arguments": "{}", "status": "completed"}], "usage": {"input_tokens": 12}})
+    out = mem.decorate({"model": "gpt-4.1", "instructions": "Be brief.", "input": [
+        {"type": "function_call_output", "call_id": "call_1", "output": "42"}]})
+    assert [i.get("type", "message") for i in out["input"]] == [
+        "message", "reasoning", "function_call", "function_call_output"]
+    assert [(u.first, u.last) for u in mem.units()] == [(0, 0), (1, 3)]
+
+
+def test_server_side_state_is_refused(engine):
+    mem = engine.memory("r")
+    with pytest.raises(ServerStateError, match="previous_response_id"):
+        mem.decorate({"input": "hi", "previous_response_id": "resp_1"})
+    with pytest.raises(ServerStateError, match="conversation"):
+        mem.decorate({"input": "hi", "conversation": "conv_1"})
+    with pytest.raises(ServerStateError, match="item_reference"):
+        mem.decorate({"input": [{"type": "item_reference", "id": "msg_1"}]})
+    assert engine.memory_ids() == []
+
+
+def test_a_memory_keeps_its_wire_format(engine):
+    mem = engine.memory("m")
+    mem.decorate({"messages": [user("hi")]})
+    with pytest.raises(FormatMismatchError, match="holds a chat_completions conversation"):
+        mem.decorate({"input": "hi"})
+
+
+def test_sdk_objects_in_the_history_are_stored_as_their_json(engine):
+    openai = pytest.importorskip("openai")
+    from openai.types.chat import ChatCompletionMessage
+
+    mem = engine.memory("m")
+    reply = ChatCompletionMessage.model_validate({"role": "assistant", "content": "a",
+                                                  "refusal": None})
+    mem.decorate({"messages": [user("q"), reply, user("q2")]})
+    assert bodies(mem)[1] == {"role": "assistant", "content": "a", "refusal": None}
+    assert openai is not None
+
+
+async def _async_roundtrip(mem):
+    req = await mem.adecorate({"messages": [user("q")]})
+    result = await mem.areport(req, chat_reply("a"))
+    return req, result, await mem.aexport()
+
+
+def test_async_twins(engine):
+    import asyncio
+
+    req, result, doc = asyncio.run(_async_roundtrip(engine.memory("m")))
+    assert req["messages"] == [user("q")] and result.tool_calls == []
+    assert [m.role for m in doc.messages] == ["user", "assistant"]

@@ -1,0 +1,121 @@
+"""Bad input gets its specific error, raised before anything is written."""
+
+from __future__ import annotations
+
+import pytest
+
+import fadeway
+from fadeway import errors
+
+from helpers import call
+
+OK = {"role": "user", "content": "hi"}
+
+BAD_REQUESTS = [
+    ({"messages": [{"role": "wizard", "content": "x"}]}, errors.UnknownRoleError, "role 'wizard'"),
+    ({"messages": [OK, {"role": "tool", "tool_call_id": "call_9", "content": "x"}]},
+     errors.UnmatchedToolOutputError, "no earlier assistant call has id 'call_9'"),
+    ({"messages": [OK, {"role": "tool", "content": "x"}]}, errors.InvalidMessageError,
+     "no string tool_call_id"),
+    ({"messages": ["hello"]}, errors.InvalidMessageError, "message 0 must be an object"),
+    ({"messages": [{"role": "user"}]}, errors.InvalidMessageError, "no content"),
+    ({"messages": [{"role": "user", "content": 7}]}, errors.InvalidMessageError,
+     "content must be a string or a list"),
+    ({"messages": [{"role": "user", "content": [{"text": "no type"}]}]},
+     errors.InvalidMessageError, "content part 0"),
+    ({"messages": [OK, {"role": "assistant", "tool_calls": [{"type": "function"}]}]},
+     errors.InvalidMessageError, "tool_calls\\[0\\] has no string id"),
+    ({"messages": [OK, {"role": "user", "content": "x", "extra": object()}]},
+     errors.InvalidMessageError, "not JSON-serialisable"),
+    ({"messages": []}, errors.EmptyRequestError, "messages list is empty"),
+    ({"model": "gpt-4.1"}, errors.EmptyRequestError, "neither messages"),
+    ({"input": []}, errors.EmptyRequestError, "input list is empty"),
+    ({"input": 5}, errors.InvalidMessageError, "input must be a string or a list"),
+    ({"messages": [OK], "input": "x"}, errors.InvalidRequestError, "not both"),
+    ({"messages": {"role": "user"}}, errors.InvalidRequestError, "messages must be a list"),
+    ({"input": [{"type": "function_call_output", "call_id": "call_1", "output": "x"}]},
+     errors.UnmatchedToolOutputError, "no earlier call has id 'call_1'"),
+    ({"input": [{"type": "telepathy"}]}, errors.InvalidMessageError, "type 'telepathy'"),
+    ({"input": [{"role": "tool", "content": "x"}]}, errors.UnknownRoleError, "role 'tool'"),
+    ({"input": "hi", "previous_response_id": "resp_1"}, errors.ServerStateError,
+     "send the input items instead"),
+    ("not a dict", errors.InvalidRequestError, "must be a dict"),
+]
+
+
+@pytest.mark.parametrize(("request_", "error", "match"), BAD_REQUESTS)
+def test_bad_request_raises_and_writes_nothing(engine, request_, error, match):
+    mem = engine.memory("m")
+    with pytest.raises(error, match=match):
+        mem.decorate(request_)
+    assert engine.memory_ids() == []
+
+
+def test_a_bad_message_after_good_ones_writes_none_of_them(engine):
+    mem = engine.memory("m")
+    mem.decorate({"messages": [OK]})
+    with pytest.raises(errors.UnmatchedToolOutputError):
+        mem.decorate({"messages": [OK, {"role": "user", "content": "fine"},
+                                   {"role": "assistant", "content": None,
+                                    "tool_calls": [call("c1")]},
+                                   {"role": "tool", "tool_call_id": "c2", "content": "x"}]})
+    assert [m.body for m in mem.messages()] == [b'{"role":"user","content":"hi"}']
+    assert len(mem.export().requests) == 1
+
+
+def test_tool_output_may_answer_a_call_stored_earlier(engine):
+    mem = engine.memory("m")
+    mem.decorate({"messages": [OK, {"role": "assistant", "content": None,
+                                    "tool_calls": [call("c1")]}]})
+    mem.decorate({"messages": [{"role": "tool", "tool_call_id": "c1", "content": "x"}]})
+    assert [m.answers for m in mem.messages()] == [None, None, "c1"]
+
+
+@pytest.mark.parametrize("memory_id", [None, 42, b"bytes", "", "x" * 1025, "a\x00b"])
+def test_bad_memory_ids(engine, memory_id):
+    with pytest.raises(errors.InvalidMemoryIdError):
+        engine.memory(memory_id)
+
+
+def test_hostile_memory_ids_are_just_ids(engine):
+    for memory_id in ["'; DROP TABLE messages; --", "../../etc/passwd", "%", "_"]:
+        engine.memory(memory_id).decorate({"messages": [{"role": "user", "content": memory_id}]})
+    assert sorted(engine.memory_ids()) == sorted(
+        ["'; DROP TABLE messages; --", "../../etc/passwd", "%", "_"])
+    assert [m.body for m in engine.memory("%").messages()] == [b'{"role":"user","content":"%"}']
+
+
+def test_errors_share_one_root():
+    for name in errors.__all__:
+        assert issubclass(getattr(errors, name), errors.FadewayError)
+    assert issubclass(errors.InvalidRequestError, ValueError)
+
+
+def test_report_errors_write_nothing(engine):
+    mem = engine.memory("m")
+    req = mem.decorate({"messages": [OK]})
+    with pytest.raises(errors.InvalidResponseError, match="no choices"):
+        mem.report(req, {"choices": []})
+    with pytest.raises(errors.InvalidResponseError, match="a responses response was reported"):
+        mem.report(req, {"output": []})
+    with pytest.raises(errors.InvalidResponseError, match="neither choices"):
+        mem.report(req, {"id": "x"})
+    with pytest.raises(errors.InvalidRequestError, match="no decorated request"):
+        engine.memory("other").report(req, {"choices": []} | {"choices": [
+            {"message": {"role": "assistant", "content": "x"}}]})
+    assert len(mem.messages()) == 1 and engine.memory_ids() == ["m"]
+
+
+def test_time_must_be_real(engine):
+    with pytest.raises(ValueError, match="finite Unix seconds"):
+        engine.memory("m").decorate({"messages": [OK]}, at=float("nan"))
+    with pytest.raises(ValueError, match="timezone-aware"):
+        import datetime
+
+        engine.memory("m").decorate({"messages": [OK]}, at=datetime.datetime(2026, 1, 1))
+    assert engine.memory_ids() == []
+
+
+def test_ceiling_must_be_positive(tmp_path):
+    with pytest.raises(ValueError, match="ceiling must be a positive"):
+        fadeway.open(tmp_path / "x.db", ceiling=0)

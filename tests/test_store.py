@@ -1,0 +1,96 @@
+"""The SQLite store: its settings at open, its schema versioning, and its transactions."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+
+import pytest
+
+import fadeway
+from fadeway.errors import SchemaVersionError
+from fadeway.store import SQLiteStore
+from fadeway.store.schema import SCHEMA_VERSION
+
+
+def test_settings_at_open(tmp_path):
+    store = SQLiteStore(tmp_path / "a.db")
+    try:
+        assert store.settings() == {
+            "journal_mode": "wal",
+            "synchronous": "FULL",
+            "foreign_keys": True,
+            "busy_timeout_ms": 30_000,
+            "schema_version": SCHEMA_VERSION,
+        }
+    finally:
+        store.close()
+
+
+def test_every_thread_gets_the_same_settings(tmp_path):
+    store = SQLiteStore(tmp_path / "a.db", synchronous="normal")
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(store.settings()))
+    t.start()
+    t.join()
+    assert seen[0]["synchronous"] == "NORMAL" and seen[0]["foreign_keys"] is True
+    store.close()
+
+
+def test_unknown_synchronous_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="synchronous must be one of"):
+        SQLiteStore(tmp_path / "a.db", synchronous="sometimes")
+
+
+def test_a_newer_schema_is_refused(tmp_path):
+    path = tmp_path / "a.db"
+    SQLiteStore(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE fadeway_schema SET version = ?", (SCHEMA_VERSION + 1,))
+    with pytest.raises(SchemaVersionError, match="upgrade fadeway"):
+        SQLiteStore(path)
+
+
+def test_reopening_keeps_the_data_and_the_version(tmp_path, clock):
+    path = tmp_path / "a.db"
+    with fadeway.open(path, clock=clock) as eng:
+        eng.memory("m").decorate({"messages": [{"role": "user", "content": "hi"}]})
+    with fadeway.open(path, clock=clock) as eng:
+        assert [m.body for m in eng.memory("m").messages()] == [b'{"role":"user","content":"hi"}']
+        assert eng.store.settings()["schema_version"] == SCHEMA_VERSION
+
+
+def test_write_rolls_back_on_error(tmp_path, clock):
+    store = SQLiteStore(tmp_path / "a.db")
+    with pytest.raises(RuntimeError):
+        with store.write("m") as tx:
+            tx.create_memory("chat_completions", 0.0)
+            raise RuntimeError("boom")
+    with store.read("m") as tx:
+        assert tx.memory() is None
+    store.close()
+
+
+def test_write_takes_the_write_lock_at_begin(tmp_path):
+    """BEGIN IMMEDIATE: a second writer waits for the first instead of failing mid-way."""
+    path = tmp_path / "a.db"
+    store = SQLiteStore(path)
+    other = sqlite3.connect(path, isolation_level=None, timeout=0)
+    with store.write("m"):
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            other.execute("BEGIN IMMEDIATE")
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("ROLLBACK")
+    other.close()
+    store.close()
+
+
+def test_sqlite_url_form(tmp_path, clock):
+    with fadeway.open(f"sqlite:///{tmp_path / 'b.db'}", clock=clock) as eng:
+        eng.memory("m").decorate({"messages": [{"role": "user", "content": "hi"}]})
+    assert (tmp_path / "b.db").exists()
+
+
+def test_unknown_url_scheme(tmp_path):
+    with pytest.raises(ValueError, match="unsupported store URL scheme 'redis'"):
+        fadeway.open("redis://localhost/0")
