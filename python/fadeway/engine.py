@@ -118,7 +118,8 @@ class Engine:
                                           tokens=m.tokens, digest=e.digest, calls=e.calls,
                                           answers=e.answers, body=e.body))
             tx.create_memory(export.format, export.created_at)
-            tx.set_instructions(bytes(export.instructions) if export.instructions else None)
+            instructions = bytes(export.instructions)
+            tx.set_instructions(None if instructions == b"null" else instructions)
             tx.set_decorated_through(export.decorated_through)
             tx.insert_messages(rows)
             for r in export.requests:
@@ -136,8 +137,8 @@ def _load_export(doc: MemoryExport | dict[str, Any] | bytes | str) -> MemoryExpo
             export = doc
         elif isinstance(doc, (bytes, str)):
             export = msgspec.json.decode(doc, type=MemoryExport)
-        else:
-            export = msgspec.convert(doc, MemoryExport)
+        else:  # a dict: through JSON, since its messages are kept as raw JSON
+            export = msgspec.json.decode(msgspec.json.encode(doc), type=MemoryExport)
     except msgspec.ValidationError as exc:
         raise InvalidExportError(f"not a fadeway memory export: {exc}") from None
     except msgspec.DecodeError as exc:

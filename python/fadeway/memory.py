@@ -251,7 +251,7 @@ class Memory:
             format=memory.format,
             created_at=memory.created_at,
             decorated_through=memory.decorated_through,
-            instructions=msgspec.Raw(memory.instructions) if memory.instructions else None,
+            instructions=msgspec.Raw(memory.instructions or b"null"),
             messages=[ExportedMessage(seq=m.seq, turn=m.turn, at=m.at, role=m.role, kind=m.kind,
                                       source=m.source, tokens=m.tokens,
                                       message=msgspec.Raw(m.body)) for m in messages],

@@ -123,6 +123,6 @@ class MemoryExport(msgspec.Struct, frozen=True, kw_only=True):
     format: str
     created_at: float
     decorated_through: int
-    instructions: msgspec.Raw | None
+    instructions: msgspec.Raw  # the caller's latest instructions, JSON (null when none)
     messages: list[ExportedMessage]
     requests: list[ExportedRequest]
