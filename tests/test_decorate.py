@@ -193,3 +193,15 @@ def test_async_twins(engine):
     req, result, doc = asyncio.run(_async_roundtrip(engine.memory("m")))
     assert req["messages"] == [user("q")] and result.tool_calls == []
     assert [m.role for m in doc.messages] == ["user", "assistant"]
+
+
+def test_a_request_without_instructions_keeps_the_latest_ones(engine):
+    mem = engine.memory("m")
+    mem.decorate({"messages": [SYSTEM, user("a")]})
+    out = mem.decorate({"messages": [user("b")]})  # only new, instructions left out
+    assert out["messages"] == [SYSTEM, user("a"), user("b")]
+    r = engine.memory("r")
+    r.decorate({"instructions": "Be brief.", "input": "a"})
+    out = r.decorate({"model": "gpt-4.1", "input": "b"})
+    assert out["instructions"] == "Be brief." and out["model"] == "gpt-4.1"
+    assert out["input"] == [user("a"), user("b")]

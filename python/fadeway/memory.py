@@ -40,6 +40,14 @@ log = logging.getLogger("fadeway")
 _decode_list = msgspec.json.decode
 
 
+def _restore_instructions(parsed: ParsedRequest, stored: bytes) -> None:
+    """A request that carries no instructions keeps the latest ones the memory was given."""
+    saved = plain(stored)
+    parsed.instructions = saved["messages"]
+    if saved["instructions"] is not None:
+        parsed.request["instructions"] = saved["instructions"]
+
+
 class Memory:
     """One conversation, by id. Get it from `engine.memory(memory_id)`; it is a light handle."""
 
@@ -66,6 +74,7 @@ class Memory:
         parsed = formats.parse_request(request)
         now = self._engine._now(at)
         sent_digests = [digest_of(m, f"message {i}") for i, m in enumerate(parsed.history)]
+        has_instructions = bool(parsed.instructions) or parsed.request.get("instructions") is not None
         instructions = encode_json({"instructions": parsed.request.get("instructions"),
                                     "messages": parsed.instructions})
         encoding = tokens.encoding_for_model(parsed.model)
@@ -75,8 +84,10 @@ class Memory:
             start = align(parsed.history, sent_digests, self._history, memory.decorated_through)
             new = self._entries(parsed.format, parsed.history, start, sent_digests)
             self._append(tx, new, encoding, now, source="request")
-            if memory.instructions != instructions:
+            if has_instructions and memory.instructions != instructions:
                 tx.set_instructions(instructions)
+            elif not has_instructions and memory.instructions is not None:
+                _restore_instructions(parsed, memory.instructions)
             tx.set_decorated_through(len(self._history))
             view = self._view()
             decorated = formats.assemble(parsed, view)
