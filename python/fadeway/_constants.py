@@ -26,6 +26,11 @@ TOKENS_PER_FILE = 1_000
 #: A correction ratio (provider count / our estimate) outside this range is not kept.
 PLAUSIBLE_RATIO = (0.5, 2.0)
 
+# -- engine --------------------------------------------------------------------------------
+
+#: How many memories' stored histories an engine mirrors in memory (least recently used leave).
+HISTORY_CACHE_MEMORIES = 256
+
 # -- store ----------------------------------------------------------------------------------
 
 #: How long a writer waits for another to finish before giving up, in milliseconds.

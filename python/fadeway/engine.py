@@ -7,6 +7,7 @@ import math
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -51,8 +52,9 @@ class Engine:
         self.store = store
         self.ceiling = ceiling
         self.clock: Callable[[], float] = clock or time.time
-        self._histories: dict[str, History] = {}
-        self._locks: dict[str, threading.Lock] = {}
+        # Mirrors of recently used memories' histories. An evicted mirror is only a cache miss:
+        # the next handle re-reads the history from the store, which stays the one truth.
+        self._histories: OrderedDict[str, History] = OrderedDict()
         self._guard = threading.Lock()
 
     def __enter__(self) -> Engine:
@@ -69,9 +71,14 @@ class Engine:
         """The memory (conversation) with this id; it is created by its first decorate."""
         memory_id = _check_memory_id(memory_id)
         with self._guard:
-            history = self._histories.setdefault(memory_id, History())
-            lock = self._locks.setdefault(memory_id, threading.Lock())
-        return Memory(self, memory_id, history, lock)
+            history = self._histories.get(memory_id)
+            if history is None:
+                history = self._histories[memory_id] = History()
+                if len(self._histories) > C.HISTORY_CACHE_MEMORIES:
+                    self._histories.popitem(last=False)
+            else:
+                self._histories.move_to_end(memory_id)
+        return Memory(self, memory_id, history)
 
     def memory_ids(self) -> list[str]:
         """The ids of every memory in the store."""
@@ -101,7 +108,7 @@ class Engine:
         export = _load_export(doc)
         memory = self.memory(export.memory_id)
         fmt = Format(export.format)
-        with memory._lock, self.store.write(export.memory_id) as tx:
+        with memory._history.lock, self.store.write(export.memory_id) as tx:
             if tx.memory() is not None:
                 raise ImportConflictError(f"memory {export.memory_id!r} already exists; import "
                                           "restores into an empty memory only")

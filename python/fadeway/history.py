@@ -5,6 +5,7 @@ stored").
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,8 @@ class History:
     tokens: list[int] = field(default_factory=list)
     turn: int = 0  # the turn of the last stored message
     calls: set[str] = field(default_factory=set)
+    #: Held by whoever reads or extends this mirror (one decorate or report at a time).
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.digests)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +23,7 @@ from .model import (
     ExportedMessage,
     ExportedRequest,
     MemoryExport,
+    MemoryRecord,
     MessageRecord,
     ReportResult,
     RequestRecord,
@@ -51,12 +51,10 @@ def _restore_instructions(parsed: ParsedRequest, stored: bytes) -> None:
 class Memory:
     """One conversation, by id. Get it from `engine.memory(memory_id)`; it is a light handle."""
 
-    def __init__(self, engine: Engine, memory_id: str, history: History,
-                 lock: threading.Lock) -> None:
+    def __init__(self, engine: Engine, memory_id: str, history: History) -> None:
         self._engine = engine
         self.memory_id = memory_id
         self._history = history
-        self._lock = lock
 
     def __repr__(self) -> str:
         return f"Memory({self.memory_id!r})"
@@ -78,7 +76,7 @@ class Memory:
         instructions = encode_json({"instructions": parsed.request.get("instructions"),
                                     "messages": parsed.instructions})
         encoding = tokens.encoding_for_model(parsed.model)
-        with self._lock, self._engine.store.write(self.memory_id) as tx:
+        with self._history.lock, self._engine.store.write(self.memory_id) as tx:
             memory = self._open(tx, parsed.format, now)
             self._sync(tx)
             start = align(parsed.history, sent_digests, self._history, memory.decorated_through)
@@ -100,21 +98,23 @@ class Memory:
                 history_through=len(self._history)))
         return decorated
 
-    def _open(self, tx: Transaction, fmt: Format, now: float):
+    def _open(self, tx: Transaction, fmt: Format, now: float) -> MemoryRecord:
         memory = tx.memory()
         if memory is None:
             return tx.create_memory(fmt.value, now)
-        if memory.format != fmt.value:
-            raise FormatMismatchError(
-                f"memory {self.memory_id!r} holds a {memory.format} conversation; this request "
-                f"is {fmt.value}")
+        self._check_format(memory.format, fmt)
         return memory
+
+    def _check_format(self, stored: str, fmt: Format) -> None:
+        if stored != fmt.value:
+            raise FormatMismatchError(f"memory {self.memory_id!r} holds a {stored} conversation; "
+                                      f"this request is {fmt.value}")
 
     def _sync(self, tx: Transaction) -> None:
         self._history.sync(tx.message_count(), tx.messages)
 
     def _entries(self, fmt: Format, sent: Sequence[Any], start: int,
-                 digests: Sequence[bytes | None] | None = None) -> list[Entry]:
+                 digests: Sequence[bytes] | None = None, label: str = "message") -> list[Entry]:
         """Validate the new messages `sent[start:]`; nothing is written if one is bad."""
         made: set[str] = set()
         known = self._history.calls
@@ -124,7 +124,7 @@ class Memory:
 
         out = []
         for i in range(start, len(sent)):
-            e = formats.entry(fmt, sent[i], f"message {i}", known_call,
+            e = formats.entry(fmt, sent[i], f"{label} {i}", known_call,
                               digest=digests[i] if digests else None)
             made.update(e.calls)
             out.append(e)
@@ -165,21 +165,21 @@ class Memory:
         now = self._engine._now(at)
         last = parsed.history[-1] if parsed.history else None
         last_digest = digest_of(last, "the request's last message") if last is not None else None
-        with self._lock, self._engine.store.write(self.memory_id) as tx:
+        with self._history.lock, self._engine.store.write(self.memory_id) as tx:
             memory = tx.memory()
             if memory is None:
                 raise InvalidRequestError(
                     f"memory {self.memory_id!r} has no decorated request to report on; call "
                     "decorate first")
-            self._open(tx, parsed.format, now)
+            self._check_format(memory.format, parsed.format)
             self._sync(tx)
-            match = self._match_request(tx.requests(), len(parsed.history), last_digest)
             result = ReportResult(tool_calls=reply.tool_calls)
+            match = tx.find_request(len(parsed.history), last_digest)
+            latest = tx.latest_request()
             if match is not None and match.replied:
                 log.info("memory %r: request %d was already reported; reply not stored again",
                          self.memory_id, match.n)
                 return result
-            latest = tx.latest_request()
             if match is not None and latest is not None and match.n != latest.n:
                 log.warning("memory %r: report for request %d arrived after request %d was "
                             "decorated; its reply is not stored and its token count not kept",
@@ -187,24 +187,16 @@ class Memory:
                 tx.record_report(match.n, reply.prompt_tokens, False,
                                  f"out of order: request {latest.n} was decorated since", False)
                 return result
-            new = self._entries(parsed.format, reply.items, 0)
-            self._append(tx, new, (match or latest).encoding if (match or latest) else
-                         tokens.encoding_for_model(parsed.model), now, source="reply")
+            new = self._entries(parsed.format, reply.items, 0, label="reply item")
+            encoding = match.encoding if match else tokens.encoding_for_model(parsed.model)
+            self._append(tx, new, encoding, now, source="reply")
             if match is None:
-                log.info("memory %r: reported request is not one decorate returned; token count "
-                         "not kept", self.memory_id)
+                log.info("memory %r: the reported request is not one decorate returned; its "
+                         "token count is not kept", self.memory_id)
             else:
                 kept, note = self._judge_ratio(match, reply.prompt_tokens)
                 tx.record_report(match.n, reply.prompt_tokens, kept, note, True)
         return result
-
-    @staticmethod
-    def _match_request(requests: list[RequestRecord], view_len: int,
-                       last: bytes | None) -> RequestRecord | None:
-        for r in reversed(requests):
-            if r.view_len == view_len and r.view_last == last:
-                return r
-        return None
 
     def _judge_ratio(self, request: RequestRecord, provider: int | None) -> tuple[bool | None, str | None]:
         if provider is None:

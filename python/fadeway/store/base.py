@@ -52,6 +52,10 @@ class Transaction(abc.ABC):
     def latest_request(self) -> RequestRecord | None: ...
 
     @abc.abstractmethod
+    def find_request(self, view_len: int, view_last: bytes | None) -> RequestRecord | None:
+        """The newest decorated request whose view had this length and last message digest."""
+
+    @abc.abstractmethod
     def insert_request(self, row: RequestRecord) -> None: ...
 
     @abc.abstractmethod

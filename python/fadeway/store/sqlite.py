@@ -115,6 +115,13 @@ class _SQLiteTransaction(Transaction):
             (self.memory_id,)).fetchone()
         return _request(row) if row else None
 
+    def find_request(self, view_len: int, view_last: bytes | None) -> RequestRecord | None:
+        row = self._conn.execute(
+            f"SELECT {_REQUEST_COLUMNS} FROM requests WHERE memory_id = ? AND view_len = ? "
+            "AND (view_last = ? OR (view_last IS NULL AND ? IS NULL)) ORDER BY n DESC LIMIT 1",
+            (self.memory_id, view_len, view_last, view_last)).fetchone()
+        return _request(row) if row else None
+
     def insert_request(self, row: RequestRecord) -> None:
         self._conn.execute(
             f"INSERT INTO requests (memory_id, {_REQUEST_COLUMNS}) "
