@@ -1,0 +1,100 @@
+"""Slow, obvious twins of fadeway's kernels, and references built from the same data.
+
+Each function here is written to be read, not to be fast: the tests keep the Rust kernels equal to
+these. A plain module of functions; add a twin per kernel.
+
+Token estimation (the issue "Token estimation with a real BPE"):
+
+- `tiktoken_encoding(name)` builds a `tiktoken.Encoding` from the ranks the Rust crate embeds
+  (`fadeway._core.token_bytes`), with OpenAI's published pre-tokenisation regex, so the two
+  tokenisers share every rank and differ only in code. Nothing is downloaded.
+- `slow_count(name, text)` pre-tokenises with the same regex (the `regex` module, which knows
+  `\\p{..}` classes and possessive quantifiers) and runs the classic rank-merge loop on each piece.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+from fadeway import _core
+
+if TYPE_CHECKING:
+    import regex
+    import tiktoken
+
+ENCODING_NAMES = ("o200k_base", "cl100k_base")
+
+# The pre-tokenisation patterns exactly as tiktoken publishes them (tiktoken_ext/openai_public.py).
+PATTERNS: dict[str, str] = {
+    "cl100k_base": (
+        r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+        r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+    ),
+    "o200k_base": (
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"""
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"""
+        r"""\p{N}{1,3}|"""
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*|"""
+        r"""\s*[\r\n]+|"""
+        r"""\s+(?!\S)|"""
+        r"""\s+"""
+    ),
+}
+
+
+@functools.cache
+def mergeable_ranks(name: str) -> dict[bytes, int]:
+    """The encoding's ranks as tiktoken wants them: token bytes -> token id (= merge rank)."""
+    return {token: rank for rank, token in enumerate(_core.token_bytes(name))}
+
+
+@functools.cache
+def tiktoken_encoding(name: str) -> tiktoken.Encoding:
+    """A tiktoken `Encoding` over the same ranks and OpenAI's regex, without special tokens."""
+    import tiktoken
+
+    return tiktoken.Encoding(
+        name=f"fadeway-{name}",
+        pat_str=PATTERNS[name],
+        mergeable_ranks=mergeable_ranks(name),
+        special_tokens={},
+    )
+
+
+@functools.cache
+def _pattern(name: str) -> regex.Pattern[str]:
+    import regex
+
+    return regex.compile(PATTERNS[name])
+
+
+def bpe_merge(piece: bytes, ranks: dict[bytes, int]) -> list[bytes]:
+    """Byte-pair encode one pre-tokenised piece: start from single bytes and, while any adjacent
+    pair is itself a token, merge the pair with the lowest rank (leftmost on ties)."""
+    parts = [piece[i : i + 1] for i in range(len(piece))]
+    while len(parts) > 1:
+        best_rank: int | None = None
+        best_at = -1
+        for i in range(len(parts) - 1):
+            rank = ranks.get(parts[i] + parts[i + 1])
+            if rank is not None and (best_rank is None or rank < best_rank):
+                best_rank, best_at = rank, i
+        if best_rank is None:
+            break
+        parts[best_at : best_at + 2] = [parts[best_at] + parts[best_at + 1]]
+    return parts
+
+
+def slow_encode(name: str, text: str) -> list[int]:
+    """The token ids of `text`: regex pre-tokenisation, then `bpe_merge` on each piece."""
+    ranks = mergeable_ranks(name)
+    tokens: list[int] = []
+    for piece in _pattern(name).findall(text):
+        tokens.extend(ranks[part] for part in bpe_merge(piece.encode("utf-8"), ranks))
+    return tokens
+
+
+def slow_count(name: str, text: str) -> int:
+    """The number of tokens `text` encodes to; the twin of `fadeway._core.count_tokens`."""
+    return len(slow_encode(name, text))
