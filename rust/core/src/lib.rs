@@ -4,6 +4,7 @@
 //! returns plain values or a [`CoreError`]. The `fadeway-py` crate is the thin binding layer.
 
 pub mod error;
+pub mod split;
 pub mod tokens;
 
 pub use error::CoreError;

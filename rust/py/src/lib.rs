@@ -6,11 +6,13 @@
 use pyo3::prelude::*;
 
 mod errors;
+mod split;
 mod tokens;
 
 #[pymodule(gil_used = false)]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    split::register(m)?;
     tokens::register(m)?;
     Ok(())
 }
