@@ -98,3 +98,35 @@ def slow_encode(name: str, text: str) -> list[int]:
 def slow_count(name: str, text: str) -> int:
     """The number of tokens `text` encodes to; the twin of `fadeway._core.count_tokens`."""
     return len(slow_encode(name, text))
+
+
+# Boundary-rank splitting (spec "Episodes"): the twin of `fadeway._core.split_episodes`.
+
+
+def split_reference(
+    sizes: list[int], scores: list[float], min_size: int, max_size: int
+) -> list[int]:
+    """The unit indices where episodes start (0 excluded), by the rule read literally.
+
+    A stretch that fits in `max_size`, or is one unit, is an episode. Any other stretch is cut at
+    its highest-scored boundary (ties: the earliest) among those leaving both sides at least
+    `min_size`; if none does, among those whose smaller side is largest. Then each side again.
+    """
+    cuts: list[int] = []
+
+    def split_stretch(a: int, b: int) -> None:
+        if b - a < 2 or sum(sizes[a:b]) <= max_size:
+            return
+        sides = {c: (sum(sizes[a:c]), sum(sizes[c:b])) for c in range(a + 1, b)}
+        allowed = [c for c, (left, right) in sides.items() if min(left, right) >= min_size]
+        if not allowed:
+            largest = max(min(side) for side in sides.values())
+            allowed = [c for c, side in sides.items() if min(side) == largest]
+        # Boundary c - 1 sits before unit c.
+        cut = max(allowed, key=lambda c: (scores[c - 1], -c))
+        split_stretch(a, cut)
+        cuts.append(cut)
+        split_stretch(cut, b)
+
+    split_stretch(0, len(sizes))
+    return cuts
