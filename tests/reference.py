@@ -100,6 +100,92 @@ def slow_count(name: str, text: str) -> int:
     return len(slow_encode(name, text))
 
 
+# -- hashing embeddings ---------------------------------------------------------------------------
+# The twin of `fadeway._core.hash_embed` (rust/core/src/embed.rs): the same features, hash, weights
+# and normalisation, written out with Python ints, a Counter and float64. (Imports here, not at the
+# top: this section is appended to a shared file.)
+
+import math
+from collections import Counter
+
+import numpy as np
+import numpy.typing as npt
+
+_MASK64 = (1 << 64) - 1
+FNV_OFFSET = 0xCBF2_9CE4_8422_2325
+FNV_PRIME = 0x0000_0100_0000_01B3
+#: Feature kind -> (the tag mixed into its hash, its weight).
+HASH_FEATURES = {"word": (1, 1.0), "bigram": (2, 0.5), "char_ngram": (3, 0.3)}
+CHAR_NGRAM_SIZES = range(3, 6)
+#: A row whose norm is below this fraction of its features' total weight cancelled out: zeros.
+HASH_CANCELLED = 1e-9
+
+
+def _fmix64(h: int) -> int:
+    h ^= h >> 33
+    h = (h * 0xFF51_AFD7_ED55_8CCD) & _MASK64
+    h ^= h >> 33
+    h = (h * 0xC4CE_B9FE_1A85_EC53) & _MASK64
+    return h ^ (h >> 33)
+
+
+def feature_hash_reference(tag: int, data: bytes) -> int:
+    """FNV-1a over the bytes, from the offset basis xor the kind's tag; then MurmurHash3's
+    fmix64. All modulo 2**64."""
+    h = FNV_OFFSET ^ tag
+    for byte in data:
+        h = ((h ^ byte) * FNV_PRIME) & _MASK64
+    return _fmix64(h)
+
+
+@functools.cache
+def _word_pattern() -> regex.Pattern[str]:
+    import regex
+
+    # Rust's `char::is_alphanumeric`: the derived property Alphabetic, or general category N*.
+    return regex.compile(r"[\p{Alphabetic}\p{N}]+")
+
+
+def hash_embed_words(text: str) -> list[str]:
+    """Maximal alphanumeric runs, each lowercased one character at a time (no context rules)."""
+    return ["".join(c.lower() for c in run) for run in _word_pattern().findall(text)]
+
+
+def hash_embed_features(text: str) -> list[tuple[str, bytes]]:
+    """Every feature occurrence of `text`: words, adjacent-word bigrams, and the 3..5-character
+    n-grams of each word padded as `<word>`."""
+    words = hash_embed_words(text)
+    features: list[tuple[str, bytes]] = []
+    for i, word in enumerate(words):
+        features.append(("word", word.encode()))
+        if i + 1 < len(words):
+            features.append(("bigram", f"{word} {words[i + 1]}".encode()))
+        padded = f"<{word}>"
+        for n in CHAR_NGRAM_SIZES:
+            for j in range(len(padded) - n + 1):
+                features.append(("char_ngram", padded[j : j + n].encode()))
+    return features
+
+
+def hash_embed_reference(texts: list[str], dim: int) -> npt.NDArray[np.float32]:
+    """The twin of `fadeway._core.hash_embed`: each distinct feature adds
+    ±weight·(1 + ln tf) to bucket hash % dim (minus when the hash's top bit is set), then each row
+    is scaled to unit length; a row that cancelled out (norm below HASH_CANCELLED times the sum
+    of the values' magnitudes) is zeros."""
+    out = np.zeros((len(texts), dim), dtype=np.float64)
+    for row, text in zip(out, texts, strict=True):
+        mass = 0.0
+        for (kind, data), tf in Counter(hash_embed_features(text)).items():
+            tag, weight = HASH_FEATURES[kind]
+            h = feature_hash_reference(tag, data)
+            value = weight * (1.0 + math.log(tf))
+            mass += value
+            row[h % dim] += -value if h >> 63 else value
+        norm = math.sqrt(float(row @ row))
+        row[:] = row / norm if norm > HASH_CANCELLED * mass else 0.0
+    return out.astype(np.float32)
+
+
 # Boundary-rank splitting (spec "Episodes"): the twin of `fadeway._core.split_episodes`.
 
 

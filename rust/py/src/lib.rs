@@ -5,6 +5,7 @@
 
 use pyo3::prelude::*;
 
+mod embed;
 mod errors;
 mod split;
 mod tokens;
@@ -12,6 +13,7 @@ mod tokens;
 #[pymodule(gil_used = false)]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    embed::register(m)?;
     split::register(m)?;
     tokens::register(m)?;
     Ok(())
