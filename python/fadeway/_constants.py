@@ -35,3 +35,20 @@ HISTORY_CACHE_MEMORIES = 256
 
 #: How long a writer waits for another to finish before giving up, in milliseconds.
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+# -- segmentation / embedding ---------------------------------------------------------------
+# Offline boundary scores (`fadeway.cohesion`). Tuned on TIAGE train + dev only, by ranking
+# quality (Pk of the top-k slots at the gold count, since sizes decide how many cuts and the
+# scores only where); `benches/segmentation_tiage.py --tune` repeats the search.
+
+#: Units compared on each side of a gap.
+COHESION_WINDOW = 4
+#: Size of the hashing embeddings the embedding view uses.
+COHESION_EMBED_DIM = 256
+#: Share of the lexical (tf-idf) view in the cohesion; the rest is the embedding view.
+COHESION_LEXICAL_WEIGHT = 0.75
+#: Width of the moving average over the cohesion curve (1 = none).
+COHESION_SMOOTHING = 3
+#: Where a yes/no boundary is needed without sizes: a gap whose score (first[j+1] + last[j])
+#: exceeds the mean of its conversation's gap scores by this many standard deviations.
+BOUNDARY_THRESHOLD_STD = 1.75
