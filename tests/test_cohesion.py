@@ -148,10 +148,14 @@ def dense_gap_cohesion(
         x = x - x.mean(axis=0)
         out = []
         for j in range(n - 1):
-            left = x[max(0, j - window + 1) : j + 1].sum(axis=0)
-            right = x[j + 1 : j + 1 + window].sum(axis=0)
+            lefts, rights = x[max(0, j - window + 1) : j + 1], x[j + 1 : j + 1 + window]
+            left, right = lefts.sum(axis=0), rights.sum(axis=0)
+            # A window whose units cancel out has no direction: cosine 0.
+            cancelled = float(left @ left) <= 1e-9 * float((lefts * lefts).sum()) or float(
+                right @ right
+            ) <= 1e-9 * float((rights * rights).sum())
             norm = math.sqrt(float(left @ left) * float(right @ right))
-            out.append(float(left @ right) / norm if norm > 1e-12 else 0.0)
+            out.append(0.0 if cancelled else float(left @ right) / norm)
         return np.array(out)
 
     return lexical_weight * cosines(lexical) + (1 - lexical_weight) * cosines(embedded)

@@ -67,6 +67,9 @@ _WORD = re.compile(r"[^\W_]+")
 
 Floats = npt.NDArray[np.float64]
 
+#: A window sum whose squared norm is below this fraction of its units' squared norms cancelled.
+_CANCELLED = 1e-9
+
 
 def boundary_scores(
     texts: Sequence[str],
@@ -204,12 +207,12 @@ def _window_cosines(band: Floats, window: int) -> Floats:
 
     left = [gaps - p for p in range(window)]  # units j, j-1, ..., j-window+1
     right = [gaps + 1 + q for q in range(window)]  # units j+1, ..., j+window
-    left_sq = np.zeros(n - 1, dtype=np.float64)
-    right_sq = np.zeros(n - 1, dtype=np.float64)
+    left_mass = sum(gram(u, u) for u in left)  # the units' own squared norms
+    right_mass = sum(gram(u, u) for u in right)
+    left_sq = np.array(left_mass, dtype=np.float64)
+    right_sq = np.array(right_mass, dtype=np.float64)
     cross = np.zeros(n - 1, dtype=np.float64)
     for p in range(window):
-        left_sq += gram(left[p], left[p])
-        right_sq += gram(right[p], right[p])
         for q in range(p + 1, window):
             left_sq += 2.0 * gram(left[q], left[p])
             right_sq += 2.0 * gram(right[p], right[q])
@@ -217,10 +220,12 @@ def _window_cosines(band: Floats, window: int) -> Floats:
             cross += gram(left[p], right[q])
     # A unit past either end reads a zero row of the padding, and `band[u, d]` is already zero
     # when u + d is past the end, so absent units need no mask.
-    norm = np.sqrt(np.clip(left_sq, 0.0, None) * np.clip(right_sq, 0.0, None))
-    out = np.zeros(n - 1, dtype=np.float64)
-    np.divide(cross, norm, out=out, where=norm > 1e-12)
-    return np.clip(out, -1.0, 1.0)
+    # A window whose units cancel out (its sum is ~0 next to the units themselves) has no
+    # direction; its cosine is 0. Summed from Gram entries, such a norm is rounding noise of the
+    # size of the units, so the test is relative to them, not to an absolute epsilon.
+    present = (left_sq > _CANCELLED * left_mass) & (right_sq > _CANCELLED * right_mass)
+    norm = np.sqrt(np.where(present, left_sq * right_sq, 1.0))
+    return np.where(present, np.clip(cross / norm, -1.0, 1.0), 0.0)
 
 
 def _smooth(sim: Floats, width: int) -> Floats:
