@@ -14,7 +14,11 @@ __all__ = [
     "MemoryRecord",
     "MessageRecord",
     "RequestRecord",
+    "EpisodeRecord",
+    "TraceRecord",
+    "JobRecord",
     "Unit",
+    "EpisodeView",
     "ReportResult",
     "ExportedMessage",
     "ExportedRequest",
@@ -69,6 +73,49 @@ class RequestRecord(msgspec.Struct, frozen=True, kw_only=True):
     replied: bool = False
 
 
+class EpisodeRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A stretch of closed history about one concept, cut between whole units."""
+
+    n: int  # 1-based, in order of the history
+    first_seq: int
+    last_seq: int  # inclusive
+    first_turn: int
+    last_turn: int
+    start_at: float  # time of its first message
+    end_at: float  # time of its last message
+    tokens: int
+    cut_at: float  # when it was cut
+    state: str = "live"  # live / leaving / sealed / forgotten
+
+
+class TraceRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One entry of the append-only trace log (MECHANISM: "Encoding and traces").
+
+    The encoding trace of an episode has no fact and score 1; a fact trace links one fact and
+    one episode and counts for both when the judge said yes. Traces are never edited.
+    """
+
+    n: int  # 1-based, in order of writing
+    episode: int
+    fact: int | None
+    kind: str  # "encoding" or "fact"
+    score: float  # as given
+    counted: bool
+    at: float
+
+
+class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One job of a memory's ordered lane."""
+
+    n: int
+    kind: str
+    payload: bytes  # JSON
+    created_at: float  # the engine's time when it was queued: the job's "now"
+    state: str = "pending"  # pending / done / failed
+    attempts: int = 0
+    error: str | None = None
+
+
 class Unit(msgspec.Struct, frozen=True):
     """A unit: a user message, or an assistant step with the tool calls and outputs after it.
 
@@ -79,6 +126,22 @@ class Unit(msgspec.Struct, frozen=True):
     last: int  # seq of its last message (inclusive)
     turn: int
     tokens: int
+
+
+class EpisodeView(msgspec.Struct, frozen=True, kw_only=True):
+    """An episode as `mem.episodes()` shows it: its span, size, state, units and traces."""
+
+    n: int
+    state: str
+    first_seq: int
+    last_seq: int
+    first_turn: int
+    last_turn: int
+    start_at: float
+    end_at: float
+    tokens: int
+    units: list[Unit]
+    traces: list[TraceRecord]
 
 
 class ReportResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -126,3 +189,5 @@ class MemoryExport(msgspec.Struct, frozen=True, kw_only=True):
     instructions: msgspec.Raw  # the caller's latest instructions, JSON (null when none)
     messages: list[ExportedMessage]
     requests: list[ExportedRequest]
+    episodes: list[EpisodeRecord] = []
+    traces: list[TraceRecord] = []

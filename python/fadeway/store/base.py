@@ -11,7 +11,7 @@ import abc
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 
-from ..model import MemoryRecord, MessageRecord, RequestRecord
+from ..model import EpisodeRecord, JobRecord, MemoryRecord, MessageRecord, RequestRecord, TraceRecord
 
 __all__ = ["Store", "Transaction"]
 
@@ -68,6 +68,57 @@ class Transaction(abc.ABC):
         """provider / estimate of the latest report whose ratio was kept, for `model`."""
 
 
+    # -- episodes and traces --------------------------------------------------------------
+
+    @abc.abstractmethod
+    def episodes(self) -> list[EpisodeRecord]:
+        """Every episode, in order."""
+
+    @abc.abstractmethod
+    def last_episode(self) -> EpisodeRecord | None: ...
+
+    @abc.abstractmethod
+    def insert_episodes(self, rows: Sequence[EpisodeRecord]) -> None: ...
+
+    @abc.abstractmethod
+    def traces(self) -> list[TraceRecord]:
+        """The whole trace log, in order of writing."""
+
+    @abc.abstractmethod
+    def append_traces(self, rows: Sequence[TraceRecord]) -> None:
+        """Append to the trace log; there is no way to edit or delete a trace."""
+
+    @abc.abstractmethod
+    def trace_count(self) -> int: ...
+
+    # -- the ordered lane -----------------------------------------------------------------
+
+    @abc.abstractmethod
+    def enqueue(self, kind: str, payload: bytes, created_at: float) -> int:
+        """Queue a job at the end of the memory's lane; returns its number."""
+
+    @abc.abstractmethod
+    def pending_job(self, kind: str | None = None) -> JobRecord | None:
+        """The oldest pending job (of `kind`, when given)."""
+
+    @abc.abstractmethod
+    def finish_job(self, n: int, state: str, error: str | None = None) -> None: ...
+
+    @abc.abstractmethod
+    def record_attempt(self, n: int, error: str | None) -> int:
+        """Count one more attempt at job `n`; returns the attempts so far."""
+
+    @abc.abstractmethod
+    def jobs(self) -> list[JobRecord]: ...
+
+    @abc.abstractmethod
+    def claim_lane(self, owner: str, now: float, until: float) -> bool:
+        """Take (or renew) the memory's lane for `owner` unless another holds an unexpired lease."""
+
+    @abc.abstractmethod
+    def release_lane(self, owner: str) -> None: ...
+
+
 class Store(abc.ABC):
     """Many memories in one database."""
 
@@ -82,6 +133,10 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def memory_ids(self) -> Iterator[str]:
         """Every memory id in the store (ids only; for export of all and administration)."""
+
+    @abc.abstractmethod
+    def memories_with_pending_jobs(self) -> list[str]:
+        """Ids of the memories whose lanes hold pending jobs (ids only: for the lane workers)."""
 
     @abc.abstractmethod
     def close(self) -> None: ...

@@ -1,15 +1,45 @@
 """The versioned schema. Each migration moves the schema up by one version; never edit one that
-has shipped, add the next. The SQL is kept portable (no SQLite-only syntax in tables and queries)
-so that PostgreSQL can share it behind the same interface.
+has shipped, add the next. Tables and queries are portable SQL, shared by every backend; what
+only one backend can say (SQLite's triggers that keep logs append-only) sits beside it.
 """
 
 from __future__ import annotations
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION"]
+from dataclasses import dataclass, field
 
-MIGRATIONS: list[list[str]] = [
+__all__ = ["Migration", "MIGRATIONS", "SCHEMA_VERSION"]
+
+
+@dataclass(frozen=True)
+class Migration:
+    portable: list[str]
+    sqlite: list[str] = field(default_factory=list)
+
+
+def _append_only(table: str, *, allow: str | None = None) -> list[str]:
+    """SQLite triggers that refuse to delete rows of `table` or to change them (but `allow`)."""
+    update = (f"BEFORE UPDATE ON {table}" if allow is None else
+              f"BEFORE UPDATE ON {table} WHEN "
+              + " OR ".join(f"NEW.{c} IS NOT OLD.{c}" for c in _COLUMNS[table] if c != allow))
+    what = f"{table} are never edited" if allow is None else f"{table} change only in {allow}"
+    return [
+        f"CREATE TRIGGER {table}_never_edited {update} "
+        f"BEGIN SELECT RAISE(ABORT, '{what}'); END",
+        f"CREATE TRIGGER {table}_never_deleted BEFORE DELETE ON {table} "
+        f"BEGIN SELECT RAISE(ABORT, '{table} are never deleted'); END",
+    ]
+
+
+_COLUMNS = {
+    "messages": [],
+    "traces": [],
+    "episodes": ["memory_id", "n", "first_seq", "last_seq", "first_turn", "last_turn",
+                 "start_at", "end_at", "tokens", "cut_at", "state"],
+}
+
+MIGRATIONS: list[Migration] = [
     # 1: memories, messages and decorated requests.
-    [
+    Migration([
         """CREATE TABLE memories (
             memory_id TEXT PRIMARY KEY,
             format TEXT NOT NULL CHECK (format IN ('chat_completions', 'responses')),
@@ -49,7 +79,55 @@ MIGRATIONS: list[list[str]] = [
             replied INTEGER NOT NULL DEFAULT 0,
             PRIMARY KEY (memory_id, n)
         )""",
-    ],
+    ]),
+    # 2: episodes, the append-only trace log, and the ordered lane (durable per-memory jobs).
+    Migration([
+        """CREATE TABLE episodes (
+            memory_id TEXT NOT NULL REFERENCES memories (memory_id),
+            n INTEGER NOT NULL CHECK (n >= 1),
+            first_seq INTEGER NOT NULL,
+            last_seq INTEGER NOT NULL,
+            first_turn INTEGER NOT NULL,
+            last_turn INTEGER NOT NULL,
+            start_at DOUBLE PRECISION NOT NULL,
+            end_at DOUBLE PRECISION NOT NULL,
+            tokens INTEGER NOT NULL,
+            cut_at DOUBLE PRECISION NOT NULL,
+            state TEXT NOT NULL CHECK (state IN ('live', 'leaving', 'sealed', 'forgotten')),
+            PRIMARY KEY (memory_id, n),
+            CHECK (first_seq <= last_seq)
+        )""",
+        """CREATE TABLE traces (
+            memory_id TEXT NOT NULL REFERENCES memories (memory_id),
+            n INTEGER NOT NULL CHECK (n >= 1),
+            episode INTEGER NOT NULL,
+            fact INTEGER,
+            kind TEXT NOT NULL CHECK (kind IN ('encoding', 'fact')),
+            score DOUBLE PRECISION NOT NULL,
+            counted INTEGER NOT NULL CHECK (counted IN (0, 1)),
+            at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (memory_id, n),
+            FOREIGN KEY (memory_id, episode) REFERENCES episodes (memory_id, n)
+        )""",
+        """CREATE TABLE jobs (
+            memory_id TEXT NOT NULL REFERENCES memories (memory_id),
+            n INTEGER NOT NULL CHECK (n >= 1),
+            kind TEXT NOT NULL,
+            payload BLOB NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL,
+            state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'done', 'failed')),
+            attempts INTEGER NOT NULL DEFAULT 0,
+            error TEXT,
+            PRIMARY KEY (memory_id, n)
+        )""",
+        "CREATE INDEX jobs_pending ON jobs (memory_id, n) WHERE state = 'pending'",
+        """CREATE TABLE lanes (
+            memory_id TEXT PRIMARY KEY REFERENCES memories (memory_id),
+            owner TEXT,
+            lease_until DOUBLE PRECISION
+        )""",
+    ], sqlite=[*_append_only("messages"), *_append_only("traces"),
+               *_append_only("episodes", allow="state")]),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

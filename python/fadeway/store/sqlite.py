@@ -19,7 +19,7 @@ import msgspec
 
 from .. import _constants as C
 from ..errors import SchemaVersionError, StoreError
-from ..model import MemoryRecord, MessageRecord, RequestRecord
+from ..model import EpisodeRecord, JobRecord, MemoryRecord, MessageRecord, RequestRecord, TraceRecord
 from .base import Store, Transaction
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
@@ -31,6 +31,10 @@ _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 _MESSAGE_COLUMNS = "seq, turn, at, role, kind, side, source, tokens, digest, calls, answers, body"
 _REQUEST_COLUMNS = ("n, at, model, encoding, estimate, view_len, view_last, history_through, "
                     "provider_tokens, ratio_kept, ratio_note, replied")
+_EPISODE_COLUMNS = ("n, first_seq, last_seq, first_turn, last_turn, start_at, end_at, tokens, "
+                    "cut_at, state")
+_TRACE_COLUMNS = "n, episode, fact, kind, score, counted, at"
+_JOB_COLUMNS = "n, kind, payload, created_at, state, attempts, error"
 _encode_calls = msgspec.json.encode
 _decode_calls = msgspec.json.Decoder(tuple[str, ...]).decode
 
@@ -51,6 +55,25 @@ def _request(row: tuple) -> RequestRecord:
                          history_through=history_through, provider_tokens=provider,
                          ratio_kept=None if kept is None else bool(kept), ratio_note=note,
                          replied=bool(replied))
+
+
+def _episode(row: tuple) -> EpisodeRecord:
+    n, first, last, first_turn, last_turn, start_at, end_at, tokens, cut_at, state = row
+    return EpisodeRecord(n=n, first_seq=first, last_seq=last, first_turn=first_turn,
+                         last_turn=last_turn, start_at=start_at, end_at=end_at, tokens=tokens,
+                         cut_at=cut_at, state=state)
+
+
+def _trace(row: tuple) -> TraceRecord:
+    n, episode, fact, kind, score, counted, at = row
+    return TraceRecord(n=n, episode=episode, fact=fact, kind=kind, score=score,
+                       counted=bool(counted), at=at)
+
+
+def _job(row: tuple) -> JobRecord:
+    n, kind, payload, created_at, state, attempts, error = row
+    return JobRecord(n=n, kind=kind, payload=bytes(payload), created_at=created_at, state=state,
+                     attempts=attempts, error=error)
 
 
 class _SQLiteTransaction(Transaction):
@@ -147,6 +170,100 @@ class _SQLiteTransaction(Transaction):
         return row[0] / row[1] if row else None
 
 
+    # -- episodes and traces --------------------------------------------------------------
+
+    def episodes(self) -> list[EpisodeRecord]:
+        return [_episode(r) for r in self._conn.execute(
+            f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE memory_id = ? ORDER BY n",
+            (self.memory_id,))]
+
+    def last_episode(self) -> EpisodeRecord | None:
+        row = self._conn.execute(
+            f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE memory_id = ? ORDER BY n DESC LIMIT 1",
+            (self.memory_id,)).fetchone()
+        return _episode(row) if row else None
+
+    def insert_episodes(self, rows: Sequence[EpisodeRecord]) -> None:
+        self._conn.executemany(
+            f"INSERT INTO episodes (memory_id, {_EPISODE_COLUMNS}) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(self.memory_id, e.n, e.first_seq, e.last_seq, e.first_turn, e.last_turn,
+              e.start_at, e.end_at, e.tokens, e.cut_at, e.state) for e in rows])
+
+    def traces(self) -> list[TraceRecord]:
+        return [_trace(r) for r in self._conn.execute(
+            f"SELECT {_TRACE_COLUMNS} FROM traces WHERE memory_id = ? ORDER BY n",
+            (self.memory_id,))]
+
+    def append_traces(self, rows: Sequence[TraceRecord]) -> None:
+        self._conn.executemany(
+            f"INSERT INTO traces (memory_id, {_TRACE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [(self.memory_id, t.n, t.episode, t.fact, t.kind, t.score, int(t.counted), t.at)
+             for t in rows])
+
+    def trace_count(self) -> int:
+        (top,) = self._conn.execute("SELECT MAX(n) FROM traces WHERE memory_id = ?",
+                                    (self.memory_id,)).fetchone()
+        return top or 0
+
+    # -- the ordered lane -----------------------------------------------------------------
+
+    def enqueue(self, kind: str, payload: bytes, created_at: float) -> int:
+        (top,) = self._conn.execute("SELECT MAX(n) FROM jobs WHERE memory_id = ?",
+                                    (self.memory_id,)).fetchone()
+        n = (top or 0) + 1
+        self._conn.execute(
+            "INSERT INTO jobs (memory_id, n, kind, payload, created_at) VALUES (?, ?, ?, ?, ?)",
+            (self.memory_id, n, kind, payload, created_at))
+        return n
+
+    def pending_job(self, kind: str | None = None) -> JobRecord | None:
+        sql = f"SELECT {_JOB_COLUMNS} FROM jobs WHERE memory_id = ? AND state = 'pending'"
+        args: tuple = (self.memory_id,)
+        if kind is not None:
+            sql += " AND kind = ?"
+            args += (kind,)
+        row = self._conn.execute(sql + " ORDER BY n LIMIT 1", args).fetchone()
+        return _job(row) if row else None
+
+    def finish_job(self, n: int, state: str, error: str | None = None) -> None:
+        self._conn.execute("UPDATE jobs SET state = ?, error = ? WHERE memory_id = ? AND n = ?",
+                           (state, error, self.memory_id, n))
+
+    def record_attempt(self, n: int, error: str | None) -> int:
+        self._conn.execute(
+            "UPDATE jobs SET attempts = attempts + 1, error = ? WHERE memory_id = ? AND n = ?",
+            (error, self.memory_id, n))
+        (attempts,) = self._conn.execute(
+            "SELECT attempts FROM jobs WHERE memory_id = ? AND n = ?", (self.memory_id, n)
+        ).fetchone()
+        return attempts
+
+    def jobs(self) -> list[JobRecord]:
+        return [_job(r) for r in self._conn.execute(
+            f"SELECT {_JOB_COLUMNS} FROM jobs WHERE memory_id = ? ORDER BY n", (self.memory_id,))]
+
+    def claim_lane(self, owner: str, now: float, until: float) -> bool:
+        row = self._conn.execute("SELECT owner, lease_until FROM lanes WHERE memory_id = ?",
+                                 (self.memory_id,)).fetchone()
+        if row is None:
+            self._conn.execute(
+                "INSERT INTO lanes (memory_id, owner, lease_until) VALUES (?, ?, ?)",
+                (self.memory_id, owner, until))
+            return True
+        holder, lease_until = row
+        if holder not in (None, owner) and lease_until is not None and lease_until > now:
+            return False
+        self._conn.execute("UPDATE lanes SET owner = ?, lease_until = ? WHERE memory_id = ?",
+                           (owner, until, self.memory_id))
+        return True
+
+    def release_lane(self, owner: str) -> None:
+        self._conn.execute(
+            "UPDATE lanes SET owner = NULL, lease_until = NULL WHERE memory_id = ? AND owner = ?",
+            (self.memory_id, owner))
+
+
 class SQLiteStore(Store):
     """Many memories in one SQLite file."""
 
@@ -194,7 +311,7 @@ class SQLiteStore(Store):
                     f"{self.path} has schema version {version}; this fadeway understands up to "
                     f"{SCHEMA_VERSION}: upgrade fadeway")
             for step in MIGRATIONS[version:]:
-                for statement in step:
+                for statement in (*step.portable, *step.sqlite):
                     conn.execute(statement)
             if row is None:
                 conn.execute("INSERT INTO fadeway_schema (version) VALUES (?)", (SCHEMA_VERSION,))
@@ -240,6 +357,11 @@ class SQLiteStore(Store):
     def memory_ids(self) -> Iterator[str]:
         conn = self._connection()
         yield from (r[0] for r in conn.execute("SELECT memory_id FROM memories ORDER BY memory_id"))
+
+    def memories_with_pending_jobs(self) -> list[str]:
+        conn = self._connection()
+        return [r[0] for r in conn.execute(
+            "SELECT DISTINCT memory_id FROM jobs WHERE state = 'pending' ORDER BY memory_id")]
 
     def close(self) -> None:
         with self._lock:

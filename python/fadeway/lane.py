@@ -1,0 +1,193 @@
+"""The ordered lane: a durable job queue per memory, in the store (ARCHITECTURE: "Storage and
+scale"; MECHANISM: "When each part runs").
+
+Only the oldest pending job of a memory runs, so a score never races the cut it depends on. A
+worker holds a memory's lane by a lease in the store; a job is prepared from a snapshot (where a
+judge may take its time, no lock held) and applied in one transaction that also marks it done.
+A worker that dies mid-job leaves the job pending and its lease to expire: the job runs again
+and is applied once. Different memories' lanes run concurrently.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from . import _constants as C
+from .model import JobRecord
+from .store import Transaction
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+__all__ = ["JobHandler", "register_job", "run_lane", "drain", "BackgroundWorker", "run_sync"]
+
+log = logging.getLogger("fadeway.lane")
+T = TypeVar("T")
+
+
+class JobHandler(abc.ABC):
+    """One kind of background job."""
+
+    @abc.abstractmethod
+    async def prepare(self, engine: Engine, memory_id: str, job: JobRecord) -> Any:
+        """Read what the job needs and do its slow part (judge calls). Nothing is written."""
+
+    @abc.abstractmethod
+    def apply(self, engine: Engine, tx: Transaction, job: JobRecord, prepared: Any) -> bool:
+        """Write the job's result inside the transaction that marks it done.
+
+        Returns False when the snapshot it was prepared from is stale: the job is prepared again.
+        """
+
+
+_HANDLERS: dict[str, JobHandler] = {}
+
+
+def register_job(kind: str, handler: JobHandler) -> None:
+    """Make `kind` a job the lanes can run."""
+    _HANDLERS[kind] = handler
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion from synchronous code, even under a running event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    result: list[T] = []
+    error: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            result.append(asyncio.run(coro))
+        except BaseException as exc:  # handed to the caller's thread below
+            error.append(exc)
+
+    thread = threading.Thread(target=target, name="fadeway-run-sync")
+    thread.start()
+    thread.join()
+    if error:
+        raise error[0]
+    return result[0]
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+
+
+def run_lane(engine: Engine, memory_id: str, owner: str | None = None) -> int | None:
+    """Run a memory's pending jobs, oldest first, while holding its lane.
+
+    Returns how many jobs were applied, or None when another worker holds the lane.
+    """
+    owner = owner or _owner()
+    lease = engine.lane_lease_seconds
+    applied = 0
+    while True:
+        now = time.time()
+        with engine.store.write(memory_id) as tx:
+            if not tx.claim_lane(owner, now, now + lease):
+                return None if applied == 0 else applied
+            job = tx.pending_job()
+            if job is None:
+                tx.release_lane(owner)
+                return applied
+        handler = _HANDLERS.get(job.kind)
+        try:
+            if handler is None:
+                raise LookupError(f"no handler for job kind {job.kind!r}")
+            prepared = run_sync(handler.prepare(engine, memory_id, job))
+        except Exception as exc:  # a failing job must not stop the worker; it is retried
+            _failed_attempt(engine, memory_id, job, exc)
+            continue
+        now = time.time()
+        with engine.store.write(memory_id) as tx:
+            if not tx.claim_lane(owner, now, now + lease):
+                log.info("memory %r: lane taken over during job %d; result discarded",
+                         memory_id, job.n)
+                return applied
+            current = tx.pending_job()
+            if current is None or current.n != job.n:
+                continue  # another worker finished it while our lease had lapsed
+            if handler.apply(engine, tx, job, prepared):  # type: ignore[union-attr]
+                tx.finish_job(job.n, "done")
+                applied += 1
+
+
+def _failed_attempt(engine: Engine, memory_id: str, job: JobRecord, exc: Exception) -> None:
+    error = f"{type(exc).__name__}: {exc}"
+    with engine.store.write(memory_id) as tx:
+        attempts = tx.record_attempt(job.n, error)
+        if attempts >= C.JOB_MAX_ATTEMPTS:
+            tx.finish_job(job.n, "failed", error)
+            log.error("memory %r: job %d (%s) failed %d times and is given up: %s",
+                      memory_id, job.n, job.kind, attempts, error)
+        else:
+            log.warning("memory %r: job %d (%s) failed (attempt %d of %d): %s",
+                        memory_id, job.n, job.kind, attempts, C.JOB_MAX_ATTEMPTS, error)
+
+
+def drain(engine: Engine) -> int:
+    """Run every pending job of every memory to completion; returns how many were applied.
+
+    Lanes held by another worker are waited for (until that worker finishes or its lease ends).
+    """
+    owner = f"{_owner()}:drain"
+    total = 0
+    while True:
+        pending = engine.store.memories_with_pending_jobs()
+        if not pending:
+            return total
+        progressed = False
+        for memory_id in pending:
+            ran = run_lane(engine, memory_id, owner)
+            if ran is not None:
+                total += ran
+                progressed = True
+        if not progressed:
+            time.sleep(C.LANE_POLL_SECONDS)
+
+
+class BackgroundWorker:
+    """The in-process worker: threads that run lanes whenever jobs are queued."""
+
+    def __init__(self, engine: Engine, threads: int = C.LANE_THREADS) -> None:
+        self._engine = engine
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._loop, name=f"fadeway-lane-{i}",
+                                          daemon=True) for i in range(threads)]
+        for t in self._threads:
+            t.start()
+        self._wake.set()  # resume whatever a previous process left pending
+
+    def notify(self) -> None:
+        """Jobs were queued."""
+        self._wake.set()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(C.LANE_IDLE_POLL_SECONDS)
+            self._wake.clear()
+            try:
+                for memory_id in self._engine.store.memories_with_pending_jobs():
+                    if self._stop.is_set():
+                        break
+                    run_lane(self._engine, memory_id)
+            except Exception:  # keep the worker alive; the store is the truth, jobs stay pending
+                log.exception("background lane worker error")
+                time.sleep(C.LANE_POLL_SECONDS)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        for t in self._threads:
+            t.join()
