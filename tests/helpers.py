@@ -20,3 +20,15 @@ def chat_reply(content: str | None = "ok", *, tool_calls: list | None = None,
 def call(call_id: str, name: str = "lookup", arguments: str = "{}") -> dict:
     """One Chat Completions tool call."""
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def shared_data(relative: str):
+    """A file under shared/data (beside the repository, or under $FADEWAY_SHARED_DATA), or None."""
+    import os
+    from pathlib import Path
+
+    roots = []
+    if os.environ.get("FADEWAY_SHARED_DATA"):
+        roots.append(Path(os.environ["FADEWAY_SHARED_DATA"]))
+    roots.append(Path(__file__).resolve().parents[2] / "shared" / "data")
+    return next((root / relative for root in roots if (root / relative).exists()), None)

@@ -36,6 +36,35 @@ HISTORY_CACHE_MEMORIES = 256
 #: How long a writer waits for another to finish before giving up, in milliseconds.
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
+# -- episodes -------------------------------------------------------------------------------
+
+#: Episode sizes in tokens, and how much uncut closed history triggers a cut after a reply.
+EPISODE_MIN_TOKENS = 400
+EPISODE_MAX_TOKENS = 4_000
+CUT_AFTER_TOKENS = 8_000
+#: Units on each side of a stretch that a judge reads as context.
+JUDGE_CONTEXT_UNITS = 3
+#: Characters of a unit a judge reads (long tool outputs are cut short for judging only).
+JUDGE_UNIT_CHARS = 4_000
+
+#: How often an inline cut is planned again when the history changed under it.
+CUT_RETRIES = 3
+
+# -- the lane -------------------------------------------------------------------------------
+
+#: A worker holds a memory's lane this long (real seconds) before another may take it over.
+LANE_LEASE_SECONDS = 30.0
+#: Attempts at a failing job before it is marked failed and the lane moves on.
+JOB_MAX_ATTEMPTS = 3
+#: Threads of the in-process background worker (different memories run concurrently).
+LANE_THREADS = 2
+#: How long a judgment in the lane may take (seconds).
+LANE_JUDGE_DEADLINE = 120.0
+#: How often a waiting drain looks again at lanes another worker holds (seconds).
+LANE_POLL_SECONDS = 0.05
+#: How often an idle background worker looks for jobs queued by other processes (seconds).
+LANE_IDLE_POLL_SECONDS = 5.0
+
 # -- segmentation / embedding ---------------------------------------------------------------
 # Offline boundary scores (`fadeway.cohesion`). Tuned on TIAGE train + dev only, by ranking
 # quality (Pk of the top-k slots at the gold count, since sizes decide how many cuts and the

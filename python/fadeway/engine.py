@@ -18,7 +18,10 @@ from . import _constants as C
 from . import formats
 from .errors import ImportConflictError, InvalidExportError, InvalidMemoryIdError
 from .formats import Format
+from .episodes import CutSettings
 from .history import History
+from .judge import Judge, OfflineJudge
+from .lane import BackgroundWorker, drain
 from .memory import Memory
 from .model import EXPORT_VERSION, MemoryExport, MessageRecord, RequestRecord
 from .store import Store, open_store
@@ -46,16 +49,25 @@ class Engine:
     """Many memories in one store, with one clock and one set of settings."""
 
     def __init__(self, store: Store, *, ceiling: int = C.DEFAULT_CEILING,
-                 clock: Callable[[], float] | None = None) -> None:
+                 clock: Callable[[], float] | None = None, judge: Judge | None = None,
+                 cut_settings: CutSettings | None = None, background: bool = True,
+                 lane_threads: int = C.LANE_THREADS,
+                 lane_lease_seconds: float = C.LANE_LEASE_SECONDS) -> None:
         if not isinstance(ceiling, int) or ceiling <= 0:
             raise ValueError(f"ceiling must be a positive number of tokens, not {ceiling!r}")
+        if lane_lease_seconds <= 0:
+            raise ValueError(f"lane_lease_seconds must be positive, not {lane_lease_seconds!r}")
         self.store = store
         self.ceiling = ceiling
         self.clock: Callable[[], float] = clock or time.time
+        self.judge: Judge = judge or OfflineJudge()
+        self.cut_settings = cut_settings or CutSettings()
+        self.lane_lease_seconds = lane_lease_seconds
         # Mirrors of recently used memories' histories. An evicted mirror is only a cache miss:
         # the next handle re-reads the history from the store, which stays the one truth.
         self._histories: OrderedDict[str, History] = OrderedDict()
         self._guard = threading.Lock()
+        self._worker = BackgroundWorker(self, lane_threads) if background else None
 
     def __enter__(self) -> Engine:
         return self
@@ -64,8 +76,26 @@ class Engine:
         self.close()
 
     def close(self) -> None:
-        """Close the store's connections."""
+        """Stop the background worker (a job it was running stays pending) and close the store."""
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
         self.store.close()
+
+    def drain(self) -> int:
+        """Run every pending background job of every memory to completion.
+
+        For deterministic tests and batch replay; returns how many jobs were applied.
+        """
+        return drain(self)
+
+    async def adrain(self) -> int:
+        """`drain`, off the event loop."""
+        return await asyncio.to_thread(self.drain)
+
+    def _jobs_queued(self) -> None:
+        if self._worker is not None:
+            self._worker.notify()
 
     def memory(self, memory_id: str) -> Memory:
         """The memory (conversation) with this id; it is created by its first decorate."""
@@ -131,6 +161,8 @@ class Engine:
             tx.insert_messages(rows)
             for r in export.requests:
                 tx.insert_request(RequestRecord(**msgspec.structs.asdict(r)))
+            tx.insert_episodes(export.episodes)
+            tx.append_traces(export.traces)
         return memory
 
     async def aimport_memory(self, doc: MemoryExport | dict[str, Any] | bytes | str) -> Memory:
@@ -160,12 +192,26 @@ def _load_export(doc: MemoryExport | dict[str, Any] | bytes | str) -> MemoryExpo
 
 
 def open(url: str | os.PathLike[str] = "fadeway.db", *, ceiling: int = C.DEFAULT_CEILING,
-         clock: Callable[[], float] | None = None, synchronous: str = "FULL") -> Engine:
+         clock: Callable[[], float] | None = None, synchronous: str = "FULL",
+         judge: Judge | None = None, episode_min_tokens: int = C.EPISODE_MIN_TOKENS,
+         episode_max_tokens: int = C.EPISODE_MAX_TOKENS,
+         cut_after_tokens: int = C.CUT_AFTER_TOKENS, background: bool = True,
+         lane_threads: int = C.LANE_THREADS,
+         lane_lease_seconds: float = C.LANE_LEASE_SECONDS) -> Engine:
     """Open (or create) a store of memories.
 
     url: a file path or `sqlite:///path` (the embedded default).
     ceiling: the context window assumed for every model, in tokens.
     clock: any callable returning Unix seconds; the system clock by default.
     synchronous: SQLite's durability setting (FULL by default).
+    judge: the judgment model; the offline judge (no network) by default.
+    episode_min_tokens, episode_max_tokens: the sizes an episode is cut to.
+    cut_after_tokens: uncut closed history that makes a reply queue a cut.
+    background: run the memories' lanes in background threads (else only `drain()` runs them).
+    lane_threads: threads of that background worker.
+    lane_lease_seconds: how long a worker holds a lane before another may take it over.
     """
-    return Engine(open_store(url, synchronous=synchronous), ceiling=ceiling, clock=clock)
+    settings = CutSettings(episode_min_tokens, episode_max_tokens, cut_after_tokens)
+    return Engine(open_store(url, synchronous=synchronous), ceiling=ceiling, clock=clock,
+                  judge=judge, cut_settings=settings, background=background,
+                  lane_threads=lane_threads, lane_lease_seconds=lane_lease_seconds)

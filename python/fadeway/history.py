@@ -30,6 +30,7 @@ class History:
     bodies: list[bytes] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
     turn: int = 0  # the turn of the last stored message
+    turn_start: int = 0  # seq of the first message of that turn: the turn in progress
     calls: set[str] = field(default_factory=set)
     #: Held by whoever reads or extends this mirror (one decorate or report at a time).
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -40,7 +41,7 @@ class History:
     def clear(self) -> None:
         for part in (self.digests, self.sources, self.bodies, self.tokens, self.calls):
             part.clear()
-        self.turn = 0
+        self.turn = self.turn_start = 0
 
     def extend(self, rows: Iterable[MessageRecord]) -> None:
         for r in rows:
@@ -49,7 +50,8 @@ class History:
             self.bodies.append(r.body)
             self.tokens.append(r.tokens)
             self.calls.update(r.calls)
-            self.turn = r.turn
+            if r.turn != self.turn:
+                self.turn, self.turn_start = r.turn, r.seq
 
     def sync(self, stored_count: int, fetch: Any) -> None:
         """Bring the mirror up to `stored_count` messages; `fetch(start)` returns the rows."""

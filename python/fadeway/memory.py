@@ -18,8 +18,11 @@ from . import formats, tokens
 from .errors import FormatMismatchError, InvalidRequestError
 from .formats import Entry, Format, ParsedRequest
 from .formats.canonical import digest_of, encode_json, plain
+from .episodes import commit_cut, prepare_cut, uncut_range
 from .history import History, align, next_turns, units
+from .lane import run_sync
 from .model import (
+    EpisodeView,
     ExportedMessage,
     ExportedRequest,
     MemoryExport,
@@ -27,6 +30,7 @@ from .model import (
     MessageRecord,
     ReportResult,
     RequestRecord,
+    TraceRecord,
     Unit,
 )
 from .store import Transaction
@@ -196,7 +200,20 @@ class Memory:
             else:
                 kept, note = self._judge_ratio(match, reply.prompt_tokens)
                 tx.record_report(match.n, reply.prompt_tokens, kept, note, True)
+            queued = self._queue_cut(tx, now)
+        if queued:
+            self._engine._jobs_queued()
         return result
+
+    def _queue_cut(self, tx: Transaction, now: float) -> bool:
+        """After a reply: queue a cut once enough uncut closed history has built up."""
+        closed_end = self._history.turn_start
+        start, end = uncut_range(tx, closed_end)
+        uncut = sum(self._history.tokens[start:end])
+        if uncut < self._engine.cut_settings.after_tokens or tx.pending_job("cut") is not None:
+            return False
+        tx.enqueue("cut", encode_json({"closed_end": closed_end}), now)
+        return True
 
     def _judge_ratio(self, request: RequestRecord, provider: int | None) -> tuple[bool | None, str | None]:
         if provider is None:
@@ -241,6 +258,38 @@ class Memory:
         """The stored history cut into units (the pieces episodes are cut from)."""
         return units(self.messages())
 
+    def episodes(self) -> list[EpisodeView]:
+        """The memory's episodes, in order, with their units, state and traces."""
+        with self._engine.store.read(self.memory_id) as tx:
+            episodes = tx.episodes()
+            traces = tx.traces()
+            messages = tx.messages(0, episodes[-1].last_seq + 1) if episodes else []
+        by_episode: dict[int, list[TraceRecord]] = {}
+        for t in traces:
+            by_episode.setdefault(t.episode, []).append(t)
+        return [EpisodeView(
+            n=e.n, state=e.state, first_seq=e.first_seq, last_seq=e.last_seq,
+            first_turn=e.first_turn, last_turn=e.last_turn, start_at=e.start_at, end_at=e.end_at,
+            tokens=e.tokens, units=units(messages[e.first_seq:e.last_seq + 1]),
+            traces=by_episode.get(e.n, [])) for e in episodes]
+
+    def cut(self, *, at: float | None = None) -> int:
+        """Cut all closed, uncut history into episodes now; returns how many were made.
+
+        The turn in progress is never cut. (After replies, cuts also run in the background lane
+        once enough uncut history has built up.)
+        """
+        now = self._engine._now(at)
+        with self._engine.store.read(self.memory_id) as tx:
+            self._sync(tx)
+        for _ in range(C.CUT_RETRIES):
+            prepared = run_sync(prepare_cut(self._engine, self.memory_id,
+                                            self._history.turn_start))
+            with self._history.lock, self._engine.store.write(self.memory_id) as tx:
+                if commit_cut(tx, prepared, now):
+                    return len(prepared[1].episodes) if prepared else 0
+        raise RuntimeError("the history kept changing while it was being cut")
+
     def export(self) -> MemoryExport:
         """The whole memory as one document (msgspec-encodable; see `fadeway.dumps`)."""
         with self._engine.store.read(self.memory_id) as tx:
@@ -249,6 +298,8 @@ class Memory:
                 raise KeyError(f"memory {self.memory_id!r} holds nothing to export")
             messages = tx.messages()
             requests = tx.requests()
+            episodes = tx.episodes()
+            traces = tx.traces()
         return MemoryExport(
             memory_id=self.memory_id,
             format=memory.format,
@@ -265,6 +316,8 @@ class Memory:
                                       provider_tokens=r.provider_tokens, ratio_kept=r.ratio_kept,
                                       ratio_note=r.ratio_note, replied=r.replied)
                       for r in requests],
+            episodes=episodes,
+            traces=traces,
         )
 
     # -- async twins -----------------------------------------------------------------------

@@ -1,0 +1,64 @@
+"""The judge interface: every judgment the spec asks of a judgment model.
+
+Judgments are async and batched, and take a deadline (an absolute `time.monotonic()` value,
+or None for no limit): the LLM-backed judge of a later stage does network I/O, and the offline
+and scripted judges honour the same shape. A judge that cannot answer by the deadline raises
+`JudgeTimeout`; callers fall back as the spec says for each judgment.
+
+Implemented judgments (more join as their stages land: fact-against-episode answers, walk
+levels, distillation, same/contradicts, entity resolution):
+
+- `boundaries`: each unit read in context, scored as the first and as the last message of a
+  concept (MECHANISM: "Episodes").
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..errors import FadewayError
+
+__all__ = ["Judge", "JudgeTimeout", "UnitText", "Boundaries"]
+
+
+class JudgeTimeout(FadewayError, TimeoutError):
+    """A judgment did not finish by its deadline."""
+
+
+@dataclass(frozen=True, slots=True)
+class UnitText:
+    """What a judge reads of a unit: who speaks and what is said (tool outputs included)."""
+
+    role: str  # "user", "assistant" or "system"
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Boundaries:
+    """Per unit: how much it reads as the first message of a concept, and as the last."""
+
+    first: list[float]
+    last: list[float]
+
+    def slots(self) -> list[float]:
+        """Score of each gap between units j and j+1: unit j ends a concept, j+1 starts one."""
+        return [self.last[j] + self.first[j + 1] for j in range(len(self.first) - 1)]
+
+
+class Judge(abc.ABC):
+    """A judgment model. Subclasses answer each judgment for a batch of items at once."""
+
+    #: A short name recorded with what the judge decided.
+    name: str = "judge"
+
+    @abc.abstractmethod
+    async def boundaries(self, units: Sequence[UnitText], *, before: Sequence[UnitText] = (),
+                         after: Sequence[UnitText] = (),
+                         deadline: float | None = None) -> Boundaries:
+        """Score `units` as first and last messages of a concept.
+
+        `before` and `after` are the units around them, given as context only: they are not
+        scored. The result has one first and one last score per unit of `units`.
+        """

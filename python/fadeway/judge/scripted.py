@@ -1,0 +1,46 @@
+"""A judge whose answers a test writes: deterministic, and it records what it was asked."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+
+from .base import Boundaries, Judge, JudgeTimeout, UnitText
+
+__all__ = ["ScriptedJudge"]
+
+BoundaryScript = Callable[[Sequence[UnitText]], Boundaries]
+
+
+def _flat(units: Sequence[UnitText]) -> Boundaries:
+    return Boundaries([0.0] * len(units), [0.0] * len(units))
+
+
+class ScriptedJudge(Judge):
+    """Answers from the functions it is given; `delay` seconds per call simulates a slow model."""
+
+    name = "scripted"
+
+    def __init__(self, *, boundaries: BoundaryScript = _flat, delay: float = 0.0) -> None:
+        self._boundaries = boundaries
+        self.delay = delay
+        self.calls: list[tuple[str, int]] = []
+
+    async def _wait(self, deadline: float | None) -> None:
+        if not self.delay:
+            return
+        if deadline is not None and time.monotonic() + self.delay > deadline:
+            await asyncio.sleep(max(0.0, deadline - time.monotonic()))
+            raise JudgeTimeout(f"scripted judge takes {self.delay}s, past its deadline")
+        await asyncio.sleep(self.delay)
+
+    async def boundaries(self, units: Sequence[UnitText], *, before: Sequence[UnitText] = (),
+                         after: Sequence[UnitText] = (),
+                         deadline: float | None = None) -> Boundaries:
+        self.calls.append(("boundaries", len(units)))
+        await self._wait(deadline)
+        result = self._boundaries(units)
+        if len(result.first) != len(units) or len(result.last) != len(units):
+            raise ValueError("a boundary script must score every unit once")
+        return result
