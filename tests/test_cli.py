@@ -18,6 +18,7 @@ def test_demo_replays_the_sample_once(tmp_path):
     first = subprocess.run(run, capture_output=True, text=True, check=True)
     assert "Replayed 16 messages of memory 'quickstart'" in first.stdout
     assert "16 messages in 5 turns" in first.stdout
+    assert "episode 1: turns 1–4" in first.stdout
     second = subprocess.run(run, capture_output=True, text=True, check=True)
     assert "already holds memory 'quickstart'" in second.stdout
     with fadeway.open(db) as engine:

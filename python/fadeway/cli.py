@@ -43,6 +43,12 @@ def _demo(args: argparse.Namespace) -> int:
         units = mem.units()
         print(f"\n{len(messages)} messages in {messages[-1].turn} turns and {len(units)} units, "
               f"{sum(m.tokens for m in messages)} tokens estimated.")
+        mem.cut()  # closed history into episodes now (replay is too short to trigger a cut)
+        for e in mem.episodes():
+            start = datetime.fromtimestamp(e.start_at, timezone.utc).strftime("%Y-%m-%d %H:%M")
+            print(f"episode {e.n}: turns {e.first_turn}–{e.last_turn}, messages "
+                  f"{e.first_seq}–{e.last_seq}, {len(e.units)} units, {e.tokens} tokens, "
+                  f"from {start}, {e.state}, {len(e.traces)} trace(s)")
     return 0
 
 
