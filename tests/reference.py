@@ -216,3 +216,50 @@ def split_reference(
 
     split_stretch(0, len(sizes))
     return cuts
+
+
+# Activation, significance and the fade (spec "Activation", "Significance", "Forgetting"): the
+# twins of `fadeway._core.activation`, `significance`, `activation_log_order`, `fade_order` and
+# `fade`. Traces are (at, score) pairs, grouped per episode; times are Unix seconds.
+
+SECONDS_PER_MINUTE = 60.0
+
+
+def trace_weight_reference(age_seconds: float) -> float:
+    """One over the square root of the trace's age in minutes, at most 1 (the first minute, and
+    the future, count in full)."""
+    import math
+
+    return 1.0 / math.sqrt(max(1.0, age_seconds / SECONDS_PER_MINUTE))
+
+
+def activation_reference(groups: list[list[tuple[float, float]]], now: float) -> list[float]:
+    """Each episode's activation at `now`: Σ score / √max(1, minutes(now − at)) over its traces."""
+    return [
+        sum(score * trace_weight_reference(now - at) for at, score in traces) for traces in groups
+    ]
+
+
+def significance_reference(groups: list[list[tuple[float, float]]]) -> list[float]:
+    """Each episode's significance: the plain sum of its traces' scores, never faded."""
+    return [sum(score for _, score in traces) for traces in groups]
+
+
+def fade_order_reference(activation: list[float], tie: list[int]) -> list[int]:
+    """Episode indices, least active first; ties by `tie`, then by index."""
+    return sorted(range(len(activation)), key=lambda i: (activation[i], tie[i], i))
+
+
+def fade_reference(
+    activation: list[float], tie: list[int], sizes: list[int], view: int, landing: int
+) -> list[int]:
+    """A fade read literally: take episodes in order while the projected view is above the
+    landing; each picked episode takes its size out of the projected view."""
+    picked: list[int] = []
+    projected = view
+    for episode in fade_order_reference(activation, tie):
+        if projected <= landing:
+            break
+        projected -= sizes[episode]
+        picked.append(episode)
+    return picked

@@ -3,8 +3,10 @@
 //! No I/O and no Python types live here: every function takes plain slices and strings and
 //! returns plain values or a [`CoreError`]. The `fadeway-py` crate is the thin binding layer.
 
+pub mod activation;
 pub mod embed;
 pub mod error;
+pub mod fade;
 pub mod split;
 pub mod tokens;
 

@@ -5,15 +5,19 @@
 
 use pyo3::prelude::*;
 
+mod activation;
 mod embed;
 mod errors;
+mod fade;
 mod split;
 mod tokens;
 
 #[pymodule(gil_used = false)]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    activation::register(m)?;
     embed::register(m)?;
+    fade::register(m)?;
     split::register(m)?;
     tokens::register(m)?;
     Ok(())

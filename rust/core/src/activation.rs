@@ -1,0 +1,569 @@
+//! Activation and significance of episodes (spec: "Activation", "Significance").
+//!
+//! "Activation is how available an episode is now: every counted trace, faded by the square root
+//! of its age in wall-clock minutes, summed":
+//!
+//! ```text
+//! activation(episode, now) = Σ score(trace) / √ max(1, minutes(now − trace.at))
+//! ```
+//!
+//! A trace counts in full for its first minute (and when it lies in the future: age 0, weight 1),
+//! then by one over the square root of the minutes since. Significance is the same sum, never
+//! faded. Times are Unix seconds; only counted traces are passed in (the caller filters).
+//!
+//! Traces arrive in one of two layouts: grouped by episode as CSR (`offsets`, with episode `g`'s
+//! traces at `offsets[g]..offsets[g + 1]`) or in log order with an episode id per trace.
+//!
+//! Design log. Workload: 20 traces per episode on average (1 to 39), ages log-uniform from a
+//! minute to a year, scores uniform in (0, 1]; a scratch Rust harness, best of 10-100 calls, on a
+//! shared 2-core AMD EPYC (Zen 4, about 3.65 GHz) where runs vary by 10-30%. The build targets
+//! baseline x86-64: SSE2, two f64 lanes, no FMA, no AVX; `unsafe` is forbidden in the workspace,
+//! so neither `std::arch` intrinsics nor runtime feature dispatch are available, and everything
+//! below is what the compiler's auto-vectoriser makes of plain loops. Figures are ns per trace at
+//! 10^5 traces (10^6 in brackets). Whole calls through Python, against numpy, are in
+//! `benches/RESULTS-activation.md`.
+//!
+//! The weight, `1 / sqrt(max(1, minutes))`, is the cost; the terms alone, without the sums:
+//!
+//! - The literal loop, `score / max(1, age / 60).sqrt()`: 3.7. Scalar `sqrtsd` + `divsd`.
+//! - Vectorised, `sqrtpd` + `divpd`: 1.84. Both sit on the one divide/sqrt unit, which is the
+//!   limit; `1 / sqrt` then a multiply by the score changes nothing, the divide remains.
+//! - `1/sqrt` from the f64 bit trick (magic constant, 3.4% error) and four Newton steps: 1.79.
+//!   The multiplies are cheap, but each step is a chain of four dependent operations, and the
+//!   chains fill the FP scheduler before the two multiply pipes are busy.
+//! - f32 `sqrtps` + `divps` for an estimate, one f64 Newton step (error 2e-14): 1.24. The f32
+//!   divide/sqrt unit is still the limit (0.7 for the sqrt alone).
+//! - Kept: an f32 estimate from the bit trick and three f32 Newton steps (four lanes a register,
+//!   error about 2e-7, only multiplies), then one f64 Newton step (error below 1e-13; see
+//!   `weights_match_the_exact_formula`). Three passes over a block of `BLOCK` traces that stays in
+//!   L1 (ages 0.34, estimates 0.48, terms 0.31), so that each loop is simple enough to vectorise
+//!   and its chains short: 1.10. One fused loop over the same work: 2.07 (the compiler then uses
+//!   two lanes for the f32 part, or none); the same work on explicit 4-element arrays: 1.77.
+//!   An extra Halley-order f64 step (error at the last bit) costs 0.2 more and buys nothing the
+//!   tests can see. Checking ages in the first pass adds 0.07, the exact 1 for the first minute
+//!   0.06 as an f32 select (0.13 as an f64 one).
+//! - Every step is IEEE arithmetic (no `rsqrtps`, whose approximation differs between Intel and
+//!   AMD, and no FMA contraction), so the same inputs give the same bits on every machine: two
+//!   episodes with equal traces tie, and a fade replays identically.
+//!
+//! The per-episode sums cost more than their adds, because episode lengths vary: a loop per
+//! episode exits at a different count each time, and a missed prediction also serialises the
+//! chain of adds behind it.
+//!
+//! - Two accumulators and a remainder loop: 1.68 (2.34). With every episode exactly 20 traces,
+//!   1.62 (1.62): the difference is mispredicted loop exits. At 10^5 the predictor learns the
+//!   benchmark's repeated sequence of lengths, which is why it looks cheap there.
+//! - Kept: one loop of four lanes whose last chunk is masked instead of finished by a second
+//!   loop (`masked_sum`; the scratch has zero padding so a chunk may read past the end): one exit
+//!   to miss per episode instead of two. 1.73 (2.04).
+//! - Segmented running sums in eight independent lanes, no data-dependent branch at all, and a
+//!   fix-up per episode for the lanes it crosses: 2.14 (2.21). Predictable but more work.
+//! - Log order adds a scatter into the activations, `act[group[i]] += term`: 2.1 (3.4-4.3). On
+//!   its own the scatter is 0.8-1.0; together with the three input streams it stalls on memory.
+//!
+//! Validation is folded into the passes rather than done first: a separate pass over the times
+//! would cost as much memory traffic as the kernel at 10^7. Ages are checked in the first pass
+//! (one compare per trace); scores are not checked per trace at all: a NaN or infinite score makes
+//! its episode's sum non-finite, and only then is the input searched for the culprit.
+
+use crate::CoreError;
+
+/// Seconds in a minute: ages are measured in wall-clock minutes.
+pub const SECONDS_PER_MINUTE: f64 = 60.0;
+
+/// The largest `|now - at|` accepted, in seconds: 2^53 s (about 285 million years), the range in
+/// which f64 seconds are exact. It also keeps every intermediate of the kernel in f32 range.
+pub const MAX_AGE_SECONDS: f64 = 9_007_199_254_740_992.0;
+
+/// Half of one minute per second: the kernel works with half the minutes (`h = minutes / 2`),
+/// which is what a Newton step for `1/sqrt` takes. Halving is exact, so `age * HALF_PER_SECOND`
+/// is exactly half of `age * (1 / 60)`.
+const HALF_MINUTES_PER_SECOND: f64 = 0.5 / SECONDS_PER_MINUTE;
+
+/// Traces per block of the kernel's passes: the block's scratch (12 bytes a trace) stays in L1.
+const BLOCK: usize = 512;
+
+/// The weight of one trace of age `age_seconds`, by the formula read literally (f64 `sqrt`).
+/// The kernels agree with it to 1e-13 relative.
+pub fn trace_weight(age_seconds: f64) -> f64 {
+    1.0 / (age_seconds / SECONDS_PER_MINUTE).max(1.0).sqrt()
+}
+
+/// The activation of each episode at `now`: Σ score / √max(1, minutes(now − at)) over its traces.
+/// Episode `g`'s traces are `at[offsets[g]..offsets[g + 1]]` (and the same range of `score`);
+/// `offsets` has one entry more than there are episodes, starts at 0, never decreases and ends at
+/// the number of traces.
+///
+/// Errors: `at` and `score` of different lengths, malformed offsets, a `now` that is not finite,
+/// a time that is not finite or lies more than [`MAX_AGE_SECONDS`] from `now`, a score that is
+/// not finite, or an episode whose sum overflows.
+pub fn activation_grouped(
+    offsets: &[i64],
+    at: &[f64],
+    score: &[f64],
+    now: f64,
+) -> Result<Vec<f64>, CoreError> {
+    check_now(now)?;
+    check_same_length("at", at.len(), "score", score.len())?;
+    check_offsets(offsets, at.len())?;
+    let groups = offsets.len() - 1;
+    let mut activation = vec![0.0; groups];
+    let mut scratch = Scratch::new();
+    let mut g = 0;
+    for (k, (at, score)) in at.chunks(BLOCK).zip(score.chunks(BLOCK)).enumerate() {
+        let start = k * BLOCK;
+        let end = start + at.len();
+        let terms = scratch.terms(now, at, score).ok_or_else(|| bad_time(now, at, start))?;
+        // The episodes that overlap this block; offsets are validated, so the casts are exact.
+        while g < groups {
+            let (a, b) = (offsets[g] as usize, offsets[g + 1] as usize);
+            let (lo, hi) = (a.max(start) - start, b.min(end).max(start) - start);
+            activation[g] += masked_sum(terms, lo, hi);
+            if b > end {
+                break;
+            }
+            g += 1;
+        }
+    }
+    check_sums(&activation, score, "activation")?;
+    Ok(activation)
+}
+
+/// The significance of each episode: the plain sum of its traces' scores, never faded. The
+/// layout and the offset and score errors are those of [`activation_grouped`].
+pub fn significance_grouped(offsets: &[i64], score: &[f64]) -> Result<Vec<f64>, CoreError> {
+    check_offsets(offsets, score.len())?;
+    let significance: Vec<f64> = offsets
+        .windows(2)
+        .map(|w| {
+            let (lo, hi) = (w[0] as usize, w[1] as usize);
+            // Masked chunks wherever the scores extend far enough past the episode: all but the
+            // last few episodes, so the branch is predicted.
+            if hi + SUM_LANES <= score.len() {
+                masked_sum(score, lo, hi)
+            } else {
+                sum(&score[lo..hi])
+            }
+        })
+        .collect();
+    check_sums(&significance, score, "significance")?;
+    Ok(significance)
+}
+
+/// [`activation_grouped`] for traces in log order (the order they were appended): trace `i`
+/// belongs to episode `group[i]`, which must lie in `0..groups`. Episodes without traces get 0.
+pub fn activation_log_order(
+    group: &[i64],
+    at: &[f64],
+    score: &[f64],
+    now: f64,
+    groups: usize,
+) -> Result<Vec<f64>, CoreError> {
+    check_now(now)?;
+    check_same_length("group", group.len(), "at", at.len())?;
+    check_same_length("at", at.len(), "score", score.len())?;
+    let mut activation = vec![0.0; groups];
+    let mut scratch = Scratch::new();
+    for (k, ((group, at), score)) in
+        group.chunks(BLOCK).zip(at.chunks(BLOCK)).zip(score.chunks(BLOCK)).enumerate()
+    {
+        let start = k * BLOCK;
+        let terms = scratch.terms(now, at, score).ok_or_else(|| bad_time(now, at, start))?;
+        for (j, (&g, &term)) in group.iter().zip(terms).enumerate() {
+            match usize::try_from(g).ok().and_then(|g| activation.get_mut(g)) {
+                Some(slot) => *slot += term,
+                None => {
+                    return Err(CoreError::InvalidArgument(format!(
+                        "group[{}] is {g} but n_groups is {groups}; group ids must be in \
+                         0..n_groups",
+                        start + j
+                    )))
+                }
+            }
+        }
+    }
+    check_sums(&activation, score, "activation")?;
+    Ok(activation)
+}
+
+/// One block's working memory: half the minutes of each trace's age (then its term), and the f32
+/// estimate of `1/sqrt(minutes)`. `half` has `SUM_LANES` slots more than a block, always 0, so
+/// that [`masked_sum`] may read a whole chunk past a block's last trace.
+struct Scratch {
+    half: [f64; BLOCK + SUM_LANES],
+    estimate: [f32; BLOCK],
+}
+
+impl Scratch {
+    fn new() -> Self {
+        Scratch { half: [0.0; BLOCK + SUM_LANES], estimate: [0.0; BLOCK] }
+    }
+
+    /// `score[i] * weight(now - at[i])` for one block of at most `BLOCK` traces, in the first
+    /// `at.len()` entries of the returned slice (which is longer; see the struct), or None when
+    /// some age is not a finite number of seconds within `MAX_AGE_SECONDS`. Three passes, each a
+    /// plain loop that vectorises (see the design log).
+    fn terms(&mut self, now: f64, at: &[f64], score: &[f64]) -> Option<&[f64]> {
+        let n = at.len();
+        let (half, estimate) = (&mut self.half[..n], &mut self.estimate[..n]);
+        let mut out_of_range = false;
+        for ((h, e), &at) in half.iter_mut().zip(estimate.iter_mut()).zip(at) {
+            let age = now - at;
+            out_of_range |= !age_in_range(age);
+            let x = age * HALF_MINUTES_PER_SECOND;
+            // max(1, minutes) / 2, as a compare and select: one `maxpd`.
+            let x = if x < 0.5 { 0.5 } else { x };
+            *h = x;
+            *e = (x + x) as f32;
+        }
+        if out_of_range {
+            return None;
+        }
+        for e in estimate.iter_mut() {
+            // The first minute (and the future) gets exactly 1, which the Newton step below keeps
+            // exact, rather than 1 to within 1e-14. A select on four f32 lanes is the cheapest
+            // place for it.
+            *e = if *e == 1.0 { 1.0 } else { inv_sqrt_estimate(*e) };
+        }
+        for ((h, &e), &s) in half.iter_mut().zip(estimate.iter()).zip(score) {
+            // One Newton step in f64 for y = 1/sqrt(2h): y (3/2 - h y^2).
+            let y = f64::from(e);
+            *h = s * (y * (1.5 - *h * y * y));
+        }
+        // The slots past `n` are never written: they hold 0 from `new`.
+        Some(&self.half[..])
+    }
+}
+
+/// Whether an age in seconds is a number within `MAX_AGE_SECONDS` either way (false for NaN).
+#[inline(always)]
+fn age_in_range(age: f64) -> bool {
+    age.abs() <= MAX_AGE_SECONDS
+}
+
+/// `1/sqrt(m)` for `m >= 1` to about 2e-7 relative: the bit-pattern estimate (3.4% error) and
+/// three Newton steps, all in f32 so that four lanes share a register.
+#[inline(always)]
+fn inv_sqrt_estimate(m: f32) -> f32 {
+    const MAGIC: u32 = 0x5f37_5a86;
+    let h = 0.5 * m;
+    let mut y = f32::from_bits(MAGIC.wrapping_sub(m.to_bits() >> 1));
+    y *= 1.5 - h * y * y;
+    y *= 1.5 - h * y * y;
+    y *= 1.5 - h * y * y;
+    y
+}
+
+/// Lanes of [`masked_sum`].
+const SUM_LANES: usize = 4;
+
+/// `terms[lo..hi]` summed in chunks of `SUM_LANES`, the last chunk masked rather than finished by
+/// a second loop: one loop exit per episode for the branch predictor to miss, not two, and four
+/// short chains of adds. `terms` must extend `SUM_LANES - 1` entries past `hi`.
+#[inline]
+fn masked_sum(terms: &[f64], lo: usize, hi: usize) -> f64 {
+    let mut lanes = [0.0; SUM_LANES];
+    let mut j = lo;
+    while j < hi {
+        let chunk = &terms[j..j + SUM_LANES];
+        for k in 0..SUM_LANES {
+            lanes[k] += if j + k < hi { chunk[k] } else { 0.0 };
+        }
+        j += SUM_LANES;
+    }
+    (lanes[0] + lanes[1]) + (lanes[2] + lanes[3])
+}
+
+/// The plain sum of a slice with `SUM_LANES` accumulators, for significance.
+fn sum(x: &[f64]) -> f64 {
+    let mut lanes = [0.0; SUM_LANES];
+    let mut chunks = x.chunks_exact(SUM_LANES);
+    for c in &mut chunks {
+        for (lane, &v) in lanes.iter_mut().zip(c) {
+            *lane += v;
+        }
+    }
+    let mut total = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+    for &r in chunks.remainder() {
+        total += r;
+    }
+    total
+}
+
+fn check_now(now: f64) -> Result<(), CoreError> {
+    if now.is_finite() {
+        Ok(())
+    } else {
+        Err(CoreError::InvalidArgument(format!(
+            "now is {now}; it must be a finite Unix time in seconds"
+        )))
+    }
+}
+
+fn check_same_length(a: &str, a_len: usize, b: &str, b_len: usize) -> Result<(), CoreError> {
+    if a_len == b_len {
+        Ok(())
+    } else {
+        Err(CoreError::InvalidArgument(format!(
+            "{a} has {a_len} entries but {b} has {b_len}; there must be one per trace"
+        )))
+    }
+}
+
+/// CSR offsets over `traces` traces: at least one entry, starting at 0, non-decreasing, ending at
+/// `traces`. After this every offset is a valid index bound.
+fn check_offsets(offsets: &[i64], traces: usize) -> Result<(), CoreError> {
+    let (Some(&first), Some(&last)) = (offsets.first(), offsets.last()) else {
+        return Err(CoreError::InvalidArgument(
+            "offsets is empty; it must hold n_groups + 1 entries, starting at 0".into(),
+        ));
+    };
+    if first != 0 {
+        return Err(CoreError::InvalidArgument(format!(
+            "offsets[0] is {first}; offsets must start at 0"
+        )));
+    }
+    if let Some(j) = offsets.windows(2).position(|w| w[1] < w[0]) {
+        return Err(CoreError::InvalidArgument(format!(
+            "offsets[{}] is {} but offsets[{j}] is {}; offsets must be non-decreasing",
+            j + 1,
+            offsets[j + 1],
+            offsets[j]
+        )));
+    }
+    if i64::try_from(traces).ok() != Some(last) {
+        return Err(CoreError::InvalidArgument(format!(
+            "offsets ends at {last} but there are {traces} traces; the last offset must equal \
+             the number of traces"
+        )));
+    }
+    Ok(())
+}
+
+/// The error for the first trace of a block (starting at trace `start`) whose time is out of range.
+fn bad_time(now: f64, at: &[f64], start: usize) -> CoreError {
+    let j = at.iter().position(|&a| !age_in_range(now - a)).unwrap_or(0);
+    CoreError::InvalidArgument(format!(
+        "at[{}] is {}; trace times must be finite Unix seconds within {MAX_AGE_SECONDS} s of now \
+         ({now})",
+        start + j,
+        at.get(j).copied().unwrap_or(f64::NAN),
+    ))
+}
+
+/// A non-finite sum comes from a non-finite score or from overflow; find which and say so.
+fn check_sums(sums: &[f64], score: &[f64], what: &str) -> Result<(), CoreError> {
+    let Some(g) = sums.iter().position(|s| !s.is_finite()) else {
+        return Ok(());
+    };
+    if let Some(i) = score.iter().position(|s| !s.is_finite()) {
+        return Err(CoreError::InvalidArgument(format!(
+            "score[{i}] is {}; trace scores must be finite numbers",
+            score[i]
+        )));
+    }
+    Err(CoreError::InvalidArgument(format!(
+        "the {what} of group {g} is {}: its scores add up beyond the range of f64",
+        sums[g]
+    )))
+}
+
+/// The slow, obvious twin of [`activation_grouped`], for tests: [`trace_weight`] and a plain sum
+/// per episode, after the same validation.
+#[doc(hidden)]
+pub fn activation_grouped_naive(
+    offsets: &[i64],
+    at: &[f64],
+    score: &[f64],
+    now: f64,
+) -> Result<Vec<f64>, CoreError> {
+    check_now(now)?;
+    check_same_length("at", at.len(), "score", score.len())?;
+    check_offsets(offsets, at.len())?;
+    if let Some(i) = at.iter().position(|&a| !age_in_range(now - a)) {
+        return Err(bad_time(now, &at[i..], i));
+    }
+    let activation: Vec<f64> = offsets
+        .windows(2)
+        .map(|w| {
+            let range = w[0] as usize..w[1] as usize;
+            at[range.clone()]
+                .iter()
+                .zip(&score[range])
+                .map(|(&a, &s)| s * trace_weight(now - a))
+                .sum()
+        })
+        .collect();
+    check_sums(&activation, score, "activation")?;
+    Ok(activation)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: f64 = 1_767_225_600.0;
+
+    fn one(age_seconds: f64) -> f64 {
+        let got = activation_grouped(&[0, 1], &[NOW - age_seconds], &[1.0], NOW).expect("valid");
+        got[0]
+    }
+
+    #[test]
+    fn the_spec_table() {
+        // (age in seconds, the weight as the spec's table shows it, its decimals)
+        let table: &[(f64, f64, i32)] = &[
+            (0.0, 1.0, 0),
+            (60.0, 1.00, 2),
+            (240.0, 0.50, 2),
+            (3600.0, 0.13, 2),
+            (86_400.0, 0.026, 3),
+        ];
+        for &(age, shown, decimals) in table {
+            let w = one(age);
+            let scale = 10f64.powi(decimals);
+            assert_eq!((w * scale).round() / scale, shown, "age {age}: weight {w}");
+        }
+        // And the exact values: 1/sqrt(60) and 1/sqrt(1440).
+        for (age, exact) in [
+            (0.0, 1.0),
+            (60.0, 1.0),
+            (240.0, 0.5),
+            (3600.0, 60f64.sqrt().recip()),
+            (86_400.0, 1440f64.sqrt().recip()),
+        ] {
+            assert!(
+                (one(age) - exact).abs() <= 1e-13 * exact,
+                "age {age}: {} vs {exact}",
+                one(age)
+            );
+        }
+    }
+
+    #[test]
+    fn the_first_minute_and_the_future_count_in_full() {
+        for age in [0.0, 1.0, 30.0, 59.999, -1.0, -3600.0, -1e9] {
+            assert_eq!(one(age), 1.0, "age {age}");
+        }
+    }
+
+    #[test]
+    fn weights_match_the_exact_formula() {
+        // Ages from a minute to 2^53 s, log-spaced and dense, plus every f32 mantissa pattern of
+        // two adjacent binades (the estimate's error depends only on those and the exponent
+        // parity).
+        let mut ages: Vec<f64> = (0..200_000).map(|i| 60.0 * (i as f64 * 1.7e-4).exp2()).collect();
+        ages.retain(|&a| a <= MAX_AGE_SECONDS);
+        ages.extend((0..1u32 << 16).map(|m| 60.0 * (1.0 + f64::from(m) / 65536.0) * 1024.0));
+        ages.extend((0..1u32 << 16).map(|m| 60.0 * (1.0 + f64::from(m) / 65536.0) * 2048.0));
+        let at: Vec<f64> = ages.iter().map(|a| NOW - a).collect();
+        let offsets: Vec<i64> = (0..=at.len() as i64).collect();
+        let got = activation_grouped(&offsets, &at, &vec![1.0; at.len()], NOW).expect("valid");
+        for ((&w, &a), &t) in got.iter().zip(&ages).zip(&at) {
+            let exact = trace_weight(NOW - t);
+            assert!((w - exact).abs() <= 1e-13 * exact, "age {a}: {w} vs {exact}");
+        }
+    }
+
+    #[test]
+    fn table() {
+        // (offsets, at as ages in seconds, scores, expected activation)
+        type Case = (&'static [i64], &'static [f64], &'static [f64], &'static [f64]);
+        let cases: &[Case] = &[
+            (&[0], &[], &[], &[]),
+            (&[0, 0], &[], &[], &[0.0]),
+            (&[0, 0, 0], &[], &[], &[0.0, 0.0]),
+            (&[0, 2], &[0.0, 240.0], &[1.0, 2.0], &[2.0]),
+            (&[0, 1, 1, 3], &[240.0, 0.0, 60.0], &[1.0, 0.5, 0.25], &[0.5, 0.0, 0.75]),
+            (&[0, 2], &[240.0, 240.0], &[1.0, -1.0], &[0.0]),
+        ];
+        let close = |got: Vec<f64>, want: &[f64]| {
+            assert_eq!(got.len(), want.len());
+            for (g, w) in got.iter().zip(want) {
+                assert!((g - w).abs() <= 1e-13, "{got:?} vs {want:?}");
+            }
+        };
+        for &(offsets, ages, scores, want) in cases {
+            let at: Vec<f64> = ages.iter().map(|a| NOW - a).collect();
+            close(activation_grouped(offsets, &at, scores, NOW).expect("valid"), want);
+            close(activation_grouped_naive(offsets, &at, scores, NOW).expect("valid"), want);
+            let group: Vec<i64> = offsets
+                .windows(2)
+                .enumerate()
+                .flat_map(|(g, w)| std::iter::repeat_n(g as i64, (w[1] - w[0]) as usize))
+                .collect();
+            let groups = offsets.len() - 1;
+            close(activation_log_order(&group, &at, scores, NOW, groups).expect("valid"), want);
+        }
+    }
+
+    #[test]
+    fn episodes_straddle_blocks() {
+        // One long episode, then short ones, across several blocks; weights of exactly 1 sum
+        // exactly, so the result is exact.
+        let n = 3 * BLOCK + 17;
+        let at = vec![NOW - 30.0; n];
+        let score = vec![1.0; n];
+        let offsets = [0, (BLOCK + 5) as i64, (BLOCK + 5) as i64, (2 * BLOCK) as i64, n as i64];
+        let got = activation_grouped(&offsets, &at, &score, NOW).expect("valid");
+        let want: Vec<f64> = offsets.windows(2).map(|w| (w[1] - w[0]) as f64).collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn significance_is_the_plain_sum() {
+        assert_eq!(
+            significance_grouped(&[0, 2, 2, 3], &[1.0, 0.5, 0.25]),
+            Ok(vec![1.5, 0.0, 0.25])
+        );
+        assert_eq!(significance_grouped(&[0], &[]), Ok(vec![]));
+    }
+
+    #[test]
+    fn errors() {
+        let bad = |r: Result<Vec<f64>, CoreError>| match r {
+            Err(CoreError::InvalidArgument(msg)) => msg,
+            other => panic!("expected InvalidArgument, got {other:?}"),
+        };
+        let at = [NOW, NOW];
+        let s = [1.0, 1.0];
+        assert!(bad(activation_grouped(&[], &[], &[], NOW)).contains("offsets is empty"));
+        assert!(bad(activation_grouped(&[1, 2], &at, &s, NOW)).contains("offsets[0] is 1"));
+        assert!(bad(activation_grouped(&[0, 2, 1, 2], &at, &s, NOW))
+            .contains("offsets[2] is 1 but offsets[1] is 2"));
+        assert!(bad(activation_grouped(&[0, 1], &at, &s, NOW))
+            .contains("offsets ends at 1 but there are 2"));
+        assert!(bad(activation_grouped(&[0, 2], &at, &[1.0], NOW))
+            .contains("at has 2 entries but score has 1"));
+        assert!(bad(activation_grouped(&[0, 2], &at, &s, f64::NAN)).contains("now is NaN"));
+        assert!(bad(activation_grouped(&[0, 2], &at, &s, f64::INFINITY)).contains("now is inf"));
+        assert!(
+            bad(activation_grouped(&[0, 2], &[NOW, f64::NAN], &s, NOW)).contains("at[1] is NaN")
+        );
+        assert!(bad(activation_grouped(&[0, 2], &[f64::NEG_INFINITY, NOW], &s, NOW))
+            .contains("at[0] is -inf"));
+        assert!(bad(activation_grouped(&[0, 2], &[NOW, -1e16], &s, NOW))
+            .contains("at[1] is -10000000000000000"));
+        let mut far = vec![NOW; 2 * BLOCK];
+        far[BLOCK + 3] = f64::NAN;
+        let offsets = [0, far.len() as i64];
+        assert!(bad(activation_grouped(&offsets, &far, &vec![1.0; far.len()], NOW))
+            .contains(&format!("at[{}] is NaN", BLOCK + 3)));
+        assert!(bad(activation_grouped(&[0, 2], &at, &[1.0, f64::NAN], NOW))
+            .contains("score[1] is NaN"));
+        assert!(bad(activation_grouped(&[0, 1, 2], &at, &[f64::INFINITY, 1.0], NOW))
+            .contains("score[0] is inf"));
+        assert!(bad(activation_grouped(&[0, 2], &at, &[f64::MAX, f64::MAX], NOW))
+            .contains("beyond the range"));
+        assert!(bad(significance_grouped(&[0, 2], &[1.0, f64::NEG_INFINITY]))
+            .contains("score[1] is -inf"));
+        assert!(bad(significance_grouped(&[0, 3], &[1.0, 1.0])).contains("offsets ends at 3"));
+        assert!(bad(activation_log_order(&[0, 2], &at, &s, NOW, 2))
+            .contains("group[1] is 2 but n_groups is 2"));
+        assert!(bad(activation_log_order(&[-1, 0], &at, &s, NOW, 2)).contains("group[0] is -1"));
+        assert!(bad(activation_log_order(&[0], &at, &s, NOW, 2))
+            .contains("group has 1 entries but at has 2"));
+        assert!(bad(activation_log_order(&[0, 0], &at, &[1.0], NOW, 1))
+            .contains("at has 2 entries but score has 1"));
+    }
+}

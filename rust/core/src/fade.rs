@@ -1,0 +1,488 @@
+//! The fade: which episodes leave the view, in what order (spec: "Forgetting").
+//!
+//! "A fade takes episodes in order of activation, least active first, until the projected view
+//! reaches the landing ... One order serves both, and the room decides how many."
+//!
+//! [`fade_order`] is that order: episodes by activation ascending, ties by a caller's key (the
+//! episode number), then by position, so the order is total and the same on every run.
+//! [`fade_pick`] is how many of the order the room asks for: the fewest whose sizes bring the
+//! projected view down to the landing, or all of them when even that does not. [`fade`] is both.
+//!
+//! Design log. Workload: activations spread over a few decades (log-normal, sigma 2, and a
+//! 1/sqrt-of-age decay), ties by episode number in index order; a scratch Rust harness, best of
+//! 10-50 calls, on a shared 2-core machine where runs vary by 10-30%. Figures are ns per episode
+//! at 10^5 (10^6 in brackets). numpy's `argsort` is 50 (74) here, `lexsort` with the tie key 95
+//! (124); whole calls through Python are in `benches/RESULTS-activation.md`.
+//!
+//! - `sort_unstable` on `(key, tie, index)`: 27 (35). A comparison sort pays a mispredicted
+//!   branch for about every other comparison, log2(n) times per element.
+//! - LSD radix sort on the 64-bit key (8 passes of 8 bits, then ties): 15 (19). Each pass is
+//!   cheap, but there are eight.
+//! - One MSD pass into about n buckets by the top bits of the key range, then insertion sort
+//!   inside buckets: 11 (19). The scatter into n buckets is a cache miss per element, and on this
+//!   machine a miss is dear.
+//! - Kept: an LSD radix sort of 64-bit words that pack the activation rounded to f32 (as a
+//!   32-bit order-preserving key, minus the smallest, so only the bits that vary are sorted) above
+//!   the index. Rounding is monotone, so the words come out in activation order except inside
+//!   runs of equal f32 keys, which a final pass finds and orders by the full `(activation, tie,
+//!   index)`. Activations a few decades apart need 28-30 bits: three passes of at most
+//!   `MAX_DIGIT_BITS`, each a sequential read and a scatter into 2^10 streams that stay in cache.
+//!   Runs of equal f32 keys are rare for real activations (one in 10^7 apart); when ties are many
+//!   (equal activations), the stable passes leave them in index order, which is already right when
+//!   `tie` rises with the index (the usual case), so the check is all they cost. 11-bit digits
+//!   measured 8.2 (10.3), 8-bit 9.7 (12.2), 16-bit 7.1 (11.5); counting all histograms in one
+//!   loop without an inner loop over passes took 12.3 to 11.0 (15.8 to 14.1).
+//! - What remains is a third page faults: the words and the scratch they are scattered into are
+//!   fresh memory on every call (glibc returns large blocks to the system when they are freed), and
+//!   a first touch of a page costs about a microsecond here. Through Python, whose allocations
+//!   differ, the same call measured 5.9 (9.9). An MSD pass into the scratch followed by LSD passes
+//!   inside each (cache-sized) bucket would halve the passes over fresh memory; not tried yet.
+
+use std::cmp::Ordering;
+
+use crate::CoreError;
+
+/// The widest radix digit: 2^11 counters of 4 bytes per pass stay in L1.
+const MAX_DIGIT_BITS: u32 = 11;
+
+/// Runs of equal f32 keys up to this long are ordered by insertion, longer ones by a sort.
+const INSERTION_RUN: usize = 32;
+
+/// The episodes' indices, least active first: by activation ascending, then `tie` ascending, then
+/// index. -0.0 and 0.0 are the same activation. Errors: `tie` of a different length, or a NaN
+/// activation.
+pub fn fade_order(activation: &[f64], tie: &[i64]) -> Result<Vec<usize>, CoreError> {
+    check_order_input(activation, tie)?;
+    let n = activation.len();
+    if n < 2 {
+        return Ok((0..n).collect());
+    }
+    if u32::try_from(n).is_err() {
+        // The packed words hold a 32-bit index; beyond that, the comparison sort.
+        return Ok(order_by_comparison(activation, tie));
+    }
+    let (lo, hi) = min_max(activation);
+    let (lo, hi) = (f32_key(lo), f32_key(hi));
+    // Word = (f32 key - smallest key) << 32 | index: sorting the words sorts by rounded activation
+    // and keeps equal ones in index order.
+    let mut words: Vec<u64> = activation
+        .iter()
+        .zip(0u64..)
+        .map(|(&a, i)| (u64::from(f32_key(a) - lo) << 32) | i)
+        .collect();
+    radix_sort_high(&mut words, 32 - (hi - lo).leading_zeros());
+    order_runs(&mut words, activation, tie);
+    // Same size and alignment: this reuses the words' allocation.
+    Ok(words.into_iter().map(|w| (w & u64::from(u32::MAX)) as usize).collect())
+}
+
+/// How many episodes of `order` a fade picks: the fewest whose `sizes` (tokens each takes out of
+/// the projected view, indexed by episode) bring `view` down to `landing` or below; 0 when the
+/// view is already there, `order.len()` when even all of them do not reach it.
+///
+/// Errors: a negative size, view or landing, or an episode in `order` with no size.
+pub fn fade_pick(
+    order: &[usize],
+    sizes: &[i64],
+    view: i64,
+    landing: i64,
+) -> Result<usize, CoreError> {
+    check_tokens(sizes, view, landing)?;
+    if let Some(k) = order.iter().position(|&e| e >= sizes.len()) {
+        return Err(CoreError::InvalidArgument(format!(
+            "order[{k}] is {} but sizes has {} entries; the order must index sizes",
+            order[k],
+            sizes.len()
+        )));
+    }
+    Ok(pick(order, sizes, view, landing))
+}
+
+/// The episodes a fade picks, in the order it takes them: [`fade_order`] then [`fade_pick`].
+/// `sizes` must have one entry per episode. When the view is already at the landing, nothing is
+/// picked and nothing is sorted.
+pub fn fade(
+    activation: &[f64],
+    tie: &[i64],
+    sizes: &[i64],
+    view: i64,
+    landing: i64,
+) -> Result<Vec<usize>, CoreError> {
+    check_order_input(activation, tie)?;
+    check_same_length("sizes", sizes.len(), activation.len())?;
+    check_tokens(sizes, view, landing)?;
+    if view <= landing {
+        return Ok(Vec::new());
+    }
+    let mut order = fade_order(activation, tie)?;
+    let picked = pick(&order, sizes, view, landing);
+    order.truncate(picked);
+    Ok(order)
+}
+
+/// The pick itself, on validated input (sizes >= 0, every episode in range).
+fn pick(order: &[usize], sizes: &[i64], view: i64, landing: i64) -> usize {
+    // i128: a view minus any number of i64 sizes cannot overflow it.
+    let mut over = i128::from(view) - i128::from(landing);
+    if over <= 0 {
+        return 0;
+    }
+    for (k, &e) in order.iter().enumerate() {
+        over -= i128::from(sizes[e]);
+        if over <= 0 {
+            return k + 1;
+        }
+    }
+    order.len()
+}
+
+fn check_same_length(name: &str, len: usize, episodes: usize) -> Result<(), CoreError> {
+    if len == episodes {
+        Ok(())
+    } else {
+        Err(CoreError::InvalidArgument(format!(
+            "{name} has {len} entries but activation has {episodes}; there must be one per episode"
+        )))
+    }
+}
+
+fn check_order_input(activation: &[f64], tie: &[i64]) -> Result<(), CoreError> {
+    check_same_length("tie", tie.len(), activation.len())?;
+    if let Some(i) = first_nan(activation) {
+        return Err(CoreError::InvalidArgument(format!(
+            "activation[{i}] is NaN; activations must be comparable numbers"
+        )));
+    }
+    Ok(())
+}
+
+fn check_tokens(sizes: &[i64], view: i64, landing: i64) -> Result<(), CoreError> {
+    for (name, value) in [("view", view), ("landing", landing)] {
+        if value < 0 {
+            return Err(CoreError::InvalidArgument(format!(
+                "{name} is {value}; it is a number of tokens and must be >= 0"
+            )));
+        }
+    }
+    // A vectorised any() first; the position only on the error path.
+    if sizes.iter().fold(false, |neg, &s| neg | (s < 0)) {
+        let j = sizes.iter().position(|&s| s < 0).unwrap_or(0);
+        return Err(CoreError::InvalidArgument(format!(
+            "sizes[{j}] is {}; the tokens an episode takes out of the view must be >= 0",
+            sizes[j]
+        )));
+    }
+    Ok(())
+}
+
+/// The index of the first NaN, testing whole chunks without an early exit (which vectorises).
+fn first_nan(x: &[f64]) -> Option<usize> {
+    const CHUNK: usize = 256;
+    let k = x.chunks(CHUNK).position(|c| c.iter().fold(false, |nan, a| nan | a.is_nan()))?;
+    let start = k * CHUNK;
+    x[start..].iter().position(|a| a.is_nan()).map(|j| start + j)
+}
+
+/// Lanes of [`min_max`]: independent running extremes the compiler keeps in registers.
+const MIN_MAX_LANES: usize = 4;
+
+/// The smallest and largest of a non-empty slice without NaN.
+fn min_max(x: &[f64]) -> (f64, f64) {
+    let mut lo = [x[0]; MIN_MAX_LANES];
+    let mut hi = [x[0]; MIN_MAX_LANES];
+    let mut chunks = x.chunks_exact(MIN_MAX_LANES);
+    for c in &mut chunks {
+        for k in 0..MIN_MAX_LANES {
+            lo[k] = if c[k] < lo[k] { c[k] } else { lo[k] };
+            hi[k] = if c[k] > hi[k] { c[k] } else { hi[k] };
+        }
+    }
+    let mut low = lo[0];
+    let mut high = hi[0];
+    for &v in lo[1..].iter().chain(chunks.remainder()) {
+        low = if v < low { v } else { low };
+    }
+    for &v in hi[1..].iter().chain(chunks.remainder()) {
+        high = if v > high { v } else { high };
+    }
+    (low, high)
+}
+
+/// An order-preserving 32-bit key for `a` rounded to f32 (round to nearest is monotone, so
+/// `a <= b` implies `key(a) <= key(b)`): the sign bit flipped for positives, all bits for
+/// negatives. `a + 0.0` turns -0.0 into 0.0.
+#[inline]
+fn f32_key(a: f64) -> u32 {
+    let bits = ((a + 0.0) as f32).to_bits();
+    let negative = 0u32.wrapping_sub(bits >> 31);
+    bits ^ (negative | (1 << 31))
+}
+
+/// The same for the full f64, for the final comparison inside runs of equal f32 keys.
+#[inline]
+fn f64_key(a: f64) -> u64 {
+    let bits = (a + 0.0).to_bits();
+    let negative = 0u64.wrapping_sub(bits >> 63);
+    bits ^ (negative | (1 << 63))
+}
+
+/// Most passes [`radix_sort_high`] makes: 32 bits in digits of at most `MAX_DIGIT_BITS`.
+const MAX_PASSES: usize = 32usize.div_ceil(MAX_DIGIT_BITS as usize);
+
+/// Sorts `words` stably by their high 32 bits, of which only the low `bits` may be non-zero:
+/// LSD passes of at most `MAX_DIGIT_BITS`, all histograms counted in one read (a fixed number of
+/// them, so the counting loop has no inner loop), and a pass skipped when its digit is the same
+/// for every word.
+fn radix_sort_high(words: &mut Vec<u64>, bits: u32) {
+    if bits == 0 {
+        return;
+    }
+    let passes = bits.div_ceil(MAX_DIGIT_BITS) as usize;
+    let width = bits.div_ceil(passes as u32) as usize;
+    let mask = (1u64 << width) - 1;
+    let mut counts = [[0u32; 1 << MAX_DIGIT_BITS]; MAX_PASSES];
+    for &w in words.iter() {
+        let key = w >> 32;
+        // Passes beyond `passes` count digit 0 for every word and are skipped below.
+        for (p, count) in counts.iter_mut().enumerate() {
+            count[((key >> (width * p)) & mask) as usize] += 1;
+        }
+    }
+    let n = words.len();
+    let mut other = vec![0u64; n];
+    for (p, next) in counts.iter_mut().enumerate().take(passes) {
+        let next = &mut next[..1 << width];
+        if next.iter().any(|&c| c as usize == n) {
+            continue;
+        }
+        let mut total = 0;
+        for c in next.iter_mut() {
+            (*c, total) = (total, total + *c);
+        }
+        let shift = 32 + width * p;
+        for &w in words.iter() {
+            let d = ((w >> shift) & mask) as usize;
+            // `next[d]` counts the words before this one's place, so it is below n.
+            other[next[d] as usize] = w;
+            next[d] += 1;
+        }
+        std::mem::swap(words, &mut other);
+    }
+}
+
+/// Orders every run of words with equal high halves by the full `(activation, tie, index)`.
+/// Runs are rare, so the scan is one predictable compare per word.
+fn order_runs(words: &mut [u64], activation: &[f64], tie: &[i64]) {
+    let full = |w: u64| {
+        let i = (w & u64::from(u32::MAX)) as usize;
+        (f64_key(activation[i]), tie[i], i)
+    };
+    let mut i = 1;
+    while i < words.len() {
+        let high = words[i] >> 32;
+        if high != words[i - 1] >> 32 {
+            i += 1;
+            continue;
+        }
+        let start = i - 1;
+        let mut end = i + 1;
+        while end < words.len() && words[end] >> 32 == high {
+            end += 1;
+        }
+        let run = &mut words[start..end];
+        if !run.windows(2).all(|p| full(p[0]) <= full(p[1])) {
+            if run.len() <= INSERTION_RUN {
+                for i in 1..run.len() {
+                    let w = run[i];
+                    let mut j = i;
+                    while j > 0 && full(w) < full(run[j - 1]) {
+                        run[j] = run[j - 1];
+                        j -= 1;
+                    }
+                    run[j] = w;
+                }
+            } else {
+                run.sort_unstable_by_key(|&w| full(w));
+            }
+        }
+        i = end;
+    }
+}
+
+/// The order by a comparison sort: the slow, obvious twin of [`fade_order`] (after validation),
+/// also its path beyond 2^32 episodes.
+fn order_by_comparison(activation: &[f64], tie: &[i64]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..activation.len()).collect();
+    // Stable, so equal (activation, tie) keep index order. NaN was rejected.
+    order.sort_by(|&a, &b| {
+        activation[a]
+            .partial_cmp(&activation[b])
+            .unwrap_or(Ordering::Equal)
+            .then(tie[a].cmp(&tie[b]))
+    });
+    order
+}
+
+/// The slow, obvious twin of [`fade_order`], for tests.
+#[doc(hidden)]
+pub fn fade_order_naive(activation: &[f64], tie: &[i64]) -> Result<Vec<usize>, CoreError> {
+    check_order_input(activation, tie)?;
+    Ok(order_by_comparison(activation, tie))
+}
+
+/// The slow, obvious twin of [`fade`], for tests: the naive order, then episodes taken one by one
+/// while the projected view is above the landing.
+#[doc(hidden)]
+pub fn fade_naive(
+    activation: &[f64],
+    tie: &[i64],
+    sizes: &[i64],
+    view: i64,
+    landing: i64,
+) -> Result<Vec<usize>, CoreError> {
+    check_order_input(activation, tie)?;
+    check_same_length("sizes", sizes.len(), activation.len())?;
+    check_tokens(sizes, view, landing)?;
+    let mut projected = i128::from(view);
+    let mut picked = Vec::new();
+    for e in order_by_comparison(activation, tie) {
+        if projected <= i128::from(landing) {
+            break;
+        }
+        projected -= i128::from(sizes[e]);
+        picked.push(e);
+    }
+    Ok(picked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn order(activation: &[f64], tie: &[i64]) -> Vec<usize> {
+        let fast = fade_order(activation, tie).expect("valid");
+        assert_eq!(
+            fast,
+            fade_order_naive(activation, tie).expect("valid"),
+            "{activation:?} {tie:?}"
+        );
+        fast
+    }
+
+    #[test]
+    fn order_table() {
+        // (activation, tie, expected order)
+        type Case = (&'static [f64], &'static [i64], &'static [usize]);
+        let cases: &[Case] = &[
+            (&[], &[], &[]),
+            (&[0.5], &[7], &[0]),
+            (&[0.3, 0.1, 0.2], &[0, 1, 2], &[1, 2, 0]),
+            // ties by `tie`, then by index
+            (&[0.5, 0.5, 0.5], &[2, 0, 1], &[1, 2, 0]),
+            (&[0.5, 0.5, 0.1], &[3, 3, 9], &[2, 0, 1]),
+            // -0.0 and 0.0 are the same activation
+            (&[0.0, -0.0, 0.0], &[2, 1, 0], &[2, 1, 0]),
+            // negative and infinite activations are ordinary numbers
+            (&[1.0, -2.0, f64::INFINITY, f64::NEG_INFINITY], &[0, 0, 0, 0], &[3, 1, 0, 2]),
+            // equal after rounding to f32, different in f64: the final pass orders them
+            (&[1.0 + 1e-12, 1.0, 1.0 + 2e-12], &[0, 1, 2], &[1, 0, 2]),
+            // beyond f32's range and below its smallest subnormal
+            (&[1e300, 1e-300, 2e300, 0.0, 3e-300], &[0, 1, 2, 3, 4], &[3, 1, 4, 0, 2]),
+        ];
+        for &(activation, tie, want) in cases {
+            assert_eq!(order(activation, tie), want, "{activation:?}");
+        }
+    }
+
+    #[test]
+    fn long_runs_of_ties() {
+        // 40 distinct activations over 5000 episodes, ties in reverse and in index order.
+        let activation: Vec<f64> = (0..5000).map(|i| f64::from(i % 40) * 0.25).collect();
+        let reverse: Vec<i64> = (0..5000).rev().collect();
+        let rising: Vec<i64> = (0..5000).collect();
+        order(&activation, &reverse);
+        order(&activation, &rising);
+        order(&activation, &vec![0; 5000]);
+        // Everything equal: no radix pass at all.
+        order(&vec![2.5; 100], &(0..100).rev().collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn wide_and_narrow_ranges() {
+        // One pass (a narrow range), three passes (decades), and keys differing in the top bit.
+        for spread in [1e-6, 1.0, 1e6] {
+            let activation: Vec<f64> = (0..3000u32)
+                .map(|i| 1.0 + spread * f64::from((i * 7919) % 3001) / 3001.0)
+                .collect();
+            order(&activation, &vec![0; 3000]);
+        }
+        let signs: Vec<f64> = (0..3000).map(|i| f64::from(i - 1500) * 1e3).collect();
+        order(&signs, &vec![0; 3000]);
+    }
+
+    #[test]
+    fn pick_table() {
+        // (sizes by episode, view, landing, picks of the order 0, 1, 2, ...)
+        let cases: &[(&[i64], i64, i64, usize)] = &[
+            (&[10, 20, 30], 100, 100, 0),
+            (&[10, 20, 30], 90, 100, 0),
+            (&[10, 20, 30], 100, 90, 1),
+            (&[10, 20, 30], 100, 89, 2),
+            (&[10, 20, 30], 100, 70, 2),
+            (&[10, 20, 30], 100, 40, 3),
+            (&[10, 20, 30], 100, 39, 3),
+            (&[0, 0, 5], 10, 5, 3),
+            (&[], 10, 5, 0),
+            (&[i64::MAX, i64::MAX], i64::MAX, 0, 1),
+        ];
+        for &(sizes, view, landing, want) in cases {
+            let order: Vec<usize> = (0..sizes.len()).collect();
+            assert_eq!(
+                fade_pick(&order, sizes, view, landing),
+                Ok(want),
+                "{sizes:?} {view} {landing}"
+            );
+        }
+    }
+
+    #[test]
+    fn fade_picks_the_least_active_first() {
+        let activation = [0.9, 0.1, 0.5, 0.1];
+        let tie = [0, 3, 2, 1];
+        let sizes = [100, 10, 50, 20];
+        // order: 3 (0.1, tie 1), 1 (0.1, tie 3), 2, 0
+        assert_eq!(fade(&activation, &tie, &sizes, 180, 160), Ok(vec![3]));
+        assert_eq!(fade(&activation, &tie, &sizes, 180, 155), Ok(vec![3, 1]));
+        assert_eq!(fade(&activation, &tie, &sizes, 180, 120), Ok(vec![3, 1, 2]));
+        assert_eq!(fade(&activation, &tie, &sizes, 180, 180), Ok(vec![]));
+        assert_eq!(fade(&activation, &tie, &sizes, 180, 0), Ok(vec![3, 1, 2, 0]));
+        assert_eq!(fade_naive(&activation, &tie, &sizes, 180, 120), Ok(vec![3, 1, 2]));
+    }
+
+    #[test]
+    fn errors() {
+        let bad = |r: Result<Vec<usize>, CoreError>| match r {
+            Err(CoreError::InvalidArgument(msg)) => msg,
+            other => panic!("expected InvalidArgument, got {other:?}"),
+        };
+        assert!(
+            bad(fade_order(&[0.1, 0.2], &[0])).contains("tie has 1 entries but activation has 2")
+        );
+        assert!(bad(fade_order(&[0.1, f64::NAN], &[0, 1])).contains("activation[1] is NaN"));
+        let mut long = vec![0.5; 1000];
+        long[600] = f64::NAN;
+        assert!(bad(fade_order(&long, &[0; 1000])).contains("activation[600] is NaN"));
+        assert!(bad(fade(&[0.1], &[0], &[], 10, 5))
+            .contains("sizes has 0 entries but activation has 1"));
+        assert!(bad(fade(&[0.1], &[0], &[-4], 10, 5)).contains("sizes[0] is -4"));
+        assert!(bad(fade(&[0.1], &[0], &[4], -1, 5)).contains("view is -1"));
+        assert!(bad(fade(&[0.1], &[0], &[4], 10, -5)).contains("landing is -5"));
+        assert!(bad(fade(&[f64::NAN], &[0], &[4], 1, 5)).contains("activation[0] is NaN"));
+        match fade_pick(&[0, 3], &[1, 2, 3], 10, 5) {
+            Err(CoreError::InvalidArgument(msg)) => {
+                assert!(msg.contains("order[1] is 3 but sizes has 3 entries"), "{msg}")
+            }
+            other => panic!("expected InvalidArgument, got {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! Property tests for activation and significance: the kernels against their naive twin (f64
+//! `sqrt`, a plain sum per episode), the two layouts against each other, and the spec's promises
+//! checked directly.
+
+use fadeway_core::activation::{
+    activation_grouped, activation_grouped_naive, activation_log_order, significance_grouped,
+    trace_weight,
+};
+use proptest::prelude::*;
+
+const NOW: f64 = 1_767_225_600.0;
+
+/// Episodes of traces as CSR: offsets, times (ages from the future to ten years, a good share
+/// within the first minute and at exact minutes) and scores (mostly in (0, 1], some negative).
+fn traces() -> impl Strategy<Value = (Vec<i64>, Vec<f64>, Vec<f64>)> {
+    let age = prop_oneof![
+        3 => -1e6f64..3e8,
+        1 => -120.0f64..120.0,
+        1 => (0u32..100_000).prop_map(|m| 60.0 * f64::from(m)),
+        1 => Just(0.0),
+    ];
+    let score = prop_oneof![4 => 0.0f64..=1.0, 1 => -5.0f64..5.0];
+    prop::collection::vec(prop::collection::vec((age, score), 0..40), 0..60).prop_map(|groups| {
+        let mut offsets = vec![0i64];
+        let (mut at, mut score) = (Vec::new(), Vec::new());
+        for g in &groups {
+            for &(age, s) in g {
+                at.push(NOW - age);
+                score.push(s);
+            }
+            offsets.push(at.len() as i64);
+        }
+        (offsets, at, score)
+    })
+}
+
+/// Within `tol` of `want`, relative to the sum of the terms' magnitudes (a sum with cancellation
+/// can only be as exact as its largest terms).
+fn close(got: &[f64], want: &[f64], scale: &[f64], tol: f64) -> Result<(), TestCaseError> {
+    prop_assert_eq!(got.len(), want.len());
+    for ((g, w), s) in got.iter().zip(want).zip(scale) {
+        prop_assert!(
+            (g - w).abs() <= tol * s.max(f64::MIN_POSITIVE),
+            "{} vs {} (scale {})",
+            g,
+            w,
+            s
+        );
+    }
+    Ok(())
+}
+
+fn magnitudes(offsets: &[i64], at: &[f64], score: &[f64]) -> Vec<f64> {
+    offsets
+        .windows(2)
+        .map(|w| {
+            (w[0] as usize..w[1] as usize)
+                .map(|i| (score[i] * trace_weight(NOW - at[i])).abs())
+                .sum()
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    #[test]
+    fn equals_naive((offsets, at, score) in traces()) {
+        let fast = activation_grouped(&offsets, &at, &score, NOW).expect("valid");
+        let naive = activation_grouped_naive(&offsets, &at, &score, NOW).expect("valid");
+        close(&fast, &naive, &magnitudes(&offsets, &at, &score), 1e-12)?;
+    }
+
+    #[test]
+    fn log_order_equals_grouped((offsets, at, score) in traces(), seed in any::<u64>()) {
+        // The same traces shuffled, each with its episode's id.
+        let mut rows: Vec<(i64, f64, f64)> = offsets
+            .windows(2)
+            .enumerate()
+            .flat_map(|(g, w)| (w[0] as usize..w[1] as usize).map(move |i| (g as i64, i)))
+            .map(|(g, i)| (g, at[i], score[i]))
+            .collect();
+        let mut state = seed | 1;
+        for i in (1..rows.len()).rev() {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            rows.swap(i, (state % (i as u64 + 1)) as usize);
+        }
+        let group: Vec<i64> = rows.iter().map(|r| r.0).collect();
+        let at_log: Vec<f64> = rows.iter().map(|r| r.1).collect();
+        let score_log: Vec<f64> = rows.iter().map(|r| r.2).collect();
+        let groups = offsets.len() - 1;
+        let log = activation_log_order(&group, &at_log, &score_log, NOW, groups).expect("valid");
+        let grouped = activation_grouped(&offsets, &at, &score, NOW).expect("valid");
+        close(&log, &grouped, &magnitudes(&offsets, &at, &score), 1e-12)?;
+    }
+
+    #[test]
+    fn significance_is_the_unfaded_sum((offsets, _at, score) in traces()) {
+        let got = significance_grouped(&offsets, &score).expect("valid");
+        let scale: Vec<f64> = offsets
+            .windows(2)
+            .map(|w| score[w[0] as usize..w[1] as usize].iter().map(|s| s.abs()).sum())
+            .collect();
+        let want: Vec<f64> =
+            offsets.windows(2).map(|w| score[w[0] as usize..w[1] as usize].iter().sum()).collect();
+        close(&got, &want, &scale, 1e-12)?;
+    }
+
+    #[test]
+    fn a_trace_never_weighs_more_than_its_score(age in -1e9f64..1e12) {
+        let w = activation_grouped(&[0, 1], &[NOW - age], &[1.0], NOW).expect("valid")[0];
+        prop_assert!(w > 0.0 && w <= 1.0, "age {} weight {}", age, w);
+        if age <= 60.0 {
+            prop_assert_eq!(w, 1.0);
+        }
+    }
+
+    #[test]
+    fn older_is_never_heavier(a in 0f64..1e10, b in 0f64..1e10) {
+        let (young, old) = if a <= b { (a, b) } else { (b, a) };
+        let w = activation_grouped(&[0, 1, 2], &[NOW - young, NOW - old], &[1.0, 1.0], NOW)
+            .expect("valid");
+        // To the kernel's accuracy: two ages within 1e-13 of each other may swap.
+        prop_assert!(w[0] >= w[1] * (1.0 - 1e-13), "{} s: {}, {} s: {}", young, w[0], old, w[1]);
+    }
+}
