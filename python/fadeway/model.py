@@ -17,6 +17,8 @@ __all__ = [
     "EpisodeRecord",
     "TraceRecord",
     "JobRecord",
+    "NoteRecord",
+    "FactRecord",
     "Unit",
     "EpisodeView",
     "ReportResult",
@@ -37,6 +39,7 @@ class MemoryRecord(msgspec.Struct, frozen=True, kw_only=True):
     created_at: float
     instructions: bytes | None  # JSON {"instructions": str|None, "messages": [...]}, as sent
     decorated_through: int  # messages stored when the last decorate returned
+    facts_order: str | None = None  # JSON list of the facts block's fact numbers, in order
 
 
 class MessageRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -101,6 +104,28 @@ class TraceRecord(msgspec.Struct, frozen=True, kw_only=True):
     kind: str  # "encoding" or "fact"
     score: float  # as given
     counted: bool
+    at: float
+
+
+class NoteRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One note: the facts a model (or the offline note writer) wrote when history left."""
+
+    n: int
+    at: float
+    call_id: str | None  # the note call's id in the reply, when it came in one
+    source: str  # "model", or "note-writer:<name>" for a stand-in
+    arguments: str  # the call's arguments exactly as given
+
+
+class FactRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One fact of a note: a knowledge-graph triple stated as a sentence."""
+
+    n: int
+    note: int
+    text: str
+    subject: str
+    object: str
+    milestone: bool
     at: float
 
 
@@ -191,3 +216,7 @@ class MemoryExport(msgspec.Struct, frozen=True, kw_only=True):
     requests: list[ExportedRequest]
     episodes: list[EpisodeRecord] = []
     traces: list[TraceRecord] = []
+    notes: list[NoteRecord] = []
+    facts: list[FactRecord] = []
+    acks: list[tuple[int, int]] = []  # (episode, note)
+    facts_order: list[int] | None = None

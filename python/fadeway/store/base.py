@@ -11,7 +11,16 @@ import abc
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 
-from ..model import EpisodeRecord, JobRecord, MemoryRecord, MessageRecord, RequestRecord, TraceRecord
+from ..model import (
+    EpisodeRecord,
+    FactRecord,
+    JobRecord,
+    MemoryRecord,
+    MessageRecord,
+    NoteRecord,
+    RequestRecord,
+    TraceRecord,
+)
 
 __all__ = ["Store", "Transaction"]
 
@@ -90,6 +99,30 @@ class Transaction(abc.ABC):
 
     @abc.abstractmethod
     def trace_count(self) -> int: ...
+
+    @abc.abstractmethod
+    def set_episode_states(self, states: dict[int, str]) -> None:
+        """Move episodes to new states (the only change an episode allows)."""
+
+    # -- notes and facts ------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def notes(self) -> list[NoteRecord]: ...
+
+    @abc.abstractmethod
+    def insert_note(self, note: NoteRecord, facts: Sequence[FactRecord],
+                    acknowledged: Sequence[int]) -> None:
+        """Store a note, its facts, and the episodes it acknowledges."""
+
+    @abc.abstractmethod
+    def facts(self) -> list[FactRecord]: ...
+
+    @abc.abstractmethod
+    def acks(self) -> list[tuple[int, int]]:
+        """(episode, note) for every acknowledgement, in note order."""
+
+    @abc.abstractmethod
+    def set_facts_order(self, order: str | None) -> None: ...
 
     # -- the ordered lane -----------------------------------------------------------------
 

@@ -33,6 +33,9 @@ def _append_only(table: str, *, allow: str | None = None) -> list[str]:
 _COLUMNS = {
     "messages": [],
     "traces": [],
+    "notes": [],
+    "facts": [],
+    "acks": [],
     "episodes": ["memory_id", "n", "first_seq", "last_seq", "first_turn", "last_turn",
                  "start_at", "end_at", "tokens", "cut_at", "state"],
 }
@@ -128,6 +131,40 @@ MIGRATIONS: list[Migration] = [
         )""",
     ], sqlite=[*_append_only("messages"), *_append_only("traces"),
                *_append_only("episodes", allow="state")]),
+    # 3: notes the model wrote, their facts, the episodes each note acknowledged, and the
+    # facts block's order (kept between fades and seals so a quiet turn repeats it exactly).
+    Migration([
+        """CREATE TABLE notes (
+            memory_id TEXT NOT NULL REFERENCES memories (memory_id),
+            n INTEGER NOT NULL CHECK (n >= 1),
+            at DOUBLE PRECISION NOT NULL,
+            call_id TEXT,
+            source TEXT NOT NULL,
+            arguments TEXT NOT NULL,
+            PRIMARY KEY (memory_id, n)
+        )""",
+        """CREATE TABLE facts (
+            memory_id TEXT NOT NULL REFERENCES memories (memory_id),
+            n INTEGER NOT NULL CHECK (n >= 1),
+            note INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            subject TEXT NOT NULL,
+            object TEXT NOT NULL,
+            milestone INTEGER NOT NULL CHECK (milestone IN (0, 1)),
+            at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (memory_id, n),
+            FOREIGN KEY (memory_id, note) REFERENCES notes (memory_id, n)
+        )""",
+        """CREATE TABLE acks (
+            memory_id TEXT NOT NULL REFERENCES memories (memory_id),
+            episode INTEGER NOT NULL,
+            note INTEGER NOT NULL,
+            PRIMARY KEY (memory_id, episode, note),
+            FOREIGN KEY (memory_id, episode) REFERENCES episodes (memory_id, n),
+            FOREIGN KEY (memory_id, note) REFERENCES notes (memory_id, n)
+        )""",
+        "ALTER TABLE memories ADD COLUMN facts_order TEXT",
+    ], sqlite=[*_append_only("notes"), *_append_only("facts"), *_append_only("acks")]),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

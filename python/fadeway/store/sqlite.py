@@ -19,7 +19,16 @@ import msgspec
 
 from .. import _constants as C
 from ..errors import SchemaVersionError, StoreError
-from ..model import EpisodeRecord, JobRecord, MemoryRecord, MessageRecord, RequestRecord, TraceRecord
+from ..model import (
+    EpisodeRecord,
+    FactRecord,
+    JobRecord,
+    MemoryRecord,
+    MessageRecord,
+    NoteRecord,
+    RequestRecord,
+    TraceRecord,
+)
 from .base import Store, Transaction
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
@@ -83,14 +92,14 @@ class _SQLiteTransaction(Transaction):
 
     def memory(self) -> MemoryRecord | None:
         row = self._conn.execute(
-            "SELECT format, created_at, instructions, decorated_through FROM memories "
-            "WHERE memory_id = ?", (self.memory_id,)).fetchone()
+            "SELECT format, created_at, instructions, decorated_through, facts_order "
+            "FROM memories WHERE memory_id = ?", (self.memory_id,)).fetchone()
         if row is None:
             return None
-        fmt, created_at, instructions, through = row
+        fmt, created_at, instructions, through, facts_order = row
         return MemoryRecord(memory_id=self.memory_id, format=fmt, created_at=created_at,
                             instructions=bytes(instructions) if instructions is not None else None,
-                            decorated_through=through)
+                            decorated_through=through, facts_order=facts_order)
 
     def create_memory(self, fmt: str, created_at: float) -> MemoryRecord:
         self._conn.execute("INSERT INTO memories (memory_id, format, created_at) VALUES (?, ?, ?)",
@@ -205,6 +214,48 @@ class _SQLiteTransaction(Transaction):
         (top,) = self._conn.execute("SELECT MAX(n) FROM traces WHERE memory_id = ?",
                                     (self.memory_id,)).fetchone()
         return top or 0
+
+    def set_episode_states(self, states: dict[int, str]) -> None:
+        self._conn.executemany("UPDATE episodes SET state = ? WHERE memory_id = ? AND n = ?",
+                               [(state, self.memory_id, n) for n, state in states.items()])
+
+    # -- notes and facts ------------------------------------------------------------------
+
+    def notes(self) -> list[NoteRecord]:
+        return [NoteRecord(n=n, at=at, call_id=call_id, source=source, arguments=arguments)
+                for n, at, call_id, source, arguments in self._conn.execute(
+                    "SELECT n, at, call_id, source, arguments FROM notes WHERE memory_id = ? "
+                    "ORDER BY n", (self.memory_id,))]
+
+    def insert_note(self, note: NoteRecord, facts: Sequence[FactRecord],
+                    acknowledged: Sequence[int]) -> None:
+        self._conn.execute(
+            "INSERT INTO notes (memory_id, n, at, call_id, source, arguments) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (self.memory_id, note.n, note.at, note.call_id, note.source, note.arguments))
+        self._conn.executemany(
+            "INSERT INTO facts (memory_id, n, note, text, subject, object, milestone, at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [(self.memory_id, f.n, f.note, f.text, f.subject, f.object, int(f.milestone), f.at)
+             for f in facts])
+        self._conn.executemany("INSERT INTO acks (memory_id, episode, note) VALUES (?, ?, ?)",
+                               [(self.memory_id, e, note.n) for e in acknowledged])
+
+    def facts(self) -> list[FactRecord]:
+        return [FactRecord(n=n, note=note, text=text, subject=subject, object=obj,
+                           milestone=bool(milestone), at=at)
+                for n, note, text, subject, obj, milestone, at in self._conn.execute(
+                    "SELECT n, note, text, subject, object, milestone, at FROM facts "
+                    "WHERE memory_id = ? ORDER BY n", (self.memory_id,))]
+
+    def acks(self) -> list[tuple[int, int]]:
+        return [(e, n) for e, n in self._conn.execute(
+            "SELECT episode, note FROM acks WHERE memory_id = ? ORDER BY note, episode",
+            (self.memory_id,))]
+
+    def set_facts_order(self, order: str | None) -> None:
+        self._conn.execute("UPDATE memories SET facts_order = ? WHERE memory_id = ?",
+                           (order, self.memory_id))
 
     # -- the ordered lane -----------------------------------------------------------------
 
