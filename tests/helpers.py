@@ -32,3 +32,60 @@ def shared_data(relative: str):
         roots.append(Path(os.environ["FADEWAY_SHARED_DATA"]))
     roots.append(Path(__file__).resolve().parents[2] / "shared" / "data")
     return next((root / relative for root in roots if (root / relative).exists()), None)
+
+
+# -- the official OpenAI schema ------------------------------------------------------------------
+
+import json  # noqa: E402
+import os  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+from jsonschema import Draft202012Validator, validators  # noqa: E402
+from referencing import Registry, Resource  # noqa: E402
+from referencing.jsonschema import DRAFT202012  # noqa: E402
+
+OPENAPI_RELATIVE = Path("openai-openapi/openapi.json")
+#: Where the whole document is registered; schemas are referenced by pointer under it.
+OPENAPI_URI = "https://fadeway.test/openai-openapi.json"
+
+
+def openapi_path() -> Path | None:
+    """The official OpenAI OpenAPI document under shared/data, or None."""
+    candidates = []
+    if os.environ.get("FADEWAY_SHARED_DATA"):
+        candidates.append(Path(os.environ["FADEWAY_SHARED_DATA"]) / OPENAPI_RELATIVE)
+    candidates.append(Path(__file__).resolve().parents[2] / "shared/data" / OPENAPI_RELATIVE)
+    return next((p for p in candidates if p.is_file()), None)
+
+
+# OpenAPI's overlapping oneOf read as anyOf (see the module docstring).
+_OpenAPIValidator = validators.extend(
+    Draft202012Validator, {"oneOf": Draft202012Validator.VALIDATORS["anyOf"]})
+
+
+class Schemas:
+    """Validators for the named component schemas of one registered OpenAPI document."""
+
+    def __init__(self, document: dict[str, Any]) -> None:
+        resource = Resource.from_contents(document, default_specification=DRAFT202012)
+        self._registry = Registry().with_resource(OPENAPI_URI, resource)
+        self._validators: dict[str, Any] = {}
+
+    def validator(self, name: str) -> Any:
+        if name not in self._validators:
+            self._validators[name] = _OpenAPIValidator(
+                {"$ref": f"{OPENAPI_URI}#/components/schemas/{name}"}, registry=self._registry)
+        return self._validators[name]
+
+    def errors(self, name: str, instance: Any) -> list[str]:
+        # The JSON the SDK would send: SDK objects dumped, tuples as lists.
+        sent = json.loads(json.dumps(instance, default=lambda o: o.model_dump(mode="json")))
+        return [f"{'/'.join(map(str, e.absolute_path))}: {e.message[:300]}"
+                for e in self.validator(name).iter_errors(sent)]
+
+    def check(self, name: str, instance: Any) -> None:
+        errors = self.errors(name, instance)
+        assert not errors, f"not a valid {name}:\n" + "\n".join(errors)
+
+

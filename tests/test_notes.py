@@ -29,8 +29,7 @@ from fadeway.notes import (
     without_note_calls,
 )
 
-from helpers import call, chat_reply, shared_data
-from test_openapi_schema import OPENAPI_RELATIVE, Schemas
+from helpers import OPENAPI_RELATIVE, Schemas, call, chat_reply, shared_data
 
 CHAT, RESPONSES = Format.CHAT_COMPLETIONS, Format.RESPONSES
 GOOD = {"notes": [

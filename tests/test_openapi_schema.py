@@ -16,23 +16,16 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from jsonschema import Draft202012Validator, validators
-from referencing import Registry, Resource
-from referencing.jsonschema import DRAFT202012
 
 import fadeway
+from helpers import Schemas, openapi_path
 from strategies import chat_conversations, responses_conversations
 
-OPENAPI_RELATIVE = Path("openai-openapi/openapi.json")
-#: Where the whole document is registered; schemas are referenced by pointer under it.
-OPENAPI_URI = "https://fadeway.test/openai-openapi.json"
 CHAT = "CreateChatCompletionRequest"
 RESPONSES = "CreateResponse"
 EXAMPLES = 50
@@ -41,47 +34,9 @@ _settings = settings(max_examples=EXAMPLES, deadline=None,
                      suppress_health_check=[HealthCheck.too_slow])
 
 
-def _openapi_path() -> Path | None:
-    candidates = []
-    if os.environ.get("FADEWAY_SHARED_DATA"):
-        candidates.append(Path(os.environ["FADEWAY_SHARED_DATA"]) / OPENAPI_RELATIVE)
-    candidates.append(Path(__file__).resolve().parents[2] / "shared/data" / OPENAPI_RELATIVE)
-    return next((p for p in candidates if p.is_file()), None)
-
-
-# OpenAPI's overlapping oneOf read as anyOf (see the module docstring).
-_OpenAPIValidator = validators.extend(
-    Draft202012Validator, {"oneOf": Draft202012Validator.VALIDATORS["anyOf"]})
-
-
-class Schemas:
-    """Validators for the named component schemas of one registered OpenAPI document."""
-
-    def __init__(self, document: dict[str, Any]) -> None:
-        resource = Resource.from_contents(document, default_specification=DRAFT202012)
-        self._registry = Registry().with_resource(OPENAPI_URI, resource)
-        self._validators: dict[str, Any] = {}
-
-    def validator(self, name: str) -> Any:
-        if name not in self._validators:
-            self._validators[name] = _OpenAPIValidator(
-                {"$ref": f"{OPENAPI_URI}#/components/schemas/{name}"}, registry=self._registry)
-        return self._validators[name]
-
-    def errors(self, name: str, instance: Any) -> list[str]:
-        # The JSON the SDK would send: SDK objects dumped, tuples as lists.
-        sent = json.loads(json.dumps(instance, default=lambda o: o.model_dump(mode="json")))
-        return [f"{'/'.join(map(str, e.absolute_path))}: {e.message[:300]}"
-                for e in self.validator(name).iter_errors(sent)]
-
-    def check(self, name: str, instance: Any) -> None:
-        errors = self.errors(name, instance)
-        assert not errors, f"not a valid {name}:\n" + "\n".join(errors)
-
-
 @pytest.fixture(scope="module")
 def schemas() -> Schemas:
-    path = _openapi_path()
+    path = openapi_path()
     if path is None:
         pytest.skip("the OpenAI OpenAPI document is absent: set FADEWAY_SHARED_DATA to the "
                     "shared/data directory holding openai-openapi/openapi.json")

@@ -81,3 +81,24 @@ COHESION_SMOOTHING = 3
 #: Where a yes/no boundary is needed without sizes: a gap whose score (first[j+1] + last[j])
 #: exceeds the mean of its conversation's gap scores by this many standard deviations.
 BOUNDARY_THRESHOLD_STD = 1.75
+
+# -- forgetting -----------------------------------------------------------------------------
+
+#: Complete turns a typical turn (and the next call's room) is measured from.
+TYPICAL_TURN_WINDOW = 10
+#: A typical turn, and room for the next call, before a memory has turns of its own.
+DEFAULT_TYPICAL_TURN_TOKENS = 2_000
+DEFAULT_NEXT_CALL_TOKENS = 4_000
+#: The offline judge says a fact is about an episode at this cosine of their hashing
+#: embeddings or above (a first setting, not yet tuned on the LoCoMo tuning split).
+ABOUT_THRESHOLD = 0.2
+ABOUT_EMBED_DIM = 1024
+#: How long a cut that forgetting needs may wait for the judge, inline in decorate (seconds).
+INLINE_CUT_DEADLINE = 10.0
+
+# -- the offline note writer ----------------------------------------------------------------
+
+#: Facts the offline note writer keeps per note, and the sentence lengths it considers.
+NOTE_WRITER_MAX_FACTS = 12
+NOTE_WRITER_MIN_CHARS = 20
+NOTE_WRITER_MAX_CHARS = 400

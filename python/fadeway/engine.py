@@ -18,6 +18,7 @@ from . import _constants as C
 from . import formats
 from .errors import ImportConflictError, InvalidExportError, InvalidMemoryIdError
 from .formats import Format
+from . import scoring  # noqa: F401  (registers the lane job that writes fact traces)
 from .episodes import CutSettings
 from .history import History
 from .judge import Judge, OfflineJudge
@@ -162,7 +163,17 @@ class Engine:
             for r in export.requests:
                 tx.insert_request(RequestRecord(**msgspec.structs.asdict(r)))
             tx.insert_episodes(export.episodes)
+            facts_of: dict[int, list] = {}
+            for f in export.facts:
+                facts_of.setdefault(f.note, []).append(f)
+            acks_of: dict[int, list[int]] = {}
+            for episode, note in export.acks:
+                acks_of.setdefault(note, []).append(episode)
+            for note in export.notes:
+                tx.insert_note(note, facts_of.get(note.n, []), acks_of.get(note.n, []))
             tx.append_traces(export.traces)
+            if export.facts_order is not None:
+                tx.set_facts_order(msgspec.json.encode(export.facts_order).decode())
         return memory
 
     async def aimport_memory(self, doc: MemoryExport | dict[str, Any] | bytes | str) -> Memory:

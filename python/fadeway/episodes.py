@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CutSettings", "Cut", "plan_cut", "apply_cut", "uncut_range", "prepare_cut", "commit_cut",
+    "read_cut", "plan_read_cut",
 ]
 
 
@@ -141,18 +142,34 @@ class CutJob(JobHandler):
         return commit_cut(tx, prepared, now=job.created_at)
 
 
+def read_cut(tx: Transaction, closed_end: int) -> tuple[list[MessageRecord], int, int,
+                                                     list[MessageRecord]] | None:
+    """What planning the cut of the closed history before `closed_end` reads: the messages from
+    where the last cut ended, the range to cut, and the last episode's messages as context."""
+    start, end = uncut_range(tx, closed_end)
+    if start >= end:
+        return None
+    last = tx.last_episode()
+    before = tx.messages(last.first_seq, last.last_seq + 1) if last else []
+    return tx.messages(start), start, end, before
+
+
+async def plan_read_cut(engine: Engine, read: tuple | None,
+                        deadline: float | None = None) -> tuple[list[MessageRecord], Cut] | None:
+    """Plan the episodes of what `read_cut` read."""
+    if read is None:
+        return None
+    tail, start, end, before = read
+    return tail, await plan_cut(tail, start, end, before, engine.judge, engine.cut_settings,
+                                deadline)
+
+
 async def prepare_cut(engine: Engine, memory_id: str, closed_end: int,
                       deadline: float | None = None) -> tuple[list[MessageRecord], Cut] | None:
     """Read the uncut closed history before `closed_end` and plan its episodes."""
     with engine.store.read(memory_id) as tx:
-        start, end = uncut_range(tx, closed_end)
-        if start >= end:
-            return None
-        tail = tx.messages(start)
-        last = tx.last_episode()
-        before = tx.messages(last.first_seq, last.last_seq + 1) if last else []
-    cut = await plan_cut(tail, start, end, before, engine.judge, engine.cut_settings, deadline)
-    return tail, cut
+        read = read_cut(tx, closed_end)
+    return await plan_read_cut(engine, read, deadline)
 
 
 def commit_cut(tx: Transaction, prepared: tuple[list[MessageRecord], Cut] | None,

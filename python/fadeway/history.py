@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import HistoryConflictError
-from .formats import Side, text_of
+from .formats import Format, Side, text_of
 from .formats.canonical import plain, to_plain
 from .model import MessageRecord, Unit
+from .notes import find_note_calls
 
 __all__ = ["History", "align", "units", "next_turns"]
 
@@ -29,6 +30,10 @@ class History:
     sources: list[str] = field(default_factory=list)
     bodies: list[bytes] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
+    turns: list[int] = field(default_factory=list)
+    sides: list[str] = field(default_factory=list)
+    ats: list[float] = field(default_factory=list)
+    note_calls: dict[str, int] = field(default_factory=dict)  # note call id → seq of its message
     turn: int = 0  # the turn of the last stored message
     turn_start: int = 0  # seq of the first message of that turn: the turn in progress
     calls: set[str] = field(default_factory=set)
@@ -39,7 +44,8 @@ class History:
         return len(self.digests)
 
     def clear(self) -> None:
-        for part in (self.digests, self.sources, self.bodies, self.tokens, self.calls):
+        for part in (self.digests, self.sources, self.bodies, self.tokens, self.turns,
+                     self.sides, self.ats, self.note_calls, self.calls):
             part.clear()
         self.turn = self.turn_start = 0
 
@@ -49,7 +55,13 @@ class History:
             self.sources.append(r.source)
             self.bodies.append(r.body)
             self.tokens.append(r.tokens)
+            self.turns.append(r.turn)
+            self.sides.append(r.side)
+            self.ats.append(r.at)
             self.calls.update(r.calls)
+            if r.calls and b'"note"' in r.body:
+                for call_id in note_call_ids(r.body):
+                    self.note_calls[call_id] = r.seq
             if r.turn != self.turn:
                 self.turn, self.turn_start = r.turn, r.seq
 
@@ -59,6 +71,13 @@ class History:
             self.clear()
         if stored_count > len(self):
             self.extend(fetch(len(self)))
+
+
+def note_call_ids(body: bytes) -> list[str]:
+    """Ids of the note calls a stored message makes (either wire format)."""
+    message = plain(body)
+    fmt = Format.RESPONSES if message.get("type") == "function_call" else Format.CHAT_COMPLETIONS
+    return [call_id for call_id, _ in find_note_calls(fmt, [message])]
 
 
 def _essence(message: Any) -> tuple:
@@ -71,14 +90,15 @@ def _essence(message: Any) -> tuple:
 
 
 def align(sent: Sequence[Any], sent_digests: Sequence[bytes], history: History,
-          decorated_through: int) -> int:
+          decorated_through: int, view: Sequence[int] = ()) -> int:
     """How many leading messages of `sent` are already stored; the rest are new.
 
     The sent history is aligned with the stored one by position. When it starts with the stored
-    history, the rest is new. When it does not, it is only the new messages, less an echo of the
-    replies `report` stored since the last decorate. A reply the caller rebuilt by hand (same
-    role, text and calls) counts as the stored reply. A sent history that starts like the stored
-    one and then departs from it is an edited history, and an error.
+    history (or with the view the last decorate returned, whose sealed turns had left), the rest
+    is new. When it does not, it is only the new messages, less an echo of the replies `report`
+    stored since the last decorate. A reply the caller rebuilt by hand (same role, text and
+    calls) counts as the stored reply. A sent history that starts like the stored one and then
+    departs from it is an edited history, and an error.
     """
     n_stored = len(history)
     if n_stored == 0 or not sent:
@@ -90,20 +110,23 @@ def align(sent: Sequence[Any], sent_digests: Sequence[bytes], history: History,
         return history.sources[j] == "reply" and _essence(
             to_plain(sent[i], "message")) == _essence(plain(history.bodies[j]))
 
-    if same(0, 0):
-        m = min(len(sent), n_stored)
+    for seqs in (range(n_stored), view):
+        if not seqs or not same(0, seqs[0]):
+            continue
+        m = min(len(sent), len(seqs))
         k = 1
-        while k < m and same(k, k):
+        while k < m and same(k, seqs[k]):
             k += 1
         if k < m:
             raise HistoryConflictError(
-                f"message {k} of the sent history differs from stored message {k}; a history "
-                "that starts like the stored one must continue it unchanged (earlier messages "
-                "cannot be edited). To send only new messages, leave out what was sent before."
-            )
-        if len(sent) >= n_stored or len(sent) >= decorated_through:
-            return min(len(sent), n_stored)
+                f"message {k} of the sent history differs from stored message {seqs[k]}; a "
+                "history that starts like the stored one must continue it unchanged (earlier "
+                "messages cannot be edited). To send only new messages, leave out what was "
+                "sent before.")
+        if len(sent) >= len(seqs) or len(sent) >= decorated_through:
+            return min(len(sent), len(seqs))
         # A short run equal to the stored head, sent after the history moved on: new messages.
+        break
     k = 0
     while (k < len(sent) and decorated_through + k < n_stored
            and history.sources[decorated_through + k] == "reply" and same(k, decorated_through + k)):

@@ -8,21 +8,31 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 
+import numpy as np
+
 from . import _constants as C
-from . import formats, tokens
+from . import _core, blocks, formats, notes, tokens
+from . import view as view_mod
 from .errors import FormatMismatchError, InvalidRequestError
 from .formats import Entry, Format, ParsedRequest
 from .formats.canonical import digest_of, encode_json, plain
-from .episodes import commit_cut, prepare_cut, uncut_range
+from .episodes import commit_cut, plan_read_cut, prepare_cut, read_cut, uncut_range
+from .forgetting import activations, budget, next_call_room, typical_turn
 from .history import History, align, next_turns, units
 from .lane import run_sync
+from .formats import text_of
+from .note_writer import LeavingMessage, NoteWriter
 from .model import (
+    EpisodeRecord,
     EpisodeView,
+    FactRecord,
+    NoteRecord,
     ExportedMessage,
     ExportedRequest,
     MemoryExport,
@@ -34,6 +44,7 @@ from .model import (
     Unit,
 )
 from .store import Transaction
+from .view import block_message, history_view, instruction_role, strip_own_additions
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -42,6 +53,68 @@ __all__ = ["Memory"]
 
 log = logging.getLogger("fadeway")
 _decode_list = msgspec.json.decode
+
+
+class _Key(NamedTuple):
+    """What identifies a decorated request when it is reported: our estimate, and the count
+    and last digest of the stored messages in its view."""
+
+    estimate: int
+    count: int
+    last: bytes | None
+
+
+def _hidden(episodes: Sequence[EpisodeRecord]) -> list[tuple[int, int]]:
+    """Seq ranges out of view: the messages of sealed and forgotten episodes."""
+    return [(e.first_seq, e.last_seq) for e in episodes if e.state in ("sealed", "forgotten")]
+
+
+def _facts_of(episodes: Sequence[EpisodeRecord], facts: Sequence[FactRecord],
+              acks: Sequence[tuple[int, int]], states: tuple[str, ...]) -> dict[int, list[FactRecord]]:
+    """The facts of each episode in `states` (a note's facts belong to every episode it acked)."""
+    wanted = {e.n for e in episodes if e.state in states}
+    notes_of: dict[int, list[int]] = {}
+    for episode, note in acks:
+        if episode in wanted:
+            notes_of.setdefault(episode, []).append(note)
+    by_note: dict[int, list[FactRecord]] = {}
+    for f in facts:
+        by_note.setdefault(f.note, []).append(f)
+    return {e: [f for note in ns for f in by_note.get(note, [])] for e, ns in notes_of.items()}
+
+
+def _facts_block(facts: Sequence[FactRecord], order: Sequence[int]) -> str | None:
+    by_n = {f.n: f for f in facts}
+    shown = [by_n[n] for n in order if n in by_n]
+    return blocks.facts_block(
+        [blocks.BlockFact(f.text, f.subject, f.object) for f in shown if not f.milestone],
+        [blocks.BlockFact(f.text, f.subject, f.object) for f in shown if f.milestone])
+
+
+def _turn_sizes(history: History, ratio: float) -> tuple[list[int], list[int]]:
+    """Sizes of the last complete turns, and of their assistant steps (what follows the user
+    message: calls, outputs, replies), oldest first."""
+    totals: dict[int, int] = {}
+    steps: dict[int, int] = {}
+    stop = history.turn_start
+    for i in range(stop - 1, -1, -1):
+        turn = history.turns[i]
+        if turn not in totals and len(totals) >= C.TYPICAL_TURN_WINDOW:
+            break
+        totals[turn] = totals.get(turn, 0) + history.tokens[i]
+        if history.sides[i] != "user":
+            steps[turn] = steps.get(turn, 0) + history.tokens[i]
+    turns = sorted(t for t in totals if t > 0)
+    return ([round(totals[t] * ratio) for t in turns],
+            [round(steps.get(t, 0) * ratio) for t in turns])
+
+
+def _sleeps(history: History, before: int) -> bool:
+    """A user message arrived 24 hours or more after the message before it."""
+    for i in range(max(before, 1), len(history)):
+        if history.sides[i] == "user" and history.ats[i] - history.ats[i - 1] >= C.SLEEP_GAP_SECONDS:
+            return True
+    return False
 
 
 def _restore_instructions(parsed: ParsedRequest, stored: bytes) -> None:
@@ -70,37 +143,210 @@ class Memory:
 
         `request` is a Chat Completions or Responses request with the whole conversation so far
         or only what is new since the last call. Every field the caller set is kept unchanged;
-        the history becomes the memory's view. `at` (Unix seconds) overrides the engine's clock,
-        for replaying stored conversations.
+        the history becomes the memory's view (with the facts block, and the note ask while
+        history is leaving). `at` (Unix seconds) overrides the engine's clock, for replaying
+        stored conversations.
         """
         parsed = formats.parse_request(request)
         now = self._engine._now(at)
-        sent_digests = [digest_of(m, f"message {i}") for i, m in enumerate(parsed.history)]
-        has_instructions = bool(parsed.instructions) or parsed.request.get("instructions") is not None
-        instructions = encode_json({"instructions": parsed.request.get("instructions"),
-                                    "messages": parsed.instructions})
         encoding = tokens.encoding_for_model(parsed.model)
+        fmt = parsed.format
         with self._history.lock, self._engine.store.write(self.memory_id) as tx:
-            memory = self._open(tx, parsed.format, now)
+            memory = self._open(tx, fmt, now)
             self._sync(tx)
-            start = align(parsed.history, sent_digests, self._history, memory.decorated_through)
-            new = self._entries(parsed.format, parsed.history, start, sent_digests)
+            mirror = self._history
+            parsed.instructions = strip_own_additions(fmt, parsed.instructions, mirror.note_calls)
+            parsed.history = strip_own_additions(fmt, parsed.history, mirror.note_calls)
+            sent_digests = [digest_of(m, f"message {i}") for i, m in enumerate(parsed.history)]
+            has_instructions = bool(parsed.instructions) or (
+                parsed.request.get("instructions") is not None)
+            instructions = encode_json({"instructions": parsed.request.get("instructions"),
+                                        "messages": parsed.instructions})
+            episodes = tx.episodes()
+            _, last_view = history_view(fmt, mirror, _hidden(episodes), {})
+            start = align(parsed.history, sent_digests, mirror, memory.decorated_through,
+                          last_view)
+            new = self._entries(fmt, parsed.history, start, sent_digests)
+            before = len(mirror)
             self._append(tx, new, encoding, now, source="request")
+            self._take_notes(tx, fmt, before, now, source="model")
             if has_instructions and memory.instructions != instructions:
                 tx.set_instructions(instructions)
             elif not has_instructions and memory.instructions is not None:
                 _restore_instructions(parsed, memory.instructions)
-            tx.set_decorated_through(len(self._history))
-            view = self._view()
-            decorated = formats.assemble(parsed, view)
-            history_tokens = sum(self._history.tokens)
+            tx.set_decorated_through(len(mirror))
+            decorated, key = self._forget_and_assemble(tx, parsed, memory, encoding, now, before)
             latest = tx.latest_request()
             tx.insert_request(RequestRecord(
                 n=(latest.n if latest else 0) + 1, at=now, model=parsed.model, encoding=encoding,
-                estimate=tokens.request_estimate(parsed, history_tokens, encoding),
-                view_len=len(view), view_last=self._history.digests[-1] if view else None,
-                history_through=len(self._history)))
+                estimate=key.estimate, view_len=key.count, view_last=key.last,
+                history_through=len(mirror)))
         return decorated
+
+    # -- forgetting and the view ------------------------------------------------------------
+
+    def _forget_and_assemble(self, tx: Transaction, parsed: ParsedRequest, memory: MemoryRecord,
+                             encoding: str, now: float, before: int) -> tuple[dict[str, Any], _Key]:
+        """Seal what was acknowledged, fade if the history is over its budget (or the turn
+        sleeps), and build the request around the view."""
+        fmt, mirror = parsed.format, self._history
+        ratio = tx.last_kept_ratio(parsed.model) or 1.0
+        episodes = tx.episodes()
+        acked = {e for e, _ in tx.acks()}
+        facts = tx.facts()
+        changed = False
+        seal = {e.n: "sealed" for e in episodes
+                if e.state == "leaving" and e.n in acked and e.last_turn < mirror.turn}
+        if seal:
+            tx.set_episode_states(seal)
+            changed = True
+        if not any(e.state == "leaving" and e.n not in seal for e in episodes):
+            changed |= self._fade_if_needed(tx, parsed, encoding, ratio, now, before)
+        episodes = tx.episodes() if changed else episodes
+        if changed or (memory.facts_order is None and facts):
+            order = self._facts_order(tx, episodes, facts, now)
+            tx.set_facts_order(encode_json(order).decode())
+        else:
+            order = msgspec.json.decode(memory.facts_order or "[]")
+        role = instruction_role(fmt, parsed.instructions)
+        block = _facts_block(facts, order)
+        accepted = {call_id: notes.parse_note_arguments(args) is not None
+                    for call_id, args in self._note_arguments().items()}
+        history, seqs = history_view(fmt, mirror, _hidden(episodes), accepted)
+        asking = [e for e in episodes if e.state == "leaving" and e.n not in acked]
+        request = parsed.request
+        extra: list[str] = []
+        if asking and view_mod.note_ask_allowed(request):
+            ask = blocks.note_ask(min(e.first_turn for e in asking),
+                                  max(e.last_turn for e in asking))
+            history = [*history, block_message(role, ask)]
+            request = view_mod.with_note_tool(fmt, request)
+            extra.append(ask)
+        instructions = [*parsed.instructions, *([block_message(role, block)] if block else [])]
+        out = ParsedRequest(fmt, request, instructions, history, parsed.model)
+        estimate = (tokens.fixed_request_tokens(out, encoding) + sum(mirror.tokens[i] for i in seqs)
+                    + sum(tokens.count_texts(encoding, extra)))
+        key = _Key(estimate, len(seqs), mirror.digests[seqs[-1]] if seqs else None)
+        return formats.assemble(out, history), key
+
+    def _note_arguments(self) -> dict[str, str]:
+        """Arguments of every note call in the stored history, by call id."""
+        out: dict[str, str] = {}
+        for seq in sorted(set(self._history.note_calls.values())):
+            body = plain(self._history.bodies[seq])
+            fmt = Format.RESPONSES if body.get("type") == "function_call" else Format.CHAT_COMPLETIONS
+            out.update(notes.find_note_calls(fmt, [body]))
+        return out
+
+    def _fade_if_needed(self, tx: Transaction, parsed: ParsedRequest, encoding: str,
+                        ratio: float, now: float, before: int) -> bool:
+        """Run a fade to the landing when the history is over its budget, or the turn sleeps."""
+        mirror, engine = self._history, self._engine
+        episodes = tx.episodes()
+        facts = tx.facts()
+        acks = tx.acks()
+        hidden = _hidden(episodes)
+        _, seqs = history_view(parsed.format, mirror, hidden, {})
+        history_tokens = round(sum(mirror.tokens[i] for i in seqs) * ratio)
+        sealed_facts = _facts_of(episodes, facts, acks, states=("sealed",))
+        facts_tokens = {n: self._fact_tokens(fs, encoding, ratio) for n, fs in sealed_facts.items()}
+        fixed = round(tokens.fixed_request_tokens(parsed, encoding) * ratio)
+        block = sum(facts_tokens.values())
+        turn_sizes, steps = _turn_sizes(mirror, ratio)
+        typical, room = typical_turn(turn_sizes), next_call_room(steps)
+        current = round(sum(mirror.tokens[mirror.turn_start:]) * ratio)
+        plan = budget(engine.ceiling, fixed + block, room, typical, current)
+        sleeping = _sleeps(mirror, before)
+        if history_tokens <= plan.budget and not sleeping:
+            return False
+        if history_tokens <= plan.landing:
+            return False  # asleep, but already at the landing: nothing to fade
+        if sleeping:
+            log.info("memory %r: the turn sleeps after %.1f h of silence; fading to the landing",
+                     self.memory_id, (mirror.ats[before] - mirror.ats[before - 1]) / 3600)
+        # History is cut once, when forgetting first needs it (inside this write transaction).
+        cut = run_sync(plan_read_cut(engine, read_cut(tx, mirror.turn_start),
+                                     deadline=time.monotonic() + C.INLINE_CUT_DEADLINE))
+        commit_cut(tx, cut, now)
+        episodes = tx.episodes()
+        act, _ = activations([e.n for e in episodes], tx.traces(), now)
+        order = _core.fade_order(np.ascontiguousarray(act, dtype=np.float64),
+                                 np.fromiter((e.n for e in episodes), dtype=np.int64,
+                                             count=len(episodes))).tolist()
+        acked = {e for e, _ in acks}
+        states: dict[int, str] = {}
+        for i in order:
+            if history_tokens <= plan.landing:
+                break
+            e = episodes[i]
+            if e.state == "live":
+                states[e.n] = "sealed" if e.n in acked else "leaving"
+                history_tokens -= round(e.tokens * ratio)
+            elif e.state == "sealed":
+                states[e.n] = "forgotten"
+                block -= facts_tokens.get(e.n, 0)
+                plan = budget(engine.ceiling, fixed + block, room, typical, current)
+        if states:
+            tx.set_episode_states(states)
+            log.info("memory %r: fade to the landing (%d tokens): %s", self.memory_id,
+                     plan.landing, ", ".join(f"episode {n} {s}" for n, s in states.items()))
+        return bool(states)
+
+    @staticmethod
+    def _fact_tokens(facts: Sequence[FactRecord], encoding: str, ratio: float) -> int:
+        lines = [f"- {f.text} [{f.subject}, {f.object}]" for f in facts]
+        return round((sum(tokens.count_texts(encoding, lines)) + len(lines)) * ratio)
+
+    def _facts_order(self, tx: Transaction, episodes: Sequence[EpisodeRecord],
+                     facts: Sequence[FactRecord], now: float) -> list[int]:
+        """The facts block's facts (those of sealed episodes), most active first."""
+        shown = {f.n for fs in _facts_of(episodes, facts, tx.acks(), states=("sealed",)).values()
+                 for f in fs}
+        if not shown:
+            return []
+        ns = sorted(shown)
+        act, _ = activations(ns, tx.traces(), now, by="fact")
+        return [n for _, n in sorted(zip(act.tolist(), ns), key=lambda p: (-p[0], -p[1]))]
+
+    # -- notes -----------------------------------------------------------------------------
+
+    def _take_notes(self, tx: Transaction, fmt: Format, since: int, now: float,
+                    source: str) -> bool:
+        """Take the note calls in messages stored from `since` on; each call is taken once."""
+        mirror = self._history
+        calls = {cid for cid, seq in mirror.note_calls.items() if seq >= since}
+        if not calls:
+            return False
+        taken_ids = {n.call_id for n in tx.notes()}
+        args = self._note_arguments()
+        took = False
+        for call_id in sorted(calls, key=lambda c: mirror.note_calls[c]):
+            if call_id in taken_ids:
+                continue
+            note = notes.parse_note_arguments(args.get(call_id, ""))
+            if note is None:
+                continue  # logged by the parser; the episodes stay leaving and the ask stands
+            self._write_note(tx, note, args[call_id], call_id, now, source)
+            took = True
+        return took
+
+    def _write_note(self, tx: Transaction, note: notes.Note, arguments: str,
+                    call_id: str | None, now: float, source: str) -> None:
+        """Write a note's facts against every episode awaiting them, and acknowledge those."""
+        acked = {e for e, _ in tx.acks()}
+        awaiting = [e.n for e in tx.episodes() if e.state == "leaving" and e.n not in acked]
+        existing = tx.notes()
+        n = (existing[-1].n if existing else 0) + 1
+        first_fact = len(tx.facts()) + 1
+        facts = [FactRecord(n=first_fact + i, note=n, text=entry.note, subject=entry.subject,
+                            object=entry.object, milestone=entry.milestone, at=now)
+                 for i, entry in enumerate(e for e in note.notes if e.note.strip())]
+        tx.insert_note(NoteRecord(n=n, at=now, call_id=call_id, source=source,
+                                  arguments=arguments), facts, awaiting)
+        if facts:
+            tx.enqueue("score", encode_json({"note": n}), now)
+        log.info("memory %r: note %d took %d facts for episodes %s", self.memory_id, n,
+                 len(facts), awaiting)
 
     def _open(self, tx: Transaction, fmt: Format, now: float) -> MemoryRecord:
         memory = tx.memory()
@@ -167,8 +413,6 @@ class Memory:
         parsed = formats.parse_request(request)
         reply = formats.parse_response(parsed.format, response)
         now = self._engine._now(at)
-        last = parsed.history[-1] if parsed.history else None
-        last_digest = digest_of(last, "the request's last message") if last is not None else None
         with self._history.lock, self._engine.store.write(self.memory_id) as tx:
             memory = tx.memory()
             if memory is None:
@@ -177,8 +421,11 @@ class Memory:
                     "decorate first")
             self._check_format(memory.format, parsed.format)
             self._sync(tx)
-            result = ReportResult(tool_calls=reply.tool_calls)
-            match = tx.find_request(len(parsed.history), last_digest)
+            sent = strip_own_additions(parsed.format, parsed.history, self._history.note_calls)
+            last_digest = digest_of(sent[-1], "the request's last message") if sent else None
+            result = ReportResult(
+                tool_calls=notes.without_note_calls(parsed.format, reply.tool_calls))
+            match = tx.find_request(len(sent), last_digest)
             latest = tx.latest_request()
             if match is not None and match.replied:
                 log.info("memory %r: request %d was already reported; reply not stored again",
@@ -193,14 +440,20 @@ class Memory:
                 return result
             new = self._entries(parsed.format, reply.items, 0, label="reply item")
             encoding = match.encoding if match else tokens.encoding_for_model(parsed.model)
+            before = len(self._history)
             self._append(tx, new, encoding, now, source="reply")
+            took = self._take_notes(tx, parsed.format, before, now, source="model")
+            calls = notes.find_note_calls(parsed.format, reply.items)
+            remaining = notes.without_note_calls(parsed.format, reply.tool_calls)
+            result = ReportResult(tool_calls=remaining, note_taken=took,
+                                  call_again=bool(calls) and not remaining and not reply.text)
             if match is None:
                 log.info("memory %r: the reported request is not one decorate returned; its "
                          "token count is not kept", self.memory_id)
             else:
                 kept, note = self._judge_ratio(match, reply.prompt_tokens)
                 tx.record_report(match.n, reply.prompt_tokens, kept, note, True)
-            queued = self._queue_cut(tx, now)
+            queued = self._queue_cut(tx, now) or took
         if queued:
             self._engine._jobs_queued()
         return result
@@ -228,6 +481,32 @@ class Memory:
             log.warning("memory %r: %s; not kept", self.memory_id, note)
             return False, note
         return True, None
+
+    def answer_ask(self, writer: NoteWriter, *, at: float | None = None) -> bool:
+        """Have `writer` answer the pending note ask, as a model's note would.
+
+        For batch replay of recorded conversations (whose replies cannot answer an ask) and for
+        callers who configure a note writer; in live use only the decorated model answers.
+        Returns whether a note was taken (False when nothing is awaiting one).
+        """
+        now = self._engine._now(at)
+        with self._engine.store.read(self.memory_id) as tx:
+            acked = {e for e, _ in tx.acks()}
+            awaiting = [e for e in tx.episodes() if e.state == "leaving" and e.n not in acked]
+            if not awaiting:
+                return False
+            leaving = [m for e in awaiting for m in tx.messages(e.first_seq, e.last_seq + 1)]
+        ask = blocks.note_ask(min(e.first_turn for e in awaiting),
+                              max(e.last_turn for e in awaiting))
+        messages = [LeavingMessage(m.turn, m.role, " ".join(text_of(plain(m.body))))
+                    for m in leaving]
+        note = run_sync(writer.write(ask, messages,
+                                     deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE))
+        with self._history.lock, self._engine.store.write(self.memory_id) as tx:
+            self._write_note(tx, note, encode_json(note).decode(), None, now,
+                             f"note-writer:{writer.name}")
+        self._engine._jobs_queued()
+        return True
 
     # -- sizes -----------------------------------------------------------------------------
 
@@ -300,6 +579,7 @@ class Memory:
             requests = tx.requests()
             episodes = tx.episodes()
             traces = tx.traces()
+            notes_, facts, acks = tx.notes(), tx.facts(), tx.acks()
         return MemoryExport(
             memory_id=self.memory_id,
             format=memory.format,
@@ -318,6 +598,10 @@ class Memory:
                       for r in requests],
             episodes=episodes,
             traces=traces,
+            notes=notes_,
+            facts=facts,
+            acks=acks,
+            facts_order=msgspec.json.decode(memory.facts_order) if memory.facts_order else None,
         )
 
     # -- async twins -----------------------------------------------------------------------

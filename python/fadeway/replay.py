@@ -18,6 +18,7 @@ import msgspec
 
 from .errors import FadewayError
 from .memory import Memory
+from .note_writer import NoteWriter
 
 __all__ = ["ReplayLine", "ReplayFormatError", "read_replay", "replay"]
 
@@ -73,11 +74,12 @@ def _is_reply(message: dict[str, Any]) -> bool:
 
 
 def replay(memory: Memory, lines: Iterable[ReplayLine], *, model: str = "gpt-4.1",
-           fmt: str = "chat_completions") -> int:
+           fmt: str = "chat_completions", note_writer: NoteWriter | None = None) -> int:
     """Replay `lines` of one memory; returns how many messages were sent through.
 
     Replies recorded right after a request are reported as chat completions (or responses) with
-    no token usage; everything else is decorated as new messages at its own time.
+    no token usage; everything else is decorated as new messages at its own time. A recorded
+    reply cannot answer a note ask: when one is pending after a reply, `note_writer` answers it.
     """
     key = "messages" if fmt == "chat_completions" else "input"
     last_request: dict[str, Any] | None = None
@@ -94,6 +96,8 @@ def replay(memory: Memory, lines: Iterable[ReplayLine], *, model: str = "gpt-4.1
             else:
                 response = {"output": list(pending_reply)}
             memory.report(last_request, response, at=reply_at)
+            if note_writer is not None:
+                memory.answer_ask(note_writer, at=reply_at)
             rest = pending_reply[1:] if fmt == "chat_completions" else []
             last_request = None
             pending_reply.clear()

@@ -10,6 +10,8 @@ levels, distillation, same/contradicts, entity resolution):
 
 - `boundaries`: each unit read in context, scored as the first and as the last message of a
   concept (MECHANISM: "Episodes").
+- `about`: is this fact about that episode? A yes or no with a score, for every pair of a batch
+  of facts and a batch of episodes (MECHANISM: "Encoding and traces").
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 
 from ..errors import FadewayError
 
-__all__ = ["Judge", "JudgeTimeout", "UnitText", "Boundaries"]
+__all__ = ["Judge", "JudgeTimeout", "UnitText", "Boundaries", "Answer"]
 
 
 class JudgeTimeout(FadewayError, TimeoutError):
@@ -47,6 +49,14 @@ class Boundaries:
         return [self.last[j] + self.first[j + 1] for j in range(len(self.first) - 1)]
 
 
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A judge's answer to a yes/no question: only a yes counts; the score is kept as given."""
+
+    yes: bool
+    score: float
+
+
 class Judge(abc.ABC):
     """A judgment model. Subclasses answer each judgment for a batch of items at once."""
 
@@ -62,3 +72,8 @@ class Judge(abc.ABC):
         `before` and `after` are the units around them, given as context only: they are not
         scored. The result has one first and one last score per unit of `units`.
         """
+
+    @abc.abstractmethod
+    async def about(self, facts: Sequence[str], episodes: Sequence[str], *,
+                    deadline: float | None = None) -> list[list[Answer]]:
+        """For each fact, for each episode (its text): is this fact about that episode?"""

@@ -6,15 +6,22 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 
-from .base import Boundaries, Judge, JudgeTimeout, UnitText
+from .base import Answer, Boundaries, Judge, JudgeTimeout, UnitText
 
 __all__ = ["ScriptedJudge"]
 
 BoundaryScript = Callable[[Sequence[UnitText]], Boundaries]
+AboutScript = Callable[[str, str], Answer]
 
 
 def _flat(units: Sequence[UnitText]) -> Boundaries:
     return Boundaries([0.0] * len(units), [0.0] * len(units))
+
+
+def _shared_word(fact: str, episode: str) -> Answer:
+    words = set(fact.lower().split())
+    hits = sum(1 for w in episode.lower().split() if w in words)
+    return Answer(hits > 0, float(hits))
 
 
 class ScriptedJudge(Judge):
@@ -22,8 +29,10 @@ class ScriptedJudge(Judge):
 
     name = "scripted"
 
-    def __init__(self, *, boundaries: BoundaryScript = _flat, delay: float = 0.0) -> None:
+    def __init__(self, *, boundaries: BoundaryScript = _flat, about: AboutScript = _shared_word,
+                 delay: float = 0.0) -> None:
         self._boundaries = boundaries
+        self._about = about
         self.delay = delay
         self.calls: list[tuple[str, int]] = []
 
@@ -44,3 +53,9 @@ class ScriptedJudge(Judge):
         if len(result.first) != len(units) or len(result.last) != len(units):
             raise ValueError("a boundary script must score every unit once")
         return result
+
+    async def about(self, facts: Sequence[str], episodes: Sequence[str], *,
+                    deadline: float | None = None) -> list[list[Answer]]:
+        self.calls.append(("about", len(facts) * len(episodes)))
+        await self._wait(deadline)
+        return [[self._about(f, e) for e in episodes] for f in facts]

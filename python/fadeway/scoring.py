@@ -1,0 +1,60 @@
+"""Fact traces: every time facts are written, each new fact is judged against every episode
+still remembered, and each answer is stored as a trace (MECHANISM: "Encoding and traces").
+
+Runs in the lane. Only a yes counts; the raw score is kept as given; the trace's time is when
+the facts were written.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from . import _constants as C
+from .formats import text_of
+from .lane import JobHandler, register_job
+from .model import JobRecord, TraceRecord
+from .store import Transaction
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+__all__ = ["ScoreJob"]
+
+
+def _episode_text(bodies: list[bytes]) -> str:
+    return "\n\n".join(" ".join(text_of(msgspec.json.decode(b))) for b in bodies)
+
+
+class ScoreJob(JobHandler):
+    """Judge a note's facts against every episode still remembered."""
+
+    async def prepare(self, engine: Engine, memory_id: str, job: JobRecord) -> Any:
+        note = msgspec.json.decode(job.payload)["note"]
+        with engine.store.read(memory_id) as tx:
+            facts = [f for f in tx.facts() if f.note == note]
+            episodes = [e for e in tx.episodes() if e.state != "forgotten"]
+            texts = [_episode_text([m.body for m in tx.messages(e.first_seq, e.last_seq + 1)])
+                     for e in episodes]
+        if not facts or not episodes:
+            return note, []
+        answers = await engine.judge.about([f.text for f in facts], texts,
+                                           deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE)
+        return note, [(f.n, e.n, a.yes, a.score)
+                      for f, row in zip(facts, answers) for e, a in zip(episodes, row)]
+
+    def apply(self, engine: Engine, tx: Transaction, job: JobRecord, prepared: Any) -> bool:
+        note, answers = prepared
+        facts = {f.n for f in tx.facts() if f.note == note}
+        if any(t.fact in facts for t in tx.traces()):
+            return True  # already scored (a rerun after a crash between apply and done)
+        n = tx.trace_count()
+        tx.append_traces([TraceRecord(n=n + i, episode=episode, fact=fact, kind="fact",
+                                      score=score, counted=yes, at=job.created_at)
+                          for i, (fact, episode, yes, score) in enumerate(answers, 1)])
+        return True
+
+
+register_job("score", ScoreJob())

@@ -1,0 +1,104 @@
+"""The view: what of the history a request shows, and fadeway's own additions to it
+(MECHANISM: "What the model sees").
+
+Sealed and forgotten episodes' messages leave the view; every note call fadeway asked for is
+answered with its own tool output, so the provider never sees an unanswered call; the facts
+block follows the caller's instructions and the note ask ends the request, each in the
+instructions' role. Those additions are recognised when a caller sends them back, and never
+stored as the caller's messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from . import blocks, notes
+from .formats import Format
+from .history import History
+
+__all__ = ["instruction_role", "block_message", "strip_own_additions", "history_view",
+           "with_note_tool", "note_ask_allowed"]
+
+
+def instruction_role(fmt: Format, instructions: Sequence[Any]) -> str:
+    """Our blocks' role: system, or developer when the caller's instructions are developer
+    messages, and always developer for Responses."""
+    if fmt is Format.RESPONSES:
+        return "developer"
+    roles = [m.get("role") if isinstance(m, dict) else getattr(m, "role", None)
+             for m in instructions]
+    return "developer" if "developer" in roles and "system" not in roles else "system"
+
+
+def block_message(role: str, text: str) -> dict[str, Any]:
+    return {"role": role, "content": text}
+
+
+def _content(message: Any) -> Any:
+    return message.get("content") if isinstance(message, dict) else getattr(message, "content", None)
+
+
+def _is_own(fmt: Format, message: Any, note_calls: dict[str, int]) -> bool:
+    if not isinstance(message, dict):
+        return False
+    if message.get("role") in ("system", "developer") and blocks.is_block(_content(message)):
+        return True
+    if fmt is Format.CHAT_COMPLETIONS:
+        return message.get("role") == "tool" and message.get("tool_call_id") in note_calls
+    return message.get("type") == "function_call_output" and message.get("call_id") in note_calls
+
+
+def strip_own_additions(fmt: Format, messages: Sequence[Any],
+                        note_calls: dict[str, int]) -> list[Any]:
+    """`messages` without fadeway's blocks and its outputs for its own note calls."""
+    return [m for m in messages if not _is_own(fmt, m, note_calls)]
+
+
+def history_view(fmt: Format, history: History, hidden: Sequence[tuple[int, int]],
+                 accepted: dict[str, bool]) -> tuple[list[Any], list[int]]:
+    """The stored messages not in `hidden` seq ranges (inclusive), each note call followed by
+    fadeway's output for it. Returns the view and the seq of each stored message in it."""
+    hide = bytearray(len(history))
+    for first, last in hidden:
+        hide[first:last + 1] = b"\x01" * (last - first + 1)
+    seqs = [i for i in range(len(history)) if not hide[i]]
+    if not seqs:
+        return [], []
+    view = msgspec.json.decode(b"[" + b",".join(history.bodies[i] for i in seqs) + b"]")
+    if not history.note_calls:
+        return view, seqs
+    by_seq: dict[int, list[str]] = {}
+    for call_id, seq in history.note_calls.items():
+        by_seq.setdefault(seq, []).append(call_id)
+    out: list[Any] = []
+    for message, seq in zip(view, seqs):
+        out.append(message)
+        for call_id in by_seq.get(seq, ()):
+            out.append(notes.note_output(fmt, call_id, accepted.get(call_id, False)))
+    return out, seqs
+
+
+def note_ask_allowed(request: dict[str, Any]) -> bool:
+    """fadeway never overrides the caller's tool_choice: while it is "none" or forces another
+    tool, the ask waits for a call that allows it."""
+    choice = request.get("tool_choice")
+    if choice is None or choice in ("auto", "required"):
+        return True
+    if choice == "none":
+        return False
+    if isinstance(choice, dict):
+        name = choice.get("name") or (choice.get("function") or {}).get("name")
+        if choice.get("type") == "allowed_tools":
+            return False
+        return name == notes.NOTE_TOOL_NAME
+    return False
+
+
+def with_note_tool(fmt: Format, request: dict[str, Any]) -> dict[str, Any]:
+    """The request with the note tool added to its tools (created when it had none)."""
+    tools = list(request.get("tools") or [])
+    tools.append(notes.note_tool(fmt))
+    return {**request, "tools": tools}

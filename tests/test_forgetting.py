@@ -1,0 +1,362 @@
+"""Forgetting end to end: the ceiling, the landing, the note ask, sealing, and sleep."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+import fadeway
+from fadeway import notes
+from fadeway.judge import ScriptedJudge
+
+from helpers import chat_reply
+
+ORDER = ["live", "leaving", "sealed", "forgotten"]
+CEILING = 3_000
+
+
+def _note_call(request, call_id):
+    """A scripted model's note: one fact per leaving turn range named in the ask."""
+    ask = request["messages"][-1]["content"]
+    first_line = ask.splitlines()[0]
+    entry = {"note": f"Summary of what happened: {first_line}", "subject": "user",
+             "object": "project", "milestone": False}
+    return {"id": call_id, "type": "function",
+            "function": {"name": "note", "arguments": msgspec.json.encode(
+                {"notes": [entry]}).decode()}}
+
+
+def _asks(request):
+    tools = request.get("tools") or []
+    return any(t.get("function", {}).get("name") == "note" for t in tools)
+
+
+@pytest.fixture
+def small(tmp_path, clock):
+    eng = fadeway.open(tmp_path / "f.db", clock=clock, background=False, ceiling=CEILING,
+                       judge=ScriptedJudge(), episode_min_tokens=100, episode_max_tokens=400,
+                       cut_after_tokens=600)
+    yield eng
+    eng.close()
+
+
+def _user(t, words=40):
+    return {"role": "user", "content": f"Turn {t}: " + " ".join(f"w{t}_{i}" for i in range(words))}
+
+
+def _states(mem):
+    return {e.n: e.state for e in mem.episodes()}
+
+
+def test_a_scripted_model_that_answers_every_ask(small, clock):
+    mem = small.memory("m")
+    history: list = []
+    seen: dict[int, str] = {}
+    asked_turns = 0
+    for t in range(60):
+        clock.advance(60)
+        history.append(_user(t))
+        before = _states(mem)
+        req = mem.decorate({"model": "gpt-4.1", "messages": history})
+        after = _states(mem)
+        # States only move forward, one step at a time.
+        for n, state in after.items():
+            old = before.get(n, seen.get(n, "live"))
+            assert ORDER.index(state) - ORDER.index(old) in (0, 1, 2), (n, old, state)
+            assert ORDER.index(state) >= ORDER.index(old)
+            seen[n] = state
+        # One fade at a time: nothing starts leaving while something was leaving and unsealed.
+        was_leaving = {n for n, s in before.items() if s == "leaving"}
+        newly_leaving = {n for n, s in after.items() if s == "leaving" and before.get(n) == "live"}
+        if was_leaving - {n for n, s in after.items() if s != "leaving"}:
+            assert not newly_leaving
+        estimate = mem.measure(req)
+        if not any(s == "leaving" for s in after.values()):
+            assert estimate <= CEILING, f"turn {t}: view {estimate} over the ceiling"
+        if _asks(req):
+            asked_turns += 1
+            reply = chat_reply(f"answer {t}", tool_calls=[_note_call(req, f"note_{t}")])
+        else:
+            reply = chat_reply(f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)))
+        result = mem.report(req, reply)
+        assert all(c["function"]["name"] != "note" for c in result.tool_calls)
+        history.append(reply["choices"][0]["message"])
+        small.drain()
+    assert asked_turns > 0
+    doc = mem.export()
+    assert len(doc.messages) == len(history)  # nothing is ever deleted
+    assert "forgotten" in _states(mem).values() or "sealed" in _states(mem).values()
+    assert doc.facts and doc.notes
+    fact_traces = [t for t in doc.traces if t.kind == "fact"]
+    assert fact_traces, "facts were never judged against episodes"
+
+
+def test_a_model_that_ignores_the_ask_is_asked_again(small, clock):
+    mem = small.memory("m")
+    history: list = []
+    asked = []
+    for t in range(40):
+        clock.advance(60)
+        history.append(_user(t))
+        req = mem.decorate({"model": "gpt-4.1", "messages": history})
+        asked.append(_asks(req))
+        reply = chat_reply(f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)))
+        mem.report(req, reply)
+        history.append(reply["choices"][0]["message"])
+        small.drain()
+    first = asked.index(True)
+    assert all(asked[first:]), "once asked, every later request asks until the note comes"
+    leaving = [n for n, s in _states(mem).items() if s == "leaving"]
+    assert leaving
+    # Now the model answers: the episodes are acknowledged, and seal at the next call.
+    clock.advance(60)
+    history.append(_user(99))
+    req = mem.decorate({"model": "gpt-4.1", "messages": history})
+    reply = chat_reply("", tool_calls=[_note_call(req, "note_late")])
+    reply["choices"][0]["message"]["content"] = None
+    result = mem.report(req, reply)
+    assert result.note_taken and result.call_again and result.tool_calls == []
+    history.append(reply["choices"][0]["message"])
+    nxt = mem.decorate({"model": "gpt-4.1", "messages": history})
+    states = _states(mem)
+    # They sealed; the history had grown far past its budget while they waited, so the next
+    # fade may already have forgotten them (their facts stay in the store and the export).
+    assert all(states[n] in ("sealed", "forgotten") for n in leaving)
+    doc = mem.export()
+    assert {e for e, _ in doc.acks} >= set(leaving)
+    assert [f.text for f in doc.facts][-1].startswith("Summary of what happened")
+    # The note call is answered by fadeway, right after it.
+    i = next(k for k, m in enumerate(nxt["messages"])
+             if m.get("tool_calls") and m["tool_calls"][0]["id"] == "note_late")
+    assert nxt["messages"][i + 1] == notes.note_output(
+        fadeway.formats.Format.CHAT_COMPLETIONS, "note_late", True)
+
+
+def test_sealed_facts_stand_in_the_facts_block(small, clock):
+    mem = small.memory("m")
+    history: list = []
+    for t in range(30):
+        clock.advance(60)
+        history.append(_user(t))
+        req = mem.decorate({"model": "gpt-4.1", "messages": history})
+        tool_calls = [_note_call(req, f"note_{t}")] if _asks(req) else None
+        reply = chat_reply(f"answer {t}", tool_calls=tool_calls)
+        mem.report(req, reply)
+        history.append(reply["choices"][0]["message"])
+        small.drain()
+        states = _states(mem)
+        if "sealed" in states.values():
+            block = req["messages"][0]["content"] if req["messages"][0]["role"] == "system" else ""
+            nxt = mem.decorate({"model": "gpt-4.1", "messages": history})
+            assert nxt["messages"][0]["role"] == "system"
+            assert nxt["messages"][0]["content"].startswith(
+                "Recorded facts from compacted history, most relevant first")
+            assert "Summary of what happened" in nxt["messages"][0]["content"]
+            # A quiet call repeats the block byte for byte (cache stability).
+            again = mem.decorate({"model": "gpt-4.1", "messages": history})
+            assert again["messages"][0] == nxt["messages"][0]
+            assert block is not None
+            return
+    pytest.fail("nothing ever sealed")
+
+
+@pytest.mark.parametrize(("hours", "fades"), [(25, True), (23, False)])
+def test_sleep_fades_to_the_landing_after_a_day_of_silence(tmp_path, clock, hours, fades):
+    eng = fadeway.open(tmp_path / "s.db", clock=clock, background=False, ceiling=16_000,
+                       judge=ScriptedJudge(), episode_min_tokens=100, episode_max_tokens=400,
+                       cut_after_tokens=10**9)
+    mem = eng.memory("m")
+    history: list = []
+    for t in range(40):
+        clock.advance(60)
+        history.append(_user(t))
+        req = mem.decorate({"model": "gpt-4.1", "messages": history})
+        reply = chat_reply(f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)))
+        mem.report(req, reply)
+        history.append(reply["choices"][0]["message"])
+    assert mem.episodes() == []  # under the ceiling, nothing was cut or faded
+    clock.advance(hours * 3600)
+    history.append(_user(40))
+    req = mem.decorate({"model": "gpt-4.1", "messages": history})
+    states = _states(mem)
+    assert ("leaving" in states.values()) is fades
+    assert _asks(req) is fades
+    eng.close()
+
+
+def _unanswered(fmt, items):
+    """Call ids made in a request's history that no output answers."""
+    made, answered = [], set()
+    for m in items:
+        if fmt == "chat":
+            made += [c["id"] for c in m.get("tool_calls") or []]
+            if m.get("role") == "tool":
+                answered.add(m["tool_call_id"])
+        else:
+            if m.get("type") == "function_call":
+                made.append(m["call_id"])
+            if m.get("type") == "function_call_output":
+                answered.add(m["call_id"])
+    return [c for c in made if c not in answered]
+
+
+def _responses_reply(t, note_arguments=None):
+    output = [{"type": "message", "id": f"msg_{t}", "role": "assistant", "status": "completed",
+               "content": [{"type": "output_text", "annotations": [], "logprobs": [],
+                            "text": f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30))}]}]
+    if note_arguments is not None:
+        output.append({"type": "function_call", "id": f"fc_{t}", "call_id": f"note_{t}",
+                       "name": "note", "arguments": note_arguments, "status": "completed"})
+    return {"id": f"resp_{t}", "object": "response", "status": "completed", "output": output,
+            "usage": {"input_tokens": 100, "output_tokens": 10, "total_tokens": 110}}
+
+
+@pytest.mark.parametrize("fmt", ["chat", "responses"])
+def test_both_formats_validate_and_never_leave_a_call_unanswered(small, clock, fmt):
+    from helpers import Schemas, openapi_path
+
+    path = openapi_path()
+    if path is None:
+        pytest.skip("the OpenAI OpenAPI document is absent from shared/data")
+    schemas = Schemas(msgspec.json.decode(path.read_bytes()))
+    name = "CreateChatCompletionRequest" if fmt == "chat" else "CreateResponse"
+    key = "messages" if fmt == "chat" else "input"
+    mem = small.memory(fmt)
+    history: list = []
+    asked = took = 0
+    for t in range(40):
+        clock.advance(60)
+        history.append(_user(t))
+        base = {"model": "gpt-4.1", key: history}
+        if fmt == "responses":
+            base["instructions"] = "Be brief."
+        req = mem.decorate(base)
+        schemas.check(name, req)
+        assert _unanswered(fmt, req[key]) == []
+        if _asks(req) or any(tl.get("name") == "note" for tl in req.get("tools") or []):
+            asked += 1
+            arguments = msgspec.json.encode({"notes": [
+                {"note": f"Turns before {t} covered the w-words.", "subject": "user",
+                 "object": "w-words", "milestone": False}]}).decode()
+            if fmt == "chat":
+                reply = chat_reply(f"answer {t}", tool_calls=[{
+                    "id": f"note_{t}", "type": "function",
+                    "function": {"name": "note", "arguments": arguments}}])
+                items = [reply["choices"][0]["message"]]
+            else:
+                reply = _responses_reply(t, arguments)
+                items = reply["output"]
+        else:
+            if fmt == "chat":
+                reply = chat_reply(f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)))
+                items = [reply["choices"][0]["message"]]
+            else:
+                reply = _responses_reply(t)
+                items = reply["output"]
+        result = mem.report(req, reply)
+        took += result.note_taken
+        assert result.tool_calls == []
+        history.extend(items)  # the caller keeps the reply as sent, note call and all
+        small.drain()
+    assert asked and took
+    assert {"sealed", "forgotten"} & set(_states(mem).values())
+
+
+def test_locomo_replay_with_a_low_ceiling_and_the_offline_note_writer(tmp_path):
+    from helpers import shared_data
+
+    from fadeway.locomo import locomo_lines, read_locomo
+    from fadeway.note_writer import OfflineNoteWriter
+    from fadeway.replay import replay
+
+    path = shared_data("locomo/locomo10.json")
+    if path is None:
+        pytest.skip("LoCoMo is not in shared/data (it is never bundled)")
+    sample = read_locomo(path)[0]
+    lines = [line for _, line in locomo_lines(sample)]
+    with fadeway.open(tmp_path / "l.db", background=False, ceiling=6_000) as engine:
+        mem = engine.memory(sample["sample_id"])
+        replay(mem, lines, note_writer=OfflineNoteWriter())
+        engine.drain()
+        doc = mem.export()
+    assert len(doc.messages) == len(lines)  # nothing deleted
+    states = {e.state for e in doc.episodes}
+    assert {"sealed", "forgotten"} & states
+    assert doc.notes and all(n.source == "note-writer:offline" for n in doc.notes)
+    assert doc.facts and all(f.subject and f.object for f in doc.facts)
+    # Every fact is a sentence of the conversation (extractive), speaker prefixes aside.
+    corpus = " ".join(" ".join(msgspec.json.decode(m.message)["content"].split())
+                      for m in doc.messages)
+    assert all(f.text.split(": ", 1)[-1][:40] in corpus for f in doc.facts)
+    counted = [t for t in doc.traces if t.kind == "fact" and t.counted]
+    assert counted, "no fact was judged to be about an episode"
+
+
+def _until_asked(mem, small, clock, history, limit=40):
+    for t in range(limit):
+        clock.advance(60)
+        history.append(_user(t))
+        req = mem.decorate({"model": "gpt-4.1", "messages": history})
+        if _asks(req):
+            return req, t
+        reply = chat_reply(f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)))
+        mem.report(req, reply)
+        history.append(reply["choices"][0]["message"])
+        small.drain()
+    pytest.fail("never asked")
+
+
+def test_a_malformed_note_is_no_note_and_the_ask_stands(small, clock, caplog):
+    mem = small.memory("m")
+    history: list = []
+    req, t = _until_asked(mem, small, clock, history)
+    bad = {"id": "note_bad", "type": "function",
+           "function": {"name": "note", "arguments": '{"notes": [{"note": 5}]'}}
+    reply = chat_reply("here you go", tool_calls=[bad])
+    result = mem.report(req, reply)
+    assert not result.note_taken and result.tool_calls == [] and not result.call_again
+    assert "could not be read" in caplog.text
+    history.append(reply["choices"][0]["message"])
+    history.append(_user(t + 1))
+    nxt = mem.decorate({"model": "gpt-4.1", "messages": history})
+    assert _asks(nxt)  # asked again
+    i = next(k for k, m in enumerate(nxt["messages"]) if m.get("tool_calls"))
+    assert nxt["messages"][i + 1] == notes.note_output(
+        fadeway.formats.Format.CHAT_COMPLETIONS, "note_bad", False)
+    assert mem.export().notes == []
+
+
+def test_a_note_in_the_history_is_taken_once_when_report_was_skipped(small, clock):
+    mem = small.memory("m")
+    history: list = []
+    req, t = _until_asked(mem, small, clock, history)
+    leaving = [n for n, s in _states(mem).items() if s == "leaving"]
+    history.append(chat_reply("ok", tool_calls=[_note_call(req, "note_x")])
+                   ["choices"][0]["message"])  # the caller never called report
+    history.append(_user(t + 1))
+    mem.decorate({"model": "gpt-4.1", "messages": history})
+    mem.decorate({"model": "gpt-4.1", "messages": history})
+    doc = mem.export()
+    assert [n.call_id for n in doc.notes] == ["note_x"]
+    assert {e for e, _ in doc.acks} == set(leaving)
+
+
+def test_a_caller_that_sends_back_the_decorated_view_stores_nothing_twice(small, clock):
+    """The caller keeps `request["messages"]` (our view, blocks and all) and appends to it."""
+    mem = small.memory("m")
+    messages = [{"role": "system", "content": "Be brief."}]
+    sent = 0
+    for t in range(40):
+        clock.advance(60)
+        messages.append(_user(t))
+        sent += 1
+        req = mem.decorate({"model": "gpt-4.1", "messages": messages})
+        tool_calls = [_note_call(req, f"note_{t}")] if _asks(req) else None
+        reply = chat_reply(f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)),
+                           tool_calls=tool_calls)
+        mem.report(req, reply)
+        sent += 1
+        messages = req["messages"] + [reply["choices"][0]["message"]]
+        small.drain()
+    assert len(mem.messages()) == sent
+    assert {"sealed", "forgotten"} & set(_states(mem).values())

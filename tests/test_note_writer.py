@@ -1,0 +1,63 @@
+"""The offline note writer: extractive, triple-shaped facts from the leaving turns' own text."""
+
+from __future__ import annotations
+
+import asyncio
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fadeway.note_writer import LeavingMessage, OfflineNoteWriter
+
+TURNS = [
+    LeavingMessage(12, "user", "Export the pricing table so finance can check the annual prices."),
+    LeavingMessage(12, "assistant", "Dana took the checkout migration; she wants the tax rate "
+                                    "table before she starts. Ticket FIN-77 is open."),
+    LeavingMessage(13, "user", "We agreed to launch the pricing page on 2026-03-14 at 09:00."),
+    LeavingMessage(13, "tool", '{"id": "LEG-412", "status": "approved", "reviewer": "Legal"}'),
+    LeavingMessage(14, "user", "ok thanks"),
+]
+
+
+def write(messages):
+    return asyncio.run(OfflineNoteWriter().write("ask", messages))
+
+
+def test_facts_are_sentences_of_the_turns_with_their_entities_verbatim():
+    note = write(TURNS)
+    texts = " ".join(m.text for m in TURNS)
+    assert note.notes, "nothing was extracted"
+    for entry in note.notes:
+        sentence = entry.note.split(": ", 1)[-1] if entry.note.startswith(("user:", "tool:")) \
+            else entry.note
+        assert sentence in texts
+        assert entry.object in entry.note
+        assert entry.subject and entry.object and entry.subject != entry.object
+    objects = {e.object for e in note.notes}
+    assert "2026-03-14" in " ".join(e.note for e in note.notes)
+    assert {"FIN-77", "LEG-412"} & objects
+    launch = next(e for e in note.notes if "2026-03-14" in e.note)
+    assert launch.milestone  # "agreed": a point of alignment
+    assert not any("ok thanks" in e.note for e in note.notes)
+
+
+def test_nothing_worth_keeping_is_one_empty_entry():
+    note = write([LeavingMessage(1, "user", "ok"), LeavingMessage(1, "assistant", "sure thing")])
+    assert [(e.note, e.milestone) for e in note.notes] == [("", False)]
+    assert note.facts == []
+
+
+def test_a_speaker_prefix_becomes_the_subject():
+    note = write([LeavingMessage(3, "user", "Caroline: I went to the LGBTQ support group on "
+                                             "7 May 2023 and it was so powerful.")])
+    assert note.notes[0].subject == "Caroline"
+    assert note.notes[0].note.startswith("Caroline: ")
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.text(max_size=200), max_size=6))
+def test_any_text_gives_a_valid_deterministic_note(texts):
+    messages = [LeavingMessage(i, "user", t) for i, t in enumerate(texts)]
+    first, second = write(messages), write(messages)
+    assert first == second
+    assert 1 <= len(first.notes) <= OfflineNoteWriter().max_facts
