@@ -4,7 +4,7 @@ use fadeway_core::fade as core;
 use numpy::{IntoPyArray, PyArray1};
 use pyo3::prelude::*;
 
-use crate::activation::{array_arg, contiguous};
+use crate::arrays::{array_arg, contiguous};
 use crate::errors::to_py;
 
 /// Episode indices as numpy wants them. Indices of an array are below `isize::MAX`, so they fit

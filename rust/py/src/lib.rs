@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 
 mod activation;
 mod embed;
+mod arrays;
 mod errors;
 mod fade;
 mod split;
