@@ -1,7 +1,8 @@
 """decorate + report overhead per call, with the full history resent each time.
 
 Run: python -m pytest benches/bench_decorate.py --benchmark-enable
-Goal (issue 2): under 5 ms at 1k stored messages and under 50 ms at 10k.
+Goal (issue 2): under 5 ms at 1k stored messages and under 50 ms at 10k (measured below the
+ceiling: recognising, storing, measuring and assembling, without a fade).
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ def _reply(text: str, prompt_tokens: int) -> dict:
 
 @pytest.mark.parametrize("stored", [1_000, 10_000])
 def test_decorate_report_full_history(benchmark, tmp_path, stored):
-    engine = fadeway.open(tmp_path / "bench.db")  # defaults: WAL, synchronous=FULL
+    # Defaults (WAL, synchronous=FULL), with a ceiling the 10k history stays under: this measures
+    # the per-call overhead of recognising and storing, not a fade.
+    engine = fadeway.open(tmp_path / "bench.db", ceiling=10_000_000)
     mem = engine.memory("bench")
     history = _history(stored)
     mem.decorate({"model": "gpt-4.1", "messages": [SYSTEM, *history]})

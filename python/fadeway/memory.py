@@ -44,7 +44,13 @@ from .model import (
     Unit,
 )
 from .store import Transaction
-from .view import block_message, history_view, instruction_role, strip_own_additions
+from .view import (
+    block_message,
+    history_view,
+    instruction_role,
+    strip_own_additions,
+    view_seqs,
+)
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -155,15 +161,15 @@ class Memory:
             memory = self._open(tx, fmt, now)
             self._sync(tx)
             mirror = self._history
-            parsed.instructions = strip_own_additions(fmt, parsed.instructions, mirror.note_calls)
-            parsed.history = strip_own_additions(fmt, parsed.history, mirror.note_calls)
+            parsed.instructions = strip_own_additions(parsed.instructions, mirror.note_calls)
+            parsed.history = strip_own_additions(parsed.history, mirror.note_calls)
             sent_digests = [digest_of(m, f"message {i}") for i, m in enumerate(parsed.history)]
             has_instructions = bool(parsed.instructions) or (
                 parsed.request.get("instructions") is not None)
             instructions = encode_json({"instructions": parsed.request.get("instructions"),
                                         "messages": parsed.instructions})
             episodes = tx.episodes()
-            _, last_view = history_view(fmt, mirror, _hidden(episodes), {})
+            last_view = view_seqs(len(mirror), _hidden(episodes))
             start = align(parsed.history, sent_digests, mirror, memory.decorated_through,
                           last_view)
             new = self._entries(fmt, parsed.history, start, sent_digests)
@@ -245,8 +251,7 @@ class Memory:
         episodes = tx.episodes()
         facts = tx.facts()
         acks = tx.acks()
-        hidden = _hidden(episodes)
-        _, seqs = history_view(parsed.format, mirror, hidden, {})
+        seqs = view_seqs(len(mirror), _hidden(episodes))
         history_tokens = round(sum(mirror.tokens[i] for i in seqs) * ratio)
         sealed_facts = _facts_of(episodes, facts, acks, states=("sealed",))
         facts_tokens = {n: self._fact_tokens(fs, encoding, ratio) for n, fs in sealed_facts.items()}
@@ -421,7 +426,7 @@ class Memory:
                     "decorate first")
             self._check_format(memory.format, parsed.format)
             self._sync(tx)
-            sent = strip_own_additions(parsed.format, parsed.history, self._history.note_calls)
+            sent = strip_own_additions(parsed.history, self._history.note_calls)
             last_digest = digest_of(sent[-1], "the request's last message") if sent else None
             result = ReportResult(
                 tool_calls=notes.without_note_calls(parsed.format, reply.tool_calls))

@@ -19,7 +19,7 @@ from . import blocks, notes
 from .formats import Format
 from .history import History
 
-__all__ = ["instruction_role", "block_message", "strip_own_additions", "history_view",
+__all__ = ["instruction_role", "block_message", "strip_own_additions", "history_view", "view_seqs",
            "with_note_tool", "note_ask_allowed"]
 
 
@@ -37,34 +37,36 @@ def block_message(role: str, text: str) -> dict[str, Any]:
     return {"role": role, "content": text}
 
 
-def _content(message: Any) -> Any:
-    return message.get("content") if isinstance(message, dict) else getattr(message, "content", None)
-
-
-def _is_own(fmt: Format, message: Any, note_calls: dict[str, int]) -> bool:
-    if not isinstance(message, dict):
-        return False
-    if message.get("role") in ("system", "developer") and blocks.is_block(_content(message)):
-        return True
-    if fmt is Format.CHAT_COMPLETIONS:
-        return message.get("role") == "tool" and message.get("tool_call_id") in note_calls
-    return message.get("type") == "function_call_output" and message.get("call_id") in note_calls
-
-
-def strip_own_additions(fmt: Format, messages: Sequence[Any],
-                        note_calls: dict[str, int]) -> list[Any]:
+def strip_own_additions(messages: Sequence[Any], note_calls: dict[str, int]) -> list[Any]:
     """`messages` without fadeway's blocks and its outputs for its own note calls."""
-    return [m for m in messages if not _is_own(fmt, m, note_calls)]
+    out = []
+    for m in messages:
+        if isinstance(m, dict):
+            role = m.get("role")
+            if role in ("system", "developer"):
+                if blocks.is_block(m.get("content")):
+                    continue
+            elif note_calls and (
+                    (role == "tool" and m.get("tool_call_id") in note_calls)
+                    or (m.get("type") == "function_call_output" and m.get("call_id") in note_calls)):
+                continue
+        out.append(m)
+    return out
+
+
+def view_seqs(count: int, hidden: Sequence[tuple[int, int]]) -> list[int]:
+    """The seqs of `count` stored messages that are not in the `hidden` ranges (inclusive)."""
+    hide = bytearray(count)
+    for first, last in hidden:
+        hide[first:last + 1] = b"\x01" * (last - first + 1)
+    return [i for i in range(count) if not hide[i]]
 
 
 def history_view(fmt: Format, history: History, hidden: Sequence[tuple[int, int]],
                  accepted: dict[str, bool]) -> tuple[list[Any], list[int]]:
     """The stored messages not in `hidden` seq ranges (inclusive), each note call followed by
     fadeway's output for it. Returns the view and the seq of each stored message in it."""
-    hide = bytearray(len(history))
-    for first, last in hidden:
-        hide[first:last + 1] = b"\x01" * (last - first + 1)
-    seqs = [i for i in range(len(history)) if not hide[i]]
+    seqs = view_seqs(len(history), hidden)
     if not seqs:
         return [], []
     view = msgspec.json.decode(b"[" + b",".join(history.bodies[i] for i in seqs) + b"]")
