@@ -48,7 +48,14 @@ def _states(mem):
     return {e.n: e.state for e in mem.episodes()}
 
 
-def test_a_scripted_model_that_answers_every_ask(small, clock):
+def _fades(caplog):
+    """(landing, projected view, whole) of every fade logged so far."""
+    return [(r.args[1], r.args[2], bool(r.args[3])) for r in caplog.records
+            if r.msg.startswith("memory %r: fade to the landing")]
+
+
+def test_a_scripted_model_that_answers_every_ask(small, clock, caplog):
+    caplog.set_level("INFO", logger="fadeway")
     mem = small.memory("m")
     history: list = []
     seen: dict[int, str] = {}
@@ -83,6 +90,10 @@ def test_a_scripted_model_that_answers_every_ask(small, clock):
         history.append(reply["choices"][0]["message"])
         small.drain()
     assert asked_turns > 0
+    fades = _fades(caplog)
+    assert fades, "nothing ever faded"
+    for landing, projected, short in fades:  # each fade reaches the landing
+        assert projected <= landing or short
     doc = mem.export()
     assert len(doc.messages) == len(history)  # nothing is ever deleted
     assert "forgotten" in _states(mem).values() or "sealed" in _states(mem).values()

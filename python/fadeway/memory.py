@@ -293,8 +293,10 @@ class Memory:
                 plan = budget(engine.ceiling, fixed + block, room, typical, current)
         if states:
             tx.set_episode_states(states)
-            log.info("memory %r: fade to the landing (%d tokens): %s", self.memory_id,
-                     plan.landing, ", ".join(f"episode {n} {s}" for n, s in states.items()))
+            log.info("memory %r: fade to the landing (%d tokens), projected view %d tokens%s: %s",
+                     self.memory_id, plan.landing, history_tokens,
+                     "" if history_tokens <= plan.landing else " (nothing more to fade)",
+                     ", ".join(f"episode {n} {s}" for n, s in states.items()))
         return bool(states)
 
     @staticmethod
