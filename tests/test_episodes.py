@@ -38,7 +38,7 @@ def _check_episodes(mem):
     messages = mem.messages()
     assert episodes, "nothing was cut"
     assert episodes[0].first_seq == 0
-    for a, b in zip(episodes, episodes[1:]):
+    for a, b in zip(episodes, episodes[1:], strict=False):
         assert b.first_seq == a.last_seq + 1 and b.n == a.n + 1
     in_progress = max(m.turn for m in messages)
     first_open = min(m.seq for m in messages if m.turn == in_progress)

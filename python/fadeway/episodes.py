@@ -101,7 +101,7 @@ async def plan_cut(tail: Sequence[MessageRecord], start: int, closed_end: int,
     cuts = _core.split_episodes(sizes, np.asarray(scores.slots(), dtype=np.float64),
                                 settings.min_tokens, settings.max_tokens).tolist()
     bounds = [0, *cuts, len(closed)]
-    return Cut(start, [(closed[a].first, closed[b - 1].last) for a, b in zip(bounds, bounds[1:])])
+    return Cut(start, [(closed[a].first, closed[b - 1].last) for a, b in zip(bounds, bounds[1:], strict=False)])
 
 
 def apply_cut(tx: Transaction, cut: Cut, tail: Sequence[MessageRecord], now: float) -> list[EpisodeRecord]:

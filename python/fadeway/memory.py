@@ -313,7 +313,7 @@ class Memory:
             return []
         ns = sorted(shown)
         act, _ = activations(ns, tx.traces(), now, by="fact")
-        return [n for _, n in sorted(zip(act.tolist(), ns), key=lambda p: (-p[0], -p[1]))]
+        return [n for _, n in sorted(zip(act.tolist(), ns, strict=True), key=lambda p: (-p[0], -p[1]))]
 
     # -- notes -----------------------------------------------------------------------------
 

@@ -43,7 +43,8 @@ class ScoreJob(JobHandler):
         answers = await engine.judge.about([f.text for f in facts], texts,
                                            deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE)
         return note, [(f.n, e.n, a.yes, a.score)
-                      for f, row in zip(facts, answers) for e, a in zip(episodes, row)]
+                      for f, row in zip(facts, answers, strict=True)
+                      for e, a in zip(episodes, row, strict=True)]
 
     def apply(self, engine: Engine, tx: Transaction, job: JobRecord, prepared: Any) -> bool:
         note, answers = prepared

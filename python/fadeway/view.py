@@ -76,7 +76,7 @@ def history_view(fmt: Format, history: History, hidden: Sequence[tuple[int, int]
     for call_id, seq in history.note_calls.items():
         by_seq.setdefault(seq, []).append(call_id)
     out: list[Any] = []
-    for message, seq in zip(view, seqs):
+    for message, seq in zip(view, seqs, strict=True):
         out.append(message)
         for call_id in by_seq.get(seq, ()):
             out.append(notes.note_output(fmt, call_id, accepted.get(call_id, False)))
