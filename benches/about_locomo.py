@@ -28,7 +28,7 @@ import fadeway  # noqa: E402
 from fadeway.judge import OfflineJudge  # noqa: E402
 from fadeway.locomo import dia_ids, locomo_lines, read_locomo  # noqa: E402
 from fadeway.replay import replay  # noqa: E402
-from fadeway.scoring import _episode_text  # noqa: E402
+from fadeway.scoring import episode_text  # noqa: E402
 from helpers import shared_data  # noqa: E402
 
 TUNING = {"conv-26", "conv-30", "conv-41", "conv-42", "conv-43"}
@@ -46,7 +46,7 @@ def scores_for(sample: dict) -> tuple[np.ndarray, np.ndarray]:
         messages = mem.messages()
     seq_of = {dia: i for i, dia in enumerate(dia_ids(sample))}
     episode_of = {seq: k for k, e in enumerate(episodes) for seq in range(e.first_seq, e.last_seq + 1)}
-    texts = [_episode_text([m.body for m in messages[e.first_seq:e.last_seq + 1]])
+    texts = [episode_text([m.body for m in messages[e.first_seq:e.last_seq + 1]])
              for e in episodes]
     facts, right = [], []
     for session in sample["observation"].values():

@@ -21,10 +21,11 @@ from .store import Transaction
 if TYPE_CHECKING:
     from .engine import Engine
 
-__all__ = ["ScoreJob"]
+__all__ = ["ScoreJob", "episode_text"]
 
 
-def _episode_text(bodies: list[bytes]) -> str:
+def episode_text(bodies: list[bytes]) -> str:
+    """An episode as the judge reads it: its messages' text, units apart by a blank line."""
     return "\n\n".join(" ".join(text_of(msgspec.json.decode(b))) for b in bodies)
 
 
@@ -36,7 +37,7 @@ class ScoreJob(JobHandler):
         with engine.store.read(memory_id) as tx:
             facts = [f for f in tx.facts() if f.note == note]
             episodes = [e for e in tx.episodes() if e.state != "forgotten"]
-            texts = [_episode_text([m.body for m in tx.messages(e.first_seq, e.last_seq + 1)])
+            texts = [episode_text([m.body for m in tx.messages(e.first_seq, e.last_seq + 1)])
                      for e in episodes]
         if not facts or not episodes:
             return note, []
