@@ -25,7 +25,7 @@ __all__ = ["ScoreJob", "episode_text"]
 
 
 def episode_text(bodies: list[bytes]) -> str:
-    """An episode as the judge reads it: its messages' text, units apart by a blank line."""
+    """An episode as the judge reads it: its messages' text, a blank line apart."""
     return "\n\n".join(" ".join(text_of(msgspec.json.decode(b))) for b in bodies)
 
 

@@ -35,8 +35,8 @@ class OfflineJudge(Judge):
                     deadline: float | None = None) -> list[list[Answer]]:
         if not facts or not episodes:
             return [[] for _ in facts]
-        # An episode holds several units ("\n\n" between them); a fact is about the episode
-        # as much as it is about its closest unit, so one topic of many still counts.
+        # An episode holds several messages ("\n\n" between them); a fact is about the
+        # episode as much as it is about its closest message, so one topic of many still counts.
         chunks, owner = [], []
         for i, text in enumerate(episodes):
             for chunk in text.split("\n\n") or [""]:
