@@ -175,7 +175,7 @@ class Memory:
             new = self._entries(fmt, parsed.history, start, sent_digests)
             before = len(mirror)
             self._append(tx, new, encoding, now, source="request")
-            self._take_notes(tx, fmt, before, now, source="model")
+            took = self._take_notes(tx, fmt, before, now, source="model")
             if has_instructions and memory.instructions != instructions:
                 tx.set_instructions(instructions)
             elif not has_instructions and memory.instructions is not None:
@@ -187,6 +187,8 @@ class Memory:
                 n=(latest.n if latest else 0) + 1, at=now, model=parsed.model, encoding=encoding,
                 estimate=key.estimate, view_len=key.count, view_last=key.last,
                 history_through=len(mirror)))
+        if took:
+            self._engine._jobs_queued()
         return decorated
 
     # -- forgetting and the view ------------------------------------------------------------
