@@ -7,6 +7,7 @@ pub mod activation;
 pub mod embed;
 pub mod error;
 pub mod fade;
+pub mod fusion;
 pub mod split;
 pub mod tokens;
 
