@@ -4,6 +4,7 @@
 //! returns plain values or a [`CoreError`]. The `fadeway-py` crate is the thin binding layer.
 
 pub mod activation;
+pub mod bm25;
 pub mod embed;
 pub mod error;
 pub mod fade;

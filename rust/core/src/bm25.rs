@@ -1,0 +1,604 @@
+//! Okapi BM25 over an incremental inverted index (issue 5, item 3: lexical recall).
+//!
+//! Documents are added by integer id without a rebuild and removed by id; a removed document is
+//! never returned and its length leaves `N` and `avgdl` at once. The score of document `d` for a
+//! query is, summed over the query's tokens (a token repeated in the query counts each time):
+//!
+//! ```text
+//! idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(d) / avgdl))
+//! idf(t) = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
+//! ```
+//!
+//! The idf is Lucene's, which stays positive for terms in more than half the documents (the
+//! original `ln((N - df + 0.5) / (df + 0.5))` goes negative there and would rank a document lower
+//! for matching). `k1` and `b` are passed in; fadeway names them once in `_constants.py`. Only
+//! documents that match at least one query token are returned, best first, ties to the lower id.
+//!
+//! Tokens ([`tokenize`]): maximal runs of `char::is_alphanumeric` characters, lowercased (a run
+//! that is not ASCII goes through `str::to_lowercase`, which applies the final-sigma rule as
+//! Python's `str.lower` does); optionally English stopwords ([`STOPWORDS`]) are dropped and the
+//! rest stemmed by Harman's S-stemmer ([`s_stem`]).
+//!
+//! Design log (100k synthetic passages of ~60 words, see `benches/bench_bm25.py`):
+//! - Term ids come from a hash map keyed by the term, probed with a reused buffer so that a token
+//!   already seen allocates nothing. std's SipHash was replaced by an Fx-style multiply hash: the
+//!   keys are short words, where SipHash's setup dominates. (Hash flooding is not a concern for a
+//!   per-user memory; if it becomes one, only `TermHasher` changes.)
+//! - Postings are per-term vectors of `(slot, tf)` in slot order; a slot is a document's position
+//!   in insertion order. Each live document also keeps its `(term, tf)` pairs (the forward index)
+//!   so that removal touches only its own terms' postings (one `retain` per touched term per
+//!   batch) and serialization writes documents, not postings. Slots of removed documents stay as
+//!   empty tombstones (16 bytes each) rather than being reused, so postings stay sorted.
+//! - Scores accumulate in a dense per-slot array (a zero means untouched: every contribution is
+//!   positive), then the top k are chosen with `select_nth_unstable_by` and only those sorted.
+//!
+//! Serialization ([`Bm25Index::to_bytes`]): magic `FWBM`, a version byte, the tokenizer flags,
+//! k1 and b, the used terms, then each live document's id and `(term, tf)` pairs, all
+//! little-endian, closed by an FNV-1a 64 checksum of everything before it. [`Bm25Index::from_bytes`]
+//! checks the checksum and every length, id and term index, and rebuilds the postings.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use crate::CoreError;
+
+/// The built-in English stopwords: Lucene's classic English stop set.
+pub const STOPWORDS: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
+    "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they",
+    "this", "to", "was", "will", "with",
+];
+
+/// How text becomes tokens: both the documents and the queries of one index use the same rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Analyzer {
+    /// Drop the words of [`STOPWORDS`] (matched after lowercasing, before stemming).
+    pub stopwords: bool,
+    /// Strip plural suffixes with [`s_stem`].
+    pub stem: bool,
+}
+
+/// Harman's S-stemmer (Harman 1991, "How effective is suffixing?"), applied to words longer than
+/// three characters so that short words ("its", "gas", "bus") stay whole. The first rule that
+/// matches wins:
+/// - `-ies` -> `-y`, unless `-eies` or `-aies`;
+/// - `-es` -> `-e`, unless `-aes`, `-ees` or `-oes`;
+/// - `-s` -> removed, unless `-us` or `-ss`.
+pub fn s_stem(word: &str) -> String {
+    let (stem, suffix) = s_stem_parts(word);
+    [stem, suffix].concat()
+}
+
+/// The stem as a prefix of `word` plus the suffix to append (`"y"`, `"e"` or nothing).
+fn s_stem_parts(word: &str) -> (&str, &'static str) {
+    if word.chars().nth(3).is_none() {
+        return (word, "");
+    }
+    let ends = |s: &str| word.ends_with(s);
+    if ends("ies") && !ends("eies") && !ends("aies") {
+        (&word[..word.len() - 3], "y")
+    } else if ends("es") && !ends("aes") && !ends("ees") && !ends("oes") {
+        (&word[..word.len() - 2], "e")
+    } else if ends("s") && !ends("us") && !ends("ss") {
+        (&word[..word.len() - 1], "")
+    } else {
+        (word, "")
+    }
+}
+
+/// The tokens of `text` under `analyzer`, in order (see the module documentation).
+pub fn tokenize(text: &str, analyzer: Analyzer) -> Vec<String> {
+    let mut tokens = Vec::new();
+    let mut buf = String::new();
+    for_each_token(text, analyzer, &mut buf, |t| tokens.push(t.to_owned()));
+    tokens
+}
+
+/// Calls `f` with each token of `text`, reusing `buf` so that tokenizing allocates only when a
+/// token is longer than any before it.
+fn for_each_token(text: &str, analyzer: Analyzer, buf: &mut String, mut f: impl FnMut(&str)) {
+    let mut start = None;
+    for (i, c) in text.char_indices().chain(std::iter::once((text.len(), ' '))) {
+        match (c.is_alphanumeric() && i < text.len(), start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                start = None;
+                let run = &text[s..i];
+                buf.clear();
+                if run.is_ascii() {
+                    buf.extend(run.bytes().map(|b| char::from(b.to_ascii_lowercase())));
+                } else {
+                    buf.push_str(&run.to_lowercase());
+                }
+                if analyzer.stopwords && STOPWORDS.contains(&buf.as_str()) {
+                    continue;
+                }
+                if analyzer.stem {
+                    let (stem, suffix) = s_stem_parts(buf);
+                    let keep = stem.len();
+                    buf.truncate(keep);
+                    buf.push_str(suffix);
+                }
+                f(buf);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// An Fx-style hash for short string keys (see the design log).
+#[derive(Default)]
+struct TermHasher(u64);
+
+impl Hasher for TermHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(c);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(SEED);
+        }
+        for &b in chunks.remainder() {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(SEED);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type TermMap = HashMap<Box<str>, u32, BuildHasherDefault<TermHasher>>;
+
+/// One document's entry: its id, its length in tokens and its `(term, tf)` pairs sorted by term.
+/// A removed document keeps its slot with no pairs and `live == false`.
+#[derive(Debug, Clone)]
+struct Doc {
+    id: i64,
+    len: u32,
+    live: bool,
+    terms: Box<[(u32, u32)]>,
+}
+
+/// An incremental BM25 index. See the module documentation for the scoring and the layout.
+#[derive(Debug, Clone)]
+pub struct Bm25Index {
+    k1: f64,
+    b: f64,
+    analyzer: Analyzer,
+    term_ids: TermMap,
+    /// Term text by term id (for serialization).
+    term_text: Vec<Box<str>>,
+    /// `(slot, tf)` per term id, sorted by slot; only live documents appear.
+    postings: Vec<Vec<(u32, u32)>>,
+    docs: Vec<Doc>,
+    slot_of: HashMap<i64, u32>,
+    total_len: u64,
+}
+
+fn check_params(k1: f64, b: f64) -> Result<(), CoreError> {
+    if !(k1.is_finite() && k1 >= 0.0) {
+        return Err(CoreError::InvalidArgument(format!(
+            "k1 is {k1}; it must be a finite number >= 0"
+        )));
+    }
+    if !(0.0..=1.0).contains(&b) {
+        return Err(CoreError::InvalidArgument(format!("b is {b}; it must be in [0, 1]")));
+    }
+    Ok(())
+}
+
+impl Bm25Index {
+    /// An empty index. Errors: `k1` not finite or negative, `b` outside `[0, 1]`.
+    pub fn new(k1: f64, b: f64, analyzer: Analyzer) -> Result<Self, CoreError> {
+        check_params(k1, b)?;
+        Ok(Bm25Index {
+            k1,
+            b,
+            analyzer,
+            term_ids: TermMap::default(),
+            term_text: Vec::new(),
+            postings: Vec::new(),
+            docs: Vec::new(),
+            slot_of: HashMap::new(),
+            total_len: 0,
+        })
+    }
+
+    pub fn k1(&self) -> f64 {
+        self.k1
+    }
+
+    pub fn b(&self) -> f64 {
+        self.b
+    }
+
+    pub fn analyzer(&self) -> Analyzer {
+        self.analyzer
+    }
+
+    /// The number of live documents.
+    pub fn len(&self) -> usize {
+        self.slot_of.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slot_of.is_empty()
+    }
+
+    /// Whether a live document has this id.
+    pub fn contains(&self, id: i64) -> bool {
+        self.slot_of.contains_key(&id)
+    }
+
+    /// Adds `texts[j]` under `ids[j]`. All or nothing: errors (lengths differ, an id already in the
+    /// index or repeated in `ids`, more documents than `u32` slots) leave the index unchanged.
+    pub fn add<S: AsRef<str>>(&mut self, ids: &[i64], texts: &[S]) -> Result<(), CoreError> {
+        if ids.len() != texts.len() {
+            return Err(CoreError::InvalidArgument(format!(
+                "ids has {} entries but texts has {}; they must be the same length",
+                ids.len(),
+                texts.len()
+            )));
+        }
+        let mut seen = HashMap::with_capacity(ids.len());
+        for (j, &id) in ids.iter().enumerate() {
+            if self.slot_of.contains_key(&id) {
+                return Err(CoreError::InvalidArgument(format!(
+                    "ids[{j}] is {id}, which is already in the index; remove it first"
+                )));
+            }
+            if let Some(first) = seen.insert(id, j) {
+                return Err(CoreError::InvalidArgument(format!(
+                    "ids[{j}] is {id}, which ids[{first}] already holds; ids must be unique"
+                )));
+            }
+        }
+        if u32::try_from(self.docs.len() + ids.len()).is_err() {
+            return Err(CoreError::InvalidArgument(format!(
+                "the index would hold more than {} document slots",
+                u32::MAX
+            )));
+        }
+        let mut buf = String::new();
+        let mut doc_terms: Vec<u32> = Vec::new();
+        for (&id, text) in ids.iter().zip(texts) {
+            doc_terms.clear();
+            for_each_token(text.as_ref(), self.analyzer, &mut buf, |t| {
+                let term = match self.term_ids.get(t) {
+                    Some(&term) => term,
+                    None => {
+                        // Term ids stay below the slot count times tokens; u32 overflow would
+                        // need four billion distinct words.
+                        let term = self.term_text.len() as u32;
+                        self.term_ids.insert(t.into(), term);
+                        self.term_text.push(t.into());
+                        self.postings.push(Vec::new());
+                        term
+                    }
+                };
+                doc_terms.push(term);
+            });
+            let len = doc_terms.len();
+            self.push_doc(id, len as u64, counts(&mut doc_terms));
+        }
+        Ok(())
+    }
+
+    /// Appends a live document with its `(term, tf)` pairs sorted by term; the caller has checked
+    /// the id, the slot count and the term ids.
+    fn push_doc(&mut self, id: i64, len: u64, terms: Box<[(u32, u32)]>) {
+        let slot = self.docs.len() as u32;
+        for &(term, tf) in terms.iter() {
+            self.postings[term as usize].push((slot, tf));
+        }
+        self.docs.push(Doc { id, len: len.min(u64::from(u32::MAX)) as u32, live: true, terms });
+        self.slot_of.insert(id, slot);
+        self.total_len += len;
+    }
+
+    /// Removes the documents with these ids; ids not in the index are ignored. Returns how many
+    /// were removed.
+    pub fn remove(&mut self, ids: &[i64]) -> usize {
+        let mut touched: Vec<u32> = Vec::new();
+        let mut removed = 0;
+        for id in ids {
+            let Some(slot) = self.slot_of.remove(id) else { continue };
+            let doc = &mut self.docs[slot as usize];
+            doc.live = false;
+            self.total_len -= u64::from(doc.len);
+            touched.extend(doc.terms.iter().map(|&(t, _)| t));
+            doc.terms = Box::new([]);
+            removed += 1;
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        for t in touched {
+            let docs = &self.docs;
+            self.postings[t as usize].retain(|&(slot, _)| docs[slot as usize].live);
+        }
+        removed
+    }
+
+    /// The `k` best documents for `query` as `(id, score)`, best first, ties to the lower id. Only
+    /// documents matching at least one query token are returned, so there may be fewer than `k`.
+    pub fn search(&self, query: &str, k: usize) -> Vec<(i64, f64)> {
+        let n = self.len();
+        if n == 0 || k == 0 {
+            return Vec::new();
+        }
+        let (k1, b) = (self.k1, self.b);
+        let avgdl = self.total_len as f64 / n as f64;
+        let mut acc = vec![0.0f64; self.docs.len()];
+        let mut touched: Vec<u32> = Vec::new();
+        let mut buf = String::new();
+        for_each_token(query, self.analyzer, &mut buf, |t| {
+            let Some(&term) = self.term_ids.get(t) else { return };
+            let postings = &self.postings[term as usize];
+            if postings.is_empty() {
+                return;
+            }
+            let idf = idf(n, postings.len());
+            for &(slot, tf) in postings {
+                let len = f64::from(self.docs[slot as usize].len);
+                let s = term_score(idf, f64::from(tf), len, avgdl, k1, b);
+                let cell = &mut acc[slot as usize];
+                if *cell == 0.0 {
+                    touched.push(slot);
+                }
+                *cell += s;
+            }
+        });
+        let hits: Vec<(i64, f64)> =
+            touched.iter().map(|&s| (self.docs[s as usize].id, acc[s as usize])).collect();
+        top_k(hits, k)
+    }
+
+    /// The index as bytes that [`Bm25Index::from_bytes`] reads back (format in the module docs).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(MAGIC);
+        out.push(VERSION);
+        out.push(u8::from(self.analyzer.stopwords) | (u8::from(self.analyzer.stem) << 1));
+        out.extend_from_slice(&self.k1.to_le_bytes());
+        out.extend_from_slice(&self.b.to_le_bytes());
+        // Only terms some live document uses are written, renumbered densely.
+        let mut renumber = vec![u32::MAX; self.term_text.len()];
+        let mut used = 0u32;
+        for (t, p) in self.postings.iter().enumerate() {
+            if !p.is_empty() {
+                renumber[t] = used;
+                used += 1;
+            }
+        }
+        out.extend_from_slice(&used.to_le_bytes());
+        for (t, text) in self.term_text.iter().enumerate() {
+            if renumber[t] != u32::MAX {
+                out.extend_from_slice(&(text.len() as u32).to_le_bytes());
+                out.extend_from_slice(text.as_bytes());
+            }
+        }
+        out.extend_from_slice(&(self.len() as u32).to_le_bytes());
+        let mut pairs: Vec<(u32, u32)> = Vec::new();
+        for doc in self.docs.iter().filter(|d| d.live) {
+            out.extend_from_slice(&doc.id.to_le_bytes());
+            out.extend_from_slice(&(doc.terms.len() as u32).to_le_bytes());
+            pairs.clear();
+            pairs.extend(doc.terms.iter().map(|&(t, tf)| (renumber[t as usize], tf)));
+            // Renumbering keeps the old order of used terms, so the pairs stay sorted.
+            for &(t, tf) in &pairs {
+                out.extend_from_slice(&t.to_le_bytes());
+                out.extend_from_slice(&tf.to_le_bytes());
+            }
+        }
+        let sum = fnv1a(&out);
+        out.extend_from_slice(&sum.to_le_bytes());
+        out
+    }
+
+    /// Reads an index written by [`Bm25Index::to_bytes`]. Errors (never a panic) for a wrong
+    /// magic, version or checksum, a truncated or overlong input, bad parameters, a term that is
+    /// not UTF-8 or repeated, a repeated document id, or pairs out of order or out of range.
+    pub fn from_bytes(data: &[u8]) -> Result<Self, CoreError> {
+        let corrupt = |what: &str| {
+            CoreError::InvalidArgument(format!("BM25 index bytes are corrupt: {what}"))
+        };
+        if data.len() < MAGIC.len() + 2 + 8 || &data[..MAGIC.len()] != MAGIC {
+            return Err(corrupt("they do not start with the BM25 index header"));
+        }
+        if data[MAGIC.len()] != VERSION {
+            return Err(corrupt(&format!(
+                "format version {} is not the supported version {VERSION}",
+                data[MAGIC.len()]
+            )));
+        }
+        let (body, sum) = data.split_at(data.len() - 8);
+        if fnv1a(body).to_le_bytes() != sum {
+            return Err(corrupt("the checksum does not match"));
+        }
+        let mut r = Reader { data: body, at: MAGIC.len() + 1 };
+        let flags = r.u8()?;
+        if flags > 3 {
+            return Err(corrupt(&format!("unknown tokenizer flags {flags}")));
+        }
+        let analyzer = Analyzer { stopwords: flags & 1 != 0, stem: flags & 2 != 0 };
+        let (k1, b) = (r.f64()?, r.f64()?);
+        let mut index = Bm25Index::new(k1, b, analyzer)?;
+        let n_terms = r.u32()?;
+        for _ in 0..n_terms {
+            let len = r.u32()? as usize;
+            let text = std::str::from_utf8(r.bytes(len)?)
+                .map_err(|_| corrupt("a term is not UTF-8"))?;
+            let term = index.term_text.len() as u32;
+            if index.term_ids.insert(text.into(), term).is_some() {
+                return Err(corrupt(&format!("term {text:?} appears twice")));
+            }
+            index.term_text.push(text.into());
+            index.postings.push(Vec::new());
+        }
+        let n_docs = r.u32()?;
+        for _ in 0..n_docs {
+            let id = r.i64()?;
+            let n_pairs = r.u32()? as usize;
+            // Each pair is 8 bytes; checking first keeps a corrupt count from allocating.
+            if n_pairs > r.remaining() / 8 {
+                return Err(corrupt("a document has more pairs than bytes remain"));
+            }
+            let mut terms = Vec::with_capacity(n_pairs);
+            let mut len = 0u64;
+            for _ in 0..n_pairs {
+                let (t, tf) = (r.u32()?, r.u32()?);
+                if t >= n_terms || tf == 0 || terms.last().is_some_and(|&(p, _)| p >= t) {
+                    return Err(corrupt(&format!("document {id} has a bad (term, tf) pair")));
+                }
+                len += u64::from(tf);
+                terms.push((t, tf));
+            }
+            if index.slot_of.contains_key(&id) {
+                return Err(corrupt(&format!("document id {id} appears twice")));
+            }
+            index.push_doc(id, len, terms.into_boxed_slice());
+        }
+        if r.remaining() != 0 {
+            return Err(corrupt("bytes remain after the last document"));
+        }
+        Ok(index)
+    }
+}
+
+const MAGIC: &[u8; 4] = b"FWBM";
+const VERSION: u8 = 1;
+
+/// Lucene's BM25 idf for `df` of `n` documents (see the module documentation).
+#[inline]
+fn idf(n: usize, df: usize) -> f64 {
+    let (n, df) = (n as f64, df as f64);
+    ((n - df + 0.5) / (df + 0.5)).ln_1p()
+}
+
+/// One query token's contribution to one document: the same expression, in the same order, as
+/// the naive twin and the Python twin, so they agree to rounding.
+#[inline]
+fn term_score(idf: f64, tf: f64, len: f64, avgdl: f64, k1: f64, b: f64) -> f64 {
+    idf * (tf * (k1 + 1.0)) / (tf + k1 * (1.0 - b + b * len / avgdl))
+}
+
+/// Sorts term ids and counts each: `(term, tf)` sorted by term.
+fn counts(terms: &mut [u32]) -> Box<[(u32, u32)]> {
+    terms.sort_unstable();
+    let mut out: Vec<(u32, u32)> = Vec::new();
+    for &t in terms.iter() {
+        match out.last_mut() {
+            Some((last, tf)) if *last == t => *tf += 1,
+            _ => out.push((t, 1)),
+        }
+    }
+    out.into_boxed_slice()
+}
+
+/// The best `k` hits, best first, ties to the lower id.
+fn top_k(mut hits: Vec<(i64, f64)>, k: usize) -> Vec<(i64, f64)> {
+    let order = |a: &(i64, f64), b: &(i64, f64)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    if hits.len() > k {
+        hits.select_nth_unstable_by(k - 1, order);
+        hits.truncate(k);
+    }
+    hits.sort_unstable_by(order);
+    hits
+}
+
+/// FNV-1a, 64-bit: the checksum of the serialized index.
+fn fnv1a(data: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &byte in data {
+        h = (h ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// A cursor over serialized bytes whose reads fail instead of panicking.
+struct Reader<'a> {
+    data: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn remaining(&self) -> usize {
+        self.data.len() - self.at
+    }
+
+    fn bytes(&mut self, n: usize) -> Result<&'a [u8], CoreError> {
+        if n > self.remaining() {
+            return Err(CoreError::InvalidArgument(
+                "BM25 index bytes are corrupt: they end early".into(),
+            ));
+        }
+        let out = &self.data[self.at..self.at + n];
+        self.at += n;
+        Ok(out)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], CoreError> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.bytes(N)?);
+        Ok(out)
+    }
+
+    fn u8(&mut self) -> Result<u8, CoreError> {
+        Ok(self.array::<1>()?[0])
+    }
+
+    fn u32(&mut self) -> Result<u32, CoreError> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+
+    fn i64(&mut self) -> Result<i64, CoreError> {
+        Ok(i64::from_le_bytes(self.array()?))
+    }
+
+    fn f64(&mut self) -> Result<f64, CoreError> {
+        Ok(f64::from_le_bytes(self.array()?))
+    }
+}
+
+/// The slow, obvious BM25 over `docs` as `(id, text)`: every document tokenized and scored from
+/// scratch with the formula of the module documentation. The twin the index is tested against.
+pub fn search_naive(
+    docs: &[(i64, &str)],
+    query: &str,
+    k: usize,
+    k1: f64,
+    b: f64,
+    analyzer: Analyzer,
+) -> Vec<(i64, f64)> {
+    let tokenized: Vec<(i64, Vec<String>)> =
+        docs.iter().map(|&(id, text)| (id, tokenize(text, analyzer))).collect();
+    let n = tokenized.len();
+    if n == 0 || k == 0 {
+        return Vec::new();
+    }
+    let total: usize = tokenized.iter().map(|(_, t)| t.len()).sum();
+    let avgdl = total as f64 / n as f64;
+    let mut scores: Vec<f64> = vec![0.0; n];
+    for q in tokenize(query, analyzer) {
+        let df = tokenized.iter().filter(|(_, t)| t.contains(&q)).count();
+        if df == 0 {
+            continue;
+        }
+        for (d, (_, tokens)) in tokenized.iter().enumerate() {
+            let tf = tokens.iter().filter(|t| **t == q).count();
+            if tf > 0 {
+                let len = tokens.len() as f64;
+                scores[d] += term_score(idf(n, df), tf as f64, len, avgdl, k1, b);
+            }
+        }
+    }
+    let hits = tokenized
+        .iter()
+        .zip(scores)
+        .filter(|(_, s)| *s > 0.0)
+        .map(|((id, _), s)| (*id, s))
+        .collect();
+    top_k(hits, k)
+}

@@ -1,0 +1,206 @@
+//! BM25: table tests of the tokenizer and stemmer, and property tests of the index against the
+//! naive twin `search_naive` (scores to 1e-9), removal against never adding, and serialization.
+
+use fadeway_core::bm25::{s_stem, search_naive, tokenize, Analyzer, Bm25Index};
+use fadeway_core::CoreError;
+use proptest::prelude::*;
+
+const K1: f64 = 1.2;
+const B: f64 = 0.75;
+const BOTH: Analyzer = Analyzer { stopwords: true, stem: true };
+const PLAIN: Analyzer = Analyzer { stopwords: false, stem: false };
+
+fn index(docs: &[(i64, &str)], analyzer: Analyzer) -> Bm25Index {
+    let mut index = Bm25Index::new(K1, B, analyzer).expect("valid parameters");
+    let (ids, texts): (Vec<i64>, Vec<&str>) = docs.iter().copied().unzip();
+    index.add(&ids, &texts).expect("unique ids");
+    index
+}
+
+fn assert_close(got: &[(i64, f64)], want: &[(i64, f64)]) {
+    assert_eq!(got.len(), want.len(), "got {got:?} want {want:?}");
+    for (g, w) in got.iter().zip(want) {
+        assert_eq!(g.0, w.0, "got {got:?} want {want:?}");
+        assert!((g.1 - w.1).abs() <= 1e-9 * w.1.abs().max(1.0), "got {got:?} want {want:?}");
+    }
+}
+
+#[test]
+fn tokenizer() {
+    let cases: &[(&str, Analyzer, &[&str])] = &[
+        ("", BOTH, &[]),
+        ("Hello, World! 42x", PLAIN, &["hello", "world", "42x"]),
+        ("The cats and the dogs", BOTH, &["cat", "dog"]),
+        ("The cats and the dogs", PLAIN, &["the", "cats", "and", "the", "dogs"]),
+        ("Straße ΟΔΟΣ café٣", PLAIN, &["straße", "οδος", "café٣"]),
+        ("ponies horses caress its bus", BOTH, &["pony", "horse", "caress", "its", "bus"]),
+        ("don't", PLAIN, &["don", "t"]),
+    ];
+    for &(text, analyzer, want) in cases {
+        assert_eq!(tokenize(text, analyzer), want, "{text:?}");
+    }
+}
+
+#[test]
+fn s_stemmer() {
+    let cases = [
+        ("flies", "fly"),
+        ("aies", "aie"),
+        ("eies", "eie"),
+        ("agrees", "agree"),
+        ("does", "doe"),
+        ("boxes", "boxe"),
+        ("shoes", "shoe"),
+        ("toes", "toe"),
+        ("cats", "cat"),
+        ("status", "status"),
+        ("glass", "glass"),
+        ("gas", "gas"),
+        ("cafés", "café"),
+    ];
+    for (word, want) in cases {
+        assert_eq!(s_stem(word), want, "{word}");
+        assert_eq!(tokenize(word, BOTH), [want], "{word}");
+    }
+}
+
+#[test]
+fn ranks_and_ties() {
+    let docs = [(5, "apple banana"), (3, "apple banana"), (9, "cherry"), (1, "apple apple pie")];
+    let idx = index(&docs, BOTH);
+    let hits = idx.search("apple", 10);
+    assert_close(&hits, &search_naive(&docs, "apple", 10, K1, B, BOTH));
+    assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), [1, 3, 5]);
+    assert_eq!(idx.search("apple", 2).iter().map(|h| h.0).collect::<Vec<_>>(), [1, 3]);
+    assert!(idx.search("durian", 10).is_empty());
+    assert!(idx.search("apple", 0).is_empty());
+    assert!(idx.search("the", 10).is_empty());
+}
+
+#[test]
+fn remove_updates_statistics() {
+    let docs = [(1, "a b c d e f"), (2, "red fox"), (3, "red red hen")];
+    let mut idx = index(&docs, PLAIN);
+    assert_eq!(idx.remove(&[1, 42, 1]), 1);
+    assert_eq!(idx.len(), 2);
+    assert!(!idx.contains(1));
+    assert_close(&idx.search("red fox", 5), &search_naive(&docs[1..], "red fox", 5, K1, B, PLAIN));
+    assert!(idx.search("a", 5).is_empty());
+    // The id can be added again after removal.
+    idx.add(&[1], &["red"]).expect("removed id is free");
+    assert_eq!(idx.len(), 3);
+}
+
+#[test]
+fn errors() {
+    let msg = |r: Result<_, CoreError>| match r {
+        Err(CoreError::InvalidArgument(m)) => m,
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    };
+    assert!(msg(Bm25Index::new(-1.0, B, BOTH).map(|_| ())).contains("k1 is -1"));
+    assert!(msg(Bm25Index::new(f64::NAN, B, BOTH).map(|_| ())).contains("k1 is NaN"));
+    assert!(msg(Bm25Index::new(K1, 1.5, BOTH).map(|_| ())).contains("b is 1.5"));
+    let mut idx = index(&[(7, "x")], BOTH);
+    assert!(msg(idx.add(&[8, 7], &["y", "z"])).contains("ids[1] is 7, which is already"));
+    assert!(msg(idx.add(&[8, 8], &["y", "z"])).contains("ids[0] already holds"));
+    assert!(msg(idx.add(&[8], &["y", "z"])).contains("same length"));
+    // Failed adds changed nothing.
+    assert_eq!(idx.len(), 1);
+    assert!(idx.search("y", 3).is_empty());
+}
+
+#[test]
+fn corrupt_bytes_are_errors() {
+    let idx = index(&[(1, "alpha beta"), (2, "beta gamma gamma")], BOTH);
+    let bytes = idx.to_bytes();
+    assert!(Bm25Index::from_bytes(&bytes).is_ok());
+    for cut in 0..bytes.len() {
+        assert!(Bm25Index::from_bytes(&bytes[..cut]).is_err(), "truncated at {cut}");
+    }
+    for at in 0..bytes.len() {
+        for bit in 0..8 {
+            let mut bad = bytes.clone();
+            bad[at] ^= 1 << bit;
+            assert!(Bm25Index::from_bytes(&bad).is_err(), "flipped bit {bit} of byte {at}");
+        }
+    }
+    let mut longer = bytes.clone();
+    longer.push(0);
+    assert!(Bm25Index::from_bytes(&longer).is_err());
+}
+
+/// Documents over a small vocabulary (stopwords and plurals included, so both analyzer steps
+/// matter), with unique ids.
+fn corpus() -> impl Strategy<Value = Vec<(i64, String)>> {
+    let word = prop::sample::select(vec![
+        "the", "a", "cat", "cats", "dog", "dogs", "pony", "ponies", "Red", "red", "fox", "ΟΔΟΣ",
+        "café", "9", "is", "bus",
+    ]);
+    let text = prop::collection::vec(word, 0..12).prop_map(|w| w.join(" "));
+    prop::collection::btree_map(-50i64..50, text, 0..20)
+        .prop_map(|m| m.into_iter().collect())
+}
+
+fn analyzers() -> impl Strategy<Value = Analyzer> {
+    (any::<bool>(), any::<bool>()).prop_map(|(stopwords, stem)| Analyzer { stopwords, stem })
+}
+
+fn borrowed(docs: &[(i64, String)]) -> Vec<(i64, &str)> {
+    docs.iter().map(|(id, t)| (*id, t.as_str())).collect()
+}
+
+const QUERIES: &[&str] = &["cat", "the dogs", "red fox pony", "café ΟΔΟΣ 9", "bus bus is", "zebra"];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+
+    #[test]
+    fn equals_naive(docs in corpus(), analyzer in analyzers(), k in 0usize..25) {
+        let docs = borrowed(&docs);
+        let idx = index(&docs, analyzer);
+        for q in QUERIES {
+            assert_close(&idx.search(q, k), &search_naive(&docs, q, k, K1, B, analyzer));
+        }
+    }
+
+    #[test]
+    fn add_then_remove_equals_never_added(
+        kept in corpus(), extra in corpus(), analyzer in analyzers(),
+    ) {
+        // Extra ids are shifted clear of the kept ones; they are added in between kept batches.
+        let extra: Vec<(i64, String)> = extra.into_iter().map(|(id, t)| (id + 1000, t)).collect();
+        let (first, second) = kept.split_at(kept.len() / 2);
+        let mut idx = Bm25Index::new(K1, B, analyzer).expect("valid");
+        for batch in [first, &extra[..], second] {
+            let ids: Vec<i64> = batch.iter().map(|d| d.0).collect();
+            let texts: Vec<&str> = batch.iter().map(|d| d.1.as_str()).collect();
+            idx.add(&ids, &texts).expect("unique");
+        }
+        let extra_ids: Vec<i64> = extra.iter().map(|d| d.0).collect();
+        prop_assert_eq!(idx.remove(&extra_ids), extra.len());
+        let fresh = index(&borrowed(&kept), analyzer);
+        prop_assert_eq!(idx.len(), fresh.len());
+        for q in QUERIES {
+            assert_close(&idx.search(q, 30), &fresh.search(q, 30));
+        }
+    }
+
+    #[test]
+    fn serialization_round_trip(docs in corpus(), gone in prop::collection::vec(-50i64..50, 0..10),
+                                analyzer in analyzers()) {
+        let mut idx = index(&borrowed(&docs), analyzer);
+        idx.remove(&gone);
+        let back = Bm25Index::from_bytes(&idx.to_bytes()).expect("round trip");
+        prop_assert_eq!(back.len(), idx.len());
+        prop_assert_eq!(back.analyzer(), analyzer);
+        prop_assert_eq!(back.to_bytes(), idx.to_bytes());
+        for q in QUERIES {
+            prop_assert_eq!(back.search(q, 30), idx.search(q, 30));
+        }
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(data in prop::collection::vec(any::<u8>(), 0..200)) {
+        let _ = Bm25Index::from_bytes(&data);
+    }
+}
