@@ -263,3 +263,74 @@ def fade_reference(
         projected -= sizes[episode]
         picked.append(episode)
     return picked
+
+
+# BM25 (issue 5, item 3): the twin of `fadeway._core.Bm25Index`, scored from scratch each call.
+
+BM25_STOPWORDS = frozenset(
+    ("a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is")
+    + ("it", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there")
+    + ("these", "they", "this", "to", "was", "will", "with")
+)
+
+
+@functools.cache
+def _bm25_run_pattern() -> regex.Pattern[str]:
+    import regex
+
+    # Rust's `char::is_alphanumeric` is Unicode Alphabetic or a number (Nd, Nl, No).
+    return regex.compile(r"[\p{Alphabetic}\p{N}]+")
+
+
+def s_stem_reference(word: str) -> str:
+    """Harman's S-stemmer on words of more than three characters; the first matching rule wins."""
+    if len(word) <= 3:
+        return word
+    if word.endswith("ies") and not word.endswith(("eies", "aies")):
+        return word[:-3] + "y"
+    if word.endswith("es") and not word.endswith(("aes", "ees", "oes")):
+        return word[:-2] + "e"
+    if word.endswith("s") and not word.endswith(("us", "ss")):
+        return word[:-1]
+    return word
+
+
+def bm25_tokens_reference(text: str, stopwords: bool, stem: bool) -> list[str]:
+    """Alphanumeric runs, lowercased; stopwords dropped after lowercasing, then stemmed."""
+    tokens = [run.lower() for run in _bm25_run_pattern().findall(text)]
+    if stopwords:
+        tokens = [t for t in tokens if t not in BM25_STOPWORDS]
+    return [s_stem_reference(t) for t in tokens] if stem else tokens
+
+
+def bm25_reference(
+    docs: dict[int, str],
+    query: str,
+    k: int,
+    k1: float,
+    b: float,
+    stopwords: bool = True,
+    stem: bool = True,
+) -> tuple[list[int], list[float]]:
+    """Okapi BM25 with Lucene's idf, ln(1 + (N - df + 0.5) / (df + 0.5)), summed over the query's
+    tokens (repeats count again). Documents matching no token are left out; best first, ties to
+    the lower id; at most k."""
+    tokens = {i: bm25_tokens_reference(t, stopwords, stem) for i, t in docs.items()}
+    n = len(tokens)
+    if n == 0 or k == 0:
+        return [], []
+    avgdl = sum(len(t) for t in tokens.values()) / n
+    scores: dict[int, float] = {}
+    for q in bm25_tokens_reference(query, stopwords, stem):
+        df = sum(q in t for t in tokens.values())
+        if df == 0:
+            continue
+        idf = math.log1p((n - df + 0.5) / (df + 0.5))
+        for i, t in tokens.items():
+            tf = t.count(q)
+            if tf:
+                # The kernel's expression, in its order, so the two agree to rounding.
+                term = idf * (tf * (k1 + 1.0)) / (tf + k1 * (1.0 - b + b * len(t) / avgdl))
+                scores[i] = scores.get(i, 0.0) + term
+    order = sorted(scores, key=lambda i: (-scores[i], i))[:k]
+    return order, [scores[i] for i in order]

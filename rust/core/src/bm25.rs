@@ -45,8 +45,8 @@ use crate::CoreError;
 /// The built-in English stopwords: Lucene's classic English stop set.
 pub const STOPWORDS: &[&str] = &[
     "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
-    "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they",
-    "this", "to", "was", "will", "with",
+    "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these",
+    "they", "this", "to", "was", "will", "with",
 ];
 
 /// How text becomes tokens: both the documents and the queries of one index use the same rules.
@@ -428,8 +428,8 @@ impl Bm25Index {
         let n_terms = r.u32()?;
         for _ in 0..n_terms {
             let len = r.u32()? as usize;
-            let text = std::str::from_utf8(r.bytes(len)?)
-                .map_err(|_| corrupt("a term is not UTF-8"))?;
+            let text =
+                std::str::from_utf8(r.bytes(len)?).map_err(|_| corrupt("a term is not UTF-8"))?;
             let term = index.term_text.len() as u32;
             if index.term_ids.insert(text.into(), term).is_some() {
                 return Err(corrupt(&format!("term {text:?} appears twice")));

@@ -137,8 +137,7 @@ fn corpus() -> impl Strategy<Value = Vec<(i64, String)>> {
         "café", "9", "is", "bus",
     ]);
     let text = prop::collection::vec(word, 0..12).prop_map(|w| w.join(" "));
-    prop::collection::btree_map(-50i64..50, text, 0..20)
-        .prop_map(|m| m.into_iter().collect())
+    prop::collection::btree_map(-50i64..50, text, 0..20).prop_map(|m| m.into_iter().collect())
 }
 
 fn analyzers() -> impl Strategy<Value = Analyzer> {

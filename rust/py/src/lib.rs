@@ -6,6 +6,7 @@
 use pyo3::prelude::*;
 
 mod activation;
+mod bm25;
 mod embed;
 mod arrays;
 mod errors;
@@ -17,6 +18,7 @@ mod tokens;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     activation::register(m)?;
+    bm25::register(m)?;
     embed::register(m)?;
     fade::register(m)?;
     split::register(m)?;

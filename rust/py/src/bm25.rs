@@ -1,0 +1,106 @@
+//! Bindings for the incremental BM25 index: a frozen pyclass around an `RwLock` of the core index.
+//!
+//! Every method takes the lock inside `py.detach`, so a thread waiting for the lock never holds
+//! the GIL (holding it there could deadlock against a writer that needs the GIL back).
+
+use std::sync::RwLock;
+
+use fadeway_core::bm25::{Analyzer, Bm25Index as CoreIndex};
+use numpy::{IntoPyArray, PyArray1};
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedStr;
+use pyo3::types::PyBytes;
+
+use crate::arrays::{array_arg, contiguous};
+use crate::errors::to_py;
+
+/// An Okapi BM25 index over documents with int64 ids, updated in place. `k1` and `b` are the BM25
+/// parameters (fadeway passes its named constants); `stopwords` drops a small built-in English
+/// stopword list and `stem` strips plurals (Harman's S-stemmer). Tokens are runs of alphanumeric
+/// characters, lowercased. Safe to share between threads: searches run in parallel, a write
+/// waits for them.
+#[pyclass(frozen, module = "fadeway._core")]
+pub struct Bm25Index {
+    inner: RwLock<CoreIndex>,
+}
+
+/// A lock is poisoned only if a panic happened while it was held, which the core does not do on
+/// any input; if it happens anyway the index may be half-updated, so it is not used again.
+fn poisoned<T>(_: T) -> PyErr {
+    PyRuntimeError::new_err("the BM25 index was left inconsistent by an earlier internal error")
+}
+
+/// Search results: ids and scores, best first.
+type Hits<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<f64>>);
+
+#[pymethods]
+impl Bm25Index {
+    /// An empty index. Raises ValueError for k1 not finite or negative, or b outside [0, 1].
+    #[new]
+    #[pyo3(signature = (k1 = 1.2, b = 0.75, stopwords = true, stem = true))]
+    fn new(k1: f64, b: f64, stopwords: bool, stem: bool) -> PyResult<Self> {
+        let index = CoreIndex::new(k1, b, Analyzer { stopwords, stem }).map_err(to_py)?;
+        Ok(Bm25Index { inner: RwLock::new(index) })
+    }
+
+    /// Adds `texts[j]` under `ids[j]` (int64 array) with the GIL released. Raises ValueError when
+    /// the lengths differ or an id is already in the index or repeated; nothing is added then.
+    fn add(&self, py: Python<'_>, ids: &Bound<'_, PyAny>, texts: Vec<PyBackedStr>) -> PyResult<()> {
+        let ids = array_arg::<i64>(ids, "ids")?;
+        let ids = contiguous(&ids, "ids")?;
+        py.detach(|| self.inner.write().map_err(poisoned)?.add(ids, &texts).map_err(to_py))
+    }
+
+    /// Removes the documents with these ids (int64 array); ids not in the index are ignored.
+    /// Returns how many documents were removed.
+    fn remove(&self, py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let ids = array_arg::<i64>(ids, "ids")?;
+        let ids = contiguous(&ids, "ids")?;
+        py.detach(|| Ok(self.inner.write().map_err(poisoned)?.remove(ids)))
+    }
+
+    /// The `k` best documents for `query` as `(ids int64, scores float64)`, best first, ties to
+    /// the lower id; only documents matching a query token appear. Runs with the GIL released.
+    fn search<'py>(&self, py: Python<'py>, query: PyBackedStr, k: usize) -> PyResult<Hits<'py>> {
+        let hits =
+            py.detach(|| Ok::<_, PyErr>(self.inner.read().map_err(poisoned)?.search(&query, k)))?;
+        let (ids, scores): (Vec<i64>, Vec<f64>) = hits.into_iter().unzip();
+        Ok((ids.into_pyarray(py), scores.into_pyarray(py)))
+    }
+
+    fn __len__(&self) -> PyResult<usize> {
+        Ok(self.inner.read().map_err(poisoned)?.len())
+    }
+
+    fn __contains__(&self, id: i64) -> PyResult<bool> {
+        Ok(self.inner.read().map_err(poisoned)?.contains(id))
+    }
+
+    /// The BM25 parameters and tokenizer flags, as `(k1, b, stopwords, stem)`.
+    #[getter]
+    fn params(&self) -> PyResult<(f64, f64, bool, bool)> {
+        let index = self.inner.read().map_err(poisoned)?;
+        let a = index.analyzer();
+        Ok((index.k1(), index.b(), a.stopwords, a.stem))
+    }
+
+    /// The index as bytes for `from_bytes` (a version byte and a checksum included).
+    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes =
+            py.detach(|| Ok::<_, PyErr>(self.inner.read().map_err(poisoned)?.to_bytes()))?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// An index read back from `to_bytes`. Raises ValueError for corrupt or foreign bytes.
+    #[staticmethod]
+    fn from_bytes(py: Python<'_>, data: &[u8]) -> PyResult<Self> {
+        let index = py.detach(|| CoreIndex::from_bytes(data)).map_err(to_py)?;
+        Ok(Bm25Index { inner: RwLock::new(index) })
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Bm25Index>()?;
+    Ok(())
+}

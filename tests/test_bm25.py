@@ -1,0 +1,175 @@
+"""BM25 through the binding `fadeway._core.Bm25Index` (issue 5, item 3).
+
+Scores are kept equal to the slow twin `reference.bm25_reference` (same tokenizer rules) under
+additions and removals; serialization round trips; errors name what was wrong.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import reference
+from fadeway import _core
+
+K1 = 1.2
+B = 0.75
+
+
+def ids(*values: int) -> np.ndarray:
+    return np.asarray(values, dtype=np.int64)
+
+
+def build(docs: dict[int, str], **kwargs: object) -> _core.Bm25Index:
+    index = _core.Bm25Index(**kwargs)  # type: ignore[arg-type]
+    index.add(np.fromiter(docs, dtype=np.int64, count=len(docs)), list(docs.values()))
+    return index
+
+
+def search(index: _core.Bm25Index, query: str, k: int) -> tuple[list[int], list[float]]:
+    found, scores = index.search(query, k)
+    assert found.dtype == np.int64 and scores.dtype == np.float64
+    assert found.shape == scores.shape
+    return found.tolist(), scores.tolist()
+
+
+def assert_equal_hits(got: tuple[list[int], list[float]], want: tuple[list[int], list[float]]):
+    assert got[0] == want[0]
+    assert got[1] == pytest.approx(want[1], rel=1e-9, abs=1e-12)
+
+
+def test_ranks_ties_and_defaults() -> None:
+    docs = {5: "apple banana", 3: "apple banana", 9: "cherry", 1: "Apples, apple pie!"}
+    index = build(docs)
+    assert len(index) == 4
+    assert index.params == (K1, B, True, True)
+    hits = search(index, "apple", 10)
+    assert hits[0] == [1, 3, 5]
+    assert_equal_hits(hits, reference.bm25_reference(docs, "apple", 10, K1, B))
+    assert search(index, "apple", 2)[0] == [1, 3]
+    assert search(index, "the durian", 5) == ([], [])
+    assert search(index, "apple", 0) == ([], [])
+    assert search(_core.Bm25Index(), "apple", 3) == ([], [])
+
+
+def test_tokenizer_options() -> None:
+    docs = {1: "The ponies ran", 2: "a pony ran", 3: "the end"}
+    plain = build(docs, stopwords=False, stem=False)
+    assert search(plain, "the", 5)[0] == [3, 1]
+    assert search(plain, "pony", 5)[0] == [2]
+    stemmed = build(docs)
+    assert search(stemmed, "the", 5)[0] == []
+    assert sorted(search(stemmed, "pony", 5)[0]) == [1, 2]
+
+
+def test_remove_and_readd() -> None:
+    docs = {1: "a b c d e f", 2: "red fox", 3: "red red hen"}
+    index = build(docs, stopwords=False)
+    assert index.remove(ids(1, 42, 1)) == 1
+    assert len(index) == 2 and 1 not in index and 2 in index
+    del docs[1]
+    want = reference.bm25_reference(docs, "red fox", 5, K1, B, stopwords=False)
+    assert_equal_hits(search(index, "red fox", 5), want)
+    index.add(ids(1), ["red"])
+    assert len(index) == 3
+
+
+def test_errors() -> None:
+    index = build({7: "x"})
+    with pytest.raises(ValueError, match="ids\\[1\\] is 7, which is already in the index"):
+        index.add(ids(8, 7), ["y", "z"])
+    with pytest.raises(ValueError, match="ids\\[0\\] already holds"):
+        index.add(ids(8, 8), ["y", "z"])
+    with pytest.raises(ValueError, match="same length"):
+        index.add(ids(8), ["y", "z"])
+    assert len(index) == 1
+    with pytest.raises(TypeError, match="ids must be a 1-D numpy array of dtype int64"):
+        index.add(np.asarray([8], dtype=np.int32), ["y"])
+    with pytest.raises(TypeError, match="ids must be a 1-D numpy array of dtype int64"):
+        index.remove([8])
+    with pytest.raises(ValueError, match="k1 is -1"):
+        _core.Bm25Index(k1=-1.0)
+    with pytest.raises(ValueError, match="b is 2"):
+        _core.Bm25Index(b=2.0)
+    with pytest.raises(ValueError, match="corrupt"):
+        _core.Bm25Index.from_bytes(b"not an index")
+
+
+def test_serialization_round_trip_and_corruption() -> None:
+    docs = {1: "alpha beta", 2: "beta gamma gamma", 3: "delta"}
+    index = build(docs, k1=1.5, b=0.5, stopwords=False, stem=True)
+    index.remove(ids(3))
+    data = index.to_bytes()
+    assert isinstance(data, bytes)
+    back = _core.Bm25Index.from_bytes(data)
+    assert back.params == (1.5, 0.5, False, True)
+    assert len(back) == 2
+    assert back.to_bytes() == data
+    assert search(back, "beta gamma", 5) == search(index, "beta gamma", 5)
+    for cut in range(len(data)):
+        with pytest.raises(ValueError, match="corrupt"):
+            _core.Bm25Index.from_bytes(data[:cut])
+    for at in range(len(data)):
+        bad = bytearray(data)
+        bad[at] ^= 0x10
+        with pytest.raises(ValueError, match="corrupt"):
+            _core.Bm25Index.from_bytes(bytes(bad))
+
+
+def test_threads_share_one_index() -> None:
+    index = _core.Bm25Index()
+    errors: list[Exception] = []
+
+    def writer(base: int) -> None:
+        try:
+            for j in range(50):
+                index.add(ids(base + j), [f"word{j % 7} shared"])
+                index.search("shared", 5)
+        except Exception as e:  # noqa: BLE001 - any failure in a thread is reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(1000 * t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(index) == 200
+
+
+# Words whose tokenization Python's `regex`/`str.lower` and Rust agree on, with stopwords,
+# plurals, non-ASCII letters, a final sigma, digits and punctuation among them.
+WORDS = [
+    *("the", "a", "is", "cat", "cats", "Dog", "dogs", "pony", "ponies", "bus", "glass", "RED"),
+    *("red", "fox", "ΟΔΟΣ", "Straße", "café", "İstanbul", "٣", "42", "x-ray", "don't", "..."),
+]
+texts = st.lists(st.sampled_from(WORDS), max_size=10).map(" ".join)
+corpora = st.dictionaries(st.integers(-(2**40), 2**40), texts, max_size=15)
+flags = st.booleans()
+
+
+@settings(max_examples=200, deadline=None)
+@given(corpora, corpora, st.lists(texts, min_size=1, max_size=4), flags, flags, st.integers(0, 20))
+def test_equals_reference_under_adds_and_removes(kept, extra, queries, stopwords, stem, k):
+    extra = {i: t for i, t in extra.items() if i not in kept}
+    index = _core.Bm25Index(K1, B, stopwords, stem)
+    for batch in (kept, extra):
+        index.add(np.fromiter(batch, dtype=np.int64, count=len(batch)), list(batch.values()))
+    index.remove(np.fromiter(extra, dtype=np.int64, count=len(extra)))
+    assert len(index) == len(kept)
+    back = _core.Bm25Index.from_bytes(index.to_bytes())
+    for q in queries:
+        want = reference.bm25_reference(kept, q, k, K1, B, stopwords, stem)
+        assert_equal_hits(search(index, q, k), want)
+        assert search(back, q, k) == search(index, q, k)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=120))
+def test_arbitrary_bytes_raise_value_error(data: bytes) -> None:
+    with pytest.raises(ValueError, match="corrupt"):
+        _core.Bm25Index.from_bytes(data)
