@@ -265,6 +265,37 @@ def fade_reference(
     return picked
 
 
+# Reciprocal rank fusion (issue 5, item 4): the twin of `fadeway._core.rrf`.
+
+
+def rrf_reference(
+    lists: list[list[int]], weights: list[float], k: float, limit: int
+) -> tuple[list[int], list[float]]:
+    """Ids best first and their scores, at most `limit`: an id at rank r (from 1) of a list of
+    weight w earns w / (k + r), at its first rank only when repeated within the list; its score is
+    the sum over lists. Ties: the best rank in any list, then the smaller id."""
+    terms: dict[int, list[float]] = {}
+    best_rank: dict[int, int] = {}
+    for ranked, weight in zip(lists, weights, strict=True):
+        seen: set[int] = set()
+        for rank, id_ in enumerate(ranked, start=1):
+            if id_ in seen:
+                continue
+            seen.add(id_)
+            terms.setdefault(id_, []).append(weight / (k + rank))
+            best_rank[id_] = min(best_rank.get(id_, rank), rank)
+    scores: dict[int, float] = {}
+    for id_, earned in terms.items():
+        # Smallest first, one addition at a time from +0.0, as the kernel adds: the result is
+        # then the same whatever the order of the lists (and `sum` may compensate on 3.12+).
+        total = 0.0
+        for term in sorted(earned):
+            total += term
+        scores[id_] = total
+    order = sorted(scores, key=lambda i: (-scores[i], best_rank[i], i))[:limit]
+    return order, [scores[i] for i in order]
+
+
 # BM25 (issue 5, item 3): the twin of `fadeway._core.Bm25Index`, scored from scratch each call.
 
 BM25_STOPWORDS = frozenset(

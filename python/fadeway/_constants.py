@@ -103,3 +103,7 @@ INLINE_CUT_DEADLINE = 10.0
 NOTE_WRITER_MAX_FACTS = 12
 NOTE_WRITER_MIN_CHARS = 20
 NOTE_WRITER_MAX_CHARS = 400
+
+#: The rank constant of reciprocal rank fusion: an id at rank r of a list earns
+#: weight / (RRF_K + r) (Cormack et al.'s usual 60).
+RRF_K = 60

@@ -39,6 +39,13 @@ def fade(
     view: int,
     landing: int,
 ) -> npt.NDArray[np.int64]: ...
+def rrf(
+    offsets: npt.NDArray[np.int64],
+    ids: npt.NDArray[np.int64],
+    weights: npt.NDArray[np.float64],
+    k: float,
+    limit: int,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]: ...
 
 class Bm25Index:
     def __init__(

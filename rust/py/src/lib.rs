@@ -11,6 +11,7 @@ mod embed;
 mod arrays;
 mod errors;
 mod fade;
+mod fusion;
 mod split;
 mod tokens;
 
@@ -21,6 +22,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     bm25::register(m)?;
     embed::register(m)?;
     fade::register(m)?;
+    fusion::register(m)?;
     split::register(m)?;
     tokens::register(m)?;
     Ok(())
