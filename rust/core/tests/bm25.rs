@@ -1,7 +1,7 @@
 //! BM25: table tests of the tokenizer and stemmer, and property tests of the index against the
 //! naive twin `search_naive` (scores to 1e-9), removal against never adding, and serialization.
 
-use fadeway_core::bm25::{s_stem, search_naive, tokenize, Analyzer, Bm25Index};
+use fadeway_core::bm25::{s_stem, search_naive, tokenize, Analyzer, Bm25Index, STOPWORDS};
 use fadeway_core::CoreError;
 use proptest::prelude::*;
 
@@ -39,6 +39,16 @@ fn tokenizer() {
     for &(text, analyzer, want) in cases {
         assert_eq!(tokenize(text, analyzer), want, "{text:?}");
     }
+}
+
+#[test]
+fn stopwords_list_and_match_agree() {
+    for w in STOPWORDS {
+        assert!(tokenize(w, BOTH).is_empty(), "{w}");
+        assert_eq!(tokenize(w, PLAIN), [*w]);
+    }
+    // Short words keep their s; a stopword is matched before stemming.
+    assert_eq!(tokenize("thee an' ofs these", BOTH), ["thee", "ofs"]);
 }
 
 #[test]
