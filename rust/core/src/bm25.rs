@@ -28,7 +28,9 @@
 //!   in insertion order. Each live document also keeps its `(term, tf)` pairs (the forward index)
 //!   so that removal touches only its own terms' postings (one `retain` per touched term per
 //!   batch) and serialization writes documents, not postings. Slots of removed documents stay as
-//!   empty tombstones (16 bytes each) rather than being reused, so postings stay sorted.
+//!   empty tombstones rather than being reused, so postings stay sorted; once tombstones
+//!   outnumber live documents (and there are at least `COMPACT_MIN_TOMBSTONES`) one pass
+//!   renumbers slots and drops unused terms, so churn costs amortised O(1) per removal.
 //! - Scores accumulate in a dense per-slot array (a zero means untouched: every contribution is
 //!   positive), kept per thread and re-zeroed by taking only the touched cells: a fresh
 //!   `vec![0.0; slots]` per query cost ~0.5 ms at 100k slots in page faults alone. Then the top k are chosen with `select_nth_unstable_by` and only those sorted.
@@ -359,7 +361,60 @@ impl Bm25Index {
             let docs = &self.docs;
             self.postings[t as usize].retain(|&(slot, _)| docs[slot as usize].live);
         }
+        let dead = self.docs.len() - self.len();
+        if dead >= COMPACT_MIN_TOMBSTONES && dead > self.len() {
+            self.compact();
+        }
         removed
+    }
+
+    /// Drops the tombstones of removed documents and the terms no live document uses,
+    /// renumbering slots and term ids in their old order (so postings and each document's pairs
+    /// stay sorted). Scores do not change: they depend only on live documents.
+    fn compact(&mut self) {
+        let mut slot_map = vec![u32::MAX; self.docs.len()];
+        let mut next = 0u32;
+        for (old, doc) in self.docs.iter().enumerate() {
+            if doc.live {
+                slot_map[old] = next;
+                next += 1;
+            }
+        }
+        let mut term_map = vec![u32::MAX; self.postings.len()];
+        let mut next = 0u32;
+        for (old, postings) in self.postings.iter().enumerate() {
+            if !postings.is_empty() {
+                term_map[old] = next;
+                next += 1;
+            }
+        }
+        self.docs.retain(|d| d.live);
+        for doc in &mut self.docs {
+            for pair in doc.terms.iter_mut() {
+                pair.0 = term_map[pair.0 as usize];
+            }
+        }
+        let postings = std::mem::take(&mut self.postings);
+        self.postings = postings.into_iter().filter(|p| !p.is_empty()).collect();
+        for list in &mut self.postings {
+            for pair in list.iter_mut() {
+                pair.0 = slot_map[pair.0 as usize];
+            }
+        }
+        let texts = std::mem::take(&mut self.term_text);
+        self.term_text = texts
+            .into_iter()
+            .zip(&term_map)
+            .filter(|(_, &t)| t != u32::MAX)
+            .map(|(x, _)| x)
+            .collect();
+        self.term_ids.retain(|_, t| term_map[*t as usize] != u32::MAX);
+        for t in self.term_ids.values_mut() {
+            *t = term_map[*t as usize];
+        }
+        for slot in self.slot_of.values_mut() {
+            *slot = slot_map[*slot as usize];
+        }
     }
 
     /// The `k` best documents for `query` as `(id, score)`, best first, ties to the lower id. Only
@@ -513,6 +568,9 @@ impl Bm25Index {
         Ok(index)
     }
 }
+
+/// Tombstones below this count are never compacted away: a small index is not worth the pass.
+const COMPACT_MIN_TOMBSTONES: usize = 1024;
 
 thread_local! {
     /// The per-slot score accumulator of [`Bm25Index::search`], kept per thread between queries

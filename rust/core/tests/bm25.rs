@@ -102,6 +102,32 @@ fn remove_updates_statistics() {
 }
 
 #[test]
+fn churn_compacts_without_changing_scores() {
+    // Enough removals to pass the compaction threshold several times over.
+    let words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"];
+    let text = |i: i64| format!("{} {} w{i}", words[(i % 6) as usize], words[(i % 4) as usize]);
+    let mut idx = Bm25Index::new(K1, B, BOTH).expect("valid");
+    let mut live: Vec<(i64, String)> = Vec::new();
+    for round in 0..6i64 {
+        let ids: Vec<i64> = (round * 2000..round * 2000 + 2000).collect();
+        let texts: Vec<String> = ids.iter().map(|&i| text(i)).collect();
+        idx.add(&ids, &texts).expect("fresh ids");
+        live.extend(ids.iter().map(|&i| (i, text(i))));
+        let gone: Vec<i64> = live.iter().map(|d| d.0).filter(|i| i % 5 != 0).collect();
+        assert_eq!(idx.remove(&gone), gone.len());
+        live.retain(|d| d.0 % 5 == 0);
+    }
+    assert_eq!(idx.len(), live.len());
+    let docs: Vec<(i64, &str)> = live.iter().map(|(i, t)| (*i, t.as_str())).collect();
+    for q in ["alpha", "beta zeta", "w10 w35 gamma", "w11"] {
+        assert_close(&idx.search(q, 50), &search_naive(&docs, q, 50, K1, B, BOTH));
+    }
+    let back = Bm25Index::from_bytes(&idx.to_bytes()).expect("round trip");
+    assert_eq!(back.search("alpha w10", 20), idx.search("alpha w10", 20));
+    idx.add(&[1], &["alpha"]).expect("a removed id is free again");
+}
+
+#[test]
 fn errors() {
     let msg = |r: Result<_, CoreError>| match r {
         Err(CoreError::InvalidArgument(m)) => m,
