@@ -99,6 +99,36 @@ def test_errors() -> None:
         _core.Bm25Index.from_bytes(b"not an index")
 
 
+def test_edges() -> None:
+    index = _core.Bm25Index()
+    index.add(np.empty(0, dtype=np.int64), [])
+    assert len(index) == 0
+    index.add(ids(1, 2), ["", "!!! ..."])
+    assert len(index) == 2
+    assert search(index, "anything", 5) == ([], [])
+    index.add(ids(3), ["word"])
+    assert search(index, "word word", 100)[0] == [3]
+    with pytest.raises(OverflowError):
+        index.search("word", -1)
+
+
+def test_churn_compacts_and_keeps_scores() -> None:
+    # Enough removals to compact the index's tombstones several times.
+    index = _core.Bm25Index(stopwords=False)
+    kept: dict[int, str] = {}
+    for start in range(0, 12_000, 3_000):
+        batch = {i: f"w{i % 13} w{i % 7} x{i % 101}" for i in range(start, start + 3_000)}
+        index.add(np.fromiter(batch, dtype=np.int64, count=len(batch)), list(batch.values()))
+        kept |= batch
+        gone = [i for i in kept if i % 9]
+        assert index.remove(np.asarray(gone, dtype=np.int64)) == len(gone)
+        kept = {i: t for i, t in kept.items() if i % 9 == 0}
+    assert len(index) == len(kept)
+    for query in ["w3", "w5 x17", "x100 w0 w0"]:
+        want = reference.bm25_reference(kept, query, 25, K1, B, stopwords=False)
+        assert_equal_hits(search(index, query, 25), want)
+
+
 def test_serialization_round_trip_and_corruption() -> None:
     docs = {1: "alpha beta", 2: "beta gamma gamma", 3: "delta"}
     index = build(docs, k1=1.5, b=0.5, stopwords=False, stem=True)
