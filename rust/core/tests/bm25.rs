@@ -128,6 +128,25 @@ fn churn_compacts_without_changing_scores() {
 }
 
 #[test]
+fn large_batches_tokenize_in_parallel_and_number_terms_as_one_pass() {
+    // 20k documents take the multi-threaded path; one document per add takes the single one.
+    let text = |i: i64| format!("t{} t{} u{} shared", i % 997, (i * 7) % 10_007, i % 13);
+    let ids: Vec<i64> = (0..20_000).collect();
+    let texts: Vec<String> = ids.iter().map(|&i| text(i)).collect();
+    let batch =
+        index(&ids.iter().zip(&texts).map(|(&i, t)| (i, t.as_str())).collect::<Vec<_>>(), BOTH);
+    let mut single = Bm25Index::new(K1, B, BOTH).expect("valid");
+    for (&i, t) in ids.iter().zip(&texts) {
+        single.add(&[i], &[t]).expect("fresh id");
+    }
+    assert_eq!(batch.to_bytes(), single.to_bytes());
+    let docs: Vec<(i64, &str)> = ids.iter().zip(&texts).map(|(&i, t)| (i, t.as_str())).collect();
+    for q in ["t5 u3", "shared", "t10006 t996"] {
+        assert_close(&batch.search(q, 20), &search_naive(&docs, q, 20, K1, B, BOTH));
+    }
+}
+
+#[test]
 fn errors() {
     let msg = |r: Result<_, CoreError>| match r {
         Err(CoreError::InvalidArgument(m)) => m,
