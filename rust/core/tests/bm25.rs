@@ -203,7 +203,8 @@ fn borrowed(docs: &[(i64, String)]) -> Vec<(i64, &str)> {
     docs.iter().map(|(id, t)| (*id, t.as_str())).collect()
 }
 
-const QUERIES: &[&str] = &["cat", "the dogs", "red fox pony", "café ΟΔΟΣ 9", "bus bus is", "zebra"];
+const QUERIES: &[&str] =
+    &["cat", "the dogs", "red fox pony", "café ΟΔΟΣ 9", "bus bus is", "zebra"];
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(500))]
