@@ -14,10 +14,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _constants as C
-from . import _core
-from .model import EpisodeRecord, TraceRecord
+from . import _core, blocks, tokens
+from .history import History
+from .model import EpisodeRecord, FactRecord, TraceRecord
 
-__all__ = ["Budget", "budget", "typical_turn", "next_call_room", "activations", "plan_fade"]
+__all__ = [
+    "Budget", "budget", "typical_turn", "next_call_room", "activations",
+    "hidden_ranges", "facts_of", "facts_block_text", "turn_sizes", "sleeps", "fact_tokens",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,36 +76,61 @@ def activations(episode_ns: Sequence[int], traces: Sequence[TraceRecord], now: f
     return _core.activation(offsets, at, score, now), _core.significance(offsets, score)
 
 
-@dataclass(frozen=True, slots=True)
-class Fade:
-    """The states a fade moves episodes to, and the projected view it reaches."""
-
-    states: dict[int, str]  # episode n → "leaving", "sealed" or "forgotten"
-    projected: int
+def hidden_ranges(episodes: Sequence[EpisodeRecord]) -> list[tuple[int, int]]:
+    """Seq ranges out of view: the messages of sealed and forgotten episodes."""
+    return [(e.first_seq, e.last_seq) for e in episodes if e.state in ("sealed", "forgotten")]
 
 
-def plan_fade(episodes: Sequence[EpisodeRecord], activation: np.ndarray, sizes: Sequence[int],
-              acknowledged: set[int], view: int, landing: int) -> Fade:
-    """Episodes in order of activation, least active first, until the projected view reaches
-    the landing. A live episode picked starts leaving (or seals straight away if its facts were
-    already written); a sealed one is forgotten. One order serves both.
+def facts_of(episodes: Sequence[EpisodeRecord], facts: Sequence[FactRecord],
+              acks: Sequence[tuple[int, int]], states: tuple[str, ...]) -> dict[int, list[FactRecord]]:
+    """The facts of each episode in `states` (a note's facts belong to every episode it acked)."""
+    wanted = {e.n for e in episodes if e.state in states}
+    notes_of: dict[int, list[int]] = {}
+    for episode, note in acks:
+        if episode in wanted:
+            notes_of.setdefault(episode, []).append(note)
+    by_note: dict[int, list[FactRecord]] = {}
+    for f in facts:
+        by_note.setdefault(f.note, []).append(f)
+    return {e: [f for note in ns for f in by_note.get(note, [])] for e, ns in notes_of.items()}
 
-    `sizes[i]` is what picking episode i takes out of the projected view: its messages for a
-    live episode, its facts in the facts block for a sealed one.
-    """
-    candidates = [i for i, e in enumerate(episodes) if e.state in ("live", "sealed")]
-    if not candidates or view <= landing:
-        return Fade({}, view)
-    act = np.ascontiguousarray(activation[candidates], dtype=np.float64)
-    tie = np.fromiter((episodes[i].n for i in candidates), dtype=np.int64, count=len(candidates))
-    size = np.fromiter((sizes[i] for i in candidates), dtype=np.int64, count=len(candidates))
-    picked = _core.fade(act, tie, size, view, landing).tolist()
-    states, projected = {}, view
-    for k in picked:
-        e = episodes[candidates[k]]
-        projected -= int(size[k])
-        if e.state == "sealed":
-            states[e.n] = "forgotten"
-        else:
-            states[e.n] = "sealed" if e.n in acknowledged else "leaving"
-    return Fade(states, projected)
+
+def facts_block_text(facts: Sequence[FactRecord], order: Sequence[int]) -> str | None:
+    by_n = {f.n: f for f in facts}
+    shown = [by_n[n] for n in order if n in by_n]
+    return blocks.facts_block(
+        [blocks.BlockFact(f.text, f.subject, f.object) for f in shown if not f.milestone],
+        [blocks.BlockFact(f.text, f.subject, f.object) for f in shown if f.milestone])
+
+
+def turn_sizes(history: History, ratio: float) -> tuple[list[int], list[int]]:
+    """Sizes of the last complete turns, and of their assistant steps (what follows the user
+    message: calls, outputs, replies), oldest first."""
+    totals: dict[int, int] = {}
+    steps: dict[int, int] = {}
+    stop = history.turn_start
+    for i in range(stop - 1, -1, -1):
+        turn = history.turns[i]
+        if turn not in totals and len(totals) >= C.TYPICAL_TURN_WINDOW:
+            break
+        totals[turn] = totals.get(turn, 0) + history.tokens[i]
+        if history.sides[i] != "user":
+            steps[turn] = steps.get(turn, 0) + history.tokens[i]
+    turns = sorted(t for t in totals if t > 0)
+    return ([round(totals[t] * ratio) for t in turns],
+            [round(steps.get(t, 0) * ratio) for t in turns])
+
+
+def sleeps(history: History, before: int) -> bool:
+    """A user message arrived 24 hours or more after the message before it."""
+    for i in range(max(before, 1), len(history)):
+        if history.sides[i] == "user" and history.ats[i] - history.ats[i - 1] >= C.SLEEP_GAP_SECONDS:
+            return True
+    return False
+
+
+def fact_tokens(facts: Sequence[FactRecord], encoding: str, ratio: float) -> int:
+    """What `facts` weigh in the facts block, corrected."""
+    lines = [f"- {f.text} [{f.subject}, {f.object}]" for f in facts]
+    return round((sum(tokens.count_texts(encoding, lines)) + len(lines)) * ratio)
+

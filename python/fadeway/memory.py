@@ -23,7 +23,18 @@ from .errors import FormatMismatchError, InvalidRequestError
 from .formats import Entry, Format, ParsedRequest
 from .formats.canonical import digest_of, encode_json, plain
 from .episodes import commit_cut, plan_read_cut, prepare_cut, read_cut, uncut_range
-from .forgetting import activations, budget, next_call_room, typical_turn
+from .forgetting import (
+    activations,
+    budget,
+    fact_tokens,
+    facts_block_text,
+    facts_of,
+    hidden_ranges,
+    next_call_room,
+    sleeps,
+    turn_sizes,
+    typical_turn,
+)
 from .history import History, align, next_turns, units
 from .lane import run_sync
 from .formats import text_of
@@ -58,7 +69,6 @@ if TYPE_CHECKING:
 __all__ = ["Memory"]
 
 log = logging.getLogger("fadeway")
-_decode_list = msgspec.json.decode
 
 
 class _Key(NamedTuple):
@@ -68,59 +78,6 @@ class _Key(NamedTuple):
     estimate: int
     count: int
     last: bytes | None
-
-
-def _hidden(episodes: Sequence[EpisodeRecord]) -> list[tuple[int, int]]:
-    """Seq ranges out of view: the messages of sealed and forgotten episodes."""
-    return [(e.first_seq, e.last_seq) for e in episodes if e.state in ("sealed", "forgotten")]
-
-
-def _facts_of(episodes: Sequence[EpisodeRecord], facts: Sequence[FactRecord],
-              acks: Sequence[tuple[int, int]], states: tuple[str, ...]) -> dict[int, list[FactRecord]]:
-    """The facts of each episode in `states` (a note's facts belong to every episode it acked)."""
-    wanted = {e.n for e in episodes if e.state in states}
-    notes_of: dict[int, list[int]] = {}
-    for episode, note in acks:
-        if episode in wanted:
-            notes_of.setdefault(episode, []).append(note)
-    by_note: dict[int, list[FactRecord]] = {}
-    for f in facts:
-        by_note.setdefault(f.note, []).append(f)
-    return {e: [f for note in ns for f in by_note.get(note, [])] for e, ns in notes_of.items()}
-
-
-def _facts_block(facts: Sequence[FactRecord], order: Sequence[int]) -> str | None:
-    by_n = {f.n: f for f in facts}
-    shown = [by_n[n] for n in order if n in by_n]
-    return blocks.facts_block(
-        [blocks.BlockFact(f.text, f.subject, f.object) for f in shown if not f.milestone],
-        [blocks.BlockFact(f.text, f.subject, f.object) for f in shown if f.milestone])
-
-
-def _turn_sizes(history: History, ratio: float) -> tuple[list[int], list[int]]:
-    """Sizes of the last complete turns, and of their assistant steps (what follows the user
-    message: calls, outputs, replies), oldest first."""
-    totals: dict[int, int] = {}
-    steps: dict[int, int] = {}
-    stop = history.turn_start
-    for i in range(stop - 1, -1, -1):
-        turn = history.turns[i]
-        if turn not in totals and len(totals) >= C.TYPICAL_TURN_WINDOW:
-            break
-        totals[turn] = totals.get(turn, 0) + history.tokens[i]
-        if history.sides[i] != "user":
-            steps[turn] = steps.get(turn, 0) + history.tokens[i]
-    turns = sorted(t for t in totals if t > 0)
-    return ([round(totals[t] * ratio) for t in turns],
-            [round(steps.get(t, 0) * ratio) for t in turns])
-
-
-def _sleeps(history: History, before: int) -> bool:
-    """A user message arrived 24 hours or more after the message before it."""
-    for i in range(max(before, 1), len(history)):
-        if history.sides[i] == "user" and history.ats[i] - history.ats[i - 1] >= C.SLEEP_GAP_SECONDS:
-            return True
-    return False
 
 
 def _restore_instructions(parsed: ParsedRequest, stored: bytes) -> None:
@@ -169,7 +126,7 @@ class Memory:
             instructions = encode_json({"instructions": parsed.request.get("instructions"),
                                         "messages": parsed.instructions})
             episodes = tx.episodes()
-            last_view = view_seqs(len(mirror), _hidden(episodes))
+            last_view = view_seqs(len(mirror), hidden_ranges(episodes))
             start = align(parsed.history, sent_digests, mirror, memory.decorated_through,
                           last_view)
             new = self._entries(fmt, parsed.history, start, sent_digests)
@@ -217,10 +174,10 @@ class Memory:
         else:
             order = msgspec.json.decode(memory.facts_order or "[]")
         role = instruction_role(fmt, parsed.instructions)
-        block = _facts_block(facts, order)
+        block = facts_block_text(facts, order)
         accepted = {call_id: notes.parse_note_arguments(args) is not None
                     for call_id, args in self._note_arguments().items()}
-        history, seqs = history_view(fmt, mirror, _hidden(episodes), accepted)
+        history, seqs = history_view(fmt, mirror, hidden_ranges(episodes), accepted)
         asking = [e for e in episodes if e.state == "leaving" and e.n not in acked]
         request = parsed.request
         extra: list[str] = []
@@ -253,17 +210,17 @@ class Memory:
         episodes = tx.episodes()
         facts = tx.facts()
         acks = tx.acks()
-        seqs = view_seqs(len(mirror), _hidden(episodes))
+        seqs = view_seqs(len(mirror), hidden_ranges(episodes))
         history_tokens = round(sum(mirror.tokens[i] for i in seqs) * ratio)
-        sealed_facts = _facts_of(episodes, facts, acks, states=("sealed",))
-        facts_tokens = {n: self._fact_tokens(fs, encoding, ratio) for n, fs in sealed_facts.items()}
+        sealed_facts = facts_of(episodes, facts, acks, states=("sealed",))
+        facts_tokens = {n: fact_tokens(fs, encoding, ratio) for n, fs in sealed_facts.items()}
         fixed = round(tokens.fixed_request_tokens(parsed, encoding) * ratio)
         block = sum(facts_tokens.values())
-        turn_sizes, steps = _turn_sizes(mirror, ratio)
-        typical, room = typical_turn(turn_sizes), next_call_room(steps)
+        sizes, steps = turn_sizes(mirror, ratio)
+        typical, room = typical_turn(sizes), next_call_room(steps)
         current = round(sum(mirror.tokens[mirror.turn_start:]) * ratio)
         plan = budget(engine.ceiling, fixed + block, room, typical, current)
-        sleeping = _sleeps(mirror, before)
+        sleeping = sleeps(mirror, before)
         if history_tokens <= plan.budget and not sleeping:
             return False
         if history_tokens <= plan.landing:
@@ -301,15 +258,10 @@ class Memory:
                      ", ".join(f"episode {n} {s}" for n, s in states.items()))
         return bool(states)
 
-    @staticmethod
-    def _fact_tokens(facts: Sequence[FactRecord], encoding: str, ratio: float) -> int:
-        lines = [f"- {f.text} [{f.subject}, {f.object}]" for f in facts]
-        return round((sum(tokens.count_texts(encoding, lines)) + len(lines)) * ratio)
-
     def _facts_order(self, tx: Transaction, episodes: Sequence[EpisodeRecord],
                      facts: Sequence[FactRecord], now: float) -> list[int]:
         """The facts block's facts (those of sealed episodes), most active first."""
-        shown = {f.n for fs in _facts_of(episodes, facts, tx.acks(), states=("sealed",)).values()
+        shown = {f.n for fs in facts_of(episodes, facts, tx.acks(), states=("sealed",)).values()
                  for f in fs}
         if not shown:
             return []
@@ -404,13 +356,6 @@ class Memory:
         ]
         tx.insert_messages(rows)
         self._history.extend(rows)
-
-    def _view(self) -> list[Any]:
-        """The history as the model sees it. Until forgetting runs, all of the stored history."""
-        bodies = self._history.bodies
-        if not bodies:
-            return []
-        return _decode_list(b"[" + b",".join(bodies) + b"]")
 
     # -- report ----------------------------------------------------------------------------
 
