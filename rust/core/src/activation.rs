@@ -67,6 +67,7 @@
 //! its episode's sum non-finite, and only then is the input searched for the culprit.
 
 use crate::CoreError;
+use crate::csr::check_offsets;
 
 /// Seconds in a minute: ages are measured in wall-clock minutes.
 pub const SECONDS_PER_MINUTE: f64 = 60.0;
@@ -105,7 +106,7 @@ pub fn activation_grouped(
 ) -> Result<Vec<f64>, CoreError> {
     check_now(now)?;
     check_same_length("at", at.len(), "score", score.len())?;
-    check_offsets(offsets, at.len())?;
+    check_offsets(offsets, at.len(), "groups", "traces")?;
     let groups = offsets.len() - 1;
     let mut activation = vec![0.0; groups];
     let mut scratch = Scratch::new();
@@ -132,7 +133,7 @@ pub fn activation_grouped(
 /// The significance of each episode: the plain sum of its traces' scores, never faded. The
 /// layout and the offset and score errors are those of [`activation_grouped`].
 pub fn significance_grouped(offsets: &[i64], score: &[f64]) -> Result<Vec<f64>, CoreError> {
-    check_offsets(offsets, score.len())?;
+    check_offsets(offsets, score.len(), "groups", "traces")?;
     let significance: Vec<f64> = offsets
         .windows(2)
         .map(|w| {
@@ -310,36 +311,6 @@ fn check_same_length(a: &str, a_len: usize, b: &str, b_len: usize) -> Result<(),
     }
 }
 
-/// CSR offsets over `traces` traces: at least one entry, starting at 0, non-decreasing, ending at
-/// `traces`. After this every offset is a valid index bound.
-fn check_offsets(offsets: &[i64], traces: usize) -> Result<(), CoreError> {
-    let (Some(&first), Some(&last)) = (offsets.first(), offsets.last()) else {
-        return Err(CoreError::InvalidArgument(
-            "offsets is empty; it must hold n_groups + 1 entries, starting at 0".into(),
-        ));
-    };
-    if first != 0 {
-        return Err(CoreError::InvalidArgument(format!(
-            "offsets[0] is {first}; offsets must start at 0"
-        )));
-    }
-    if let Some(j) = offsets.windows(2).position(|w| w[1] < w[0]) {
-        return Err(CoreError::InvalidArgument(format!(
-            "offsets[{}] is {} but offsets[{j}] is {}; offsets must be non-decreasing",
-            j + 1,
-            offsets[j + 1],
-            offsets[j]
-        )));
-    }
-    if i64::try_from(traces).ok() != Some(last) {
-        return Err(CoreError::InvalidArgument(format!(
-            "offsets ends at {last} but there are {traces} traces; the last offset must equal \
-             the number of traces"
-        )));
-    }
-    Ok(())
-}
-
 /// The error for the first trace of a block (starting at trace `start`) whose time is out of range.
 fn bad_time(now: f64, at: &[f64], start: usize) -> CoreError {
     let j = at.iter().position(|&a| !age_in_range(now - a)).unwrap_or(0);
@@ -379,7 +350,7 @@ pub fn activation_grouped_naive(
 ) -> Result<Vec<f64>, CoreError> {
     check_now(now)?;
     check_same_length("at", at.len(), "score", score.len())?;
-    check_offsets(offsets, at.len())?;
+    check_offsets(offsets, at.len(), "groups", "traces")?;
     if let Some(i) = at.iter().position(|&a| !age_in_range(now - a)) {
         return Err(bad_time(now, &at[i..], i));
     }

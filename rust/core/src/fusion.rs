@@ -21,6 +21,7 @@
 use std::cmp::Ordering;
 
 use crate::CoreError;
+use crate::csr::check_offsets;
 
 /// The fused ranking of the ranked lists in CSR layout: list `i` is `ids[offsets[i]..offsets[i +
 /// 1]]`, best first, with weight `weights[i]`. Returns the ids, best first, and their scores
@@ -101,29 +102,7 @@ impl Fused {
 }
 
 fn validate(offsets: &[i64], n_ids: usize, weights: &[f64], k: f64) -> Result<(), CoreError> {
-    let (Some(&first), Some(&last)) = (offsets.first(), offsets.last()) else {
-        return Err(CoreError::InvalidArgument(
-            "offsets is empty; it must hold n_lists + 1 entries, starting at 0".into(),
-        ));
-    };
-    if first != 0 {
-        return Err(CoreError::InvalidArgument(format!(
-            "offsets[0] is {first}; offsets must start at 0"
-        )));
-    }
-    if let Some(j) = offsets.windows(2).position(|w| w[1] < w[0]) {
-        return Err(CoreError::InvalidArgument(format!(
-            "offsets[{}] is {} but offsets[{j}] is {}; offsets must be non-decreasing",
-            j + 1,
-            offsets[j + 1],
-            offsets[j]
-        )));
-    }
-    if usize::try_from(last).ok() != Some(n_ids) {
-        return Err(CoreError::InvalidArgument(format!(
-            "offsets ends at {last} but there are {n_ids} ids; the last offset must equal len(ids)"
-        )));
-    }
+    check_offsets(offsets, n_ids, "lists", "ids")?;
     let lists = offsets.len() - 1;
     if weights.len() != lists {
         return Err(CoreError::InvalidArgument(format!(

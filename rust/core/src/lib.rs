@@ -5,6 +5,7 @@
 
 pub mod activation;
 pub mod bm25;
+pub mod csr;
 pub mod embed;
 pub mod error;
 pub mod fade;
