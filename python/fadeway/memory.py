@@ -138,7 +138,8 @@ class Memory:
             elif not has_instructions and memory.instructions is not None:
                 _restore_instructions(parsed, memory.instructions)
             tx.set_decorated_through(len(mirror))
-            decorated, key = self._forget_and_assemble(tx, parsed, memory, encoding, now, before)
+            decorated, key = self._forget_and_assemble(tx, parsed, memory, episodes, encoding,
+                                                       now, before)
             latest = tx.latest_request()
             tx.insert_request(RequestRecord(
                 n=(latest.n if latest else 0) + 1, at=now, model=parsed.model, encoding=encoding,
@@ -151,25 +152,30 @@ class Memory:
     # -- forgetting and the view ------------------------------------------------------------
 
     def _forget_and_assemble(self, tx: Transaction, parsed: ParsedRequest, memory: MemoryRecord,
-                             encoding: str, now: float, before: int) -> tuple[dict[str, Any], _Key]:
+                             episodes: list[EpisodeRecord], encoding: str, now: float,
+                             before: int) -> tuple[dict[str, Any], _Key]:
         """Seal what was acknowledged, fade if the history is over its budget (or the turn
-        sleeps), and build the request around the view."""
+        sleeps), and build the request around the view. `episodes` are as this call found them
+        (storing new messages does not change episodes)."""
         fmt, mirror = parsed.format, self._history
         ratio = tx.last_kept_ratio(parsed.model) or 1.0
-        episodes = tx.episodes()
-        acked = {e for e, _ in tx.acks()}
+        acks = tx.acks()
+        acked = {e for e, _ in acks}
         facts = tx.facts()
-        changed = False
         seal = {e.n: "sealed" for e in episodes
                 if e.state == "leaving" and e.n in acked and e.last_turn < mirror.turn}
         if seal:
             tx.set_episode_states(seal)
-            changed = True
-        if not any(e.state == "leaving" and e.n not in seal for e in episodes):
-            changed |= self._fade_if_needed(tx, parsed, encoding, ratio, now, before)
-        episodes = tx.episodes() if changed else episodes
+            episodes = [msgspec.structs.replace(e, state="sealed") if e.n in seal else e
+                        for e in episodes]
+        changed = bool(seal)
+        if not any(e.state == "leaving" for e in episodes):
+            faded = self._fade_if_needed(tx, parsed, episodes, facts, acks, encoding, ratio,
+                                         now, before)
+            if faded:
+                episodes, changed = tx.episodes(), True
         if changed or (memory.facts_order is None and facts):
-            order = self._facts_order(tx, episodes, facts, now)
+            order = self._facts_order(tx, episodes, facts, acks, now)
             tx.set_facts_order(encode_json(order).decode())
         else:
             order = msgspec.json.decode(memory.facts_order or "[]")
@@ -203,13 +209,15 @@ class Memory:
             out.update(notes.find_note_calls(fmt, [body]))
         return out
 
-    def _fade_if_needed(self, tx: Transaction, parsed: ParsedRequest, encoding: str,
-                        ratio: float, now: float, before: int) -> bool:
-        """Run a fade to the landing when the history is over its budget, or the turn sleeps."""
+    def _fade_if_needed(self, tx: Transaction, parsed: ParsedRequest,
+                        episodes: Sequence[EpisodeRecord], facts: Sequence[FactRecord],
+                        acks: Sequence[tuple[int, int]], encoding: str, ratio: float, now: float,
+                        before: int) -> bool:
+        """Run a fade to the landing when the history is over its budget, or the turn sleeps.
+
+        `episodes`, `facts` and `acks` are the memory's as this decorate stands (seals applied).
+        """
         mirror, engine = self._history, self._engine
-        episodes = tx.episodes()
-        facts = tx.facts()
-        acks = tx.acks()
         seqs = view_seqs(len(mirror), hidden_ranges(episodes))
         history_tokens = round(sum(mirror.tokens[i] for i in seqs) * ratio)
         sealed_facts = facts_of(episodes, facts, acks, states=("sealed",))
@@ -259,9 +267,10 @@ class Memory:
         return bool(states)
 
     def _facts_order(self, tx: Transaction, episodes: Sequence[EpisodeRecord],
-                     facts: Sequence[FactRecord], now: float) -> list[int]:
+                     facts: Sequence[FactRecord], acks: Sequence[tuple[int, int]],
+                     now: float) -> list[int]:
         """The facts block's facts (those of sealed episodes), most active first."""
-        shown = {f.n for fs in facts_of(episodes, facts, tx.acks(), states=("sealed",)).values()
+        shown = {f.n for fs in facts_of(episodes, facts, acks, states=("sealed",)).values()
                  for f in fs}
         if not shown:
             return []
