@@ -22,6 +22,10 @@ __all__ = [
     "InvalidExportError",
     "StoreError",
     "SchemaVersionError",
+    "EndpointError",
+    "EndpointTimeout",
+    "EndpointResponseError",
+    "EmbedderMismatchError",
 ]
 
 
@@ -83,3 +87,26 @@ class StoreError(FadewayError):
 
 class SchemaVersionError(StoreError):
     """The store's schema is newer than this version of fadeway understands."""
+
+
+class EndpointError(FadewayError):
+    """A call to a provider endpoint (embeddings, judge) failed.
+
+    `status` is the HTTP status of the last answer, or None when no answer came (network error).
+    """
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class EndpointTimeout(EndpointError, TimeoutError):
+    """A call to a provider endpoint did not finish by its deadline (all attempts and waits)."""
+
+
+class EndpointResponseError(EndpointError, ValueError):
+    """A provider endpoint answered with a body fadeway cannot read (malformed or inconsistent)."""
+
+
+class EmbedderMismatchError(FadewayError, ValueError):
+    """Vectors of one embedder met vectors or an index of another (name or dimension differ)."""
