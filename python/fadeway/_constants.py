@@ -107,3 +107,6 @@ NOTE_WRITER_MAX_CHARS = 400
 #: The rank constant of reciprocal rank fusion: an id at rank r of a list earns
 #: weight / (RRF_K + r) (Cormack et al.'s usual 60).
 RRF_K = 60
+
+#: Size of the default (hashing) embeddings stored with passages and searched with hnswlib.
+EMBED_DIM = 1024
