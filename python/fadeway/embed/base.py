@@ -42,7 +42,7 @@ class Embedder(abc.ABC):
 
         return run_sync(self.embed(texts, deadline=deadline))
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027, RUF100 - an optional hook
         """Release what the embedder holds (connections, a model). Safe to call twice."""
 
     def __repr__(self) -> str:
