@@ -47,6 +47,8 @@ def rrf(
     limit: int,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]: ...
 
+def tokenize(text: str, stopwords: bool = True, stem: bool = True) -> list[str]: ...
+
 class Bm25Index:
     def __init__(
         self, k1: float = 1.2, b: float = 0.75, stopwords: bool = True, stem: bool = True

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .base import Boundaries, Judge, JudgeTimeout, UnitText
+from .base import Boundaries, FactText, Judge, JudgeTimeout, Relation, UnitText
 from .offline import OfflineJudge
 from .scripted import ScriptedJudge
 
-__all__ = ["Boundaries", "Judge", "JudgeTimeout", "OfflineJudge", "ScriptedJudge", "UnitText"]
+__all__ = ["Boundaries", "FactText", "Judge", "Relation", "JudgeTimeout", "OfflineJudge", "ScriptedJudge", "UnitText"]

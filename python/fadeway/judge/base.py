@@ -5,13 +5,15 @@ or None for no limit): the LLM-backed judge of a later stage does network I/O, a
 and scripted judges honour the same shape. A judge that cannot answer by the deadline raises
 `JudgeTimeout`; callers fall back as the spec says for each judgment.
 
-Implemented judgments (more join as their stages land: fact-against-episode answers, walk
-levels, distillation, same/contradicts, entity resolution):
+Implemented judgments (more join as their stages land: walk levels, distillation):
 
 - `boundaries`: each unit read in context, scored as the first and as the last message of a
   concept (MECHANISM: "Episodes").
 - `about`: is this fact about that episode? A yes or no with a score, for every pair of a batch
   of facts and a batch of episodes (MECHANISM: "Encoding and traces").
+- `relate`: is a new fact the same as one already held, does it contradict it, or neither
+  (MECHANISM: "The note ask and sealing": a restated fact merges, a newer one retires).
+- `same_entity`: are two names the same entity (confirms a candidate that similarity found)?
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 
 from ..errors import FadewayError
 
-__all__ = ["Judge", "JudgeTimeout", "UnitText", "Boundaries", "Answer"]
+__all__ = ["Judge", "JudgeTimeout", "UnitText", "Boundaries", "Answer", "FactText", "Relation"]
 
 
 class JudgeTimeout(FadewayError, TimeoutError):
@@ -57,6 +59,20 @@ class Answer:
     score: float
 
 
+@dataclass(frozen=True, slots=True)
+class FactText:
+    """A fact as a judge reads it: its sentence and its two entities (canonical names)."""
+
+    text: str
+    subject: str
+    object: str
+
+
+#: How a new fact stands to one already held.
+Relation = str  # "same" | "contradicts" | "unrelated"
+RELATIONS = ("same", "contradicts", "unrelated")
+
+
 class Judge(abc.ABC):
     """A judgment model. Subclasses answer each judgment for a batch of items at once."""
 
@@ -77,3 +93,14 @@ class Judge(abc.ABC):
     async def about(self, facts: Sequence[str], episodes: Sequence[str], *,
                     deadline: float | None = None) -> list[list[Answer]]:
         """For each fact, for each episode (its text): is this fact about that episode?"""
+
+    @abc.abstractmethod
+    async def relate(self, pairs: Sequence[tuple[FactText, FactText]], *,
+                     deadline: float | None = None) -> list[Relation]:
+        """For each (new fact, held fact): "same" (a restatement), "contradicts" (the new one
+        makes the held one no longer true) or "unrelated"."""
+
+    @abc.abstractmethod
+    async def same_entity(self, pairs: Sequence[tuple[str, str]], *,
+                          deadline: float | None = None) -> list[bool]:
+        """For each pair of names: do they name the same entity?"""

@@ -3,6 +3,7 @@
 Boundaries come from lexical and embedding cohesion between the units before and after each gap
 (TextTiling-like; see `fadeway.cohesion`), computed over the units with their context. Whether
 a fact is about an episode is the cosine of their hashing embeddings against a threshold.
+Fact relations and entity confirmations come from shared entities, words, numbers and negations.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import numpy as np
 
 from .. import _constants as C
 from .. import _core, cohesion
-from .base import Answer, Boundaries, Judge, UnitText
+from .base import Answer, Boundaries, FactText, Judge, Relation, UnitText
 
-__all__ = ["OfflineJudge"]
+__all__ = ["OfflineJudge", "relate_offline", "same_entity_offline"]
 
 
 class OfflineJudge(Judge):
@@ -48,3 +49,60 @@ class OfflineJudge(Judge):
         np.maximum.at(best.T, np.asarray(owner), cos.T)
         best = np.clip(best, -1.0, 1.0)
         return [[Answer(bool(c >= C.ABOUT_THRESHOLD), float(c)) for c in row] for row in best]
+
+    async def relate(self, pairs: Sequence[tuple[FactText, FactText]], *,
+                     deadline: float | None = None) -> list[Relation]:
+        return [relate_offline(new, held) for new, held in pairs]
+
+    async def same_entity(self, pairs: Sequence[tuple[str, str]], *,
+                          deadline: float | None = None) -> list[bool]:
+        return [same_entity_offline(a, b) for a, b in pairs]
+
+
+#: Words that turn a statement around ("isn't" tokenizes to "isn" and "t").
+_NEGATIONS = frozenset({"not", "no", "never", "none", "nobody", "nothing", "cannot", "without",
+                        "neither", "nor", "t"})
+
+
+def _numbers(tokens: Sequence[str]) -> frozenset[str]:
+    return frozenset(t for t in tokens if any(c.isdigit() for c in t))
+
+
+def _negated(text: str) -> bool:
+    return sum(t in _NEGATIONS for t in _core.tokenize(text, stopwords=False, stem=False)) % 2 == 1
+
+
+def _name_key(name: str) -> str:
+    return " ".join(_core.tokenize(name, stopwords=False, stem=True))
+
+
+def relate_offline(new: FactText, held: FactText) -> Relation:
+    """Same, contradicts or unrelated, from the shared entities, hashing similarity, and the
+    numbers and negations that differ. Only facts about a shared subject (or between the same
+    two entities) can relate; a different subject with the same object is left unrelated
+    (it may be a replaced owner, or two people who both did something: that needs a model)."""
+    pair = {_name_key(new.subject), _name_key(new.object)}
+    same_pair = pair == {_name_key(held.subject), _name_key(held.object)}
+    if not same_pair and _name_key(new.subject) != _name_key(held.subject):
+        return "unrelated"
+    a, b = _core.tokenize(new.text), _core.tokenize(held.text)
+    negation_differs = _negated(new.text) != _negated(held.text)
+    if a == b and not negation_differs:
+        return "same"
+    vectors = _core.hash_embed([new.text, held.text], C.RELATE_EMBED_DIM)
+    cos = float(vectors[0] @ vectors[1])
+    numbers_a, numbers_b = _numbers(a), _numbers(b)
+    if cos >= C.RELATE_CONTRADICT_THRESHOLD and (
+            negation_differs or (numbers_a and numbers_b and numbers_a != numbers_b)):
+        return "contradicts"
+    if same_pair and cos >= C.RELATE_SAME_THRESHOLD and numbers_a == numbers_b:
+        return "same"
+    return "unrelated"
+
+
+def same_entity_offline(a: str, b: str) -> bool:
+    """Two names are one entity when they hold the same words (stopwords dropped, plurals
+    stemmed, any order): "copy v3 of the pricing page" is "pricing page copy v3". A name
+    contained in another ("pricing page" in "pricing page copy v3") is not confirmed."""
+    ta, tb = set(_core.tokenize(a)), set(_core.tokenize(b))
+    return bool(ta) and ta == tb

@@ -6,12 +6,15 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 
-from .base import Answer, Boundaries, Judge, JudgeTimeout, UnitText
+from .base import Answer, Boundaries, FactText, Judge, JudgeTimeout, Relation, UnitText
+from .offline import relate_offline, same_entity_offline
 
 __all__ = ["ScriptedJudge"]
 
 BoundaryScript = Callable[[Sequence[UnitText]], Boundaries]
 AboutScript = Callable[[str, str], Answer]
+RelateScript = Callable[[FactText, FactText], Relation]
+SameEntityScript = Callable[[str, str], bool]
 
 
 def _flat(units: Sequence[UnitText]) -> Boundaries:
@@ -30,9 +33,13 @@ class ScriptedJudge(Judge):
     name = "scripted"
 
     def __init__(self, *, boundaries: BoundaryScript = _flat, about: AboutScript = _shared_word,
+                 relate: RelateScript = relate_offline,
+                 same_entity: SameEntityScript = same_entity_offline,
                  delay: float = 0.0) -> None:
         self._boundaries = boundaries
         self._about = about
+        self._relate = relate
+        self._same_entity = same_entity
         self.delay = delay
         self.calls: list[tuple[str, int]] = []
 
@@ -59,3 +66,15 @@ class ScriptedJudge(Judge):
         self.calls.append(("about", len(facts) * len(episodes)))
         await self._wait(deadline)
         return [[self._about(f, e) for e in episodes] for f in facts]
+
+    async def relate(self, pairs: Sequence[tuple[FactText, FactText]], *,
+                     deadline: float | None = None) -> list[Relation]:
+        self.calls.append(("relate", len(pairs)))
+        await self._wait(deadline)
+        return [self._relate(new, held) for new, held in pairs]
+
+    async def same_entity(self, pairs: Sequence[tuple[str, str]], *,
+                          deadline: float | None = None) -> list[bool]:
+        self.calls.append(("same_entity", len(pairs)))
+        await self._wait(deadline)
+        return [self._same_entity(a, b) for a, b in pairs]

@@ -5,7 +5,7 @@
 
 use std::sync::RwLock;
 
-use fadeway_core::bm25::{Analyzer, Bm25Index as CoreIndex};
+use fadeway_core::bm25::{tokenize as core_tokenize, Analyzer, Bm25Index as CoreIndex};
 use numpy::{IntoPyArray, PyArray1};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -100,7 +100,15 @@ impl Bm25Index {
     }
 }
 
+/// The tokens of `text` as a `Bm25Index` with these flags reads it (documents and queries alike).
+#[pyfunction]
+#[pyo3(signature = (text, stopwords = true, stem = true))]
+fn tokenize(text: &str, stopwords: bool, stem: bool) -> Vec<String> {
+    core_tokenize(text, Analyzer { stopwords, stem })
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Bm25Index>()?;
+    m.add_function(wrap_pyfunction!(tokenize, m)?)?;
     Ok(())
 }
