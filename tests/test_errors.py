@@ -71,7 +71,7 @@ def test_tool_output_may_answer_a_call_stored_earlier(engine):
     assert [m.answers for m in mem.messages()] == [None, None, "c1"]
 
 
-@pytest.mark.parametrize("memory_id", [None, 42, b"bytes", "", "x" * 1025, "a\x00b"])
+@pytest.mark.parametrize("memory_id", [None, 42, b"bytes", "", "x" * 1025, "a\ud800b"])
 def test_bad_memory_ids(engine, memory_id):
     with pytest.raises(errors.InvalidMemoryIdError):
         engine.memory(memory_id)

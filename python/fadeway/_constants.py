@@ -97,6 +97,33 @@ ABOUT_EMBED_DIM = 1024
 #: How long a cut that forgetting needs may wait for the judge, inline in decorate (seconds).
 INLINE_CUT_DEADLINE = 10.0
 
+# -- the knowledge graph --------------------------------------------------------------------
+
+#: A name not yet known is compared with every entity's canonical name by embedding; those at
+#: this cosine or above (at most ENTITY_CANDIDATES of them) go to the judge to confirm.
+ENTITY_CANDIDATE_THRESHOLD = 0.6
+ENTITY_CANDIDATES = 3
+#: Held facts a new fact is compared with (those sharing an entity, then the best BM25 hits).
+RELATE_CANDIDATES = 8
+RELATE_BM25_HITS = 5
+#: The offline judge: a fact between the same two entities at this hashing cosine or above,
+#: with the same numbers and negation, restates the held fact; one about the same subject at
+#: RELATE_CONTRADICT_THRESHOLD or above that changes a number or a negation contradicts it.
+RELATE_SAME_THRESHOLD = 0.8
+RELATE_CONTRADICT_THRESHOLD = 0.5
+RELATE_EMBED_DIM = 1024
+
+# -- passages and search -------------------------------------------------------------------
+
+#: A message longer than this many characters (about 400 tokens) is cut into windows that
+#: overlap by PASSAGE_OVERLAP_CHARS, so a fact near a cut is whole in one of them.
+PASSAGE_MAX_CHARS = 1_600
+PASSAGE_OVERLAP_CHARS = 200
+#: Texts per embedder call in the lane's embed job.
+EMBED_BATCH = 256
+#: Memories whose search indexes an engine keeps open.
+OPEN_INDEXES = 64
+
 # -- the offline note writer ----------------------------------------------------------------
 
 #: Facts the offline note writer keeps per note, and the sentence lengths it considers.

@@ -8,6 +8,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
+from pathlib import Path
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -18,13 +19,17 @@ from . import _constants as C
 from . import formats
 from .errors import ImportConflictError, InvalidExportError, InvalidMemoryIdError
 from .formats import Format
-from . import scoring  # noqa: F401  (registers the lane job that writes fact traces)
+# Each registers its lane job: fact traces, the graph, passages, and embeddings.
+from . import graph, passages, scoring  # noqa: F401
+from .embed import Embedder, embedder_from
 from .episodes import CutSettings
 from .history import History
 from .judge import Judge, OfflineJudge
 from .lane import BackgroundWorker, drain
 from .memory import Memory
 from .model import EXPORT_VERSION, MemoryExport, MessageRecord, RequestRecord
+from .paths import data_dir_for, index_dir
+from .search import MemoryIndex
 from .store import Store, open_store
 
 __all__ = ["Engine", "open"]
@@ -41,8 +46,11 @@ def _check_memory_id(memory_id: Any) -> str:
     if len(memory_id) > MAX_MEMORY_ID_LENGTH:
         raise InvalidMemoryIdError(
             f"a memory id must be at most {MAX_MEMORY_ID_LENGTH} characters, not {len(memory_id)}")
-    if "\x00" in memory_id:
-        raise InvalidMemoryIdError("a memory id must not contain NUL characters")
+    try:
+        memory_id.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidMemoryIdError("a memory id must be valid Unicode (it holds a lone "
+                                   "surrogate)") from None
     return memory_id
 
 
@@ -53,7 +61,8 @@ class Engine:
                  clock: Callable[[], float] | None = None, judge: Judge | None = None,
                  cut_settings: CutSettings | None = None, background: bool = True,
                  lane_threads: int = C.LANE_THREADS,
-                 lane_lease_seconds: float = C.LANE_LEASE_SECONDS) -> None:
+                 lane_lease_seconds: float = C.LANE_LEASE_SECONDS,
+                 embedder: Embedder | str | None = None, data_dir: Path | None = None) -> None:
         if not isinstance(ceiling, int) or ceiling <= 0:
             raise ValueError(f"ceiling must be a positive number of tokens, not {ceiling!r}")
         if lane_lease_seconds <= 0:
@@ -62,6 +71,10 @@ class Engine:
         self.ceiling = ceiling
         self.clock: Callable[[], float] = clock or time.time
         self.judge: Judge = judge or OfflineJudge()
+        self.embedder: Embedder = embedder_from(embedder)
+        #: Where each memory's search indexes are saved (None: kept in memory only).
+        self.data_dir = data_dir
+        self._indexes: OrderedDict[str, MemoryIndex] = OrderedDict()
         self.cut_settings = cut_settings or CutSettings()
         self.lane_lease_seconds = lane_lease_seconds
         # Mirrors of recently used memories' histories. An evicted mirror is only a cache miss:
@@ -81,6 +94,7 @@ class Engine:
         if self._worker is not None:
             self._worker.close()
             self._worker = None
+        self.embedder.close()
         self.store.close()
 
     def drain(self) -> int:
@@ -110,6 +124,20 @@ class Engine:
             else:
                 self._histories.move_to_end(memory_id)
         return Memory(self, memory_id, history)
+
+    def index(self, memory_id: str) -> MemoryIndex:
+        """The search indexes of one memory (opened on first use, kept for recent memories)."""
+        with self._guard:
+            index = self._indexes.get(memory_id)
+            if index is None:
+                directory = index_dir(self.data_dir, memory_id) if self.data_dir else None
+                index = self._indexes[memory_id] = MemoryIndex(memory_id, directory,
+                                                                 self.embedder)
+                if len(self._indexes) > C.OPEN_INDEXES:
+                    self._indexes.popitem(last=False)
+            else:
+                self._indexes.move_to_end(memory_id)
+        return index
 
     def memory_ids(self) -> list[str]:
         """The ids of every memory in the store."""
@@ -174,6 +202,14 @@ class Engine:
             tx.append_traces(export.traces)
             if export.facts_order is not None:
                 tx.set_facts_order(msgspec.json.encode(export.facts_order).decode())
+            tx.set_facts_block(export.facts_block)
+            tx.insert_graph(export.entities, export.aliases, export.edges, export.retirements)
+            tx.insert_passages(export.passages)
+            if export.facts or export.passages:
+                # Vectors are not exported (the embedder remakes them): queue their making.
+                tx.enqueue("embed", b"{}", self.clock())
+        if export.facts or export.passages:
+            self._jobs_queued()
         return memory
 
     async def aimport_memory(self, doc: MemoryExport | dict[str, Any] | bytes | str) -> Memory:
@@ -208,7 +244,8 @@ def open(url: str | os.PathLike[str] = "fadeway.db", *, ceiling: int = C.DEFAULT
          episode_max_tokens: int = C.EPISODE_MAX_TOKENS,
          cut_after_tokens: int = C.CUT_AFTER_TOKENS, background: bool = True,
          lane_threads: int = C.LANE_THREADS,
-         lane_lease_seconds: float = C.LANE_LEASE_SECONDS) -> Engine:
+         lane_lease_seconds: float = C.LANE_LEASE_SECONDS,
+         embedder: Embedder | str | None = None) -> Engine:
     """Open (or create) a store of memories.
 
     url: a file path or `sqlite:///path` (the embedded default).
@@ -221,8 +258,14 @@ def open(url: str | os.PathLike[str] = "fadeway.db", *, ceiling: int = C.DEFAULT
     background: run the memories' lanes in background threads (else only `drain()` runs them).
     lane_threads: threads of that background worker.
     lane_lease_seconds: how long a worker holds a lane before another may take it over.
+    embedder: what facts and passages are embedded with for search (`fadeway.embed.embedder_from`
+        names them): the offline hashing embedder by default, an OpenAI-compatible endpoint URL,
+        or "local:<path>" for a sentence-transformers model on disk.
+
+    Search indexes are saved beside an SQLite file, in `<file>.indexes/`.
     """
     settings = CutSettings(episode_min_tokens, episode_max_tokens, cut_after_tokens)
     return Engine(open_store(url, synchronous=synchronous), ceiling=ceiling, clock=clock,
                   judge=judge, cut_settings=settings, background=background,
-                  lane_threads=lane_threads, lane_lease_seconds=lane_lease_seconds)
+                  lane_threads=lane_threads, lane_lease_seconds=lane_lease_seconds,
+                  embedder=embedder, data_dir=data_dir_for(url))

@@ -15,6 +15,7 @@ import numpy as np
 
 from . import _constants as C
 from . import _core, blocks, tokens
+from .graph import Graph
 from .history import History
 from .model import EpisodeRecord, FactRecord, TraceRecord
 
@@ -82,8 +83,12 @@ def hidden_ranges(episodes: Sequence[EpisodeRecord]) -> list[tuple[int, int]]:
 
 
 def facts_of(episodes: Sequence[EpisodeRecord], facts: Sequence[FactRecord],
-              acks: Sequence[tuple[int, int]], states: tuple[str, ...]) -> dict[int, list[FactRecord]]:
-    """The facts of each episode in `states` (a note's facts belong to every episode it acked)."""
+             acks: Sequence[tuple[int, int]], states: tuple[str, ...],
+             graph: Graph | None = None) -> dict[int, list[FactRecord]]:
+    """The facts of each episode in `states` (a note's facts belong to every episode it acked).
+
+    With the `graph`, each fact is given as the held fact it stands as, once per episode, and
+    retired facts are left out."""
     wanted = {e.n for e in episodes if e.state in states}
     notes_of: dict[int, list[int]] = {}
     for episode, note in acks:
@@ -92,15 +97,26 @@ def facts_of(episodes: Sequence[EpisodeRecord], facts: Sequence[FactRecord],
     by_note: dict[int, list[FactRecord]] = {}
     for f in facts:
         by_note.setdefault(f.note, []).append(f)
-    return {e: [f for note in ns for f in by_note.get(note, [])] for e, ns in notes_of.items()}
+    out = {e: [f for note in ns for f in by_note.get(note, [])] for e, ns in notes_of.items()}
+    if graph is None:
+        return out
+    by_n = {f.n: f for f in facts}
+    return {e: [by_n[n] for n in graph.shown(f.n for f in fs) if n in by_n]
+            for e, fs in out.items()}
 
 
-def facts_block_text(facts: Sequence[FactRecord], order: Sequence[int]) -> str | None:
+def facts_block_text(facts: Sequence[FactRecord], order: Sequence[int],
+                     graph: Graph | None = None) -> str | None:
+    """The facts block of the facts numbered in `order`, under their entities' canonical names."""
     by_n = {f.n: f for f in facts}
     shown = [by_n[n] for n in order if n in by_n]
-    return blocks.facts_block(
-        [blocks.BlockFact(f.text, f.subject, f.object) for f in shown if not f.milestone],
-        [blocks.BlockFact(f.text, f.subject, f.object) for f in shown if f.milestone])
+
+    def block_fact(f: FactRecord) -> blocks.BlockFact:
+        subject, obj = graph.names(f) if graph is not None else (f.subject, f.object)
+        return blocks.BlockFact(f.text, subject, obj)
+
+    return blocks.facts_block([block_fact(f) for f in shown if not f.milestone],
+                              [block_fact(f) for f in shown if f.milestone])
 
 
 def turn_sizes(history: History, ratio: float) -> tuple[list[int], list[int]]:

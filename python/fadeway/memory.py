@@ -35,6 +35,7 @@ from .forgetting import (
     turn_sizes,
     typical_turn,
 )
+from .graph import Graph
 from .history import History, align, next_turns, units
 from .lane import run_sync
 from .formats import text_of
@@ -50,10 +51,12 @@ from .model import (
     MemoryRecord,
     MessageRecord,
     ReportResult,
+    SearchHit,
     RequestRecord,
     TraceRecord,
     Unit,
 )
+from .search import search_memory
 from .store import Transaction
 from .view import (
     block_message,
@@ -138,14 +141,14 @@ class Memory:
             elif not has_instructions and memory.instructions is not None:
                 _restore_instructions(parsed, memory.instructions)
             tx.set_decorated_through(len(mirror))
-            decorated, key = self._forget_and_assemble(tx, parsed, memory, episodes, encoding,
-                                                       now, before)
+            decorated, key, sealed = self._forget_and_assemble(tx, parsed, memory, episodes,
+                                                               encoding, now, before)
             latest = tx.latest_request()
             tx.insert_request(RequestRecord(
                 n=(latest.n if latest else 0) + 1, at=now, model=parsed.model, encoding=encoding,
                 estimate=key.estimate, view_len=key.count, view_last=key.last,
                 history_through=len(mirror)))
-        if took:
+        if took or sealed:
             self._engine._jobs_queued()
         return decorated
 
@@ -153,15 +156,18 @@ class Memory:
 
     def _forget_and_assemble(self, tx: Transaction, parsed: ParsedRequest, memory: MemoryRecord,
                              episodes: list[EpisodeRecord], encoding: str, now: float,
-                             before: int) -> tuple[dict[str, Any], _Key]:
+                             before: int) -> tuple[dict[str, Any], _Key, bool]:
         """Seal what was acknowledged, fade if the history is over its budget (or the turn
         sleeps), and build the request around the view. `episodes` are as this call found them
-        (storing new messages does not change episodes)."""
+        (storing new messages does not change episodes). Also says whether episodes sealed
+        (their passages are then queued)."""
         fmt, mirror = parsed.format, self._history
         ratio = tx.last_kept_ratio(parsed.model) or 1.0
         acks = tx.acks()
         acked = {e for e, _ in acks}
         facts = tx.facts()
+        graph = Graph.read(tx)
+        sealed_before = {e.n for e in episodes if e.state in ("sealed", "forgotten")}
         seal = {e.n: "sealed" for e in episodes
                 if e.state == "leaving" and e.n in acked and e.last_turn < mirror.turn}
         if seal:
@@ -170,17 +176,23 @@ class Memory:
                         for e in episodes]
         changed = bool(seal)
         if not any(e.state == "leaving" for e in episodes):
-            faded = self._fade_if_needed(tx, parsed, episodes, facts, acks, encoding, ratio,
-                                         now, before)
+            faded = self._fade_if_needed(tx, parsed, episodes, facts, acks, graph, encoding,
+                                         ratio, now, before)
             if faded:
                 episodes, changed = tx.episodes(), True
         if changed or (memory.facts_order is None and facts):
-            order = self._facts_order(tx, episodes, facts, acks, now)
+            order = self._facts_order(tx, episodes, facts, acks, graph, now)
+            block = facts_block_text(facts, order, graph)
             tx.set_facts_order(encode_json(order).decode())
-        else:
-            order = msgspec.json.decode(memory.facts_order or "[]")
+            tx.set_facts_block(block)
+        elif memory.facts_block is not None or memory.facts_order is None:
+            block = memory.facts_block  # byte for byte as when it last changed
+        else:  # a store from before the block's text was kept
+            block = facts_block_text(facts, msgspec.json.decode(memory.facts_order), graph)
+        newly_sealed = {e.n for e in episodes if e.state == "sealed"} - sealed_before
+        if newly_sealed:
+            tx.enqueue("passages", encode_json({"episodes": sorted(newly_sealed)}), now)
         role = instruction_role(fmt, parsed.instructions)
-        block = facts_block_text(facts, order)
         accepted = {call_id: notes.parse_note_arguments(args) is not None
                     for call_id, args in self._note_arguments().items()}
         history, seqs = history_view(fmt, mirror, hidden_ranges(episodes), accepted)
@@ -198,7 +210,7 @@ class Memory:
         estimate = (tokens.fixed_request_tokens(out, encoding) + sum(mirror.tokens[i] for i in seqs)
                     + sum(tokens.count_texts(encoding, extra)))
         key = _Key(estimate, len(seqs), mirror.digests[seqs[-1]] if seqs else None)
-        return formats.assemble(out, history), key
+        return formats.assemble(out, history), key, bool(newly_sealed)
 
     def _note_arguments(self) -> dict[str, str]:
         """Arguments of every note call in the stored history, by call id."""
@@ -211,8 +223,8 @@ class Memory:
 
     def _fade_if_needed(self, tx: Transaction, parsed: ParsedRequest,
                         episodes: Sequence[EpisodeRecord], facts: Sequence[FactRecord],
-                        acks: Sequence[tuple[int, int]], encoding: str, ratio: float, now: float,
-                        before: int) -> bool:
+                        acks: Sequence[tuple[int, int]], graph: Graph, encoding: str,
+                        ratio: float, now: float, before: int) -> bool:
         """Run a fade to the landing when the history is over its budget, or the turn sleeps.
 
         `episodes`, `facts` and `acks` are the memory's as this decorate stands (seals applied).
@@ -220,7 +232,7 @@ class Memory:
         mirror, engine = self._history, self._engine
         seqs = view_seqs(len(mirror), hidden_ranges(episodes))
         history_tokens = round(sum(mirror.tokens[i] for i in seqs) * ratio)
-        sealed_facts = facts_of(episodes, facts, acks, states=("sealed",))
+        sealed_facts = facts_of(episodes, facts, acks, states=("sealed",), graph=graph)
         facts_tokens = {n: fact_tokens(fs, encoding, ratio) for n, fs in sealed_facts.items()}
         fixed = round(tokens.fixed_request_tokens(parsed, encoding) * ratio)
         block = sum(facts_tokens.values())
@@ -267,15 +279,19 @@ class Memory:
         return bool(states)
 
     def _facts_order(self, tx: Transaction, episodes: Sequence[EpisodeRecord],
-                     facts: Sequence[FactRecord], acks: Sequence[tuple[int, int]],
+                     facts: Sequence[FactRecord], acks: Sequence[tuple[int, int]], graph: Graph,
                      now: float) -> list[int]:
-        """The facts block's facts (those of sealed episodes), most active first."""
-        shown = {f.n for fs in facts_of(episodes, facts, acks, states=("sealed",)).values()
-                 for f in fs}
+        """The facts block's facts (those of sealed episodes, each as the held fact it stands
+        as, retired ones left out), most active first. A held fact's activation counts the
+        traces of the restatements merged into it."""
+        shown = {f.n for fs in facts_of(episodes, facts, acks, states=("sealed",),
+                                        graph=graph).values() for f in fs}
         if not shown:
             return []
         ns = sorted(shown)
-        act, _ = activations(ns, tx.traces(), now, by="fact")
+        traces = [msgspec.structs.replace(t, fact=graph.root(t.fact)) if t.fact is not None else t
+                  for t in tx.traces()]
+        act, _ = activations(ns, traces, now, by="fact")
         return [n for _, n in sorted(zip(act.tolist(), ns, strict=True), key=lambda p: (-p[0], -p[1]))]
 
     # -- notes -----------------------------------------------------------------------------
@@ -314,7 +330,11 @@ class Memory:
         tx.insert_note(NoteRecord(n=n, at=now, call_id=call_id, source=source,
                                   arguments=arguments), facts, awaiting)
         if facts:
+            # The graph takes the facts first (merges and retirements), then they are scored
+            # against the episodes and embedded for search.
+            tx.enqueue("graph", encode_json({"note": n}), now)
             tx.enqueue("score", encode_json({"note": n}), now)
+            tx.enqueue("embed", b"{}", now)
         log.info("memory %r: note %d took %d facts for episodes %s", self.memory_id, n,
                  len(facts), awaiting)
 
@@ -543,6 +563,8 @@ class Memory:
             episodes = tx.episodes()
             traces = tx.traces()
             notes_, facts, acks = tx.notes(), tx.facts(), tx.acks()
+            graph = (tx.entities(), tx.aliases(), tx.edges(), tx.retirements())
+            passages = tx.passages()
         return MemoryExport(
             memory_id=self.memory_id,
             format=memory.format,
@@ -565,7 +587,20 @@ class Memory:
             facts=facts,
             acks=acks,
             facts_order=msgspec.json.decode(memory.facts_order) if memory.facts_order else None,
+            facts_block=memory.facts_block,
+            entities=graph[0],
+            aliases=graph[1],
+            edges=graph[2],
+            retirements=graph[3],
+            passages=passages,
         )
+
+    def search(self, query: str, *, kind: str = "fact", k: int = 10) -> list[SearchHit]:
+        """The `k` facts (kind "fact") or passages of sealed conversation (kind "passage") that
+        best match `query`, by words (BM25) and by meaning (the engine's embedder), fused by
+        reciprocal rank. Only this memory is searched. Facts and passages are indexed by the
+        lane: `engine.drain()` first for what was just written."""
+        return search_memory(self._engine, self.memory_id, query, kind=kind, k=k)
 
     # -- async twins -----------------------------------------------------------------------
 

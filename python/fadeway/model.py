@@ -19,9 +19,15 @@ __all__ = [
     "JobRecord",
     "NoteRecord",
     "FactRecord",
+    "EntityRecord",
+    "AliasRecord",
+    "EdgeRecord",
+    "RetirementRecord",
+    "PassageRecord",
     "Unit",
     "EpisodeView",
     "ReportResult",
+    "SearchHit",
     "ExportedMessage",
     "ExportedRequest",
     "MemoryExport",
@@ -40,6 +46,7 @@ class MemoryRecord(msgspec.Struct, frozen=True, kw_only=True):
     instructions: bytes | None  # JSON {"instructions": str|None, "messages": [...]}, as sent
     decorated_through: int  # messages stored when the last decorate returned
     facts_order: str | None = None  # JSON list of the facts block's fact numbers, in order
+    facts_block: str | None = None  # the facts block's text as last rendered (kept byte-stable)
 
 
 class MessageRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -129,6 +136,58 @@ class FactRecord(msgspec.Struct, frozen=True, kw_only=True):
     at: float
 
 
+class EntityRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A node of the memory's knowledge graph, under its canonical name (the first seen)."""
+
+    n: int
+    name: str
+    at: float
+
+
+class AliasRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A surface name of an entity: every name a fact used is kept."""
+
+    norm: str  # graph.normalise_name(name): names with one normal form name one entity
+    entity: int
+    name: str  # the surface name as written
+    at: float  # when it was first used
+
+
+class EdgeRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A fact as an edge of the graph, between its resolved subject and object entities.
+
+    A fact that restates one already held merges into it (`merged_into`): the held fact stands
+    for both, and both facts' notes and times stay recorded.
+    """
+
+    fact: int
+    subject: int
+    object: int
+    merged_into: int | None = None
+    at: float
+
+
+class RetirementRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A held fact retired by a newer one that contradicts it; the old fact is kept."""
+
+    fact: int
+    by: int  # the newer fact
+    at: float  # when the newer fact was written
+
+
+class PassageRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A searchable piece of sealed conversation: a whole message, or a window of a long one."""
+
+    n: int
+    episode: int
+    seq: int
+    part: int  # window number within the message (0 for a whole message)
+    turn: int
+    at: float
+    role: str  # who said it: the message's name, else its role
+    text: str  # "who: text", as indexed
+
+
 class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
     """One job of a memory's ordered lane."""
 
@@ -167,6 +226,18 @@ class EpisodeView(msgspec.Struct, frozen=True, kw_only=True):
     tokens: int
     units: list[Unit]
     traces: list[TraceRecord]
+
+
+class SearchHit(msgspec.Struct, frozen=True, kw_only=True):
+    """A fact or passage found by `Memory.search`, best first."""
+
+    kind: str  # "fact" or "passage"
+    n: int
+    score: float  # the fused reciprocal-rank score
+    text: str
+    at: float  # when the fact was written, or when the passage's message was sent
+    turn: int | None  # the passage's turn (None for a fact)
+    retired: bool = False  # a fact a newer one contradicted
 
 
 class ReportResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -220,3 +291,9 @@ class MemoryExport(msgspec.Struct, frozen=True, kw_only=True):
     facts: list[FactRecord] = []
     acks: list[tuple[int, int]] = []  # (episode, note)
     facts_order: list[int] | None = None
+    facts_block: str | None = None
+    entities: list[EntityRecord] = []
+    aliases: list[AliasRecord] = []
+    edges: list[EdgeRecord] = []
+    retirements: list[RetirementRecord] = []
+    passages: list[PassageRecord] = []

@@ -12,13 +12,18 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 
 from ..model import (
+    AliasRecord,
+    EdgeRecord,
+    EntityRecord,
     EpisodeRecord,
     FactRecord,
     JobRecord,
     MemoryRecord,
     MessageRecord,
     NoteRecord,
+    PassageRecord,
     RequestRecord,
+    RetirementRecord,
     TraceRecord,
 )
 
@@ -123,6 +128,56 @@ class Transaction(abc.ABC):
 
     @abc.abstractmethod
     def set_facts_order(self, order: str | None) -> None: ...
+
+    @abc.abstractmethod
+    def set_facts_block(self, text: str | None) -> None:
+        """Keep the facts block's rendered text, so it repeats byte for byte until it changes."""
+
+    # -- the knowledge graph, passages and vectors ----------------------------------------
+
+    @abc.abstractmethod
+    def entities(self) -> list[EntityRecord]: ...
+
+    @abc.abstractmethod
+    def aliases(self) -> list[AliasRecord]: ...
+
+    @abc.abstractmethod
+    def edges(self) -> list[EdgeRecord]: ...
+
+    @abc.abstractmethod
+    def retirements(self) -> list[RetirementRecord]: ...
+
+    @abc.abstractmethod
+    def insert_graph(self, entities: Sequence[EntityRecord], aliases: Sequence[AliasRecord],
+                     edges: Sequence[EdgeRecord],
+                     retirements: Sequence[RetirementRecord]) -> None:
+        """Add nodes, surface names, fact edges and retirements (all append-only)."""
+
+    @abc.abstractmethod
+    def passages(self, after: int = 0) -> list[PassageRecord]:
+        """Passages numbered above `after`, in order."""
+
+    @abc.abstractmethod
+    def passage_count(self) -> int:
+        """The highest passage number (passages are numbered 1, 2, ...), 0 when none."""
+
+    @abc.abstractmethod
+    def passaged_episodes(self) -> set[int]:
+        """Episodes whose passages are written."""
+
+    @abc.abstractmethod
+    def insert_passages(self, rows: Sequence[PassageRecord]) -> None: ...
+
+    @abc.abstractmethod
+    def vectors(self, kind: str, embedder: str, after: int = 0) -> list[tuple[int, bytes]]:
+        """(n, float32 bytes) of `kind` ("fact", "passage", "entity") vectors by `embedder`."""
+
+    @abc.abstractmethod
+    def vector_ns(self, kind: str, embedder: str) -> set[int]: ...
+
+    @abc.abstractmethod
+    def insert_vectors(self, kind: str, embedder: str, rows: Sequence[tuple[int, bytes]]) -> None:
+        """Store vectors; one already stored for (kind, embedder, n) is kept as it was."""
 
     # -- the ordered lane -----------------------------------------------------------------
 

@@ -36,6 +36,12 @@ _COLUMNS = {
     "notes": [],
     "facts": [],
     "acks": [],
+    "entities": [],
+    "aliases": [],
+    "edges": [],
+    "retirements": [],
+    "passages": [],
+    "vectors": [],
     "episodes": ["memory_id", "n", "first_seq", "last_seq", "first_turn", "last_turn",
                  "start_at", "end_at", "tokens", "cut_at", "state"],
 }
@@ -165,6 +171,73 @@ MIGRATIONS: list[Migration] = [
         )""",
         "ALTER TABLE memories ADD COLUMN facts_order TEXT",
     ], sqlite=[*_append_only("notes"), *_append_only("facts"), *_append_only("acks")]),
+    # 4: the knowledge graph (entities, their surface names, facts as edges, retirements),
+    # passages of sealed conversation, the vectors of facts, passages and entities, and the
+    # facts block's text as last rendered. All append-only: a merge is recorded on the newer
+    # fact's edge, a retirement as its own row.
+    Migration([
+        """CREATE TABLE entities (
+            memory_id TEXT NOT NULL REFERENCES memories (memory_id),
+            n INTEGER NOT NULL CHECK (n >= 1),
+            name TEXT NOT NULL,
+            at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (memory_id, n)
+        )""",
+        """CREATE TABLE aliases (
+            memory_id TEXT NOT NULL REFERENCES memories (memory_id),
+            norm TEXT NOT NULL,
+            entity INTEGER NOT NULL,
+            name TEXT NOT NULL,
+            at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (memory_id, name),
+            FOREIGN KEY (memory_id, entity) REFERENCES entities (memory_id, n)
+        )""",
+        """CREATE TABLE edges (
+            memory_id TEXT NOT NULL REFERENCES memories (memory_id),
+            fact INTEGER NOT NULL,
+            subject INTEGER NOT NULL,
+            object INTEGER NOT NULL,
+            merged_into INTEGER,
+            at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (memory_id, fact),
+            FOREIGN KEY (memory_id, fact) REFERENCES facts (memory_id, n),
+            FOREIGN KEY (memory_id, subject) REFERENCES entities (memory_id, n),
+            FOREIGN KEY (memory_id, object) REFERENCES entities (memory_id, n)
+        )""",
+        """CREATE TABLE retirements (
+            memory_id TEXT NOT NULL REFERENCES memories (memory_id),
+            fact INTEGER NOT NULL,
+            by_fact INTEGER NOT NULL,
+            at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (memory_id, fact),
+            FOREIGN KEY (memory_id, fact) REFERENCES facts (memory_id, n),
+            FOREIGN KEY (memory_id, by_fact) REFERENCES facts (memory_id, n)
+        )""",
+        """CREATE TABLE passages (
+            memory_id TEXT NOT NULL REFERENCES memories (memory_id),
+            n INTEGER NOT NULL CHECK (n >= 1),
+            episode INTEGER NOT NULL,
+            seq INTEGER NOT NULL,
+            part INTEGER NOT NULL,
+            turn INTEGER NOT NULL,
+            at DOUBLE PRECISION NOT NULL,
+            role TEXT NOT NULL,
+            text TEXT NOT NULL,
+            PRIMARY KEY (memory_id, n),
+            FOREIGN KEY (memory_id, episode) REFERENCES episodes (memory_id, n)
+        )""",
+        """CREATE TABLE vectors (
+            memory_id TEXT NOT NULL REFERENCES memories (memory_id),
+            kind TEXT NOT NULL CHECK (kind IN ('fact', 'passage', 'entity')),
+            embedder TEXT NOT NULL,
+            n INTEGER NOT NULL,
+            vector BLOB NOT NULL,
+            PRIMARY KEY (memory_id, kind, embedder, n)
+        )""",
+        "ALTER TABLE memories ADD COLUMN facts_block TEXT",
+    ], sqlite=[*_append_only("entities"), *_append_only("aliases"), *_append_only("edges"),
+               *_append_only("retirements"), *_append_only("passages"),
+               *_append_only("vectors")]),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -30,6 +30,7 @@ from ..model import (
     TraceRecord,
 )
 from .base import Store, Transaction
+from .sqlite_graph import GraphQueries
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
 __all__ = ["SQLiteStore"]
@@ -85,21 +86,22 @@ def _job(row: tuple) -> JobRecord:
                      attempts=attempts, error=error)
 
 
-class _SQLiteTransaction(Transaction):
+class _SQLiteTransaction(GraphQueries, Transaction):
     def __init__(self, conn: sqlite3.Connection, memory_id: str) -> None:
         self._conn = conn
         self.memory_id = memory_id
 
     def memory(self) -> MemoryRecord | None:
         row = self._conn.execute(
-            "SELECT format, created_at, instructions, decorated_through, facts_order "
+            "SELECT format, created_at, instructions, decorated_through, facts_order, facts_block "
             "FROM memories WHERE memory_id = ?", (self.memory_id,)).fetchone()
         if row is None:
             return None
-        fmt, created_at, instructions, through, facts_order = row
+        fmt, created_at, instructions, through, facts_order, facts_block = row
         return MemoryRecord(memory_id=self.memory_id, format=fmt, created_at=created_at,
                             instructions=bytes(instructions) if instructions is not None else None,
-                            decorated_through=through, facts_order=facts_order)
+                            decorated_through=through, facts_order=facts_order,
+                            facts_block=facts_block)
 
     def create_memory(self, fmt: str, created_at: float) -> MemoryRecord:
         self._conn.execute("INSERT INTO memories (memory_id, format, created_at) VALUES (?, ?, ?)",

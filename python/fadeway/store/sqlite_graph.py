@@ -1,0 +1,99 @@
+"""The SQLite queries of the knowledge graph, passages and vectors (schema 4), mixed into the
+SQLite transaction. Every query is bound to the transaction's memory id."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+from ..model import AliasRecord, EdgeRecord, EntityRecord, PassageRecord, RetirementRecord
+
+__all__ = ["GraphQueries"]
+
+_PASSAGE_COLUMNS = "n, episode, seq, part, turn, at, role, text"
+
+
+class GraphQueries:
+    _conn: sqlite3.Connection
+    memory_id: str
+
+    def entities(self) -> list[EntityRecord]:
+        return [EntityRecord(n=n, name=name, at=at) for n, name, at in self._conn.execute(
+            "SELECT n, name, at FROM entities WHERE memory_id = ? ORDER BY n", (self.memory_id,))]
+
+    def aliases(self) -> list[AliasRecord]:
+        return [AliasRecord(norm=norm, entity=entity, name=name, at=at)
+                for norm, entity, name, at in self._conn.execute(
+                    "SELECT norm, entity, name, at FROM aliases WHERE memory_id = ? "
+                    "ORDER BY entity, at, name", (self.memory_id,))]
+
+    def edges(self) -> list[EdgeRecord]:
+        return [EdgeRecord(fact=fact, subject=subject, object=obj, merged_into=merged, at=at)
+                for fact, subject, obj, merged, at in self._conn.execute(
+                    "SELECT fact, subject, object, merged_into, at FROM edges "
+                    "WHERE memory_id = ? ORDER BY fact", (self.memory_id,))]
+
+    def retirements(self) -> list[RetirementRecord]:
+        return [RetirementRecord(fact=fact, by=by, at=at) for fact, by, at in self._conn.execute(
+            "SELECT fact, by_fact, at FROM retirements WHERE memory_id = ? ORDER BY fact",
+            (self.memory_id,))]
+
+    def insert_graph(self, entities: Sequence[EntityRecord], aliases: Sequence[AliasRecord],
+                     edges: Sequence[EdgeRecord],
+                     retirements: Sequence[RetirementRecord]) -> None:
+        m = self.memory_id
+        self._conn.executemany("INSERT INTO entities (memory_id, n, name, at) VALUES (?, ?, ?, ?)",
+                               [(m, e.n, e.name, e.at) for e in entities])
+        self._conn.executemany(
+            "INSERT INTO aliases (memory_id, norm, entity, name, at) VALUES (?, ?, ?, ?, ?)",
+            [(m, a.norm, a.entity, a.name, a.at) for a in aliases])
+        self._conn.executemany(
+            "INSERT INTO edges (memory_id, fact, subject, object, merged_into, at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [(m, e.fact, e.subject, e.object, e.merged_into, e.at) for e in edges])
+        self._conn.executemany(
+            "INSERT INTO retirements (memory_id, fact, by_fact, at) VALUES (?, ?, ?, ?)",
+            [(m, r.fact, r.by, r.at) for r in retirements])
+
+    def passages(self, after: int = 0) -> list[PassageRecord]:
+        """Passages numbered above `after`, in order."""
+        return [PassageRecord(n=n, episode=episode, seq=seq, part=part, turn=turn, at=at,
+                              role=role, text=text)
+                for n, episode, seq, part, turn, at, role, text in self._conn.execute(
+                    f"SELECT {_PASSAGE_COLUMNS} FROM passages WHERE memory_id = ? AND n > ? "
+                    "ORDER BY n", (self.memory_id, after))]
+
+    def passage_count(self) -> int:
+        (top,) = self._conn.execute("SELECT MAX(n) FROM passages WHERE memory_id = ?",
+                                    (self.memory_id,)).fetchone()
+        return top or 0
+
+    def passaged_episodes(self) -> set[int]:
+        return {e for (e,) in self._conn.execute(
+            "SELECT DISTINCT episode FROM passages WHERE memory_id = ?", (self.memory_id,))}
+
+    def insert_passages(self, rows: Sequence[PassageRecord]) -> None:
+        self._conn.executemany(
+            f"INSERT INTO passages (memory_id, {_PASSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(self.memory_id, p.n, p.episode, p.seq, p.part, p.turn, p.at, p.role, p.text)
+             for p in rows])
+
+    def vectors(self, kind: str, embedder: str, after: int = 0) -> list[tuple[int, bytes]]:
+        """(n, float32 bytes) of the `kind` vectors by `embedder` numbered above `after`."""
+        return [(n, bytes(v)) for n, v in self._conn.execute(
+            "SELECT n, vector FROM vectors WHERE memory_id = ? AND kind = ? AND embedder = ? "
+            "AND n > ? ORDER BY n", (self.memory_id, kind, embedder, after))]
+
+    def vector_ns(self, kind: str, embedder: str) -> set[int]:
+        return {n for (n,) in self._conn.execute(
+            "SELECT n FROM vectors WHERE memory_id = ? AND kind = ? AND embedder = ?",
+            (self.memory_id, kind, embedder))}
+
+    def insert_vectors(self, kind: str, embedder: str, rows: Sequence[tuple[int, bytes]]) -> None:
+        self._conn.executemany(
+            "INSERT OR IGNORE INTO vectors (memory_id, kind, embedder, n, vector) "
+            "VALUES (?, ?, ?, ?, ?)", [(self.memory_id, kind, embedder, n, v) for n, v in rows])
+
+    def set_facts_block(self, text: str | None) -> None:
+        self._conn.execute("UPDATE memories SET facts_block = ? WHERE memory_id = ?",
+                           (text, self.memory_id))
