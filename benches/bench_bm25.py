@@ -65,7 +65,7 @@ def test_bm25_query_100k(benchmark, query: str) -> None:
     ids, texts = corpus()
     index = built()
     found, scores = index.search(query, 10)
-    want = reference.bm25_reference(dict(zip(ids.tolist(), texts)), query, 10, K1, B)
+    want = reference.bm25_reference(dict(zip(ids.tolist(), texts, strict=True)), query, 10, K1, B)
     assert found.tolist() == want[0]
     assert scores.tolist() == pytest.approx(want[1], rel=1e-9)
     result = benchmark(index.search, query, 10)

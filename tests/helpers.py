@@ -89,3 +89,34 @@ class Schemas:
         assert not errors, f"not a valid {name}:\n" + "\n".join(errors)
 
 
+
+
+def note_call(call_id: str, entries: list[tuple[str, str, str, bool]]) -> dict:
+    """A Chat Completions call of the note tool holding (note, subject, object, milestone)s."""
+    import json
+
+    notes = [{"note": n, "subject": s, "object": o, "milestone": m} for n, s, o, m in entries]
+    return call(call_id, "note", json.dumps({"notes": notes}))
+
+
+def converse_with_notes(engine, memory, clock, notes: list, *, turns: int = 80,
+                        words: int = 40) -> list:
+    """Talk with `memory` (a small ceiling makes it ask), answering the note asks in order with
+    `notes` (lists of note entries), draining the lane after every reply, until every note was
+    given and the next call has sealed them. Returns the history as sent."""
+    history: list = []
+    queue = list(notes)
+    for t in range(turns):
+        clock.advance(60)
+        text = f"Turn {t}: " + " ".join(f"w{t}_{i}" for i in range(words))
+        history.append({"role": "user", "content": text})
+        request = memory.decorate({"model": "gpt-4.1", "messages": history})
+        asked = any(x.get("function", {}).get("name") == "note" for x in request.get("tools") or [])
+        calls = [note_call(f"note_{t}", queue.pop(0))] if asked and queue else None
+        reply = chat_reply(f"answer {t}", tool_calls=calls)
+        memory.report(request, reply)
+        history.append(reply["choices"][0]["message"])
+        engine.drain()
+        if not queue and calls is None:
+            return history
+    raise AssertionError(f"{len(queue)} notes were never asked for in {turns} turns")

@@ -602,6 +602,17 @@ class Memory:
         lane: `engine.drain()` first for what was just written."""
         return search_memory(self._engine, self.memory_id, query, kind=kind, k=k)
 
+    def reindex(self) -> None:
+        """Drop this memory's saved search indexes and queue the embedding of its facts and
+        passages by the engine's embedder (after changing embedders, which an index saved by
+        another refuses with `EmbedderMismatchError`)."""
+        self._engine.index(self.memory_id).drop()
+        with self._engine.store.write(self.memory_id) as tx:
+            if tx.memory() is None:
+                return
+            tx.enqueue("embed", b"{}", self._engine._now(None))
+        self._engine._jobs_queued()
+
     # -- async twins -----------------------------------------------------------------------
 
     async def adecorate(self, request: dict[str, Any], *, at: float | None = None) -> dict[str, Any]:

@@ -64,8 +64,10 @@ def passages_of(episode: EpisodeRecord, messages: Sequence[MessageRecord],
     out: list[PassageRecord] = []
     for m in messages:
         body = msgspec.json.decode(m.body)
-        text = " ".join(t for t in text_of(body) if t.strip())
         who = _who(body, m.role) if isinstance(body, dict) else m.role
+        if isinstance(body, dict):
+            body = {k: v for k, v in body.items() if k != "name"}  # said once, as `who`
+        text = " ".join(t for t in text_of(body) if t.strip())
         for part, window in enumerate(windows(text)):
             out.append(PassageRecord(n=first_n + len(out), episode=episode.n, seq=m.seq,
                                      part=part, turn=m.turn, at=m.at, role=who,

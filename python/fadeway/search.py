@@ -165,6 +165,16 @@ class MemoryIndex:
                   np.stack([np.frombuffer(v, dtype=np.float32) for _, v in rows]))
         return True
 
+    def drop(self) -> None:
+        """Forget the indexes, in memory and on disk; the next sync rebuilds them from the store."""
+        with self._lock:
+            self._identity = None
+            if self.directory is None or not self.directory.is_dir():
+                return
+            for path in self.directory.iterdir():
+                if path.name.split(".")[0] in (*KINDS, "state"):
+                    path.unlink(missing_ok=True)
+
     # -- persistence ------------------------------------------------------------------------
 
     def _read_state(self) -> dict[str, Any] | None:
@@ -205,6 +215,8 @@ class MemoryIndex:
                vector: np.ndarray | None = None) -> list[Hit]:
         """The `k` best `kind` documents for `query`: BM25 and (given the query's `vector`)
         nearest neighbours, fused by reciprocal rank."""
+        if kind not in self.words:
+            return []  # never synced: the memory holds nothing yet
         return fuse([self.by_words(kind, query, k),
                      self.by_meaning(kind, vector, k) if vector is not None else []], k)
 

@@ -1,0 +1,165 @@
+"""Passages and search: isolation between memories, untrusted memory ids, indexes that survive a
+restart (and are rebuilt when they cannot be trusted), and embedder mismatches."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import fadeway
+from fadeway.errors import EmbedderMismatchError
+from fadeway.judge import ScriptedJudge
+from fadeway.model import EpisodeRecord, MessageRecord
+from fadeway.passages import passages_of, windows
+from fadeway.paths import index_dir
+
+from helpers import converse_with_notes
+
+VAULT = [("The vault code is 4417.", "vault", "code 4417", False)]
+SHARED = [("Dana owns the checkout migration.", "Dana", "checkout migration", False)]
+
+
+def _open(path, clock, **settings):
+    return fadeway.open(path, clock=clock, background=False, ceiling=3_000,
+                        judge=ScriptedJudge(), episode_min_tokens=100, episode_max_tokens=400,
+                        cut_after_tokens=600, **settings)
+
+
+def _texts(hits):
+    return [h.text for h in hits]
+
+
+def test_a_memory_never_finds_another_memorys_facts_or_passages(tmp_path, clock):
+    with _open(tmp_path / "s.db", clock) as eng:
+        a, b = eng.memory("a"), eng.memory("b")
+        converse_with_notes(eng, a, clock, [VAULT + SHARED])
+        converse_with_notes(eng, b, clock, [SHARED], words=30)
+        assert "The vault code is 4417." in _texts(a.search("vault code"))
+        assert "The vault code is 4417." not in _texts(b.search("vault code", k=50))
+        # Identical text in both: each finds its own copy, once.
+        assert _texts(a.search("who owns checkout")).count(SHARED[0][0]) == 1
+        assert _texts(b.search("who owns checkout")).count(SHARED[0][0]) == 1
+        # Passages: memory a talked in 40-word turns ("w3_39"), b in 30-word turns.
+        assert a.search("w3_39", kind="passage", k=3)
+        assert all("w3_39" not in t for t in _texts(b.search("w3_39", kind="passage", k=100)))
+        assert index_dir(eng.data_dir, "a") != index_dir(eng.data_dir, "b")
+
+
+@pytest.mark.parametrize("memory_id", ["../../etc/passwd", "a\x00b", "/abs/path", "..", "x" * 1024,
+                                       "C:\\windows\\system32", "ünïcødé 🙂"])
+def test_untrusted_memory_ids_are_stored_and_indexed_safely(tmp_path, clock, memory_id):
+    db = tmp_path / "box" / "s.db"
+    db.parent.mkdir()
+    before = set(tmp_path.rglob("*"))
+    with _open(db, clock) as eng:
+        mem = eng.memory(memory_id)
+        converse_with_notes(eng, mem, clock, [VAULT])
+        assert "The vault code is 4417." in _texts(mem.search("vault code"))
+        assert eng.memory_ids() == [memory_id]
+        assert mem.export().memory_id == memory_id
+        data_dir = eng.data_dir
+    made = set(tmp_path.rglob("*")) - before
+    # Everything written sits in the box: the database files and the indexes beside them.
+    assert made and all(p.resolve().is_relative_to(db.parent.resolve()) for p in made)
+    files = [p for p in made if p.is_file() and p.resolve().is_relative_to(data_dir.resolve())]
+    assert files and all(p.parent == index_dir(data_dir, memory_id) for p in files)
+    assert not any(memory_id in os.fspath(p) for p in made if memory_id not in ("..",))
+
+
+def test_ids_that_differ_only_after_a_nul_are_two_memories(tmp_path, clock):
+    with _open(tmp_path / "s.db", clock) as eng:
+        converse_with_notes(eng, eng.memory("a\x00b"), clock, [VAULT])
+        other = eng.memory("a\x00c")
+        assert other.search("vault code") == []
+        assert sorted(eng.memory_ids()) == ["a\x00b"]
+
+
+def test_searches_are_the_same_after_a_restart_without_a_rebuild(tmp_path, clock):
+    queries = [("vault code", "fact"), ("who owns checkout", "fact"), ("w2_7 w5_1", "passage")]
+    with _open(tmp_path / "s.db", clock) as eng:
+        mem = eng.memory("m")
+        converse_with_notes(eng, mem, clock, [VAULT + SHARED])
+        before = [mem.search(q, kind=k) for q, k in queries]
+        assert all(before)
+    with _open(tmp_path / "s.db", clock) as eng:
+        mem = eng.memory("m")
+        assert [mem.search(q, kind=k) for q, k in queries] == before
+        assert eng.index("m").loaded == {"fact.bm25", "fact.hnsw", "passage.bm25", "passage.hnsw"}
+
+
+def test_a_corrupt_or_foreign_index_is_rebuilt_from_the_store(tmp_path, clock):
+    with _open(tmp_path / "s.db", clock) as eng:
+        mem = eng.memory("m")
+        converse_with_notes(eng, mem, clock, [VAULT + SHARED])
+        before = mem.search("vault code"), mem.search("w2_7", kind="passage")
+        directory = index_dir(eng.data_dir, "m")
+    (directory / "fact.bm25").write_bytes(b"garbage")
+    hnsw = directory / "passage.hnsw"
+    hnsw.write_bytes(hnsw.read_bytes()[:-100])
+    with _open(tmp_path / "s.db", clock) as eng:
+        mem = eng.memory("m")
+        assert (mem.search("vault code"), mem.search("w2_7", kind="passage")) == before
+        assert eng.index("m").loaded == {"fact.hnsw", "passage.bm25"}
+    # Indexes copied from another store (same memory id, other history) are not trusted.
+    other = tmp_path / "other.db"
+    with _open(other, clock) as eng:
+        converse_with_notes(eng, eng.memory("m"), clock, [SHARED], words=30)
+        assert eng.memory("m").search("vault code")  # saves its own indexes
+        other_dir = index_dir(eng.data_dir, "m")
+    for path in directory.iterdir():
+        (other_dir / path.name).write_bytes(path.read_bytes())
+    with _open(other, clock) as eng:
+        assert "The vault code is 4417." not in _texts(eng.memory("m").search("vault code"))
+        assert eng.index("m").loaded == set()
+
+
+def test_another_embedder_is_a_clear_error_until_reindexed(tmp_path, clock):
+    with _open(tmp_path / "s.db", clock) as eng:
+        mem = eng.memory("m")
+        converse_with_notes(eng, mem, clock, [VAULT])
+        before = mem.search("vault code")
+    with _open(tmp_path / "s.db", clock, embedder="hashing-256") as eng:
+        mem = eng.memory("m")
+        with pytest.raises(EmbedderMismatchError, match="hashing-1024"):
+            mem.search("vault code")
+        mem.reindex()
+        eng.drain()
+        assert _texts(mem.search("vault code"))[0] == before[0].text
+
+
+def test_windows_cover_a_long_text_with_overlap():
+    text = " ".join(f"word{i}" for i in range(2_000))
+    parts = windows(text, size=500, overlap=100)
+    assert len(parts) > 1 and all(len(p) <= 500 for p in parts)
+    words = [set(p.split()) for p in parts]
+    assert set().union(*words) == set(text.split())
+    assert all(a & b for a, b in zip(words, words[1:], strict=False))  # neighbours overlap
+    assert windows("  short  ") == ["short"] and windows("   ") == []
+    with pytest.raises(ValueError):
+        windows(text, size=100, overlap=100)
+
+
+def test_passages_carry_who_said_it_their_turn_time_and_episode():
+    def message(seq, role, body):
+        import msgspec
+
+        return MessageRecord(seq=seq, turn=seq + 1, at=100.0 + seq, role=role, kind="message",
+                             side="user", source="request", tokens=1, digest=b"",
+                             body=msgspec.json.encode(body))
+
+    episode = EpisodeRecord(n=3, first_seq=0, last_seq=2, first_turn=1, last_turn=3,
+                            start_at=100.0, end_at=102.0, tokens=3, cut_at=0.0)
+    long = " ".join(["tax"] * 1_000)
+    rows = passages_of(episode, [
+        message(0, "user", {"role": "user", "name": "Caroline", "content": "Hi Mel!"}),
+        message(1, "assistant", {"role": "assistant", "content": None, "tool_calls": []}),
+        message(2, "tool", {"role": "tool", "tool_call_id": "c", "content": long}),
+    ], first_n=10)
+    assert rows[0].text == "Caroline: Hi Mel!" and rows[0].role == "Caroline"
+    assert [r.n for r in rows] == list(range(10, 10 + len(rows)))
+    assert {r.episode for r in rows} == {3}
+    tool = [r for r in rows if r.seq == 2]
+    assert len(tool) > 1 and [r.part for r in tool] == list(range(len(tool)))
+    assert all(r.text.startswith("tool: ") and r.turn == 3 and r.at == 102.0 for r in tool)
+    assert not [r for r in rows if r.seq == 1]  # nothing to search in an empty call message
