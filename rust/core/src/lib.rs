@@ -10,6 +10,7 @@ pub mod embed;
 pub mod error;
 pub mod fade;
 pub mod fusion;
+pub mod parts;
 pub mod split;
 pub mod tokens;
 
