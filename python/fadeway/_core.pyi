@@ -13,6 +13,9 @@ def hash_embed(texts: list[str], dim: int) -> npt.NDArray[np.float32]: ...
 def split_episodes(
     sizes: npt.NDArray[np.int64], scores: npt.NDArray[np.float64], min_size: int, max_size: int
 ) -> npt.NDArray[np.int64]: ...
+def split_parts(
+    text: str, min_chars: int, max_chars: int, overlap: int
+) -> list[tuple[int, int]]: ...
 def activation(
     offsets: npt.NDArray[np.int64],
     at: npt.NDArray[np.float64],

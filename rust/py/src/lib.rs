@@ -12,6 +12,7 @@ mod arrays;
 mod errors;
 mod fade;
 mod fusion;
+mod parts;
 mod split;
 mod tokens;
 
@@ -23,6 +24,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     embed::register(m)?;
     fade::register(m)?;
     fusion::register(m)?;
+    parts::register(m)?;
     split::register(m)?;
     tokens::register(m)?;
     Ok(())
