@@ -137,3 +137,17 @@ RRF_K = 60
 
 #: Size of the default (hashing) embeddings stored with passages and searched with hnswlib.
 EMBED_DIM = 1024
+
+# -- recall: parts of a message -------------------------------------------------------------
+
+#: A message is searched part by part (MECHANISM: "Recall"). A part of fewer visible characters
+#: is joined to a neighbour: 16 keeps acknowledgements ("Thanks!", "Sounds good.") from being
+#: searched alone but lets a short tacked-on question ("Also, who owns checkout?", 24) stand as
+#: its own part, which is the point of parts (at 40 most such questions would be glued onto the
+#: sentence before them).
+PART_MIN_CHARS = 16
+#: A part longer than this is cut into windows overlapping by PART_OVERLAP_CHARS: 400 characters
+#: is about 100 tokens, short enough that a part's embedding stays about one thing; the overlap
+#: (a clause, about 20 tokens) keeps a phrase cut at a window's edge whole in one of them.
+PART_MAX_CHARS = 400
+PART_OVERLAP_CHARS = 80
