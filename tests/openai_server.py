@@ -3,12 +3,13 @@
 Each request takes the next scripted `Reply` (or the result of a scripted callable); with the
 script empty, `POST .../embeddings` answers deterministic vectors (hashing embeddings of each
 input, `dim` wide) listed in reverse order, so clients must reorder by `index`. Every request is
-recorded with its arrival time (`time.monotonic()`), path, headers and decoded body.
+recorded with its arrival times, path, headers and decoded body.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections import deque
@@ -18,6 +19,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
 from fadeway import _core
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client closing its pooled keep-alive connection is normal, not worth a traceback.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 @dataclass
@@ -34,7 +44,8 @@ class Reply:
 
 @dataclass
 class Recorded:
-    at: float
+    at: float  # time.monotonic() at arrival
+    wall: float  # time.time() at arrival
     path: str
     headers: dict[str, str]
     body: Any
@@ -75,8 +86,7 @@ class OpenAIServer:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,),
                                         daemon=True)
@@ -103,7 +113,7 @@ class OpenAIServer:
             body = json.loads(raw)
         except ValueError:
             body = raw
-        request = Recorded(time.monotonic(), handler.path,
+        request = Recorded(time.monotonic(), time.time(), handler.path,
                            {k.lower(): v for k, v in handler.headers.items()}, body)
         with self._lock:
             self.in_flight += 1

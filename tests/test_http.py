@@ -76,11 +76,11 @@ def test_429_waits_the_retry_after_seconds(server, make_endpoint):
 
 
 def test_429_waits_until_the_retry_after_date(server, make_endpoint):
-    when = datetime.now(UTC) + timedelta(seconds=2)
-    date = email.utils.format_datetime(when, usegmt=True)  # whole seconds: 1 to 2 s from now
+    when = (datetime.now(UTC) + timedelta(seconds=2)).replace(microsecond=0)
+    date = email.utils.format_datetime(when, usegmt=True)
     server.script(Reply(429, {"error": {"message": "slow down"}}, {"Retry-After": date}), OK)
     assert post(make_endpoint()) == {"ok": True}
-    assert gaps(server)[0] >= 0.99
+    assert server.requests[1].wall >= when.timestamp() - 0.01  # not before the date it was given
 
 
 def test_retry_after_ms_is_honoured(server, make_endpoint):
@@ -164,7 +164,7 @@ def test_a_hung_connection_raises_timeout_at_the_deadline(server, make_endpoint)
 
 def test_an_attempt_that_times_out_is_retried(server, make_endpoint):
     server.script(Reply(hang=True), OK)
-    assert post(make_endpoint(timeout=0.3)) == {"ok": True}
+    assert post(make_endpoint(timeout=1.0)) == {"ok": True}
     assert len(server.requests) == 2
 
 
@@ -207,7 +207,7 @@ def test_the_key_is_never_in_errors_logs_or_repr(server, make_endpoint, caplog):
 
 
 def test_concurrency_is_bounded(server, make_endpoint):
-    server.script(*[Reply(body={"i": i}, delay=0.1) for i in range(6)])
+    server.script(*[Reply(body={"i": i}, delay=0.3) for i in range(6)])
     endpoint = make_endpoint(max_concurrency=2)
 
     async def main():
