@@ -31,7 +31,7 @@ import random
 import threading
 import time
 import weakref
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from datetime import UTC, datetime
 from typing import Any, Self, TypeVar
 
@@ -78,7 +78,8 @@ class _AttemptFailed(Exception):
 class _LoopThread:
     """An event loop in a daemon thread that owns one httpx client and one semaphore."""
 
-    def __init__(self, make_client: Any, max_concurrency: int) -> None:
+    def __init__(self, make_client: Callable[[], httpx.AsyncClient],
+                 max_concurrency: int) -> None:
         self.closing = False
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self._run, name="fadeway-http", daemon=True)
@@ -120,7 +121,8 @@ class _LoopThread:
             self.thread.join(CLOSE_TIMEOUT)
 
 
-async def _call(fn: Any, *args: Any) -> Any:
+async def _call(fn: Callable[..., T], *args: Any) -> T:
+    """Run `fn` on the loop thread (what it makes binds to that loop)."""
     return fn(*args)
 
 
