@@ -124,6 +124,44 @@ EMBED_BATCH = 256
 #: Memories whose search indexes an engine keeps open.
 OPEN_INDEXES = 64
 
+# -- recall ---------------------------------------------------------------------------------
+
+#: The recent conversation searched with the message: its last messages, up to this many
+#: characters in all.
+RECALL_RECENT_MESSAGES = 6
+RECALL_RECENT_CHARS = 2_000
+#: Hits each search returns, and what the block may show: facts found for the message (after
+#: the walk), facts per part, passages quoted.
+RECALL_SEARCH_HITS = 20
+RECALL_FACTS = 12
+RECALL_PART_FACTS = 3
+RECALL_EXCERPTS = 4
+#: Facts shown under an excerpt (its episode's, most similar to the message first).
+RECALL_EXCERPT_FACTS = 3
+#: A hit by meaning below this cosine is no hit (a vector search always returns its k nearest).
+RECALL_MIN_SIMILARITY = 0.15
+#: The walk: facts at KEEP_LEVEL or above are shown, at LEAD_LEVEL or above they lead on to the
+#: facts on the far side of their entities, at most WALK_DEPTH steps and WALK_FANOUT new facts
+#: a step.
+KEEP_LEVEL = 1
+LEAD_LEVEL = 2
+WALK_DEPTH = 2
+WALK_FANOUT = 16
+#: How long decorate waits for an inline walk when none was prepared, and for the whole recall
+#: (embedding the queries included), in seconds.
+RECALL_WALK_DEADLINE = 2.0
+RECALL_DEADLINE = 5.0
+#: The offline judge's levels: hashing cosine with the dialogue's last LEVEL_DIALOGUE_CHARS at
+#: or above each threshold raises a fact one level.
+LEVEL_THRESHOLDS = (0.1, 0.2, 0.35)
+LEVEL_DIALOGUE_CHARS = 1_500
+#: The offline distill: a fact is kept at this cosine with the turn or above, unless this share
+#: of its words already appear in the turn.
+DISTILL_RELEVANT = 0.15
+DISTILL_SAID = 0.8
+#: What distill reads of the turn (the message and the replies), from its end.
+DISTILL_CONVERSATION_CHARS = 16_000
+
 # -- the offline note writer ----------------------------------------------------------------
 
 #: Facts the offline note writer keeps per note, and the sentence lengths it considers.

@@ -252,7 +252,8 @@ def _excerpt_header(excerpt: Excerpt) -> str:
 
 
 def _newest_first(facts: Iterable[RecalledFact]) -> list[RecalledFact]:
-    return sorted(facts, key=lambda fact: -fact.when)
+    """Newest first; retired facts after the current ones (MECHANISM: they come last, dated)."""
+    return sorted(facts, key=lambda fact: (fact.retired, -fact.when))
 
 
 # --- the blocks --------------------------------------------------------------------------------

@@ -205,6 +205,14 @@ class Engine:
             tx.set_facts_block(export.facts_block)
             tx.insert_graph(export.entities, export.aliases, export.edges, export.retirements)
             tx.insert_passages(export.passages)
+            for recall in export.recalls:
+                tx.insert_recall(recall)
+            for table, rows in (("distills", export.distills),
+                                ("recall_finals", export.recall_finals)):
+                for row in rows:
+                    tx.insert_block_text(table, row)
+            for walk in export.walks:
+                tx.insert_walk(walk)
             if export.facts or export.passages:
                 # Vectors are not exported (the embedder remakes them): queue their making.
                 tx.enqueue("embed", b"{}", self.clock())

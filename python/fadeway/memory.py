@@ -56,6 +56,15 @@ from .model import (
     TraceRecord,
     Unit,
 )
+from .recall_turns import (
+    Pending,
+    blocks_in_view,
+    fix_finals,
+    is_user_message,
+    queue_after_reply,
+    recall_for,
+    store_recall,
+)
 from .search import search_memory
 from .store import Transaction
 from .view import (
@@ -117,7 +126,24 @@ class Memory:
         now = self._engine._now(at)
         encoding = tokens.encoding_for_model(parsed.model)
         fmt = parsed.format
-        with self._history.lock, self._engine.store.write(self.memory_id) as tx:
+        with self._history.lock:
+            pending = self._recall(parsed)
+            return self._decorate(parsed, fmt, encoding, now, pending)
+
+    def _recall(self, parsed: ParsedRequest) -> Pending | None:
+        """Recall for the request's new user message, before it joins the history (and before
+        the write transaction: the embedder and an inline walk may take a moment)."""
+        sent = strip_own_additions(parsed.history, self._history.note_calls)
+        if not sent or not is_user_message(sent[-1]):
+            return None
+        digest = digest_of(sent[-1], f"message {len(sent) - 1}")
+        with self._engine.store.read(self.memory_id) as tx:
+            self._sync(tx)
+        return recall_for(self._engine, self.memory_id, self._history, sent[-1], digest)
+
+    def _decorate(self, parsed: ParsedRequest, fmt: Format, encoding: str, now: float,
+                  pending: Pending | None) -> dict[str, Any]:
+        with self._engine.store.write(self.memory_id) as tx:
             memory = self._open(tx, fmt, now)
             self._sync(tx)
             mirror = self._history
@@ -135,6 +161,7 @@ class Memory:
             new = self._entries(fmt, parsed.history, start, sent_digests)
             before = len(mirror)
             self._append(tx, new, encoding, now, source="request")
+            store_recall(tx, mirror, pending, before, now)
             took = self._take_notes(tx, fmt, before, now, source="model")
             if has_instructions and memory.instructions != instructions:
                 tx.set_instructions(instructions)
@@ -175,9 +202,14 @@ class Memory:
             episodes = [msgspec.structs.replace(e, state="sealed") if e.n in seal else e
                         for e in episodes]
         changed = bool(seal)
+        shown = view_seqs(len(mirror), hidden_ranges(episodes))
+        since = mirror.turns[shown[0]] if shown else mirror.turn
+        fix_finals(tx, mirror, since, now)
         if not any(e.state == "leaving" for e in episodes):
+            sizes = {seq: size for seq, (_, size) in
+                     blocks_in_view(tx, mirror, shown, since).items()}
             faded = self._fade_if_needed(tx, parsed, episodes, facts, acks, graph, encoding,
-                                         ratio, now, before)
+                                         ratio, now, before, sizes)
             if faded:
                 episodes, changed = tx.episodes(), True
         if changed or (memory.facts_order is None and facts):
@@ -195,7 +227,11 @@ class Memory:
         role = instruction_role(fmt, parsed.instructions)
         accepted = {call_id: notes.parse_note_arguments(args) is not None
                     for call_id, args in self._note_arguments().items()}
-        history, seqs = history_view(fmt, mirror, hidden_ranges(episodes), accepted)
+        shown = view_seqs(len(mirror), hidden_ranges(episodes))
+        recalled = blocks_in_view(tx, mirror, shown, since)
+        history, seqs = history_view(fmt, mirror, hidden_ranges(episodes), accepted,
+                                     {seq: block_message(role, text)
+                                      for seq, (text, _) in recalled.items()})
         asking = [e for e in episodes if e.state == "leaving" and e.n not in acked]
         request = parsed.request
         extra: list[str] = []
@@ -208,7 +244,8 @@ class Memory:
         instructions = [*parsed.instructions, *([block_message(role, block)] if block else [])]
         out = ParsedRequest(fmt, request, instructions, history, parsed.model)
         estimate = (tokens.fixed_request_tokens(out, encoding) + sum(mirror.tokens[i] for i in seqs)
-                    + sum(tokens.count_texts(encoding, extra)))
+                    + sum(tokens.count_texts(encoding, extra))
+                    + sum(size for _, size in recalled.values()))
         key = _Key(estimate, len(seqs), mirror.digests[seqs[-1]] if seqs else None)
         return formats.assemble(out, history), key, bool(newly_sealed)
 
@@ -224,14 +261,16 @@ class Memory:
     def _fade_if_needed(self, tx: Transaction, parsed: ParsedRequest,
                         episodes: Sequence[EpisodeRecord], facts: Sequence[FactRecord],
                         acks: Sequence[tuple[int, int]], graph: Graph, encoding: str,
-                        ratio: float, now: float, before: int) -> bool:
+                        ratio: float, now: float, before: int,
+                        block_sizes: dict[int, int]) -> bool:
         """Run a fade to the landing when the history is over its budget, or the turn sleeps.
 
         `episodes`, `facts` and `acks` are the memory's as this decorate stands (seals applied).
         """
         mirror, engine = self._history, self._engine
         seqs = view_seqs(len(mirror), hidden_ranges(episodes))
-        history_tokens = round(sum(mirror.tokens[i] for i in seqs) * ratio)
+        history_tokens = round((sum(mirror.tokens[i] for i in seqs)
+                                + sum(block_sizes.values())) * ratio)
         sealed_facts = facts_of(episodes, facts, acks, states=("sealed",), graph=graph)
         facts_tokens = {n: fact_tokens(fs, encoding, ratio) for n, fs in sealed_facts.items()}
         fixed = round(tokens.fixed_request_tokens(parsed, encoding) * ratio)
@@ -265,7 +304,9 @@ class Memory:
             e = episodes[i]
             if e.state == "live":
                 states[e.n] = "sealed" if e.n in acked else "leaving"
-                history_tokens -= round(e.tokens * ratio)
+                blocks_in_it = sum(size for seq, size in block_sizes.items()
+                                   if e.first_seq <= seq <= e.last_seq)
+                history_tokens -= round((e.tokens + blocks_in_it) * ratio)
             elif e.state == "sealed":
                 states[e.n] = "forgotten"
                 block -= facts_tokens.get(e.n, 0)
@@ -437,6 +478,8 @@ class Memory:
                 kept, note = self._judge_ratio(match, reply.prompt_tokens)
                 tx.record_report(match.n, reply.prompt_tokens, kept, note, True)
             queued = self._queue_cut(tx, now) or took
+            if not result.tool_calls and not result.call_again:
+                queued = queue_after_reply(tx, self._history, now) or queued
         if queued:
             self._engine._jobs_queued()
         return result
@@ -565,6 +608,8 @@ class Memory:
             notes_, facts, acks = tx.notes(), tx.facts(), tx.acks()
             graph = (tx.entities(), tx.aliases(), tx.edges(), tx.retirements())
             passages = tx.passages()
+            recalls = (tx.recalls(), tx.block_texts("distills"), tx.block_texts("recall_finals"),
+                       tx.walks())
         return MemoryExport(
             memory_id=self.memory_id,
             format=memory.format,
@@ -593,6 +638,10 @@ class Memory:
             edges=graph[2],
             retirements=graph[3],
             passages=passages,
+            recalls=recalls[0],
+            distills=recalls[1],
+            recall_finals=recalls[2],
+            walks=recalls[3],
         )
 
     def search(self, query: str, *, kind: str = "fact", k: int = 10) -> list[SearchHit]:

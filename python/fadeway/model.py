@@ -28,6 +28,9 @@ __all__ = [
     "EpisodeView",
     "ReportResult",
     "SearchHit",
+    "RecallRecord",
+    "BlockText",
+    "WalkRecord",
     "ExportedMessage",
     "ExportedRequest",
     "MemoryExport",
@@ -228,6 +231,36 @@ class EpisodeView(msgspec.Struct, frozen=True, kw_only=True):
     traces: list[TraceRecord]
 
 
+class RecallRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """The recall block a user turn got, stored with the turn (just before its message)."""
+
+    turn: int
+    seq: int  # the user message it stands before
+    at: float
+    text: str
+    tokens: int
+    facts: list[int]  # the facts it shows
+    passages: list[int]  # the passages it quotes
+
+
+class BlockText(msgspec.Struct, frozen=True, kw_only=True):
+    """A turn's recall block as rewritten: by distill (prepared in the lane), or as fixed when
+    the next message arrived (the distilled text when ready, else the original). None: removed."""
+
+    turn: int
+    at: float
+    text: str | None
+    tokens: int
+
+
+class WalkRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """The walk the lane prepared after a reply: facts with the level the judge gave them."""
+
+    turn: int
+    at: float
+    levels: list[tuple[int, int]]  # (fact, level)
+
+
 class SearchHit(msgspec.Struct, frozen=True, kw_only=True):
     """A fact or passage found by `Memory.search`, best first."""
 
@@ -297,3 +330,7 @@ class MemoryExport(msgspec.Struct, frozen=True, kw_only=True):
     edges: list[EdgeRecord] = []
     retirements: list[RetirementRecord] = []
     passages: list[PassageRecord] = []
+    recalls: list[RecallRecord] = []
+    distills: list[BlockText] = []
+    recall_finals: list[BlockText] = []
+    walks: list[WalkRecord] = []

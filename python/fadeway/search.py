@@ -204,12 +204,17 @@ class MemoryIndex:
     # -- searching --------------------------------------------------------------------------
 
     def by_words(self, kind: str, query: str, k: int) -> list[int]:
+        if kind not in self.words:
+            return []
         ids, _ = self.words[kind].search(query, k)
         return ids.tolist()
 
-    def by_meaning(self, kind: str, vector: np.ndarray, k: int) -> list[int]:
-        ids, _ = self.meaning[kind].search(vector, k)
-        return ids.tolist()
+    def by_meaning(self, kind: str, vector: np.ndarray, k: int,
+                   min_similarity: float = -1.0) -> list[int]:
+        if kind not in self.meaning:
+            return []
+        ids, similarity = self.meaning[kind].search(vector, k)
+        return ids[similarity >= min_similarity].tolist()
 
     def search(self, kind: str, query: str, k: int, *,
                vector: np.ndarray | None = None) -> list[Hit]:

@@ -63,20 +63,25 @@ def view_seqs(count: int, hidden: Sequence[tuple[int, int]]) -> list[int]:
 
 
 def history_view(fmt: Format, history: History, hidden: Sequence[tuple[int, int]],
-                 accepted: dict[str, bool]) -> tuple[list[Any], list[int]]:
+                 accepted: dict[str, bool],
+                 before: dict[int, Any] | None = None) -> tuple[list[Any], list[int]]:
     """The stored messages not in `hidden` seq ranges (inclusive), each note call followed by
-    fadeway's output for it. Returns the view and the seq of each stored message in it."""
+    fadeway's output for it, and the `before` messages (recall blocks) just before the seqs
+    they belong to. Returns the view and the seq of each stored message in it."""
     seqs = view_seqs(len(history), hidden)
     if not seqs:
         return [], []
     view = msgspec.json.decode(b"[" + b",".join(history.bodies[i] for i in seqs) + b"]")
-    if not history.note_calls:
+    if not history.note_calls and not before:
         return view, seqs
     by_seq: dict[int, list[str]] = {}
     for call_id, seq in history.note_calls.items():
         by_seq.setdefault(seq, []).append(call_id)
     out: list[Any] = []
+    before = before or {}
     for message, seq in zip(view, seqs, strict=True):
+        if seq in before:
+            out.append(before[seq])
         out.append(message)
         for call_id in by_seq.get(seq, ()):
             out.append(notes.note_output(fmt, call_id, accepted.get(call_id, False)))

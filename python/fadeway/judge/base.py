@@ -5,7 +5,7 @@ or None for no limit): the LLM-backed judge of a later stage does network I/O, a
 and scripted judges honour the same shape. A judge that cannot answer by the deadline raises
 `JudgeTimeout`; callers fall back as the spec says for each judgment.
 
-Implemented judgments (more join as their stages land: walk levels, distillation):
+Implemented judgments:
 
 - `boundaries`: each unit read in context, scored as the first and as the last message of a
   concept (MECHANISM: "Episodes").
@@ -14,6 +14,9 @@ Implemented judgments (more join as their stages land: walk levels, distillation
 - `relate`: is a new fact the same as one already held, does it contradict it, or neither
   (MECHANISM: "The note ask and sealing": a restated fact merges, a newer one retires).
 - `same_entity`: are two names the same entity (confirms a candidate that similarity found)?
+- `levels`: candidate facts scored on four levels against the recent dialogue, for the walk
+  (MECHANISM: "Recall").
+- `distill`: which facts of a recall block were relevant to the turn and not already said.
 """
 
 from __future__ import annotations
@@ -72,6 +75,9 @@ class FactText:
 Relation = str  # "same" | "contradicts" | "unrelated"
 RELATIONS = ("same", "contradicts", "unrelated")
 
+#: The walk's four levels, from unrelated to central.
+UNRELATED, RELATED, RELEVANT, CENTRAL = 0, 1, 2, 3
+
 
 class Judge(abc.ABC):
     """A judgment model. Subclasses answer each judgment for a batch of items at once."""
@@ -104,3 +110,15 @@ class Judge(abc.ABC):
     async def same_entity(self, pairs: Sequence[tuple[str, str]], *,
                           deadline: float | None = None) -> list[bool]:
         """For each pair of names: do they name the same entity?"""
+
+    @abc.abstractmethod
+    async def levels(self, facts: Sequence[FactText], dialogue: str, *,
+                     deadline: float | None = None) -> list[int]:
+        """For each fact, how it bears on the recent `dialogue` (ending with the newest
+        message): UNRELATED (0), RELATED (1), RELEVANT (2) or CENTRAL (3)."""
+
+    @abc.abstractmethod
+    async def distill(self, facts: Sequence[FactText], conversation: str, *,
+                      deadline: float | None = None) -> list[bool]:
+        """For each fact recalled for a turn: keep it? Yes when it was relevant to the turn's
+        `conversation` (the message and the reply) and the conversation did not already say it."""

@@ -16,7 +16,8 @@ from .. import _constants as C
 from .. import _core, cohesion
 from .base import Answer, Boundaries, FactText, Judge, Relation, UnitText
 
-__all__ = ["OfflineJudge", "relate_offline", "same_entity_offline"]
+__all__ = ["OfflineJudge", "relate_offline", "same_entity_offline", "levels_offline",
+           "distill_offline"]
 
 
 class OfflineJudge(Judge):
@@ -57,6 +58,15 @@ class OfflineJudge(Judge):
     async def same_entity(self, pairs: Sequence[tuple[str, str]], *,
                           deadline: float | None = None) -> list[bool]:
         return [same_entity_offline(a, b) for a, b in pairs]
+
+
+    async def levels(self, facts: Sequence[FactText], dialogue: str, *,
+                     deadline: float | None = None) -> list[int]:
+        return levels_offline(facts, dialogue)
+
+    async def distill(self, facts: Sequence[FactText], conversation: str, *,
+                      deadline: float | None = None) -> list[bool]:
+        return distill_offline(facts, conversation)
 
 
 #: Words that turn a statement around ("isn't" tokenizes to "isn" and "t").
@@ -106,3 +116,35 @@ def same_entity_offline(a: str, b: str) -> bool:
     contained in another ("pricing page" in "pricing page copy v3") is not confirmed."""
     ta, tb = set(_core.tokenize(a)), set(_core.tokenize(b))
     return bool(ta) and ta == tb
+
+
+def _similarities(facts: Sequence[FactText], text: str) -> np.ndarray:
+    """Hashing cosine of each fact (sentence and entities) with `text`."""
+    vectors = _core.hash_embed([text, *(f"{f.text} {f.subject} {f.object}" for f in facts)],
+                               C.RELATE_EMBED_DIM)
+    return np.clip(vectors[1:] @ vectors[0], 0.0, 1.0)
+
+
+def levels_offline(facts: Sequence[FactText], dialogue: str) -> list[int]:
+    """Levels from the hashing cosine of each fact with the dialogue's last lines (the newest
+    message weighs most), against the LEVEL_THRESHOLDS."""
+    if not facts:
+        return []
+    recent = dialogue[-C.LEVEL_DIALOGUE_CHARS:]
+    cos = _similarities(facts, recent)
+    return [sum(bool(c >= t) for t in C.LEVEL_THRESHOLDS) for c in cos.tolist()]
+
+
+def distill_offline(facts: Sequence[FactText], conversation: str) -> list[bool]:
+    """Keep a fact the conversation bears on (cosine at DISTILL_RELEVANT or above) unless it
+    already says it (DISTILL_SAID of the fact's words appear in it)."""
+    if not facts:
+        return []
+    cos = _similarities(facts, conversation)
+    said = set(_core.tokenize(conversation))
+    keep = []
+    for fact, c in zip(facts, cos.tolist(), strict=True):
+        words = set(_core.tokenize(fact.text))
+        covered = len(words & said) / len(words) if words else 1.0
+        keep.append(bool(c >= C.DISTILL_RELEVANT and covered < C.DISTILL_SAID))
+    return keep

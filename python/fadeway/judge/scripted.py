@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from .base import Answer, Boundaries, FactText, Judge, JudgeTimeout, Relation, UnitText
-from .offline import relate_offline, same_entity_offline
+from .offline import distill_offline, levels_offline, relate_offline, same_entity_offline
 
 __all__ = ["ScriptedJudge"]
 
@@ -15,6 +15,8 @@ BoundaryScript = Callable[[Sequence[UnitText]], Boundaries]
 AboutScript = Callable[[str, str], Answer]
 RelateScript = Callable[[FactText, FactText], Relation]
 SameEntityScript = Callable[[str, str], bool]
+LevelsScript = Callable[[Sequence[FactText], str], list[int]]
+DistillScript = Callable[[Sequence[FactText], str], list[bool]]
 
 
 def _flat(units: Sequence[UnitText]) -> Boundaries:
@@ -35,11 +37,14 @@ class ScriptedJudge(Judge):
     def __init__(self, *, boundaries: BoundaryScript = _flat, about: AboutScript = _shared_word,
                  relate: RelateScript = relate_offline,
                  same_entity: SameEntityScript = same_entity_offline,
+                 levels: LevelsScript = levels_offline, distill: DistillScript = distill_offline,
                  delay: float = 0.0) -> None:
         self._boundaries = boundaries
         self._about = about
         self._relate = relate
         self._same_entity = same_entity
+        self._levels = levels
+        self._distill = distill
         self.delay = delay
         self.calls: list[tuple[str, int]] = []
 
@@ -78,3 +83,15 @@ class ScriptedJudge(Judge):
         self.calls.append(("same_entity", len(pairs)))
         await self._wait(deadline)
         return [self._same_entity(a, b) for a, b in pairs]
+
+    async def levels(self, facts: Sequence[FactText], dialogue: str, *,
+                     deadline: float | None = None) -> list[int]:
+        self.calls.append(("levels", len(facts)))
+        await self._wait(deadline)
+        return list(self._levels(facts, dialogue))
+
+    async def distill(self, facts: Sequence[FactText], conversation: str, *,
+                      deadline: float | None = None) -> list[bool]:
+        self.calls.append(("distill", len(facts)))
+        await self._wait(deadline)
+        return list(self._distill(facts, conversation))

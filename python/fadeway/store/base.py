@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager
 
 from ..model import (
     AliasRecord,
+    BlockText,
     EdgeRecord,
     EntityRecord,
     EpisodeRecord,
@@ -22,9 +23,11 @@ from ..model import (
     MessageRecord,
     NoteRecord,
     PassageRecord,
+    RecallRecord,
     RequestRecord,
     RetirementRecord,
     TraceRecord,
+    WalkRecord,
 )
 
 __all__ = ["Store", "Transaction"]
@@ -158,6 +161,10 @@ class Transaction(abc.ABC):
         """Passages numbered above `after`, in order."""
 
     @abc.abstractmethod
+    def passages_at(self, ns: Sequence[int]) -> list[PassageRecord]:
+        """The passages numbered `ns` (those that exist), in order."""
+
+    @abc.abstractmethod
     def passage_count(self) -> int:
         """The highest passage number (passages are numbered 1, 2, ...), 0 when none."""
 
@@ -178,6 +185,31 @@ class Transaction(abc.ABC):
     @abc.abstractmethod
     def insert_vectors(self, kind: str, embedder: str, rows: Sequence[tuple[int, bytes]]) -> None:
         """Store vectors; one already stored for (kind, embedder, n) is kept as it was."""
+
+    # -- recall -----------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def recalls(self, since_turn: int = 0) -> list[RecallRecord]:
+        """The recall blocks of turns from `since_turn` on, in turn order."""
+
+    @abc.abstractmethod
+    def insert_recall(self, row: RecallRecord) -> None: ...
+
+    @abc.abstractmethod
+    def block_texts(self, table: str, since_turn: int = 0) -> list[BlockText]:
+        """Rewrites of recall blocks: `table` is "distills" (prepared by the lane) or
+        "recall_finals" (fixed when the next message arrived)."""
+
+    @abc.abstractmethod
+    def insert_block_text(self, table: str, row: BlockText) -> None:
+        """Store a rewrite; one already stored for the turn is kept as it was."""
+
+    @abc.abstractmethod
+    def walks(self, since_turn: int = 0) -> list[WalkRecord]: ...
+
+    @abc.abstractmethod
+    def insert_walk(self, row: WalkRecord) -> None:
+        """Store a prepared walk; one already stored for the turn is kept as it was."""
 
     # -- the ordered lane -----------------------------------------------------------------
 

@@ -42,6 +42,10 @@ _COLUMNS = {
     "retirements": [],
     "passages": [],
     "vectors": [],
+    "recalls": [],
+    "distills": [],
+    "recall_finals": [],
+    "walks": [],
     "episodes": ["memory_id", "n", "first_seq", "last_seq", "first_turn", "last_turn",
                  "start_at", "end_at", "tokens", "cut_at", "state"],
 }
@@ -238,6 +242,48 @@ MIGRATIONS: list[Migration] = [
     ], sqlite=[*_append_only("entities"), *_append_only("aliases"), *_append_only("edges"),
                *_append_only("retirements"), *_append_only("passages"),
                *_append_only("vectors")]),
+    # 5: recall. The block each user turn got (kept with its turn), its distilled rewrite as
+    # the lane prepared it, the final text fixed when the next message arrived (so the turn's
+    # block is byte-stable from then on), and the walk the lane prepared after each reply.
+    Migration([
+        """CREATE TABLE recalls (
+            memory_id TEXT NOT NULL REFERENCES memories (memory_id),
+            turn INTEGER NOT NULL,
+            seq INTEGER NOT NULL,
+            at DOUBLE PRECISION NOT NULL,
+            text TEXT NOT NULL,
+            tokens INTEGER NOT NULL,
+            facts TEXT NOT NULL,
+            passages TEXT NOT NULL,
+            PRIMARY KEY (memory_id, turn)
+        )""",
+        """CREATE TABLE distills (
+            memory_id TEXT NOT NULL REFERENCES memories (memory_id),
+            turn INTEGER NOT NULL,
+            at DOUBLE PRECISION NOT NULL,
+            text TEXT,
+            tokens INTEGER NOT NULL,
+            PRIMARY KEY (memory_id, turn),
+            FOREIGN KEY (memory_id, turn) REFERENCES recalls (memory_id, turn)
+        )""",
+        """CREATE TABLE recall_finals (
+            memory_id TEXT NOT NULL REFERENCES memories (memory_id),
+            turn INTEGER NOT NULL,
+            at DOUBLE PRECISION NOT NULL,
+            text TEXT,
+            tokens INTEGER NOT NULL,
+            PRIMARY KEY (memory_id, turn),
+            FOREIGN KEY (memory_id, turn) REFERENCES recalls (memory_id, turn)
+        )""",
+        """CREATE TABLE walks (
+            memory_id TEXT NOT NULL REFERENCES memories (memory_id),
+            turn INTEGER NOT NULL,
+            at DOUBLE PRECISION NOT NULL,
+            levels TEXT NOT NULL,
+            PRIMARY KEY (memory_id, turn)
+        )""",
+    ], sqlite=[*_append_only("recalls"), *_append_only("distills"),
+               *_append_only("recall_finals"), *_append_only("walks")]),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,12 +1,24 @@
-"""The SQLite queries of the knowledge graph, passages and vectors (schema 4), mixed into the
-SQLite transaction. Every query is bound to the transaction's memory id."""
+"""The SQLite queries of the knowledge graph, passages and vectors (schema 4) and of recall
+(schema 5), mixed into the SQLite transaction. Every query is bound to the transaction's
+memory id."""
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
 
-from ..model import AliasRecord, EdgeRecord, EntityRecord, PassageRecord, RetirementRecord
+import msgspec
+
+from ..model import (
+    AliasRecord,
+    BlockText,
+    EdgeRecord,
+    EntityRecord,
+    PassageRecord,
+    RecallRecord,
+    RetirementRecord,
+    WalkRecord,
+)
 
 __all__ = ["GraphQueries"]
 
@@ -63,6 +75,19 @@ class GraphQueries:
                     f"SELECT {_PASSAGE_COLUMNS} FROM passages WHERE memory_id = ? AND n > ? "
                     "ORDER BY n", (self.memory_id, after))]
 
+    def passages_at(self, ns: Sequence[int]) -> list[PassageRecord]:
+        """The passages numbered `ns` (those that exist), in order."""
+        out: list[PassageRecord] = []
+        wanted = sorted(set(ns))
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i:i + 500]
+            out += [PassageRecord(n=n, episode=episode, seq=seq, part=part, turn=turn, at=at,
+                                  role=role, text=text)
+                    for n, episode, seq, part, turn, at, role, text in self._conn.execute(
+                        f"SELECT {_PASSAGE_COLUMNS} FROM passages WHERE memory_id = ? AND n IN "
+                        f"({', '.join('?' * len(chunk))}) ORDER BY n", (self.memory_id, *chunk))]
+        return out
+
     def passage_count(self) -> int:
         (top,) = self._conn.execute("SELECT MAX(n) FROM passages WHERE memory_id = ?",
                                     (self.memory_id,)).fetchone()
@@ -97,3 +122,50 @@ class GraphQueries:
     def set_facts_block(self, text: str | None) -> None:
         self._conn.execute("UPDATE memories SET facts_block = ? WHERE memory_id = ?",
                            (text, self.memory_id))
+
+    # -- recall -----------------------------------------------------------------------------
+
+    def recalls(self, since_turn: int = 0) -> list[RecallRecord]:
+        return [RecallRecord(turn=turn, seq=seq, at=at, text=text, tokens=tokens,
+                             facts=_ints(facts), passages=_ints(passages))
+                for turn, seq, at, text, tokens, facts, passages in self._conn.execute(
+                    "SELECT turn, seq, at, text, tokens, facts, passages FROM recalls "
+                    "WHERE memory_id = ? AND turn >= ? ORDER BY turn", (self.memory_id, since_turn))]
+
+    def insert_recall(self, row: RecallRecord) -> None:
+        self._conn.execute(
+            "INSERT INTO recalls (memory_id, turn, seq, at, text, tokens, facts, passages) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (self.memory_id, row.turn, row.seq, row.at, row.text, row.tokens,
+             _encode(row.facts).decode(), _encode(row.passages).decode()))
+
+    def block_texts(self, table: str, since_turn: int = 0) -> list[BlockText]:
+        if table not in ("distills", "recall_finals"):
+            raise ValueError(f"no block text table {table!r}")
+        return [BlockText(turn=turn, at=at, text=text, tokens=tokens)
+                for turn, at, text, tokens in self._conn.execute(
+                    f"SELECT turn, at, text, tokens FROM {table} WHERE memory_id = ? "
+                    "AND turn >= ? ORDER BY turn", (self.memory_id, since_turn))]
+
+    def insert_block_text(self, table: str, row: BlockText) -> None:
+        if table not in ("distills", "recall_finals"):
+            raise ValueError(f"no block text table {table!r}")
+        self._conn.execute(
+            f"INSERT OR IGNORE INTO {table} (memory_id, turn, at, text, tokens) "
+            "VALUES (?, ?, ?, ?, ?)", (self.memory_id, row.turn, row.at, row.text, row.tokens))
+
+    def walks(self, since_turn: int = 0) -> list[WalkRecord]:
+        return [WalkRecord(turn=turn, at=at, levels=_pairs(levels))
+                for turn, at, levels in self._conn.execute(
+                    "SELECT turn, at, levels FROM walks WHERE memory_id = ? AND turn >= ? "
+                    "ORDER BY turn", (self.memory_id, since_turn))]
+
+    def insert_walk(self, row: WalkRecord) -> None:
+        self._conn.execute(
+            "INSERT OR IGNORE INTO walks (memory_id, turn, at, levels) VALUES (?, ?, ?, ?)",
+            (self.memory_id, row.turn, row.at, _encode(row.levels).decode()))
+
+
+_encode = msgspec.json.encode
+_ints = msgspec.json.Decoder(list[int]).decode
+_pairs = msgspec.json.Decoder(list[tuple[int, int]]).decode

@@ -1,0 +1,349 @@
+"""Recall (MECHANISM: "Recall"): before a new user message joins the history, what is relevant
+from sealed conversation and the graph comes back in a recall block.
+
+1. The message is split into parts (Rust: sentences and lines, short ones joined, long ones
+   windowed).
+2. Searches: the graph by words and by meaning for the message and for the recent conversation
+   ending with it; the graph by meaning for each part; passages of sealed conversation by words
+   and by meaning for each part; each fused by reciprocal rank (Rust).
+3. The walk: the judge scores candidate facts on four levels against the recent dialogue; a fact
+   at LEAD_LEVEL or above leads on to the facts on the far side of its entities. The lane
+   prepares a walk after each reply (`WalkJob`); the new message's own hits are added to it.
+   Without one, a walk runs inline with a short deadline, and failing that the hits are used as
+   they are.
+4. Grouping: facts in the facts block are left out; the rest are grouped by the neighbourhood of
+   entities they sit in, each group named for its most connected entity.
+5. The block, by `blocks.recall_block`.
+
+Everything here reads; `memory.py` stores the block with its turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from . import _constants as C
+from . import blocks, tokens
+from .graph import Graph, normalise_name
+from .judge import FactText, Judge, JudgeTimeout
+from .lane import JobHandler, register_job
+from .model import BlockText, EpisodeRecord, FactRecord, JobRecord, WalkRecord
+from .parts import message_parts
+from .search import MemoryIndex, fuse
+from .store import Transaction
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+__all__ = ["RecallResult", "Snapshot", "recall", "walk", "group_facts", "block_tokens",
+           "WalkJob", "DistillJob"]
+
+log = logging.getLogger("fadeway.recall")
+
+
+@dataclass
+class RecallResult:
+    """A recall: the block (None when nothing was found) and what went into it."""
+
+    block: str | None
+    facts: list[int] = field(default_factory=list)  # facts shown, in the block's order
+    passages: list[int] = field(default_factory=list)  # passages quoted
+    walk: str = "none"  # "prepared", "inline", "search hits" or "none" (no candidates)
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
+
+
+class Snapshot:
+    """What recall reads of one memory, in one read transaction."""
+
+    def __init__(self, tx: Transaction) -> None:
+        memory = tx.memory()
+        self.facts: dict[int, FactRecord] = {f.n: f for f in tx.facts()}
+        self.graph = Graph.read(tx)
+        self.block_facts = set(msgspec.json.decode(memory.facts_order)
+                               if memory is not None and memory.facts_order else [])
+        self.episodes: dict[int, EpisodeRecord] = {e.n: e for e in tx.episodes()}
+        episodes_of_note: dict[int, list[int]] = {}
+        for episode, note in tx.acks():
+            episodes_of_note.setdefault(note, []).append(episode)
+        self.fact_episodes = {n: episodes_of_note.get(f.note, []) for n, f in self.facts.items()}
+        self.episode_facts: dict[int, list[int]] = {}
+        for n, eps in self.fact_episodes.items():
+            for e in eps:
+                self.episode_facts.setdefault(e, []).append(n)
+        walks = tx.walks()
+        self.walk = walks[-1] if walks else None
+
+    def turns(self, fact: int) -> tuple[int, int]:
+        """The turns a fact was written from (its note's episodes), or (0, 0) when unknown."""
+        eps = [self.episodes[e] for e in self.fact_episodes.get(fact, ()) if e in self.episodes]
+        if not eps:
+            return 0, 0
+        return min(e.first_turn for e in eps), max(e.last_turn for e in eps)
+
+    def fact_text(self, n: int) -> FactText:
+        subject, obj = self.graph.names(self.facts[n])
+        return FactText(self.facts[n].text, subject, obj)
+
+    def recalled(self, n: int) -> blocks.RecalledFact:
+        first, last = self.turns(n)
+        return blocks.RecalledFact(self.facts[n].text, self.facts[n].at, first, last,
+                                   retired=n in self.graph.retired)
+
+    def shown(self, ns: Sequence[int]) -> list[int]:
+        """`ns` as held facts, once each, in order, without those in the facts block (retired
+        facts stay: shown marked, last)."""
+        out: dict[int, None] = {}
+        for n in ns:
+            root = self.graph.root(n)
+            if root in self.facts and root not in self.block_facts:
+                out.setdefault(root, None)
+        return list(out)
+
+
+async def walk(judge: Judge, snap: Snapshot, dialogue: str, seeds: Sequence[int], *,
+               deadline: float | None) -> dict[int, int]:
+    """Levels of the seeds and of the facts the walk reaches from them (MECHANISM: "The walk")."""
+    levels: dict[int, int] = {}
+    frontier = snap.shown(seeds)
+    for _ in range(C.WALK_DEPTH + 1):
+        if not frontier:
+            break
+        answers = await judge.levels([snap.fact_text(n) for n in frontier], dialogue,
+                                     deadline=deadline)
+        levels.update(zip(frontier, answers, strict=True))
+        reached: dict[int, None] = {}
+        for n in frontier:
+            edge = snap.graph.edges.get(n)
+            if levels[n] < C.LEAD_LEVEL or edge is None:
+                continue
+            for entity in (edge.subject, edge.object):
+                for m in snap.graph.touching(entity):
+                    if m not in levels and m in snap.facts and m not in snap.block_facts:
+                        reached.setdefault(m, None)
+        frontier = list(reached)[:C.WALK_FANOUT]
+    return levels
+
+
+def group_facts(snap: Snapshot, ns: Sequence[int]) -> list[blocks.RecallGroup]:
+    """Facts grouped by the neighbourhood of entities they sit in (connected through the shown
+    facts), each group named for its most connected entity; groups with the newest fact first.
+    Nothing is dropped."""
+    parent: dict[Any, Any] = {}
+
+    def find(x: Any) -> Any:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    ends: dict[int, tuple[Any, Any]] = {}
+    names: dict[Any, str] = {}
+    for n in ns:
+        edge, fact = snap.graph.edges.get(n), snap.facts[n]
+        if edge is not None:
+            a, b = edge.subject, edge.object
+            names[a], names[b] = snap.graph.entities[a].name, snap.graph.entities[b].name
+        else:  # not in the graph yet: its names as written
+            a, b = normalise_name(fact.subject), normalise_name(fact.object)
+            names.setdefault(a, fact.subject)
+            names.setdefault(b, fact.object)
+        ends[n] = (a, b)
+        parent[find(a)] = find(b)
+    members: dict[Any, list[int]] = {}
+    for n in ns:
+        members.setdefault(find(ends[n][0]), []).append(n)
+    groups = []
+    for facts in members.values():
+        degree: dict[Any, int] = {}
+        for n in facts:
+            for end in set(ends[n]):
+                degree[end] = degree.get(end, 0) + 1
+        hub = max(degree, key=lambda e: (degree[e], -min(i for i, n in enumerate(ns)
+                                                           if e in ends[n])))
+        newest = max(snap.facts[n].at for n in facts)
+        groups.append((newest, names[hub], [snap.recalled(n) for n in facts]))
+    groups.sort(key=lambda g: -g[0])
+    return [blocks.RecallGroup(name, facts) for _, name, facts in groups]
+
+
+async def recall(engine: Engine, memory_id: str, message: str, recent: str, *,
+                 prepared_turn: int | None = None,
+                 deadline: float | None = None) -> RecallResult:
+    """The recall block for `message` (the new user message), `recent` being the conversation
+    ending with it. The walk the lane prepared after turn `prepared_turn` (the turn the new
+    message follows) is used when it is there. Reads the store and the indexes; writes nothing
+    but index caches."""
+    timings: dict[str, float] = {}
+    clock = time.perf_counter()
+
+    def lap(stage: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        timings[stage] = now - clock
+        clock = now
+
+    index: MemoryIndex = engine.index(memory_id)
+    with engine.store.read(memory_id) as tx:
+        index.sync(tx)
+        snap = Snapshot(tx)
+    if snap.walk is not None and snap.walk.turn != prepared_turn:
+        snap.walk = None  # prepared for another turn: not this message's
+    lap("read")
+    parts = message_parts(message)
+    lap("parts")
+    queries = [message, recent, *(p.text for p in parts)]
+    vectors = await engine.embedder.embed(queries, deadline=deadline)
+    lap("embed")
+    k, floor = C.RECALL_SEARCH_HITS, C.RECALL_MIN_SIMILARITY
+    message_hits = [h.n for h in fuse([
+        index.by_words("fact", message, k), index.by_words("fact", recent, k),
+        index.by_meaning("fact", vectors[0], k, floor),
+        index.by_meaning("fact", vectors[1], k, floor)], k)]
+    part_hits = [index.by_meaning("fact", v, C.RECALL_PART_FACTS, floor) for v in vectors[2:]]
+    passage_hits = [h.n for h in fuse(
+        [ids for p, v in zip(parts, vectors[2:], strict=True)
+         for ids in (index.by_words("passage", p.text, k),
+                     index.by_meaning("passage", v, k, floor))], C.RECALL_EXCERPTS)]
+    lap("search")
+
+    candidates = snap.shown([*message_hits, *(n for hits in part_hits for n in hits)])
+    kept, how = await _walked(engine.judge, snap, recent, candidates, deadline)
+    lap("walk")
+
+    ranked = sorted((n for n in kept if kept[n] >= C.KEEP_LEVEL),
+                    key=lambda n: (-kept[n], candidates.index(n) if n in candidates else k))
+    grouped = [n for n in ranked if n not in {m for hits in part_hits for m in hits}
+               or n in message_hits][:C.RECALL_FACTS]
+    groups = group_facts(snap, grouped)
+    sections, section_facts = [], []
+    for part, hits in zip(parts, part_hits, strict=True):
+        facts = [n for n in snap.shown(hits) if kept.get(n, 0) >= C.KEEP_LEVEL]
+        if facts and len(parts) > 1:
+            sections.append(blocks.PartSection(part.text, [snap.recalled(n) for n in facts]))
+            section_facts += facts
+    with engine.store.read(memory_id) as tx:
+        passages = {p.n: p for p in tx.passages_at(passage_hits)}
+    quoted = [n for n in passage_hits if n in passages]
+    excerpts, excerpt_facts = _excerpts(snap, [passages[n] for n in quoted])
+    block = blocks.recall_block(groups, sections, excerpts)
+    lap("block")
+    shown = list(dict.fromkeys([*grouped, *section_facts, *excerpt_facts]))
+    return RecallResult(block, shown, quoted, how, timings)
+
+
+async def _walked(judge: Judge, snap: Snapshot, dialogue: str, candidates: list[int],
+                  deadline: float | None) -> tuple[dict[int, int], str]:
+    """The walk's levels: the prepared one with this message's hits added, else an inline walk
+    by `deadline`, else the hits as they are."""
+    if snap.walk is not None:
+        levels = {n: level for n, level in snap.walk.levels if n in snap.facts}
+        for n in candidates:
+            levels.setdefault(n, C.KEEP_LEVEL)
+        return levels, "prepared"
+    if not candidates:
+        return {}, "none"
+    limit = time.monotonic() + C.RECALL_WALK_DEADLINE
+    limit = min(limit, deadline) if deadline is not None else limit
+    try:
+        levels = await asyncio.wait_for(walk(judge, snap, dialogue, candidates, deadline=limit),
+                                        timeout=max(0.0, limit - time.monotonic()))
+        return levels, "inline"
+    except (JudgeTimeout, TimeoutError) as exc:
+        log.info("recall: no walk by the deadline (%s); the search hits are used as they are",
+                 exc or "timed out")
+        return dict.fromkeys(candidates, C.KEEP_LEVEL), "search hits"
+
+
+def _excerpts(snap: Snapshot,
+              passages: Sequence[Any]) -> tuple[list[blocks.Excerpt], list[int]]:
+    """Excerpts of the found passages, each with its episode's facts (not in the facts block)."""
+    out: list[blocks.Excerpt] = []
+    facts_shown: list[int] = []
+    for p in passages:
+        facts = snap.shown(snap.episode_facts.get(p.episode, []))[:C.RECALL_EXCERPT_FACTS]
+        facts_shown += facts
+        prefix = f"{p.role}: "
+        text = p.text[len(prefix):] if p.text.startswith(prefix) else p.text
+        out.append(blocks.Excerpt(turn=p.turn, role=p.role, at=p.at, text=text,
+                                  hint=f"turn {p.turn}",
+                                  facts=[snap.recalled(n) for n in facts]))
+    return out, facts_shown
+
+
+class WalkJob(JobHandler):
+    """Prepare the walk for the next message from the turn's message and reply."""
+
+    async def prepare(self, engine: Engine, memory_id: str, job: JobRecord) -> Any:
+        payload = msgspec.json.decode(job.payload)
+        turn, dialogue = payload["turn"], payload["dialogue"]
+        index = engine.index(memory_id)
+        with engine.store.read(memory_id) as tx:
+            index.sync(tx)
+            snap = Snapshot(tx)
+        k = C.RECALL_SEARCH_HITS
+        vector = (await engine.embedder.embed([dialogue]))[0]
+        seeds = [h.n for h in fuse([index.by_words("fact", dialogue, k),
+                                    index.by_meaning("fact", vector, k,
+                                                     C.RECALL_MIN_SIMILARITY)], k)]
+        levels = await walk(engine.judge, snap, dialogue, seeds,
+                            deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE)
+        return WalkRecord(turn=turn, at=job.created_at, levels=sorted(levels.items()))
+
+    def apply(self, engine: Engine, tx: Transaction, job: JobRecord, prepared: Any) -> bool:
+        tx.insert_walk(prepared)
+        return True
+
+
+register_job("walk", WalkJob())
+
+
+class DistillJob(JobHandler):
+    """Reread a turn's recall block against the turn (its message and reply): keep the facts and
+    excerpts that were relevant and not already said, and rewrite the block to those (None:
+    removed). Applied when the next message arrives (`memory.py` fixes the turn's final text)."""
+
+    async def prepare(self, engine: Engine, memory_id: str, job: JobRecord) -> Any:
+        payload = msgspec.json.decode(job.payload)
+        turn, conversation = payload["turn"], payload["conversation"]
+        with engine.store.read(memory_id) as tx:
+            found = [r for r in tx.recalls(turn) if r.turn == turn]
+            if not found:
+                return None
+            snap = Snapshot(tx)
+            passages = tx.passages_at(found[0].passages)
+        record = found[0]
+        facts = [n for n in record.facts if n in snap.facts]
+        items = [snap.fact_text(n) for n in facts]
+        items += [FactText(p.text, p.role, "") for p in passages]
+        keep = await engine.judge.distill(items, conversation,
+                                          deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE)
+        kept_facts = [n for n, k in zip(facts, keep, strict=False) if k]
+        kept_passages = [p for p, k in zip(passages, keep[len(facts):], strict=True) if k]
+        excerpts, _ = _excerpts(snap, kept_passages)
+        text = blocks.recall_block(group_facts(snap, kept_facts), [], excerpts)
+        return turn, text, block_tokens(text)
+
+    def apply(self, engine: Engine, tx: Transaction, job: JobRecord, prepared: Any) -> bool:
+        if prepared is not None:
+            turn, text, size = prepared
+            tx.insert_block_text("distills", BlockText(turn=turn, at=job.created_at, text=text,
+                                                       tokens=size))
+        return True
+
+
+def block_tokens(text: str | None) -> int:
+    """A block's size as a message in the request (estimated with the default encoding)."""
+    if text is None:
+        return 0
+    return sum(tokens.count_texts(tokens.encoding_for_model(None), [text])) + C.TOKENS_PER_MESSAGE
+
+
+register_job("distill", DistillJob())

@@ -1,0 +1,177 @@
+"""Recall end to end: the walk reaches a bridge fact, the inline fallback keeps its deadline,
+distill removes a block whose facts were said, requests keep their prefix, and recall never
+reads across memories (MECHANISM: "Recall")."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+
+import fadeway
+from fadeway import _constants as C
+from fadeway import blocks
+from fadeway.judge import ScriptedJudge
+from fadeway.recall import Snapshot, group_facts, recall
+
+from helpers import chat_reply, converse_with_notes
+
+OWNER = ("Dana owns the checkout migration.", "Dana", "checkout migration", False)
+LEAVE = ("Dana is on parental leave until May.", "Dana", "parental leave", False)
+OTHER = [("The office plants get watered on Fridays.", "office plants", "Fridays", False),
+         ("Legal reviews every refund term.", "legal", "refund term", False)]
+QUESTION = "Can the checkout migration owner join the review next week?"
+
+
+def _open(path, clock, judge=None, **settings):
+    return fadeway.open(path, clock=clock, background=False, ceiling=3_000,
+                        judge=judge or ScriptedJudge(), episode_min_tokens=100,
+                        episode_max_tokens=400, cut_after_tokens=600, **settings)
+
+
+def _levels(scores):
+    """A scripted walk: each fact's level by its text (unknown facts are unrelated)."""
+    return lambda facts, dialogue: [scores.get(f.text, 0) for f in facts]
+
+
+def _recall(engine, memory_id, message, **kw):
+    return asyncio.run(recall(engine, memory_id, message, message, **kw))
+
+
+def test_the_walk_reaches_a_bridge_fact_that_search_alone_misses(tmp_path, clock):
+    with _open(tmp_path / "r.db", clock) as eng:
+        mem = eng.memory("m")
+        converse_with_notes(eng, mem, clock, [[OWNER, *OTHER], [LEAVE]])
+        with eng.store.write("m") as tx:
+            tx.set_facts_order("[]")  # nothing in the facts block: recall may show every fact
+        eng.judge = ScriptedJudge(levels=_levels({OWNER[0]: 1}))  # keeps, never leads on
+        plain = _recall(eng, "m", QUESTION)
+        eng.judge = ScriptedJudge(levels=_levels({OWNER[0]: 3, LEAVE[0]: 2}))
+        walked = _recall(eng, "m", QUESTION)
+    # A judge that never leads on shows what search found: the owner, not the bridge.
+    assert plain.walk == walked.walk == "inline"
+    assert OWNER[0] in plain.block and LEAVE[0] not in plain.block
+    assert OWNER[0] in walked.block and LEAVE[0] in walked.block
+    # Both sit around Dana: one group, named for the entity they share.
+    assert "## Dana\n" in walked.block
+
+
+def test_without_a_prepared_walk_a_slow_judge_falls_back_to_the_hits(tmp_path, clock,
+                                                                      monkeypatch):
+    monkeypatch.setattr(C, "RECALL_WALK_DEADLINE", 0.3)
+    with _open(tmp_path / "r.db", clock) as eng:
+        mem = eng.memory("m")
+        history = converse_with_notes(eng, mem, clock, [[OWNER, *OTHER]])
+        with eng.store.write("m") as tx:
+            tx.set_facts_order("[]")  # nothing in the facts block: recall may show every fact
+        eng.judge = ScriptedJudge(delay=5.0)
+        history.append({"role": "user", "content": "Fine, thanks."})
+        request = mem.decorate({"model": "gpt-4.1", "messages": history})
+        reply = chat_reply("Noted.")
+        mem.report(request, reply)  # queues the walk; it is not run (no drain)
+        history += [reply["choices"][0]["message"], {"role": "user", "content": QUESTION}]
+        start = time.monotonic()
+        request = mem.decorate({"model": "gpt-4.1", "messages": history})
+        elapsed = time.monotonic() - start
+    assert elapsed < 0.3 + 1.5
+    block = request["messages"][-2]["content"]
+    assert blocks.is_block(block) and block.startswith("[assistant_recent_memories]")
+    assert OWNER[0] in block
+
+
+def _blocks_before_users(messages):
+    """(index, text) of every recall block in a request."""
+    return [(i, m["content"]) for i, m in enumerate(messages)
+            if m["role"] == "system" and isinstance(m["content"], str)
+            and m["content"].startswith("[assistant_recent_memories]")]
+
+
+def test_distill_removes_a_block_whose_facts_were_all_said(tmp_path, clock):
+    def unsaid(items, conversation):
+        return [item.text.split(": ", 1)[-1] not in conversation for item in items]
+
+    with _open(tmp_path / "r.db", clock, ScriptedJudge(distill=unsaid)) as eng:
+        mem = eng.memory("m")
+        history = converse_with_notes(eng, mem, clock, [[OWNER, *OTHER]])
+        with eng.store.write("m") as tx:
+            tx.set_facts_order("[]")  # nothing in the facts block: recall may show every fact
+        history.append({"role": "user", "content": QUESTION})
+        request = mem.decorate({"model": "gpt-4.1", "messages": history})
+        assert request["messages"][-1]["content"] == QUESTION
+        block = request["messages"][-2]["content"]
+        assert OWNER[0] in block
+        reply = chat_reply("Here is all I know:\n" + block)  # says every fact and excerpt
+        mem.report(request, reply)
+        eng.drain()
+        history += [reply["choices"][0]["message"], {"role": "user", "content": "Thanks!"}]
+        nxt = mem.decorate({"model": "gpt-4.1", "messages": history})
+        export = mem.export()
+    [question_turn] = [r.turn for r in export.recalls if r.text == block]
+    [final] = [f for f in export.recall_finals if f.turn == question_turn]
+    assert final.text is None
+    assert block not in [m["content"] for m in nxt["messages"]]
+    index = next(i for i, m in enumerate(nxt["messages"]) if m.get("content") == QUESTION)
+    assert not nxt["messages"][index - 1]["content"].startswith("[assistant_recent_memories]")
+
+
+def test_requests_keep_their_prefix_and_the_facts_block_between_fades(tmp_path, clock):
+    """Every decorated request repeats the previous request's prefix up to that previous
+    turn's recall block; the facts block is byte-identical between fades."""
+    with _open(tmp_path / "r.db", clock) as eng:
+        mem = eng.memory("m")
+        history = converse_with_notes(eng, mem, clock, [[OWNER, LEAVE, *OTHER]])
+        questions = [QUESTION, "Who reviews refund terms?", "When are the plants watered?",
+                     "Is Dana back in May?", "And the checkout migration owner again?",
+                     "Anything on refund terms from legal?"]
+        previous, previous_states, checked = None, None, 0
+        for q in questions * 2:
+            clock.advance(60)
+            history.append({"role": "user", "content": q})
+            request = mem.decorate({"model": "gpt-4.1", "messages": history})
+            states = [e.state for e in mem.episodes()]
+            if previous is not None and states == previous_states:
+                old = previous["messages"]
+                new = request["messages"]
+                assert new[0] == old[0]  # the facts block (or instructions), byte for byte
+                found = _blocks_before_users(old)
+                cut = found[-1][0] if found else len(old) - 1
+                assert new[:cut] == old[:cut]
+                checked += 1
+            reply = chat_reply(f"About {q.lower()}: I will check.")
+            mem.report(request, reply)
+            history.append(reply["choices"][0]["message"])
+            eng.drain()
+            previous, previous_states = request, [e.state for e in mem.episodes()]
+    assert checked >= 6
+
+
+def test_recall_never_reads_across_memories(tmp_path, clock):
+    with _open(tmp_path / "r.db", clock) as eng:
+        converse_with_notes(eng, eng.memory("a"), clock, [[OWNER, LEAVE]])
+        converse_with_notes(eng, eng.memory("b"), clock, [OTHER])
+        for memory_id in ("a", "b"):
+            with eng.store.write(memory_id) as tx:
+                tx.set_facts_order("[]")  # nothing in the facts block: recall may show any fact
+        in_b = _recall(eng, "b", QUESTION)
+        in_a = _recall(eng, "a", QUESTION)
+    assert in_a.block is not None and OWNER[0] in in_a.block
+    assert in_b.block is None or "Dana" not in in_b.block
+
+
+def test_grouping_keeps_every_fact_and_names_groups_for_their_hub(tmp_path, clock):
+    facts = [("Dana owns the checkout migration.", "Dana", "checkout migration", False),
+             ("Dana reviews the tax rate table.", "Dana", "tax rate table", False),
+             ("The tax rate table comes from finance.", "tax rate table", "finance", False),
+             ("The office plants get watered on Fridays.", "office plants", "Fridays", False)]
+    with _open(tmp_path / "r.db", clock) as eng:
+        converse_with_notes(eng, eng.memory("m"), clock, [facts])
+        with eng.store.read("m") as tx:
+            snap = Snapshot(tx)
+    snap.block_facts = set()
+    ns = sorted(snap.facts)
+    groups = group_facts(snap, ns)
+    assert sorted(f.text for g in groups for f in g.facts) == sorted(f[0] for f in facts)
+    by_name = {g.name: {f.text for f in g.facts} for g in groups}
+    hub = next(name for name in by_name if len(by_name[name]) == 3)
+    assert hub in ("Dana", "tax rate table")
+    assert {f[0] for f in facts[:3]} == by_name[hub]
