@@ -66,8 +66,9 @@
 //! (one compare per trace); scores are not checked per trace at all: a NaN or infinite score makes
 //! its episode's sum non-finite, and only then is the input searched for the culprit.
 
-use crate::CoreError;
 use crate::csr::check_offsets;
+use crate::simd::{run, Isa};
+use crate::CoreError;
 
 /// Seconds in a minute: ages are measured in wall-clock minutes.
 pub const SECONDS_PER_MINUTE: f64 = 60.0;
@@ -104,30 +105,64 @@ pub fn activation_grouped(
     score: &[f64],
     now: f64,
 ) -> Result<Vec<f64>, CoreError> {
+    activation_grouped_on(Isa::Detected, offsets, at, score, now)
+}
+
+/// [`activation_grouped`] compiled for `isa`: the tests check that every path gives the same bits.
+#[doc(hidden)]
+pub fn activation_grouped_on(
+    isa: Isa,
+    offsets: &[i64],
+    at: &[f64],
+    score: &[f64],
+    now: f64,
+) -> Result<Vec<f64>, CoreError> {
     check_now(now)?;
     check_same_length("at", at.len(), "score", score.len())?;
     check_offsets(offsets, at.len(), "groups", "traces")?;
-    let groups = offsets.len() - 1;
-    let mut activation = vec![0.0; groups];
-    let mut scratch = Scratch::new();
-    let mut g = 0;
-    for (k, (at, score)) in at.chunks(BLOCK).zip(score.chunks(BLOCK)).enumerate() {
-        let start = k * BLOCK;
-        let end = start + at.len();
-        let terms = scratch.terms(now, at, score).ok_or_else(|| bad_time(now, at, start))?;
-        // The episodes that overlap this block; offsets are validated, so the casts are exact.
-        while g < groups {
-            let (a, b) = (offsets[g] as usize, offsets[g + 1] as usize);
-            let (lo, hi) = (a.max(start) - start, b.min(end).max(start) - start);
-            activation[g] += masked_sum(terms, lo, hi);
-            if b > end {
-                break;
-            }
-            g += 1;
-        }
-    }
+    let mut activation = vec![0.0; offsets.len() - 1];
+    let kernel = Grouped { offsets, at, score, now, activation: &mut activation };
+    run(isa, kernel).map_err(|start| bad_time(now, &at[start..], start))?;
     check_sums(&activation, score, "activation")?;
     Ok(activation)
+}
+
+/// The grouped kernel on validated input. Its error is the first trace of the block holding an
+/// age out of range.
+struct Grouped<'a> {
+    offsets: &'a [i64],
+    at: &'a [f64],
+    score: &'a [f64],
+    now: f64,
+    activation: &'a mut [f64],
+}
+
+impl pulp::WithSimd for Grouped<'_> {
+    type Output = Result<(), usize>;
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _: S) -> Self::Output {
+        let Grouped { offsets, at, score, now, activation } = self;
+        let groups = activation.len();
+        let mut scratch = Scratch::new();
+        let mut g = 0;
+        for (k, (at, score)) in at.chunks(BLOCK).zip(score.chunks(BLOCK)).enumerate() {
+            let start = k * BLOCK;
+            let end = start + at.len();
+            let terms = scratch.terms(now, at, score).ok_or(start)?;
+            // The episodes that overlap this block; offsets are validated, so the casts are exact.
+            while g < groups {
+                let (a, b) = (offsets[g] as usize, offsets[g + 1] as usize);
+                let (lo, hi) = (a.max(start) - start, b.min(end).max(start) - start);
+                activation[g] += masked_sum(terms, lo, hi);
+                if b > end {
+                    break;
+                }
+                g += 1;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The significance of each episode: the plain sum of its traces' scores, never faded. The
@@ -160,31 +195,75 @@ pub fn activation_log_order(
     now: f64,
     groups: usize,
 ) -> Result<Vec<f64>, CoreError> {
+    activation_log_order_on(Isa::Detected, group, at, score, now, groups)
+}
+
+/// [`activation_log_order`] compiled for `isa`.
+#[doc(hidden)]
+pub fn activation_log_order_on(
+    isa: Isa,
+    group: &[i64],
+    at: &[f64],
+    score: &[f64],
+    now: f64,
+    groups: usize,
+) -> Result<Vec<f64>, CoreError> {
     check_now(now)?;
     check_same_length("group", group.len(), "at", at.len())?;
     check_same_length("at", at.len(), "score", score.len())?;
     let mut activation = vec![0.0; groups];
-    let mut scratch = Scratch::new();
-    for (k, ((group, at), score)) in
-        group.chunks(BLOCK).zip(at.chunks(BLOCK)).zip(score.chunks(BLOCK)).enumerate()
-    {
-        let start = k * BLOCK;
-        let terms = scratch.terms(now, at, score).ok_or_else(|| bad_time(now, at, start))?;
-        for (j, (&g, &term)) in group.iter().zip(terms).enumerate() {
-            match usize::try_from(g).ok().and_then(|g| activation.get_mut(g)) {
-                Some(slot) => *slot += term,
-                None => {
-                    return Err(CoreError::InvalidArgument(format!(
-                        "group[{}] is {g} but n_groups is {groups}; group ids must be in \
-                         0..n_groups",
-                        start + j
-                    )))
-                }
-            }
+    let kernel = LogOrder { group, at, score, now, activation: &mut activation };
+    match run(isa, kernel) {
+        Ok(()) => {}
+        Err(LogOrderError::Time(start)) => return Err(bad_time(now, &at[start..], start)),
+        Err(LogOrderError::Group(i)) => {
+            return Err(CoreError::InvalidArgument(format!(
+                "group[{i}] is {} but n_groups is {groups}; group ids must be in 0..n_groups",
+                group[i]
+            )))
         }
     }
     check_sums(&activation, score, "activation")?;
     Ok(activation)
+}
+
+/// The log-order kernel on inputs of equal lengths.
+struct LogOrder<'a> {
+    group: &'a [i64],
+    at: &'a [f64],
+    score: &'a [f64],
+    now: f64,
+    activation: &'a mut [f64],
+}
+
+/// Where the log-order kernel stopped: the first trace of a block holding an age out of range,
+/// or a trace whose group id is out of range.
+enum LogOrderError {
+    Time(usize),
+    Group(usize),
+}
+
+impl pulp::WithSimd for LogOrder<'_> {
+    type Output = Result<(), LogOrderError>;
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _: S) -> Self::Output {
+        let LogOrder { group, at, score, now, activation } = self;
+        let mut scratch = Scratch::new();
+        for (k, ((group, at), score)) in
+            group.chunks(BLOCK).zip(at.chunks(BLOCK)).zip(score.chunks(BLOCK)).enumerate()
+        {
+            let start = k * BLOCK;
+            let terms = scratch.terms(now, at, score).ok_or(LogOrderError::Time(start))?;
+            for (j, (&g, &term)) in group.iter().zip(terms).enumerate() {
+                match usize::try_from(g).ok().and_then(|g| activation.get_mut(g)) {
+                    Some(slot) => *slot += term,
+                    None => return Err(LogOrderError::Group(start + j)),
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// One block's working memory: half the minutes of each trace's age (then its term), and the f32
@@ -196,6 +275,7 @@ struct Scratch {
 }
 
 impl Scratch {
+    #[inline(always)]
     fn new() -> Self {
         Scratch { half: [0.0; BLOCK + SUM_LANES], estimate: [0.0; BLOCK] }
     }
@@ -204,6 +284,7 @@ impl Scratch {
     /// `at.len()` entries of the returned slice (which is longer; see the struct), or None when
     /// some age is not a finite number of seconds within `MAX_AGE_SECONDS`. Three passes, each a
     /// plain loop that vectorises (see the design log).
+    #[inline(always)]
     fn terms(&mut self, now: f64, at: &[f64], score: &[f64]) -> Option<&[f64]> {
         let n = at.len();
         let (half, estimate) = (&mut self.half[..n], &mut self.estimate[..n]);
@@ -261,7 +342,7 @@ const SUM_LANES: usize = 4;
 /// `terms[lo..hi]` summed in chunks of `SUM_LANES`, the last chunk masked rather than finished by
 /// a second loop: one loop exit per episode for the branch predictor to miss, not two, and four
 /// short chains of adds. `terms` must extend `SUM_LANES - 1` entries past `hi`.
-#[inline]
+#[inline(always)]
 fn masked_sum(terms: &[f64], lo: usize, hi: usize) -> f64 {
     let mut lanes = [0.0; SUM_LANES];
     let mut j = lo;

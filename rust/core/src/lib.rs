@@ -10,7 +10,9 @@ pub mod embed;
 pub mod error;
 pub mod fade;
 pub mod fusion;
+mod simd;
 pub mod split;
 pub mod tokens;
 
 pub use error::CoreError;
+pub use simd::Isa;
