@@ -29,4 +29,3 @@ pub(crate) fn run<Op: pulp::WithSimd>(isa: Isa, op: Op) -> Op::Output {
         Isa::Baseline => op.with_simd(pulp::Scalar::new()),
     }
 }
-
