@@ -17,11 +17,10 @@
 //! Design log. Workload: 20 traces per episode on average (1 to 39), ages log-uniform from a
 //! minute to a year, scores uniform in (0, 1]; a scratch Rust harness, best of 10-100 calls, on a
 //! shared 2-core AMD EPYC (Zen 4, about 3.65 GHz) where runs vary by 10-30%. The build targets
-//! baseline x86-64: SSE2, two f64 lanes, no FMA, no AVX; `unsafe` is forbidden in the workspace,
-//! so neither `std::arch` intrinsics nor runtime feature dispatch are available, and everything
-//! below is what the compiler's auto-vectoriser makes of plain loops. Figures are ns per trace at
-//! 10^5 traces (10^6 in brackets). Whole calls through Python, against numpy, are in
-//! `benches/RESULTS-activation.md`.
+//! baseline x86-64 (SSE2, two f64 lanes, no FMA, no AVX) and `unsafe` is forbidden; everything in
+//! this first part is what the compiler's auto-vectoriser makes of plain loops for SSE2. The last
+//! part is the same code under runtime dispatch. Figures are ns per trace at 10^5 traces (10^6 in
+//! brackets). Whole calls through Python, against numpy, are in `benches/RESULTS-activation.md`.
 //!
 //! The weight, `1 / sqrt(max(1, minutes))`, is the cost; the terms alone, without the sums:
 //!
@@ -60,6 +59,26 @@
 //!   fix-up per episode for the lanes it crosses: 2.14 (2.21). Predictable but more work.
 //! - Log order adds a scatter into the activations, `act[group[i]] += term`: 2.1 (3.4-4.3). On
 //!   its own the scatter is 0.8-1.0; together with the three input streams it stalls on memory.
+//!
+//! Runtime dispatch (`crate::simd`, through pulp): the same passes and sums compiled for AVX-512
+//! and AVX2 + FMA besides the baseline, the best one picked per call; the same bits on every path
+//! (tested bit for bit against the baseline). Figures at 10^5, 10^6 and 10^7 traces:
+//!
+//! - Kept, the code above dispatched: grouped 1.80, 2.08, 2.22 -> 1.02, 1.40, 2.05; log order
+//!   2.15, 4.36, 5.19 -> 1.22, 3.3, 4.5. Zen 4 runs 512-bit operations as two 256-bit halves, so
+//!   AVX-512 buys little over AVX2 here beyond masks.
+//! - Where the rest goes. The terms alone, without sums: 0.72, 0.76, 1.40. Reading the two input
+//!   streams alone is 0.63 at 10^7, so computing and streaming do not overlap. With every episode
+//!   20 traces long the whole kernel is 1.02, 1.02, 1.54: the episodes' mispredicted loop exits
+//!   cost 0.4-0.6 once the predictor cannot learn the lengths (10^6 and up).
+//! - Prefetching the next blocks (`prefetcht0` through pulp's safe SSE token, one per line, half
+//!   a block to eight blocks ahead): 1.7-3.1 at 10^7, worse at every distance. Blocks of 1024 or
+//!   2048 traces: no better (0.74-0.82, 1.30-2.00 for the terms).
+//! - Every episode of a block running the same number of masked chunks, the longest's, so that
+//!   the loop exit is predicted (a masked lane adds +0.0, which keeps the bits): 1.52, 2.14, 2.42.
+//!   The wasted chunks cost more than the mispredictions they save.
+//! - Not tried: summing episodes in a different order (segmented sums, eight lanes) would change
+//!   the last bits of every activation against the previous version.
 //!
 //! Validation is folded into the passes rather than done first: a separate pass over the times
 //! would cost as much memory traffic as the kernel at 10^7. Ages are checked in the first pass
