@@ -17,11 +17,10 @@
 //! Design log. Workload: 20 traces per episode on average (1 to 39), ages log-uniform from a
 //! minute to a year, scores uniform in (0, 1]; a scratch Rust harness, best of 10-100 calls, on a
 //! shared 2-core AMD EPYC (Zen 4, about 3.65 GHz) where runs vary by 10-30%. The build targets
-//! baseline x86-64: SSE2, two f64 lanes, no FMA, no AVX; `unsafe` is forbidden in the workspace,
-//! so neither `std::arch` intrinsics nor runtime feature dispatch are available, and everything
-//! below is what the compiler's auto-vectoriser makes of plain loops. Figures are ns per trace at
-//! 10^5 traces (10^6 in brackets). Whole calls through Python, against numpy, are in
-//! `benches/RESULTS-activation.md`.
+//! baseline x86-64 (SSE2, two f64 lanes, no FMA, no AVX) and `unsafe` is forbidden; everything in
+//! this first part is what the compiler's auto-vectoriser makes of plain loops for SSE2. The last
+//! part is the same code under runtime dispatch. Figures are ns per trace at 10^5 traces (10^6 in
+//! brackets). Whole calls through Python, against numpy, are in `benches/RESULTS-activation.md`.
 //!
 //! The weight, `1 / sqrt(max(1, minutes))`, is the cost; the terms alone, without the sums:
 //!
@@ -61,13 +60,34 @@
 //! - Log order adds a scatter into the activations, `act[group[i]] += term`: 2.1 (3.4-4.3). On
 //!   its own the scatter is 0.8-1.0; together with the three input streams it stalls on memory.
 //!
+//! Runtime dispatch (`crate::simd`, through pulp): the same passes and sums compiled for AVX-512
+//! and AVX2 + FMA besides the baseline, the best one picked per call; the same bits on every path
+//! (tested bit for bit against the baseline). Figures at 10^5, 10^6 and 10^7 traces:
+//!
+//! - Kept, the code above dispatched: grouped 1.80, 2.08, 2.22 -> 1.02, 1.40, 2.05; log order
+//!   2.15, 4.36, 5.19 -> 1.22, 3.3, 4.5. Zen 4 runs 512-bit operations as two 256-bit halves, so
+//!   AVX-512 buys little over AVX2 here beyond masks.
+//! - Where the rest goes. The terms alone, without sums: 0.72, 0.76, 1.40. Reading the two input
+//!   streams alone is 0.63 at 10^7, so computing and streaming do not overlap. With every episode
+//!   20 traces long the whole kernel is 1.02, 1.02, 1.54: the episodes' mispredicted loop exits
+//!   cost 0.4-0.6 once the predictor cannot learn the lengths (10^6 and up).
+//! - Prefetching the next blocks (`prefetcht0` through pulp's safe SSE token, one per line, half
+//!   a block to eight blocks ahead): 1.7-3.1 at 10^7, worse at every distance. Blocks of 1024 or
+//!   2048 traces: no better (0.74-0.82, 1.30-2.00 for the terms).
+//! - Every episode of a block running the same number of masked chunks, the longest's, so that
+//!   the loop exit is predicted (a masked lane adds +0.0, which keeps the bits): 1.52, 2.14, 2.42.
+//!   The wasted chunks cost more than the mispredictions they save.
+//! - Not tried: summing episodes in a different order (segmented sums, eight lanes) would change
+//!   the last bits of every activation against the previous version.
+//!
 //! Validation is folded into the passes rather than done first: a separate pass over the times
 //! would cost as much memory traffic as the kernel at 10^7. Ages are checked in the first pass
 //! (one compare per trace); scores are not checked per trace at all: a NaN or infinite score makes
 //! its episode's sum non-finite, and only then is the input searched for the culprit.
 
-use crate::CoreError;
 use crate::csr::check_offsets;
+use crate::simd::{run, Isa};
+use crate::CoreError;
 
 /// Seconds in a minute: ages are measured in wall-clock minutes.
 pub const SECONDS_PER_MINUTE: f64 = 60.0;
@@ -104,30 +124,64 @@ pub fn activation_grouped(
     score: &[f64],
     now: f64,
 ) -> Result<Vec<f64>, CoreError> {
+    activation_grouped_on(Isa::Detected, offsets, at, score, now)
+}
+
+/// [`activation_grouped`] compiled for `isa`: the tests check that every path gives the same bits.
+#[doc(hidden)]
+pub fn activation_grouped_on(
+    isa: Isa,
+    offsets: &[i64],
+    at: &[f64],
+    score: &[f64],
+    now: f64,
+) -> Result<Vec<f64>, CoreError> {
     check_now(now)?;
     check_same_length("at", at.len(), "score", score.len())?;
     check_offsets(offsets, at.len(), "groups", "traces")?;
-    let groups = offsets.len() - 1;
-    let mut activation = vec![0.0; groups];
-    let mut scratch = Scratch::new();
-    let mut g = 0;
-    for (k, (at, score)) in at.chunks(BLOCK).zip(score.chunks(BLOCK)).enumerate() {
-        let start = k * BLOCK;
-        let end = start + at.len();
-        let terms = scratch.terms(now, at, score).ok_or_else(|| bad_time(now, at, start))?;
-        // The episodes that overlap this block; offsets are validated, so the casts are exact.
-        while g < groups {
-            let (a, b) = (offsets[g] as usize, offsets[g + 1] as usize);
-            let (lo, hi) = (a.max(start) - start, b.min(end).max(start) - start);
-            activation[g] += masked_sum(terms, lo, hi);
-            if b > end {
-                break;
-            }
-            g += 1;
-        }
-    }
+    let mut activation = vec![0.0; offsets.len() - 1];
+    let kernel = Grouped { offsets, at, score, now, activation: &mut activation };
+    run(isa, kernel).map_err(|start| bad_time(now, &at[start..], start))?;
     check_sums(&activation, score, "activation")?;
     Ok(activation)
+}
+
+/// The grouped kernel on validated input. Its error is the first trace of the block holding an
+/// age out of range.
+struct Grouped<'a> {
+    offsets: &'a [i64],
+    at: &'a [f64],
+    score: &'a [f64],
+    now: f64,
+    activation: &'a mut [f64],
+}
+
+impl pulp::WithSimd for Grouped<'_> {
+    type Output = Result<(), usize>;
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _: S) -> Self::Output {
+        let Grouped { offsets, at, score, now, activation } = self;
+        let groups = activation.len();
+        let mut scratch = Scratch::new();
+        let mut g = 0;
+        for (k, (at, score)) in at.chunks(BLOCK).zip(score.chunks(BLOCK)).enumerate() {
+            let start = k * BLOCK;
+            let end = start + at.len();
+            let terms = scratch.terms(now, at, score).ok_or(start)?;
+            // The episodes that overlap this block; offsets are validated, so the casts are exact.
+            while g < groups {
+                let (a, b) = (offsets[g] as usize, offsets[g + 1] as usize);
+                let (lo, hi) = (a.max(start) - start, b.min(end).max(start) - start);
+                activation[g] += masked_sum(terms, lo, hi);
+                if b > end {
+                    break;
+                }
+                g += 1;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The significance of each episode: the plain sum of its traces' scores, never faded. The
@@ -160,31 +214,75 @@ pub fn activation_log_order(
     now: f64,
     groups: usize,
 ) -> Result<Vec<f64>, CoreError> {
+    activation_log_order_on(Isa::Detected, group, at, score, now, groups)
+}
+
+/// [`activation_log_order`] compiled for `isa`.
+#[doc(hidden)]
+pub fn activation_log_order_on(
+    isa: Isa,
+    group: &[i64],
+    at: &[f64],
+    score: &[f64],
+    now: f64,
+    groups: usize,
+) -> Result<Vec<f64>, CoreError> {
     check_now(now)?;
     check_same_length("group", group.len(), "at", at.len())?;
     check_same_length("at", at.len(), "score", score.len())?;
     let mut activation = vec![0.0; groups];
-    let mut scratch = Scratch::new();
-    for (k, ((group, at), score)) in
-        group.chunks(BLOCK).zip(at.chunks(BLOCK)).zip(score.chunks(BLOCK)).enumerate()
-    {
-        let start = k * BLOCK;
-        let terms = scratch.terms(now, at, score).ok_or_else(|| bad_time(now, at, start))?;
-        for (j, (&g, &term)) in group.iter().zip(terms).enumerate() {
-            match usize::try_from(g).ok().and_then(|g| activation.get_mut(g)) {
-                Some(slot) => *slot += term,
-                None => {
-                    return Err(CoreError::InvalidArgument(format!(
-                        "group[{}] is {g} but n_groups is {groups}; group ids must be in \
-                         0..n_groups",
-                        start + j
-                    )))
-                }
-            }
+    let kernel = LogOrder { group, at, score, now, activation: &mut activation };
+    match run(isa, kernel) {
+        Ok(()) => {}
+        Err(LogOrderError::Time(start)) => return Err(bad_time(now, &at[start..], start)),
+        Err(LogOrderError::Group(i)) => {
+            return Err(CoreError::InvalidArgument(format!(
+                "group[{i}] is {} but n_groups is {groups}; group ids must be in 0..n_groups",
+                group[i]
+            )))
         }
     }
     check_sums(&activation, score, "activation")?;
     Ok(activation)
+}
+
+/// The log-order kernel on inputs of equal lengths.
+struct LogOrder<'a> {
+    group: &'a [i64],
+    at: &'a [f64],
+    score: &'a [f64],
+    now: f64,
+    activation: &'a mut [f64],
+}
+
+/// Where the log-order kernel stopped: the first trace of a block holding an age out of range,
+/// or a trace whose group id is out of range.
+enum LogOrderError {
+    Time(usize),
+    Group(usize),
+}
+
+impl pulp::WithSimd for LogOrder<'_> {
+    type Output = Result<(), LogOrderError>;
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _: S) -> Self::Output {
+        let LogOrder { group, at, score, now, activation } = self;
+        let mut scratch = Scratch::new();
+        for (k, ((group, at), score)) in
+            group.chunks(BLOCK).zip(at.chunks(BLOCK)).zip(score.chunks(BLOCK)).enumerate()
+        {
+            let start = k * BLOCK;
+            let terms = scratch.terms(now, at, score).ok_or(LogOrderError::Time(start))?;
+            for (j, (&g, &term)) in group.iter().zip(terms).enumerate() {
+                match usize::try_from(g).ok().and_then(|g| activation.get_mut(g)) {
+                    Some(slot) => *slot += term,
+                    None => return Err(LogOrderError::Group(start + j)),
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// One block's working memory: half the minutes of each trace's age (then its term), and the f32
@@ -196,6 +294,7 @@ struct Scratch {
 }
 
 impl Scratch {
+    #[inline(always)]
     fn new() -> Self {
         Scratch { half: [0.0; BLOCK + SUM_LANES], estimate: [0.0; BLOCK] }
     }
@@ -204,6 +303,7 @@ impl Scratch {
     /// `at.len()` entries of the returned slice (which is longer; see the struct), or None when
     /// some age is not a finite number of seconds within `MAX_AGE_SECONDS`. Three passes, each a
     /// plain loop that vectorises (see the design log).
+    #[inline(always)]
     fn terms(&mut self, now: f64, at: &[f64], score: &[f64]) -> Option<&[f64]> {
         let n = at.len();
         let (half, estimate) = (&mut self.half[..n], &mut self.estimate[..n]);
@@ -261,7 +361,7 @@ const SUM_LANES: usize = 4;
 /// `terms[lo..hi]` summed in chunks of `SUM_LANES`, the last chunk masked rather than finished by
 /// a second loop: one loop exit per episode for the branch predictor to miss, not two, and four
 /// short chains of adds. `terms` must extend `SUM_LANES - 1` entries past `hi`.
-#[inline]
+#[inline(always)]
 fn masked_sum(terms: &[f64], lo: usize, hi: usize) -> f64 {
     let mut lanes = [0.0; SUM_LANES];
     let mut j = lo;

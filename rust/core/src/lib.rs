@@ -11,7 +11,9 @@ pub mod error;
 pub mod fade;
 pub mod fusion;
 pub mod parts;
+mod simd;
 pub mod split;
 pub mod tokens;
 
 pub use error::CoreError;
+pub use simd::Isa;

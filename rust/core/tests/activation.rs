@@ -3,9 +3,10 @@
 //! checked directly.
 
 use fadeway_core::activation::{
-    activation_grouped, activation_grouped_naive, activation_log_order, significance_grouped,
-    trace_weight,
+    activation_grouped, activation_grouped_naive, activation_grouped_on, activation_log_order,
+    activation_log_order_on, significance_grouped, trace_weight,
 };
+use fadeway_core::Isa;
 use proptest::prelude::*;
 
 const NOW: f64 = 1_767_225_600.0;
@@ -72,6 +73,24 @@ proptest! {
     }
 
     #[test]
+    fn dispatched_equals_baseline_bit_for_bit((offsets, at, score) in traces(), seed in any::<u64>()) {
+        // Whatever instruction set this CPU dispatches to gives the bits of the SSE2 baseline.
+        let bits = |x: Vec<f64>| x.into_iter().map(f64::to_bits).collect::<Vec<_>>();
+        let detected = activation_grouped_on(Isa::Detected, &offsets, &at, &score, NOW);
+        let baseline = activation_grouped_on(Isa::Baseline, &offsets, &at, &score, NOW);
+        prop_assert_eq!(bits(detected.expect("valid")), bits(baseline.expect("valid")));
+        let groups = offsets.len() - 1;
+        let group: Vec<i64> = (0..at.len() as u64)
+            .map(|i| ((i.wrapping_mul(seed | 1) >> 7) % groups.max(1) as u64) as i64)
+            .collect();
+        if groups > 0 {
+            let detected = activation_log_order_on(Isa::Detected, &group, &at, &score, NOW, groups);
+            let baseline = activation_log_order_on(Isa::Baseline, &group, &at, &score, NOW, groups);
+            prop_assert_eq!(bits(detected.expect("valid")), bits(baseline.expect("valid")));
+        }
+    }
+
+    #[test]
     fn log_order_equals_grouped((offsets, at, score) in traces(), seed in any::<u64>()) {
         // The same traces shuffled, each with its episode's id.
         let mut rows: Vec<(i64, f64, f64)> = offsets
@@ -125,4 +144,35 @@ proptest! {
         // To the kernel's accuracy: two ages within 1e-13 of each other may swap.
         prop_assert!(w[0] >= w[1] * (1.0 - 1e-13), "{} s: {}, {} s: {}", young, w[0], old, w[1]);
     }
+}
+
+/// The bit-for-bit check on a large input: many blocks, episodes straddling them, ages from the
+/// future to a century, and the benchmark's mix.
+#[test]
+fn dispatched_equals_baseline_on_a_large_log() {
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let unit = |x: u64| (x >> 11) as f64 / (1u64 << 53) as f64;
+    let n = 200_003;
+    let mut offsets = vec![0i64];
+    while (*offsets.last().expect("non-empty") as usize) < n {
+        let len = (next() % 60) as i64;
+        offsets.push((offsets.last().expect("non-empty") + len).min(n as i64));
+    }
+    let at: Vec<f64> = (0..n).map(|_| NOW + 600.0 - 3.2e9f64.powf(unit(next()))).collect();
+    let score: Vec<f64> = (0..n).map(|_| 2.0 * unit(next()) - 0.5).collect();
+    let bits = |x: Vec<f64>| x.into_iter().map(f64::to_bits).collect::<Vec<_>>();
+    let detected = activation_grouped_on(Isa::Detected, &offsets, &at, &score, NOW);
+    let baseline = activation_grouped_on(Isa::Baseline, &offsets, &at, &score, NOW);
+    assert_eq!(bits(detected.expect("valid")), bits(baseline.expect("valid")));
+    let groups = offsets.len() - 1;
+    let group: Vec<i64> = (0..n).map(|_| (next() % groups as u64) as i64).collect();
+    let detected = activation_log_order_on(Isa::Detected, &group, &at, &score, NOW, groups);
+    let baseline = activation_log_order_on(Isa::Baseline, &group, &at, &score, NOW, groups);
+    assert_eq!(bits(detected.expect("valid")), bits(baseline.expect("valid")));
 }

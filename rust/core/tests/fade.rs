@@ -1,7 +1,10 @@
 //! Property tests for the fade: the radix order against a comparison sort, and the pick's
 //! promises (a prefix of the order that reaches the landing, and no longer than it must be).
 
-use fadeway_core::fade::{fade, fade_naive, fade_order, fade_order_naive, fade_pick};
+use fadeway_core::fade::{
+    fade, fade_naive, fade_order, fade_order_naive, fade_order_on, fade_pick,
+};
+use fadeway_core::Isa;
 use proptest::prelude::*;
 
 /// Activations with many ties (a few values), close calls (equal in f32, not in f64), signs and
@@ -31,6 +34,12 @@ proptest! {
         let mut seen = fast.clone();
         seen.sort_unstable();
         prop_assert!(seen.iter().copied().eq(0..activation.len()), "not a permutation");
+    }
+
+    #[test]
+    fn dispatched_order_equals_baseline((activation, tie) in episodes()) {
+        let detected = fade_order_on(Isa::Detected, &activation, &tie).expect("valid");
+        prop_assert_eq!(detected, fade_order_on(Isa::Baseline, &activation, &tie).expect("valid"));
     }
 
     #[test]
