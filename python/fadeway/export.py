@@ -1,15 +1,24 @@
-"""JSON and JSONL writers and readers of memory exports."""
+"""JSON and JSONL writers and readers of memory exports, and export files checked and imported
+line by line (one memory in memory at a time, so a large store streams)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import IO
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
 
 import msgspec
 
-from .model import MemoryExport
+from . import formats
+from .errors import FadewayError, ImportConflictError, InvalidExportError
+from .formats import Format
+from .model import EXPORT_VERSION, MemoryExport
 
-__all__ = ["dumps", "loads", "write_jsonl", "read_jsonl"]
+if TYPE_CHECKING:
+    from .engine import Engine
+
+__all__ = ["dumps", "loads", "write_jsonl", "read_jsonl", "check_export", "read_export_file",
+           "check_export_file", "import_file"]
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(MemoryExport)
@@ -40,3 +49,81 @@ def read_jsonl(fp: IO[bytes]) -> Iterator[MemoryExport]:
     for line in fp:
         if line.strip():
             yield _decoder.decode(line)
+
+
+def check_export(doc: MemoryExport) -> None:
+    """What `engine.import_memory` checks before it writes: version, format, memory id, and every
+    message valid in order (a tool output after its call). Raises `InvalidExportError`."""
+    if doc.fadeway_export != EXPORT_VERSION:
+        raise InvalidExportError(f"export version {doc.fadeway_export} is not supported (this "
+                                 f"fadeway reads version {EXPORT_VERSION})")
+    if doc.format not in {f.value for f in Format}:
+        raise InvalidExportError(f"unknown format {doc.format!r} in export")
+    if not doc.memory_id:
+        raise InvalidExportError("the export's memory_id is empty")
+    made: set[str] = set()
+    for i, m in enumerate(doc.messages):
+        if m.seq != i:
+            raise InvalidExportError(f"message {i} of the export has seq {m.seq}")
+        try:
+            entry = formats.entry(Format(doc.format), msgspec.json.decode(m.message),
+                                  f"exported message {i}", made.__contains__, body=bytes(m.message))
+        except FadewayError as exc:
+            raise InvalidExportError(str(exc)) from None
+        made.update(entry.calls)
+
+
+def read_export_file(path: str | Path) -> Iterator[tuple[str, MemoryExport]]:
+    """("file:line", export) for each line of a JSONL file of exports, decoded one at a time."""
+    with open(path, "rb") as fp:
+        for number, line in enumerate(fp, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                yield where, _decoder.decode(line)
+            except msgspec.DecodeError as exc:
+                raise InvalidExportError(f"{where}: not a complete JSON line ({exc})") from None
+            except msgspec.ValidationError as exc:
+                raise InvalidExportError(f"{where}: not a fadeway memory export: {exc}") from None
+
+
+def check_export_file(path: str | Path) -> dict[str, str]:
+    """Check every export of a file before anything is imported; returns memory id → its line."""
+    seen: dict[str, str] = {}
+    for where, doc in read_export_file(path):
+        try:
+            check_export(doc)
+        except InvalidExportError as exc:
+            raise InvalidExportError(f"{where}: {exc}") from None
+        if doc.memory_id in seen:
+            raise InvalidExportError(f"{where}: memory {doc.memory_id!r} is exported twice "
+                                     f"(also at {seen[doc.memory_id]})")
+        seen[doc.memory_id] = where
+    return seen
+
+
+def import_file(engine: Engine, path: str | Path) -> tuple[list[str], list[str]]:
+    """Import every export of a checked file, one line at a time: (imported, skipped) ids.
+
+    A memory the store already holds exactly as exported is skipped, so importing a file twice
+    adds nothing; one that holds something else is an `ImportConflictError` naming the line.
+    Call `check_export_file` first so that a bad line stops the import before it starts.
+    """
+    imported: list[str] = []
+    skipped: list[str] = []
+    present = set(engine.memory_ids())
+    same: set[str] = set()
+    for where, doc in read_export_file(path) if present else ():  # conflicts first
+        if doc.memory_id in present:
+            if dumps(engine.memory(doc.memory_id).export()) != dumps(doc):
+                raise ImportConflictError(f"{where}: memory {doc.memory_id!r} already holds "
+                                          "something else; import restores into an empty memory")
+            same.add(doc.memory_id)
+    for _, doc in read_export_file(path):
+        if doc.memory_id in same:
+            skipped.append(doc.memory_id)
+        else:
+            engine.import_memory(doc)
+            imported.append(doc.memory_id)
+    return imported, skipped
