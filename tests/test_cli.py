@@ -1,33 +1,45 @@
-"""The command line: `fadeway demo` replays the bundled sample, each message at its own time."""
+"""The command line: `fadeway demo` replays the bundled sample and inspects it; replay lines."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from datetime import datetime
 
 import msgspec
 
 import fadeway
-from fadeway.replay import ReplayFormatError, read_replay
+from fadeway.replay import ReplayFormatError, plan, read_replay
 
 
-def test_demo_replays_the_sample_once(tmp_path):
+def test_demo_replays_the_sample_once_and_inspects_it(tmp_path):
     db = tmp_path / "demo.db"
     run = [sys.executable, "-m", "fadeway", "demo", "--db", str(db)]
     first = subprocess.run(run, capture_output=True, text=True, check=True)
-    assert "Replayed 16 messages of memory 'quickstart'" in first.stdout
-    assert "16 messages in 5 turns" in first.stdout
-    assert "episode 1: turns 1–4" in first.stdout
+    assert "launch-week" in first.stdout
+    assert "memory 'launch-week' (chat_completions): 999 messages in 293 turns" in first.stdout
+    assert "facts block (as the model sees it):" in first.stdout
+    with fadeway.open(db, background=False) as engine:
+        doc = engine.memory("launch-week").export()
+    states = {e.state for e in doc.episodes}
+    assert {"sealed", "forgotten"} <= states and doc.facts and doc.facts_block
+    assert doc.facts_block in first.stdout
     second = subprocess.run(run, capture_output=True, text=True, check=True)
-    assert "already holds memory 'quickstart'" in second.stdout
-    with fadeway.open(db) as engine:
-        messages = engine.memory("quickstart").messages()
-    assert len(messages) == 16
-    assert [m.source for m in messages].count("reply") == 8
+    total = next(line for line in second.stdout.splitlines() if line.startswith("total"))
+    assert total.split()[3:5] == ["999", "0"]  # nothing added the second time
+    with fadeway.open(db, background=False) as engine:
+        assert engine.memory("launch-week").export() == doc
+    messages = doc.messages
+    assert [m.source for m in messages].count("reply") > 0
     # Each message keeps its own timestamp from the sample.
-    assert messages[10].at == datetime.fromisoformat("2026-03-04T15:02:30+00:00").timestamp()
-    assert msgspec.json.decode(messages[2].body)["tool_call_id"] == "call_tickets_1"
+    lines = [line for line in read_replay(fadeway_sample())]
+    assert [m.at for m in messages] == [line.at for line in lines]
+    assert msgspec.json.decode(messages[0].message) == lines[0].message
+
+
+def fadeway_sample():
+    from importlib import resources
+
+    return resources.files("fadeway") / "samples" / "launch-week.jsonl"
 
 
 def test_replay_lines_name_the_file_and_line(tmp_path):
@@ -42,3 +54,43 @@ def test_replay_lines_name_the_file_and_line(tmp_path):
         assert f"{path}:2" in str(exc) and "ISO 8601" in str(exc)
     else:
         raise AssertionError("a bad timestamp was accepted")
+
+
+def _line(role, at, **more):
+    from fadeway.replay import ReplayLine
+
+    return ReplayLine("m", at, {"role": role, "content": f"{role} at {at}", **more}, f"f:{at}")
+
+
+def test_plan_reports_replies_and_carries_instructions_to_the_next_decorate():
+    lines = [_line("system", 0), _line("user", 1), _line("assistant", 2),
+             _line("assistant", 3), _line("developer", 4), _line("user", 5)]
+    steps = plan(lines)
+    assert [(s.kind, [line.at for line in s.lines]) for s in steps] == [
+        ("decorate", [1]), ("report", [2]), ("decorate", [3]), ("decorate", [5])]
+    assert [len(s.instructions) for s in steps] == [1, 0, 0, 1]
+    try:
+        plan([_line("user", 1), _line("system", 2)])
+    except ReplayFormatError as exc:
+        assert "f:2" in str(exc)
+    else:
+        raise AssertionError("trailing instructions were accepted")
+
+
+def test_replay_sends_the_whole_history_when_a_message_repeats(tmp_path):
+    """A lone repeat of the first message could be read as a resent history: it is stored."""
+    from fadeway.replay import ReplayLine, replay_memory
+
+    def line(role, at, text):
+        return ReplayLine("m", at, {"role": role, "content": text}, f"f:{at}")
+
+    lines = [line("user", 1, "hi"), line("assistant", 2, "hello"), line("user", 3, "hi"),
+             line("assistant", 4, "hello"), line("assistant", 5, "hello")]
+    with fadeway.open(tmp_path / "r.db", background=False) as engine:
+        done = replay_memory(engine, "m", lines)
+        assert (done.skipped, done.stored) == (0, 5)
+        stored = engine.memory("m").messages()
+        assert [(m.role, m.at) for m in stored] == [(line.message["role"], line.at)
+                                                    for line in lines]
+        assert replay_memory(engine, "m", lines).stored == 0
+        assert len(engine.memory("m").messages()) == 5

@@ -1,69 +1,310 @@
-"""The `fadeway` command line."""
+"""The `fadeway` command line: replay, inspect, export, import, demo.
+
+Every subcommand takes `--db URL` (default `fadeway.db` in the working directory, or
+`$FADEWAY_DB`). Exit codes: 0 done, 1 failed while running, 2 bad input (nothing was written
+for it), 130 interrupted (run the same command again to resume).
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import sys
-from datetime import datetime, timezone
+import tempfile
+import time
+from datetime import datetime
 from importlib import resources
-
-import msgspec
+from pathlib import Path
 
 from . import open as open_engine
-from .formats import text_of
-from .replay import read_replay, replay
+from .batch import MemorySummary, ReplaySettings, run_batch
+from .errors import FadewayError
+from .export import check_export_file, import_file, write_jsonl
+from .inspection import inspect_memory, render
+from .sources import read_inputs
 
 __all__ = ["main"]
+
+#: The bundled sample `fadeway demo` replays, and the ceiling it replays it under (small, so
+#: that episodes leave, notes are taken and the facts block fills within the sample).
+DEMO_SAMPLE = "launch-week.jsonl"
+DEMO_CEILING = 32_000
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+#: Summaries list each memory up to this many; beyond, only the totals.
+_SUMMARY_ROWS = 20
+
+
+class UsageError(FadewayError, ValueError):
+    """A command-line option that is not allowed (yet)."""
 
 
 def _default_db() -> str:
     return os.environ.get("FADEWAY_DB", "fadeway.db")
 
 
-def _demo(args: argparse.Namespace) -> int:
-    sample = resources.files("fadeway") / "samples" / "quickstart.jsonl"
-    with resources.as_file(sample) as path:
-        lines = list(read_replay(path))
-    with open_engine(args.db) as engine:
-        memory_id = lines[0].memory_id
-        mem = engine.memory(memory_id)
-        if memory_id in engine.memory_ids():
-            print(f"{args.db} already holds memory {memory_id!r}; showing it as stored.")
-        else:
-            n = replay(mem, lines)
-            print(f"Replayed {n} messages of memory {memory_id!r} into {args.db}.")
-        messages = mem.messages()
-        print(f"\n{'seq':>3} {'turn':>4}  {'time (UTC)':<16}  {'role':<9} {'tokens':>6}  text")
-        for m in messages:
-            when = datetime.fromtimestamp(m.at, timezone.utc).strftime("%Y-%m-%d %H:%M")
-            text = " ".join(text_of(msgspec.json.decode(m.body))).replace("\n", " ")
-            print(f"{m.seq:>3} {m.turn:>4}  {when:<16}  {m.role:<9} {m.tokens:>6}  "
-                  f"{text[:60] + ('…' if len(text) > 60 else '')}")
-        units = mem.units()
-        print(f"\n{len(messages)} messages in {messages[-1].turn} turns and {len(units)} units, "
-              f"{sum(m.tokens for m in messages)} tokens estimated.")
-        mem.cut()  # closed history into episodes now (replay is too short to trigger a cut)
-        for e in mem.episodes():
-            start = datetime.fromtimestamp(e.start_at, timezone.utc).strftime("%Y-%m-%d %H:%M")
-            print(f"episode {e.n}: turns {e.first_turn}–{e.last_turn}, messages "
-                  f"{e.first_seq}–{e.last_seq}, {len(e.units)} units, {e.tokens} tokens, "
-                  f"from {start}, {e.state}, {len(e.traces)} trace(s)")
+def _offline_only(value: str, option: str) -> str | None:
+    if value == "offline":
+        return "offline"
+    if value == "none" and option == "--note-writer":
+        return None
+    if value.startswith(("http://", "https://")):
+        raise UsageError(f"{option} {value}: the LLM judge and note writer are not available "
+                         f"yet (a later release); use {option} offline")
+    allowed = "offline or none" if option == "--note-writer" else "offline"
+    raise UsageError(f"{option} {value!r}: allowed is {allowed} (an endpoint URL later)")
+
+
+def _seconds(text: str) -> float:
+    """ISO 8601 with a zone, or Unix seconds."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not ISO 8601 (with a zone) nor Unix seconds") from None
+    if parsed.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{text!r} has no time zone (add Z or +00:00)")
+    return parsed.timestamp()
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {value}")
+    return value
+
+
+# -- replay -----------------------------------------------------------------------------------
+
+def _summary_table(rows: list[MemorySummary], elapsed: float, new: int) -> str:
+    head = (f"{'memory':<24} {'messages':>9} {'new':>7} {'episodes':>9} {'facts':>7} "
+            f"{'sealed':>7} {'forgotten':>9}")
+    lines = [head, "-" * len(head)]
+
+    def line(name: str, r: list[int]) -> str:
+        return (f"{name[:24]:<24} {r[0]:>9} {r[1]:>7} {r[2]:>9} {r[3]:>7} {r[4]:>7} "
+                f"{r[5]:>9}")
+
+    for s in rows[:_SUMMARY_ROWS]:
+        lines.append(line(s.memory_id, [s.messages, s.new, s.episodes, s.facts, s.sealed,
+                                        s.forgotten]))
+    if len(rows) > _SUMMARY_ROWS:
+        lines.append(f"… and {len(rows) - _SUMMARY_ROWS} more memories")
+    totals = [sum(getattr(s, f) for s in rows)
+              for f in ("messages", "new", "episodes", "facts", "sealed", "forgotten")]
+    lines += ["-" * len(head), line(f"total ({len(rows)} memories)", totals),
+              f"elapsed {elapsed:.1f} s, {new / elapsed if elapsed > 0 else 0:.0f} new "
+              "messages/s"]
+    return "\n".join(lines)
+
+
+def _run_replay(args: argparse.Namespace, paths: list[str], *, quiet: bool = False) -> int:
+    _offline_only(args.judge, "--judge")
+    if args.judge_model is not None:
+        raise UsageError("--judge-model names the LLM judge's model; the LLM judge is not "
+                         "available yet (use --judge offline)")
+    settings = ReplaySettings(args.db, args.ceiling, _offline_only(args.note_writer,
+                                                                   "--note-writer"))
+    start = time.monotonic()
+    batch = read_inputs(paths)
+    from tqdm import tqdm  # only replay draws a bar
+
+    with tqdm(total=batch.messages, unit="msg", desc="replay", disable=quiet or None,
+              file=sys.stderr, dynamic_ncols=True) as bar:
+        rows = run_batch(batch, settings, workers=args.workers, advance=bar.update)
+    elapsed = time.monotonic() - start
+    new = sum(r.new for r in rows)
+    if getattr(args, "json", False):
+        print(json.dumps({"memories": [dataclasses.asdict(r) for r in rows],
+                          "elapsed": elapsed}, indent=2))
+    elif not quiet:
+        print(_summary_table(rows, elapsed, new))
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="fadeway", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="replay the bundled sample conversation and show it")
-    demo.add_argument("--db", default=_default_db(), help="store path (default: %(default)s)")
+def _replay(args: argparse.Namespace) -> int:
+    return _run_replay(args, args.files)
+
+
+# -- inspect, export, import, demo ------------------------------------------------------------
+
+def _inspect(args: argparse.Namespace) -> int:
+    with open_engine(args.db, background=False) as engine:
+        view = inspect_memory(engine, args.memory, args.at if args.at is not None else time.time())
+    if args.json:
+        print(json.dumps(view, indent=2, ensure_ascii=False))
+    else:
+        print(render(view))
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    if args.all == (args.memory is not None):
+        raise UsageError("name one MEMORY or give --all")
+    with open_engine(args.db, background=False) as engine:
+        ids = engine.memory_ids() if args.all else [args.memory]
+        if not args.all and args.memory not in ids:
+            raise UsageError(f"the store holds no memory {args.memory!r}")
+        docs = (engine.memory(memory_id).export() for memory_id in ids)  # one at a time
+        if args.output in (None, "-"):
+            write_jsonl(docs, sys.stdout.buffer)
+            sys.stdout.flush()
+            return 0
+        target = Path(args.output)
+        # Written beside the target and renamed at the end: never a half-written file.
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+        try:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; an export is a plain file
+            with os.fdopen(fd, "wb") as fp:
+                n = write_jsonl(docs, fp)
+            os.replace(tmp, target)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    print(f"exported {n} memories to {target}", file=sys.stderr)
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    check_export_file(args.file)
+    with open_engine(args.db, background=False) as engine:
+        imported, skipped = import_file(engine, args.file)
+        engine.drain()  # embeds the imported facts and passages for search
+    print(f"imported {len(imported)} memories into {args.db}"
+          + (f"; {len(skipped)} already there, unchanged" if skipped else ""))
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    sample = resources.files("fadeway") / "samples" / DEMO_SAMPLE
+    with resources.as_file(sample) as path:
+        _run_replay(args, [str(path)])
+    with open_engine(args.db, background=False) as engine:
+        memory_id = "launch-week"
+        with engine.store.read(memory_id) as tx:
+            count = tx.message_count()
+            last = tx.messages(count - 1, count)[0].at
+        view = inspect_memory(engine, memory_id, last)
+    print()
+    print(render(view))
+    print(f"\n(activation as of the last message; `fadeway inspect {memory_id} --db {args.db}` "
+          "shows it now, `--at TIME` at any moment)")
+    return 0
+
+
+# -- the parser -------------------------------------------------------------------------------
+
+def _add_db(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", default=_default_db(), metavar="URL",
+                        help="the store: a path or sqlite:///path (default: $FADEWAY_DB or "
+                             "fadeway.db; now %(default)s)")
+
+
+def _add_replay_options(parser: argparse.ArgumentParser, *, demo: bool = False) -> None:
+    _add_db(parser)
+    parser.add_argument("--workers", type=_positive, default=1, metavar="N",
+                        help="worker processes; memories replay in parallel (default: 1)")
+    parser.add_argument("--ceiling", type=_positive, default=DEMO_CEILING if demo else None,
+                        metavar="T", help="context window assumed, in tokens (default: "
+                        + ("%(default)s" if demo else "200000") + ")")
+    parser.add_argument("--judge", default="offline", metavar="offline",
+                        help="the judgment model: offline (an LLM endpoint URL later)")
+    parser.add_argument("--judge-model", default=None, metavar="M", help=argparse.SUPPRESS)
+    parser.add_argument("--note-writer", default="offline", metavar="offline|none",
+                        help="who answers note asks the recorded replies cannot: the offline "
+                             "extractive writer (default), or none")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fadeway", description="A memory for LLM agents that forgets; the command line.",
+        epilog="`fadeway recall` (the recall block the next decorate would add) comes with "
+               "recall, not yet. Exit codes: 0 done, 1 failed, 2 bad input (nothing written "
+               "for it), 130 interrupted (run again to resume).")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    replay = sub.add_parser(
+        "replay", help="replay recorded conversations through decorate/report",
+        description="Replay conversations through decorate/report, each message at its own "
+                    "time. FILE is JSONL replay lines ({memory_id, at, message}), JSONL "
+                    "fadeway exports (imported), or LoCoMo JSON; the kind is told by content. "
+                    "Every file is checked before anything is written. Running it again adds "
+                    "nothing; an interrupted run resumes where it stopped.")
+    replay.add_argument("files", nargs="+", metavar="FILE")
+    _add_replay_options(replay)
+    replay.set_defaults(run=_replay)
+
+    inspect = sub.add_parser("inspect", help="show one memory: episodes, facts block, graph",
+                             description="Episodes with state, turns, time span, size, "
+                                         "activation and significance; the facts block as "
+                                         "the model sees it; the graph's counts.")
+    inspect.add_argument("memory", metavar="MEMORY")
+    _add_db(inspect)
+    inspect.add_argument("--at", type=_seconds, metavar="TIME",
+                         help="compute activation at this moment (ISO 8601 with zone, or Unix "
+                              "seconds; default now); states and the facts block are the "
+                              "current, stored ones")
+    inspect.add_argument("--json", action="store_true", help="print JSON for scripts")
+    inspect.set_defaults(run=_inspect)
+
+    export = sub.add_parser("export", help="write memories as JSONL, one per line",
+                            description="Write memories as JSONL exports, one memory at a time.")
+    export.add_argument("memory", nargs="?", metavar="MEMORY")
+    export.add_argument("--all", action="store_true", help="every memory of the store")
+    _add_db(export)
+    export.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
+    export.set_defaults(run=_export)
+
+    imp = sub.add_parser("import", help="restore memories from a JSONL export",
+                         description="Restore memories from a JSONL export, line by line. The "
+                                     "whole file is checked first; a memory already stored "
+                                     "exactly so is skipped.")
+    imp.add_argument("file", metavar="FILE")
+    _add_db(imp)
+    imp.set_defaults(run=_import)
+
+    demo = sub.add_parser("demo", help="replay the bundled sample conversation and inspect it",
+                          description="Replay the bundled launch-week sample into --db (no key, "
+                                      "no network) and print its inspect view.")
+    _add_replay_options(demo, demo=True)
     demo.set_defaults(run=_demo)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     try:
         return args.run(args)
+    except KeyboardInterrupt:
+        print("fadeway: interrupted; run the same command again to resume", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # output piped into `head` and the like
         sys.stderr.close()
         return 0
+    except (FadewayError, OSError) as exc:
+        print(f"fadeway {args.command}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT if _is_input_error(exc) else EXIT_FAILED
+
+
+def _is_input_error(exc: BaseException) -> bool:
+    """Errors found before anything was written: bad files, bad options, unknown memories."""
+    from .errors import ImportConflictError, InvalidExportError, InvalidMemoryIdError
+    from .inspection import MemoryNotFoundError
+    from .replay import ReplayFormatError
+
+    return isinstance(exc, (ReplayFormatError, InvalidExportError, ImportConflictError,
+                            UsageError, MemoryNotFoundError, InvalidMemoryIdError,
+                            FileNotFoundError))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,240 @@
+"""`fadeway replay`, `inspect`, `export` and `import` end to end, in subprocesses, on LoCoMo
+conversations (read from shared/data, never copied into the repository; skipped without it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+import fadeway
+from fadeway.locomo import locomo_lines, read_locomo
+
+from helpers import shared_data
+
+LOCOMO = shared_data("locomo/locomo10.json")
+pytestmark = pytest.mark.skipif(LOCOMO is None, reason="LoCoMo (shared/data/locomo/"
+                                "locomo10.json) is not available")
+#: Small enough that episodes leave and the offline note writer answers asks.
+CEILING = "3000"
+
+
+def fadeway_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    run = subprocess.run([sys.executable, "-m", "fadeway", *map(str, args)],
+                         capture_output=True, text=True)
+    if check and run.returncode != 0:
+        raise AssertionError(f"exit {run.returncode}\n{run.stdout}\n{run.stderr}")
+    return run
+
+
+@pytest.fixture(scope="module")
+def samples():
+    return read_locomo(LOCOMO)
+
+
+@pytest.fixture(scope="module")
+def two_memories(samples, tmp_path_factory):
+    """Replay lines of two LoCoMo conversations, cut short: 130 + 110 turns."""
+    path = tmp_path_factory.mktemp("inputs") / "two.jsonl"
+    with open(path, "w") as fp:
+        for sample, turns in ((samples[0], 130), (samples[1], 110)):
+            for _, line in list(locomo_lines(sample))[:turns]:
+                fp.write(json.dumps({"memory_id": line.memory_id, "at": line.at,
+                                     "message": line.message}) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def one_sample(samples, tmp_path_factory):
+    """LoCoMo JSON holding one conversation (its first three sessions)."""
+    sample = json.loads(json.dumps(samples[1]))
+    conversation = sample["conversation"]
+    for key in [k for k in conversation if k.startswith("session_")]:
+        number = int(key.split("_")[1])
+        if number > 3:
+            del conversation[key]
+    path = tmp_path_factory.mktemp("inputs") / "locomo-one.json"
+    path.write_text(json.dumps([sample]))
+    return path
+
+
+def store_counts(db) -> dict[str, dict[str, int]]:
+    counts = {}
+    with fadeway.open(db, background=False) as engine:
+        for memory_id in engine.memory_ids():
+            doc = engine.memory(memory_id).export()
+            states = [e.state for e in doc.episodes]
+            counts[memory_id] = {"messages": len(doc.messages), "episodes": len(states),
+                                 "facts": len(doc.facts), "sealed": states.count("sealed"),
+                                 "forgotten": states.count("forgotten")}
+    return counts
+
+
+def export_all(db) -> bytes:
+    return subprocess.run([sys.executable, "-m", "fadeway", "export", "--all", "--db", str(db)],
+                          capture_output=True, check=True).stdout
+
+
+def test_locomo_json_replays_and_the_summary_is_the_stores(one_sample, tmp_path):
+    db = tmp_path / "locomo.db"
+    run = fadeway_cli("replay", one_sample, "--db", db, "--ceiling", CEILING, "--json")
+    summary = json.loads(run.stdout)
+    (row,) = summary["memories"]
+    turns = sum(len(v) for k, v in json.loads(one_sample.read_text())[0]["conversation"].items()
+                if k.startswith("session_") and isinstance(v, list))
+    assert row["memory_id"] == "conv-30" and row["messages"] == row["new"] == turns
+    assert row["forgotten"] + row["sealed"] > 0 and row["facts"] > 0  # the ceiling was met
+    stored = store_counts(db)["conv-30"]
+    assert {k: row[k] for k in stored} == stored
+
+    # The table says the same, and a second run adds nothing at all.
+    before = export_all(db)
+    again = fadeway_cli("replay", one_sample, "--db", db, "--ceiling", CEILING)
+    total = next(line for line in again.stdout.splitlines() if line.startswith("total"))
+    assert total.split()[3:] == [str(stored["messages"]), "0", str(stored["episodes"]),
+                                 str(stored["facts"]), str(stored["sealed"]),
+                                 str(stored["forgotten"])]
+    assert export_all(db) == before
+
+
+def _messages_stored(db) -> int:
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+            return conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
+    except sqlite3.OperationalError:  # not created yet
+        return 0
+
+
+def test_resume_after_sigkill_gives_the_uninterrupted_export(two_memories, tmp_path):
+    whole = tmp_path / "whole.db"
+    fadeway_cli("replay", two_memories, "--db", whole, "--ceiling", CEILING, "--workers", "2")
+    expected = export_all(whole)
+    total = sum(c["messages"] for c in store_counts(whole).values())
+
+    db = tmp_path / "killed.db"
+    args = [sys.executable, "-m", "fadeway", "replay", str(two_memories), "--db", str(db),
+            "--ceiling", CEILING, "--workers", "2"]
+    process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while _messages_stored(db) < total // 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    time.sleep(0.3)  # the workers die with their parent
+    stopped = _messages_stored(db)
+    assert 0 < stopped < total, "the replay was not killed midway"
+    time.sleep(0.3)
+    assert _messages_stored(db) == stopped, "a worker outlived its killed parent"
+
+    resumed = fadeway_cli("replay", two_memories, "--db", db, "--ceiling", CEILING,
+                          "--workers", "2", "--json")
+    assert sum(r["new"] for r in json.loads(resumed.stdout)["memories"]) == total - stopped
+    assert export_all(db) == expected
+
+
+def test_export_import_and_replaying_an_export(two_memories, tmp_path):
+    db = tmp_path / "a.db"
+    fadeway_cli("replay", two_memories, "--db", db, "--ceiling", CEILING, "--workers", "2")
+    out = tmp_path / "all.jsonl"
+    fadeway_cli("export", "--all", "--db", db, "-o", out)
+    assert len(out.read_bytes().splitlines()) == 2
+    one = fadeway_cli("export", "conv-26", "--db", db).stdout
+    assert json.loads(one)["memory_id"] == "conv-26"
+
+    copy = tmp_path / "b.db"
+    assert "imported 2 memories" in fadeway_cli("import", out, "--db", copy).stdout
+    assert export_all(copy) == out.read_bytes()
+    again = fadeway_cli("import", out, "--db", copy).stdout
+    assert "imported 0 memories" in again and "2 already there" in again
+    assert export_all(copy) == out.read_bytes()
+
+    # replay takes an export file too (told by its content), and imports it.
+    third = tmp_path / "c.db"
+    summary = json.loads(fadeway_cli("replay", out, "--db", third, "--json").stdout)
+    assert sorted(r["memory_id"] for r in summary["memories"]) == ["conv-26", "conv-30"]
+    assert export_all(third) == out.read_bytes()
+
+    # A store holding something else under the same id refuses the import, writing nothing.
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(out.read_bytes().splitlines()[0].replace(b'"conv-26"', b'"conv-30"', 1)
+                      + b"\n")
+    refused = fadeway_cli("import", other, "--db", copy, check=False)
+    assert refused.returncode == 2 and f"{other}:1" in refused.stderr
+
+
+def test_inspect_shows_episodes_facts_block_and_graph(two_memories, tmp_path):
+    db = tmp_path / "i.db"
+    fadeway_cli("replay", two_memories, "--db", db, "--ceiling", CEILING)
+    doc = fadeway.loads(fadeway_cli("export", "conv-26", "--db", db).stdout)
+    last = doc.messages[-1].at
+    view = json.loads(fadeway_cli("inspect", "conv-26", "--db", db, "--at", str(last),
+                                  "--json").stdout)
+    assert [e["n"] for e in view["episodes"]] == [e.n for e in doc.episodes]
+    assert [e["state"] for e in view["episodes"]] == [e.state for e in doc.episodes]
+    assert view["facts_block"] == doc.facts_block and doc.facts_block
+    assert view["graph"]["entities"] == len(doc.entities)
+    assert view["graph"]["facts"] == len(doc.facts)
+    assert view["graph"]["retired"] == len(doc.retirements)
+    assert view["messages"] == len(doc.messages)
+    # Activation fades with time: a year later every episode is less active.
+    later = json.loads(fadeway_cli("inspect", "conv-26", "--db", db, "--at",
+                                   str(last + 365 * 86400), "--json").stdout)
+    assert all(b["activation"] < a["activation"]
+               for a, b in zip(view["episodes"], later["episodes"], strict=True))
+    text = fadeway_cli("inspect", "conv-26", "--db", db, "--at", "2023-12-01T00:00:00Z").stdout
+    assert "facts block (as the model sees it):" in text and doc.facts_block in text
+    assert "activation at 2023-12-01 00:00 UTC" in text
+
+    missing = fadeway_cli("inspect", "nobody", "--db", db, check=False)
+    assert missing.returncode == 2 and "no memory 'nobody'" in missing.stderr
+
+
+LINE = '{{"memory_id": "m", "at": {at}, "message": {message}}}\n'
+USER = '{"role": "user", "content": "hello"}'
+
+
+@pytest.mark.parametrize("name, text, line, words", [
+    ("truncated.jsonl", LINE.format(at=0, message=USER) + LINE.format(at=1, message=USER)[:30],
+     2, "not a complete JSON line"),
+    ("unknown.jsonl", '{"id": 1, "text": "hello"}\n', 1, "unknown format"),
+    ("unknown.txt", "memory_id,at,message\n", 1, "unknown format"),
+    ("tool-first.jsonl", LINE.format(at=0, message=USER) + LINE.format(
+        at=1, message='{"role": "tool", "tool_call_id": "call_9", "content": "42"}'), 2,
+     "no earlier assistant call has id 'call_9'"),
+    ("no-time.jsonl", LINE.format(at=0, message=USER)
+     + '{"memory_id": "m", "message": {"role": "assistant", "content": "hi"}}\n', 2,
+     "no 'at'"),
+])
+def test_bad_input_names_file_and_line_and_writes_nothing(tmp_path, two_memories, name, text,
+                                                          line, words):
+    bad = tmp_path / name
+    bad.write_text(text)
+    db = tmp_path / "bad.db"
+    # A good file given first is not replayed either: every file is checked before any is.
+    run = fadeway_cli("replay", two_memories, bad, "--db", db, check=False)
+    assert run.returncode == 2, run.stderr
+    assert f"{bad}:{line}" in run.stderr and words in run.stderr
+    assert "Traceback" not in run.stderr
+    assert not db.exists() or _messages_stored(db) == 0
+
+
+def test_llm_judge_and_note_writer_are_refused_for_now(one_sample, tmp_path):
+    for option in ("--judge", "--note-writer"):
+        run = fadeway_cli("replay", one_sample, "--db", tmp_path / "x.db", option,
+                          "https://api.example.com/v1", check=False)
+        assert run.returncode == 2 and "not available yet" in run.stderr
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_fadeway_db_environment_names_the_default_store(one_sample, tmp_path):
+    env = {**os.environ, "FADEWAY_DB": str(tmp_path / "env.db")}
+    subprocess.run([sys.executable, "-m", "fadeway", "replay", str(one_sample)], env=env,
+                   cwd=tmp_path, check=True, capture_output=True)
+    assert "conv-30" in store_counts(tmp_path / "env.db")
+    assert not (tmp_path / "fadeway.db").exists()
