@@ -123,6 +123,9 @@ PASSAGE_OVERLAP_CHARS = 200
 EMBED_BATCH = 256
 #: Memories whose search indexes an engine keeps open.
 OPEN_INDEXES = 64
+#: A memory's changed indexes are saved at most this often (seconds), when it is evicted from
+#: the open ones, and when the engine closes; after a crash they catch up from the store.
+INDEX_SAVE_SECONDS = 60.0
 
 # -- recall ---------------------------------------------------------------------------------
 

@@ -94,6 +94,8 @@ class Engine:
         if self._worker is not None:
             self._worker.close()
             self._worker = None
+        for index in list(self._indexes.values()):
+            index.save()
         self.embedder.close()
         self.store.close()
 
@@ -134,7 +136,7 @@ class Engine:
                 index = self._indexes[memory_id] = MemoryIndex(memory_id, directory,
                                                                  self.embedder)
                 if len(self._indexes) > C.OPEN_INDEXES:
-                    self._indexes.popitem(last=False)
+                    self._indexes.popitem(last=False)[1].save()
             else:
                 self._indexes.move_to_end(memory_id)
         return index

@@ -364,7 +364,7 @@ class Memory:
         awaiting = [e.n for e in tx.episodes() if e.state == "leaving" and e.n not in acked]
         existing = tx.notes()
         n = (existing[-1].n if existing else 0) + 1
-        first_fact = len(tx.facts()) + 1
+        first_fact = tx.fact_count() + 1
         facts = [FactRecord(n=first_fact + i, note=n, text=entry.note, subject=entry.subject,
                             object=entry.object, milestone=entry.milestone, at=now)
                  for i, entry in enumerate(e for e in note.notes if e.note.strip())]

@@ -31,10 +31,11 @@ import msgspec
 
 from . import _constants as C
 from . import blocks, tokens
-from .graph import Graph, normalise_name
+from .graph import normalise_name
 from .judge import FactText, Judge, JudgeTimeout
 from .lane import JobHandler, register_job
-from .model import BlockText, EpisodeRecord, FactRecord, JobRecord, WalkRecord
+from .cache import MemoryCache
+from .model import BlockText, JobRecord, WalkRecord
 from .parts import message_parts
 from .search import MemoryIndex, fuse
 from .store import Transaction
@@ -42,7 +43,7 @@ from .store import Transaction
 if TYPE_CHECKING:
     from .engine import Engine
 
-__all__ = ["RecallResult", "Snapshot", "recall", "walk", "group_facts", "block_tokens",
+__all__ = ["RecallResult", "MemoryCache", "Snapshot", "recall", "walk", "group_facts", "block_tokens",
            "WalkJob", "DistillJob"]
 
 log = logging.getLogger("fadeway.recall")
@@ -60,25 +61,24 @@ class RecallResult:
 
 
 class Snapshot:
-    """What recall reads of one memory, in one read transaction."""
+    """What recall reads of one memory: the cache as it stood, the facts block's facts, and
+    the walk prepared after turn `prepared_turn` (when one was)."""
 
-    def __init__(self, tx: Transaction) -> None:
+    def __init__(self, tx: Transaction, cache: MemoryCache | None = None,
+                 prepared_turn: int | None = None) -> None:
+        if cache is None:
+            cache = MemoryCache()
+            cache.sync(tx)
         memory = tx.memory()
-        self.facts: dict[int, FactRecord] = {f.n: f for f in tx.facts()}
-        self.graph = Graph.read(tx)
+        self.facts = cache.facts
+        self.graph = cache.graph
+        self.episodes = cache.episodes
+        self.fact_episodes = cache.fact_episodes
+        self.episode_facts = cache.episode_facts
         self.block_facts = set(msgspec.json.decode(memory.facts_order)
                                if memory is not None and memory.facts_order else [])
-        self.episodes: dict[int, EpisodeRecord] = {e.n: e for e in tx.episodes()}
-        episodes_of_note: dict[int, list[int]] = {}
-        for episode, note in tx.acks():
-            episodes_of_note.setdefault(note, []).append(episode)
-        self.fact_episodes = {n: episodes_of_note.get(f.note, []) for n, f in self.facts.items()}
-        self.episode_facts: dict[int, list[int]] = {}
-        for n, eps in self.fact_episodes.items():
-            for e in eps:
-                self.episode_facts.setdefault(e, []).append(n)
-        walks = tx.walks()
-        self.walk = walks[-1] if walks else None
+        walks = tx.walks(prepared_turn) if prepared_turn is not None else []
+        self.walk: WalkRecord | None = next((w for w in walks if w.turn == prepared_turn), None)
 
     def turns(self, fact: int) -> tuple[int, int]:
         """The turns a fact was written from (its note's episodes), or (0, 0) when unknown."""
@@ -193,9 +193,7 @@ async def recall(engine: Engine, memory_id: str, message: str, recent: str, *,
     index: MemoryIndex = engine.index(memory_id)
     with engine.store.read(memory_id) as tx:
         index.sync(tx)
-        snap = Snapshot(tx)
-    if snap.walk is not None and snap.walk.turn != prepared_turn:
-        snap.walk = None  # prepared for another turn: not this message's
+        snap = Snapshot(tx, index.cache, prepared_turn)
     lap("read")
     parts = message_parts(message)
     lap("parts")
@@ -287,7 +285,7 @@ class WalkJob(JobHandler):
         index = engine.index(memory_id)
         with engine.store.read(memory_id) as tx:
             index.sync(tx)
-            snap = Snapshot(tx)
+            snap = Snapshot(tx, index.cache)
         k = C.RECALL_SEARCH_HITS
         vector = (await engine.embedder.embed([dialogue]))[0]
         seeds = [h.n for h in fuse([index.by_words("fact", dialogue, k),

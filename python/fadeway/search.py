@@ -26,10 +26,10 @@ import numpy as np
 from . import _constants as C
 from . import _core
 from .lane import JobHandler, register_job
+from .cache import MemoryCache
 from .model import JobRecord, SearchHit
 from .store import Transaction
-from .vectors import VectorIndex
-from .vectors import _write_atomic as write_atomic  # noqa: PLC2701
+from .vectors import VectorIndex, write_atomic
 
 if TYPE_CHECKING:
     from .embed import Embedder
@@ -59,11 +59,11 @@ def documents(tx: Transaction, kind: str, after: int = 0) -> list[tuple[int, str
     A fact is searched by its sentence and its two entities as written; an entity (embedded
     for entity resolution, not searched here) by its canonical name."""
     if kind == "fact":
-        return [(f.n, f"{f.text} [{f.subject}, {f.object}]") for f in tx.facts() if f.n > after]
+        return [(f.n, f"{f.text} [{f.subject}, {f.object}]") for f in tx.facts(after)]
     if kind == "passage":
         return [(p.n, p.text) for p in tx.passages(after)]
     if kind == "entity":
-        return [(e.n, e.name) for e in tx.entities() if e.n > after]
+        return [(e.n, e.name) for e in tx.entities(after)]
     raise ValueError(f"unknown search kind {kind!r}; expected one of {KINDS}")
 
 
@@ -79,24 +79,37 @@ class MemoryIndex:
         self.words: dict[str, _core.Bm25Index] = {}
         self.through: dict[str, int] = {}
         self.meaning: dict[str, VectorIndex] = {}
+        #: What recall reads of the memory (facts, graph, turns), kept in step with the store.
+        self.cache = MemoryCache()
         #: Which indexes came from disk rather than a rebuild (for inspection and tests).
         self.loaded: set[str] = set()
+        self._dirty = False
+        self._saved_at = 0.0
 
     # -- keeping in step --------------------------------------------------------------------
 
     def sync(self, tx: Transaction) -> None:
-        """Add what the store holds and the indexes do not; save them when anything changed."""
+        """Add what the store holds and the indexes do not (only what is new since the last
+        sync; the first sync also checks saved files against the store). Saved to disk at most
+        every INDEX_SAVE_SECONDS, and on `save` (the engine saves at close)."""
         memory = tx.memory()
         if memory is None:
             return
         with self._lock:
-            if self._identity != memory.created_at:
+            opening = self._identity != memory.created_at
+            if opening:
                 self._open(memory.created_at)
-            changed = False
             for kind in KINDS:
-                changed |= self._sync_words(tx, kind)
-                changed |= self._sync_meaning(tx, kind)
-            if changed:
+                self._dirty |= self._sync_words(tx, kind, check=opening)
+                self._dirty |= self._sync_meaning(tx, kind, check=opening)
+            self.cache.sync(tx)
+            if self._dirty and time.monotonic() - self._saved_at >= C.INDEX_SAVE_SECONDS:
+                self._save()
+
+    def save(self) -> None:
+        """Save the indexes now if they changed since they were last saved."""
+        with self._lock:
+            if self._dirty:
                 self._save()
 
     def _open(self, created_at: float) -> None:
@@ -105,7 +118,9 @@ class MemoryIndex:
         self.words = {k: _core.Bm25Index() for k in KINDS}
         self.through = dict.fromkeys(KINDS, 0)
         self.meaning = {k: VectorIndex(self.embedder.dim, self.embedder.name) for k in KINDS}
+        self.cache = MemoryCache()
         self.loaded = set()
+        self._dirty, self._saved_at = False, time.monotonic()
         state = self._read_state()
         if state is None or state.get("created_at") != created_at:
             return
@@ -125,15 +140,14 @@ class MemoryIndex:
                 self.meaning[kind] = meaning
                 self.loaded.add(f"{kind}.hnsw")
 
-    def _sync_words(self, tx: Transaction, kind: str) -> bool:
+    def _sync_words(self, tx: Transaction, kind: str, *, check: bool) -> bool:
+        if check and self.through[kind] > _top(tx, kind):
+            return self._rebuild_words(tx, kind)  # saved for a longer history: not ours
         docs = documents(tx, kind, self.through[kind])
         if not docs:
-            if self.through[kind] > _top(tx, kind):
-                return self._rebuild_words(tx, kind)  # saved for a longer history: not ours
             return False
         ids = np.fromiter((n for n, _ in docs), dtype=np.int64, count=len(docs))
-        fresh = ids[[int(n) not in self.words[kind] for n in ids.tolist()]]
-        if len(fresh) != len(ids):
+        if any(n in self.words[kind] for n in ids.tolist()):
             return self._rebuild_words(tx, kind)
         self.words[kind].add(ids, [t for _, t in docs])
         self.through[kind] = int(ids[-1])
@@ -144,23 +158,29 @@ class MemoryIndex:
                     self.memory_id, kind)
         self.words[kind], self.through[kind] = _core.Bm25Index(), 0
         self.loaded.discard(f"{kind}.bm25")
-        self._sync_words(tx, kind)
+        self._sync_words(tx, kind, check=False)
         return True
 
-    def _sync_meaning(self, tx: Transaction, kind: str) -> bool:
+    def _sync_meaning(self, tx: Transaction, kind: str, *, check: bool) -> bool:
         index = self.meaning[kind]
-        stored = tx.vector_ns(kind, self.embedder.name)
-        if len(index) > len(stored) or (len(index) and index.max_id not in stored):
-            log.warning("memory %r: %s vector index disagrees with the store; rebuilding it",
-                        self.memory_id, kind)
-            index = self.meaning[kind] = VectorIndex(self.embedder.dim, self.embedder.name)
-            self.loaded.discard(f"{kind}.hnsw")
-        missing = sorted(n for n in stored if n not in index)
-        if not missing:
-            return False
-        wanted = set(missing)
-        rows = [(n, v) for n, v in tx.vectors(kind, self.embedder.name, missing[0] - 1)
-                if n in wanted]
+        if check:  # every stored vector, against what the saved index holds
+            stored = tx.vector_ns(kind, self.embedder.name)
+            if len(index) > len(stored) or (len(index) and index.max_id not in stored):
+                log.warning("memory %r: %s vector index disagrees with the store; rebuilding "
+                            "it", self.memory_id, kind)
+                index = self.meaning[kind] = VectorIndex(self.embedder.dim, self.embedder.name)
+                self.loaded.discard(f"{kind}.hnsw")
+            missing = sorted(n for n in stored if n not in index)
+            if not missing:
+                return False
+            wanted = set(missing)
+            rows = [(n, v) for n, v in tx.vectors(kind, self.embedder.name, missing[0] - 1)
+                    if n in wanted]
+        else:  # vectors are written in order of n: what is new lies above the largest held
+            rows = tx.vectors(kind, self.embedder.name, index.max_id if len(index) else 0)
+            rows = [(n, v) for n, v in rows if n not in index]
+            if not rows:
+                return False
         index.add(np.fromiter((n for n, _ in rows), dtype=np.int64, count=len(rows)),
                   np.stack([np.frombuffer(v, dtype=np.float32) for _, v in rows]))
         return True
@@ -200,6 +220,7 @@ class MemoryIndex:
         write_atomic(self.directory / _STATE, json.dumps(
             {"format": _STATE_FORMAT, "created_at": self._identity,
              "through": self.through}).encode())
+        self._dirty, self._saved_at = False, time.monotonic()
 
     # -- searching --------------------------------------------------------------------------
 
@@ -239,8 +260,7 @@ def fuse(lists: Sequence[Sequence[int]], k: int,
 
 def _top(tx: Transaction, kind: str) -> int:
     if kind == "fact":
-        facts = tx.facts()
-        return facts[-1].n if facts else 0
+        return tx.fact_count()
     return tx.passage_count()
 
 

@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from .errors import EmbedderMismatchError
 
-__all__ = ["FORMAT_VERSION", "VectorIndex"]
+__all__ = ["FORMAT_VERSION", "VectorIndex", "write_atomic"]
 
 log = logging.getLogger("fadeway.vectors")
 
@@ -178,7 +178,7 @@ class VectorIndex:
             sidecar = {"format": FORMAT_VERSION, "embedder": self.embedder_name, "dim": self.dim,
                        "count": len(self._ids), "max_id": self.max_id, "sha256": digest,
                        "space": "cosine"}
-        _write_atomic(_sidecar_path(target), json.dumps(sidecar, indent=1).encode())
+        write_atomic(_sidecar_path(target), json.dumps(sidecar, indent=1).encode())
         _fsync_dir(target.parent)
 
     @classmethod
@@ -233,7 +233,8 @@ def _temp_path(target: Path) -> Path:
     return Path(name)
 
 
-def _write_atomic(target: Path, data: bytes) -> None:
+def write_atomic(target: Path, data: bytes) -> None:
+    """Write `data` to `target` so that a crash leaves the old file or the new, never a part."""
     tmp = _temp_path(target)
     try:
         with open(tmp, "wb") as f:

@@ -88,8 +88,8 @@ class Transaction(abc.ABC):
     # -- episodes and traces --------------------------------------------------------------
 
     @abc.abstractmethod
-    def episodes(self) -> list[EpisodeRecord]:
-        """Every episode, in order."""
+    def episodes(self, after: int = 0) -> list[EpisodeRecord]:
+        """The episodes numbered above `after` (every episode by default), in order."""
 
     @abc.abstractmethod
     def last_episode(self) -> EpisodeRecord | None: ...
@@ -123,11 +123,17 @@ class Transaction(abc.ABC):
         """Store a note, its facts, and the episodes it acknowledges."""
 
     @abc.abstractmethod
-    def facts(self) -> list[FactRecord]: ...
+    def facts(self, after: int = 0) -> list[FactRecord]:
+        """The facts numbered above `after` (every fact by default), in order."""
 
     @abc.abstractmethod
-    def acks(self) -> list[tuple[int, int]]:
-        """(episode, note) for every acknowledgement, in note order."""
+    def fact_count(self) -> int:
+        """The highest fact number (facts are numbered 1, 2, ...), 0 when none."""
+
+    @abc.abstractmethod
+    def acks(self, after_note: int = 0) -> list[tuple[int, int]]:
+        """(episode, note) for every acknowledgement by a note numbered above `after_note`,
+        in note order."""
 
     @abc.abstractmethod
     def set_facts_order(self, order: str | None) -> None: ...
@@ -139,13 +145,14 @@ class Transaction(abc.ABC):
     # -- the knowledge graph, passages and vectors ----------------------------------------
 
     @abc.abstractmethod
-    def entities(self) -> list[EntityRecord]: ...
+    def entities(self, after: int = 0) -> list[EntityRecord]: ...
 
     @abc.abstractmethod
     def aliases(self) -> list[AliasRecord]: ...
 
     @abc.abstractmethod
-    def edges(self) -> list[EdgeRecord]: ...
+    def edges(self, after: int = 0) -> list[EdgeRecord]:
+        """The edges of facts numbered above `after`, in fact order."""
 
     @abc.abstractmethod
     def retirements(self) -> list[RetirementRecord]: ...

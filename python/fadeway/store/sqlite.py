@@ -183,10 +183,10 @@ class _SQLiteTransaction(GraphQueries, Transaction):
 
     # -- episodes and traces --------------------------------------------------------------
 
-    def episodes(self) -> list[EpisodeRecord]:
+    def episodes(self, after: int = 0) -> list[EpisodeRecord]:
         return [_episode(r) for r in self._conn.execute(
-            f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE memory_id = ? ORDER BY n",
-            (self.memory_id,))]
+            f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE memory_id = ? AND n > ? ORDER BY n",
+            (self.memory_id, after))]
 
     def last_episode(self) -> EpisodeRecord | None:
         row = self._conn.execute(
@@ -243,17 +243,22 @@ class _SQLiteTransaction(GraphQueries, Transaction):
         self._conn.executemany("INSERT INTO acks (memory_id, episode, note) VALUES (?, ?, ?)",
                                [(self.memory_id, e, note.n) for e in acknowledged])
 
-    def facts(self) -> list[FactRecord]:
+    def facts(self, after: int = 0) -> list[FactRecord]:
         return [FactRecord(n=n, note=note, text=text, subject=subject, object=obj,
                            milestone=bool(milestone), at=at)
                 for n, note, text, subject, obj, milestone, at in self._conn.execute(
                     "SELECT n, note, text, subject, object, milestone, at FROM facts "
-                    "WHERE memory_id = ? ORDER BY n", (self.memory_id,))]
+                    "WHERE memory_id = ? AND n > ? ORDER BY n", (self.memory_id, after))]
 
-    def acks(self) -> list[tuple[int, int]]:
+    def fact_count(self) -> int:
+        (top,) = self._conn.execute("SELECT MAX(n) FROM facts WHERE memory_id = ?",
+                                    (self.memory_id,)).fetchone()
+        return top or 0
+
+    def acks(self, after_note: int = 0) -> list[tuple[int, int]]:
         return [(e, n) for e, n in self._conn.execute(
-            "SELECT episode, note FROM acks WHERE memory_id = ? ORDER BY note, episode",
-            (self.memory_id,))]
+            "SELECT episode, note FROM acks WHERE memory_id = ? AND note > ? "
+            "ORDER BY note, episode", (self.memory_id, after_note))]
 
     def set_facts_order(self, order: str | None) -> None:
         self._conn.execute("UPDATE memories SET facts_order = ? WHERE memory_id = ?",

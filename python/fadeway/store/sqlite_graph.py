@@ -29,9 +29,10 @@ class GraphQueries:
     _conn: sqlite3.Connection
     memory_id: str
 
-    def entities(self) -> list[EntityRecord]:
+    def entities(self, after: int = 0) -> list[EntityRecord]:
         return [EntityRecord(n=n, name=name, at=at) for n, name, at in self._conn.execute(
-            "SELECT n, name, at FROM entities WHERE memory_id = ? ORDER BY n", (self.memory_id,))]
+            "SELECT n, name, at FROM entities WHERE memory_id = ? AND n > ? ORDER BY n",
+            (self.memory_id, after))]
 
     def aliases(self) -> list[AliasRecord]:
         return [AliasRecord(norm=norm, entity=entity, name=name, at=at)
@@ -39,11 +40,11 @@ class GraphQueries:
                     "SELECT norm, entity, name, at FROM aliases WHERE memory_id = ? "
                     "ORDER BY entity, at, name", (self.memory_id,))]
 
-    def edges(self) -> list[EdgeRecord]:
+    def edges(self, after: int = 0) -> list[EdgeRecord]:
         return [EdgeRecord(fact=fact, subject=subject, object=obj, merged_into=merged, at=at)
                 for fact, subject, obj, merged, at in self._conn.execute(
                     "SELECT fact, subject, object, merged_into, at FROM edges "
-                    "WHERE memory_id = ? ORDER BY fact", (self.memory_id,))]
+                    "WHERE memory_id = ? AND fact > ? ORDER BY fact", (self.memory_id, after))]
 
     def retirements(self) -> list[RetirementRecord]:
         return [RetirementRecord(fact=fact, by=by, at=at) for fact, by, at in self._conn.execute(
