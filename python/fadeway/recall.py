@@ -201,15 +201,16 @@ async def recall(engine: Engine, memory_id: str, message: str, recent: str, *,
     vectors = await engine.embedder.embed(queries, deadline=deadline)
     lap("embed")
     k, floor = C.RECALL_SEARCH_HITS, C.RECALL_MIN_SIMILARITY
+    facts_by_meaning = index.by_meaning_batch("fact", vectors, k, floor)
     message_hits = [h.n for h in fuse([
-        index.by_words("fact", message, k), index.by_words("fact", recent, k),
-        index.by_meaning("fact", vectors[0], k, floor),
-        index.by_meaning("fact", vectors[1], k, floor)], k)]
-    part_hits = [index.by_meaning("fact", v, C.RECALL_PART_FACTS, floor) for v in vectors[2:]]
+        index.by_words("fact", message, k),
+        index.by_words("fact", recent, k) if recent != message else [],
+        facts_by_meaning[0], facts_by_meaning[1] if recent != message else []], k)]
+    part_hits = [hits[:C.RECALL_PART_FACTS] for hits in facts_by_meaning[2:]]
+    passages_by_meaning = index.by_meaning_batch("passage", vectors[2:], k, floor)
     passage_hits = [h.n for h in fuse(
-        [ids for p, v in zip(parts, vectors[2:], strict=True)
-         for ids in (index.by_words("passage", p.text, k),
-                     index.by_meaning("passage", v, k, floor))], C.RECALL_EXCERPTS)]
+        [ids for p, by_meaning in zip(parts, passages_by_meaning, strict=True)
+         for ids in (index.by_words("passage", p.text, k), by_meaning)], C.RECALL_EXCERPTS)]
     lap("search")
 
     candidates = snap.shown([*message_hits, *(n for hits in part_hits for n in hits)])

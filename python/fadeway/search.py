@@ -237,6 +237,15 @@ class MemoryIndex:
         ids, similarity = self.meaning[kind].search(vector, k)
         return ids[similarity >= min_similarity].tolist()
 
+    def by_meaning_batch(self, kind: str, vectors: np.ndarray, k: int,
+                         min_similarity: float = -1.0) -> list[list[int]]:
+        """`by_meaning` for each row of `vectors`, in one call to the index."""
+        if kind not in self.meaning or not len(vectors):
+            return [[] for _ in range(len(vectors))]
+        ids, similarity = self.meaning[kind].search(np.atleast_2d(vectors), k)
+        return [row[sim >= min_similarity].tolist() for row, sim in zip(ids, similarity,
+                                                                        strict=True)]
+
     def search(self, kind: str, query: str, k: int, *,
                vector: np.ndarray | None = None) -> list[Hit]:
         """The `k` best `kind` documents for `query`: BM25 and (given the query's `vector`)
