@@ -31,6 +31,7 @@ from .model import EXPORT_VERSION, MemoryExport, MessageRecord, RequestRecord
 from .paths import data_dir_for, index_dir
 from .search import MemoryIndex
 from .store import Store, open_store
+from .usage import UsageRecord
 
 __all__ = ["Engine", "open"]
 
@@ -215,6 +216,9 @@ class Engine:
                     tx.insert_block_text(table, row)
             for walk in export.walks:
                 tx.insert_walk(walk)
+            for u in export.usage:
+                tx.insert_usage([UsageRecord(kind=u.kind, model=u.model, tokens_in=u.tokens_in,
+                                             tokens_out=u.tokens_out, seconds=0.0)], u.at)
             if export.facts or export.passages:
                 # Vectors are not exported (the embedder remakes them): queue their making.
                 tx.enqueue("embed", b"{}", self.clock())

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextvars
 import logging
 import os
 import socket
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import _constants as C
 from .model import JobRecord
+from .usage import UsageRecord, collecting
 from .store import Transaction
 
 if TYPE_CHECKING:
@@ -71,7 +73,10 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         except BaseException as exc:  # handed to the caller's thread below
             error.append(exc)
 
-    thread = threading.Thread(target=target, name="fadeway-run-sync")
+    # The helper thread runs in a copy of this context, so what the coroutine records (usage)
+    # reaches the caller's collectors.
+    context = contextvars.copy_context()
+    thread = threading.Thread(target=context.run, args=(target,), name="fadeway-run-sync")
     thread.start()
     thread.join()
     if error:
@@ -101,12 +106,14 @@ def run_lane(engine: Engine, memory_id: str, owner: str | None = None) -> int | 
                 tx.release_lane(owner)
                 return applied
         handler = _HANDLERS.get(job.kind)
+        used: list[UsageRecord] = []
         try:
             if handler is None:
                 raise LookupError(f"no handler for job kind {job.kind!r}")
-            prepared = run_sync(handler.prepare(engine, memory_id, job))
+            with collecting() as used:
+                prepared = run_sync(handler.prepare(engine, memory_id, job))
         except Exception as exc:  # a failing job must not stop the worker; it is retried
-            _failed_attempt(engine, memory_id, job, exc)
+            _failed_attempt(engine, memory_id, job, exc, used)
             continue
         now = time.time()
         with engine.store.write(memory_id) as tx:
@@ -117,14 +124,17 @@ def run_lane(engine: Engine, memory_id: str, owner: str | None = None) -> int | 
             current = tx.pending_job()
             if current is None or current.n != job.n:
                 continue  # another worker finished it while our lease had lapsed
+            tx.insert_usage(used, job.created_at)  # spent even when the result is stale
             if handler.apply(engine, tx, job, prepared):  # type: ignore[union-attr]
                 tx.finish_job(job.n, "done")
                 applied += 1
 
 
-def _failed_attempt(engine: Engine, memory_id: str, job: JobRecord, exc: Exception) -> None:
+def _failed_attempt(engine: Engine, memory_id: str, job: JobRecord, exc: Exception,
+                    used: list[UsageRecord]) -> None:
     error = f"{type(exc).__name__}: {exc}"
     with engine.store.write(memory_id) as tx:
+        tx.insert_usage(used, job.created_at)
         attempts = tx.record_attempt(job.n, error)
         if attempts >= C.JOB_MAX_ATTEMPTS:
             tx.finish_job(job.n, "failed", error)

@@ -47,6 +47,7 @@ from .model import (
     NoteRecord,
     ExportedMessage,
     ExportedRequest,
+    ExportedUsage,
     MemoryExport,
     MemoryRecord,
     MessageRecord,
@@ -66,6 +67,7 @@ from .recall_turns import (
     store_recall,
 )
 from .search import search_memory
+from .usage import UsageRecord, UsageSummary, collecting, summarise_usage
 from .store import Transaction
 from .view import (
     block_message,
@@ -126,9 +128,9 @@ class Memory:
         now = self._engine._now(at)
         encoding = tokens.encoding_for_model(parsed.model)
         fmt = parsed.format
-        with self._history.lock:
+        with self._history.lock, collecting() as used:
             pending = self._recall(parsed)
-            return self._decorate(parsed, fmt, encoding, now, pending)
+            return self._decorate(parsed, fmt, encoding, now, pending, used)
 
     def _recall(self, parsed: ParsedRequest) -> Pending | None:
         """Recall for the request's new user message, before it joins the history (and before
@@ -142,7 +144,7 @@ class Memory:
         return recall_for(self._engine, self.memory_id, self._history, sent[-1], digest)
 
     def _decorate(self, parsed: ParsedRequest, fmt: Format, encoding: str, now: float,
-                  pending: Pending | None) -> dict[str, Any]:
+                  pending: Pending | None, used: list[UsageRecord]) -> dict[str, Any]:
         with self._engine.store.write(self.memory_id) as tx:
             memory = self._open(tx, fmt, now)
             self._sync(tx)
@@ -170,6 +172,7 @@ class Memory:
             tx.set_decorated_through(len(mirror))
             decorated, key, sealed = self._forget_and_assemble(tx, parsed, memory, episodes,
                                                                encoding, now, before)
+            tx.insert_usage(used, now)  # recall's and an inline cut's model calls
             latest = tx.latest_request()
             tx.insert_request(RequestRecord(
                 n=(latest.n if latest else 0) + 1, at=now, model=parsed.model, encoding=encoding,
@@ -526,13 +529,22 @@ class Memory:
                               max(e.last_turn for e in awaiting))
         messages = [LeavingMessage(m.turn, m.role, " ".join(text_of(plain(m.body))))
                     for m in leaving]
-        note = run_sync(writer.write(ask, messages,
-                                     deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE))
+        with collecting() as used:
+            note = run_sync(writer.write(ask, messages,
+                                         deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE))
         with self._history.lock, self._engine.store.write(self.memory_id) as tx:
             self._write_note(tx, note, encode_json(note).decode(), None, now,
                              f"note-writer:{writer.name}")
+            tx.insert_usage(used, now)
         self._engine._jobs_queued()
         return True
+
+    def usage(self) -> list[UsageSummary]:
+        """What the model calls made for this memory cost (judge and note writer), summed by
+        what they were for and which model: calls, tokens in and out, seconds."""
+        with self._engine.store.read(self.memory_id) as tx:
+            rows = tx.usage()
+        return summarise_usage(rows)
 
     # -- sizes -----------------------------------------------------------------------------
 
@@ -610,6 +622,7 @@ class Memory:
             passages = tx.passages()
             recalls = (tx.recalls(), tx.block_texts("distills"), tx.block_texts("recall_finals"),
                        tx.walks())
+            usage = tx.usage()
         return MemoryExport(
             memory_id=self.memory_id,
             format=memory.format,
@@ -642,6 +655,8 @@ class Memory:
             distills=recalls[1],
             recall_finals=recalls[2],
             walks=recalls[3],
+            usage=[ExportedUsage(at=u.at, kind=u.kind, model=u.model, tokens_in=u.tokens_in,
+                                 tokens_out=u.tokens_out) for u in usage],
         )
 
     def search(self, query: str, *, kind: str = "fact", k: int = 10) -> list[SearchHit]:

@@ -31,6 +31,7 @@ __all__ = [
     "RecallRecord",
     "BlockText",
     "WalkRecord",
+    "ExportedUsage",
     "ExportedMessage",
     "ExportedRequest",
     "MemoryExport",
@@ -307,6 +308,17 @@ class ExportedRequest(msgspec.Struct, frozen=True, kw_only=True):
     replied: bool
 
 
+class ExportedUsage(msgspec.Struct, frozen=True, kw_only=True):
+    """A model call as the export keeps it: no wall-clock latency, so two replays of the same
+    input export alike (Contracts: "Export")."""
+
+    at: float
+    kind: str
+    model: str
+    tokens_in: int
+    tokens_out: int
+
+
 class MemoryExport(msgspec.Struct, frozen=True, kw_only=True):
     """The whole of one memory; `engine.import_memory` restores it exactly."""
 
@@ -334,3 +346,4 @@ class MemoryExport(msgspec.Struct, frozen=True, kw_only=True):
     distills: list[BlockText] = []
     recall_finals: list[BlockText] = []
     walks: list[WalkRecord] = []
+    usage: list[ExportedUsage] = []

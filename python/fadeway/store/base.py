@@ -11,6 +11,7 @@ import abc
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 
+from ..usage import UsageRecord
 from ..model import (
     AliasRecord,
     BlockText,
@@ -217,6 +218,16 @@ class Transaction(abc.ABC):
     @abc.abstractmethod
     def insert_walk(self, row: WalkRecord) -> None:
         """Store a prepared walk; one already stored for the turn is kept as it was."""
+
+    # -- usage ------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def usage(self) -> list[UsageRecord]:
+        """Every model call recorded for the memory, in order."""
+
+    @abc.abstractmethod
+    def insert_usage(self, rows: Sequence[UsageRecord], at: float) -> None:
+        """Record model calls, at the engine's time `at` (nothing when `rows` is empty)."""
 
     # -- the ordered lane -----------------------------------------------------------------
 

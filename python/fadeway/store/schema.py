@@ -46,6 +46,7 @@ _COLUMNS = {
     "distills": [],
     "recall_finals": [],
     "walks": [],
+    "usage": [],
     "episodes": ["memory_id", "n", "first_seq", "last_seq", "first_turn", "last_turn",
                  "start_at", "end_at", "tokens", "cut_at", "state"],
 }
@@ -284,6 +285,20 @@ MIGRATIONS: list[Migration] = [
         )""",
     ], sqlite=[*_append_only("recalls"), *_append_only("distills"),
                *_append_only("recall_finals"), *_append_only("walks")]),
+    # 6: what each call to a model (judge or note writer) cost, by the memory it was for.
+    Migration([
+        """CREATE TABLE usage (
+            memory_id TEXT NOT NULL REFERENCES memories (memory_id),
+            n INTEGER NOT NULL CHECK (n >= 1),
+            at DOUBLE PRECISION NOT NULL,
+            kind TEXT NOT NULL,
+            model TEXT NOT NULL,
+            tokens_in INTEGER NOT NULL,
+            tokens_out INTEGER NOT NULL,
+            seconds DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (memory_id, n)
+        )""",
+    ], sqlite=[*_append_only("usage")]),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -19,6 +19,7 @@ from ..model import (
     RetirementRecord,
     WalkRecord,
 )
+from ..usage import UsageRecord
 
 __all__ = ["GraphQueries"]
 
@@ -165,6 +166,28 @@ class GraphQueries:
         self._conn.execute(
             "INSERT OR IGNORE INTO walks (memory_id, turn, at, levels) VALUES (?, ?, ?, ?)",
             (self.memory_id, row.turn, row.at, _encode(row.levels).decode()))
+
+
+    # -- usage ------------------------------------------------------------------------------
+
+    def usage(self) -> list[UsageRecord]:
+        return [UsageRecord(kind=kind, model=model, tokens_in=tin, tokens_out=tout,
+                            seconds=seconds, at=at)
+                for at, kind, model, tin, tout, seconds in self._conn.execute(
+                    "SELECT at, kind, model, tokens_in, tokens_out, seconds FROM usage "
+                    "WHERE memory_id = ? ORDER BY n", (self.memory_id,))]
+
+    def insert_usage(self, rows: Sequence[UsageRecord], at: float) -> None:
+        if not rows:
+            return
+        (top,) = self._conn.execute("SELECT MAX(n) FROM usage WHERE memory_id = ?",
+                                    (self.memory_id,)).fetchone()
+        first = (top or 0) + 1
+        self._conn.executemany(
+            "INSERT INTO usage (memory_id, n, at, kind, model, tokens_in, tokens_out, seconds) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [(self.memory_id, first + i, at, u.kind, u.model, u.tokens_in, u.tokens_out,
+              u.seconds) for i, u in enumerate(rows)])
 
 
 _encode = msgspec.json.encode

@@ -1,0 +1,76 @@
+"""Cost and usage accounting: what each judge and note-writer call to a model cost.
+
+A model-backed component calls `record(...)` after each call; whoever runs the work (a lane job,
+decorate's recall or cut) collects the records with `collecting()` and writes them to the store
+with the memory they were spent on. Collection follows the context (asyncio tasks, and
+`lane.run_sync`'s helper thread), so a judge never needs to know which memory it works for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+import msgspec
+
+__all__ = ["UsageRecord", "UsageSummary", "record", "collecting", "summarise_usage"]
+
+
+class UsageRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One call to a model: what for (`kind`, e.g. "judge:levels" or "note"), which model, the
+    tokens it read and wrote as the endpoint reported them, and how long it took."""
+
+    kind: str
+    model: str
+    tokens_in: int
+    tokens_out: int
+    seconds: float
+    at: float = 0.0  # the engine's time when it was stored (set by the store's writer)
+
+
+class UsageSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """Model calls of one kind to one model, summed."""
+
+    kind: str
+    model: str
+    calls: int
+    tokens_in: int
+    tokens_out: int
+    seconds: float
+
+
+def summarise_usage(rows: list[UsageRecord]) -> list[UsageSummary]:
+    """`rows` summed by (kind, model), in order of first appearance."""
+    sums: dict[tuple[str, str], list[float]] = {}
+    for u in rows:
+        acc = sums.setdefault((u.kind, u.model), [0, 0, 0, 0.0])
+        acc[0] += 1
+        acc[1] += u.tokens_in
+        acc[2] += u.tokens_out
+        acc[3] += u.seconds
+    return [UsageSummary(kind=kind, model=model, calls=int(c), tokens_in=int(i),
+                         tokens_out=int(o), seconds=sec)
+            for (kind, model), (c, i, o, sec) in sums.items()]
+
+
+_collector: ContextVar[list[UsageRecord] | None] = ContextVar("fadeway_usage", default=None)
+
+
+def record(kind: str, model: str, tokens_in: int, tokens_out: int, seconds: float) -> None:
+    """Record one model call where a `collecting()` block is listening (else nowhere)."""
+    collector = _collector.get()
+    if collector is not None:
+        collector.append(UsageRecord(kind=kind, model=model, tokens_in=tokens_in,
+                                     tokens_out=tokens_out, seconds=seconds))
+
+
+@contextmanager
+def collecting() -> Iterator[list[UsageRecord]]:
+    """Collect the usage recorded inside the block (by this context and the tasks it starts)."""
+    collected: list[UsageRecord] = []
+    token = _collector.set(collected)
+    try:
+        yield collected
+    finally:
+        _collector.reset(token)

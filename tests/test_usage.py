@@ -1,0 +1,44 @@
+"""Usage accounting: model calls recorded by a judge reach the store with the memory they were
+spent on, from the lane and from decorate, and the export keeps them without latencies."""
+
+from __future__ import annotations
+
+import fadeway
+from fadeway import usage
+from fadeway.judge import ScriptedJudge
+
+from helpers import converse_with_notes
+
+FACTS = [("Dana owns the checkout migration.", "Dana", "checkout migration", False)]
+
+
+class MeteredJudge(ScriptedJudge):
+    """Records one call per judgment, as a model-backed judge does."""
+
+    async def about(self, facts, episodes, *, deadline=None):
+        usage.record("judge:about", "judge-model", 100 * len(facts), 5 * len(facts), 0.25)
+        return await super().about(facts, episodes, deadline=deadline)
+
+    async def levels(self, facts, dialogue, *, deadline=None):
+        usage.record("judge:levels", "judge-model", 40, 4, 0.5)
+        return await super().levels(facts, dialogue, deadline=deadline)
+
+
+def test_usage_is_recorded_per_memory_and_exported_without_latency(tmp_path, clock):
+    with fadeway.open(tmp_path / "u.db", clock=clock, background=False, ceiling=3_000,
+                      judge=MeteredJudge(), episode_min_tokens=100, episode_max_tokens=400,
+                      cut_after_tokens=600) as eng:
+        a, b = eng.memory("a"), eng.memory("b")
+        converse_with_notes(eng, a, clock, [FACTS])
+        summary = {(s.kind, s.model): s for s in a.usage()}
+        about = summary[("judge:about", "judge-model")]
+        assert about.calls >= 1 and about.tokens_in == 100 * about.calls
+        assert about.seconds == 0.25 * about.calls
+        assert ("judge:levels", "judge-model") in summary  # the lane's prepared walks
+        assert b.usage() == []  # nothing was spent on b
+        export = a.export()
+        assert len(export.usage) == sum(s.calls for s in a.usage())
+        assert all(not hasattr(u, "seconds") for u in export.usage)
+        doc = fadeway.dumps(export)
+    with fadeway.open(tmp_path / "copy.db", background=False) as other:
+        assert fadeway.dumps(other.import_memory(doc).export()) == doc
