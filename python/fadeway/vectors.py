@@ -76,6 +76,7 @@ class VectorIndex:
         self._index = _index
         self._index.set_ef(ef_search)
         self._ids: set[int] = {int(i) for i in _index.get_ids_list()}
+        self._max_id = max(self._ids, default=-1)  # kept up to date by add: read on every sync
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -86,7 +87,7 @@ class VectorIndex:
     @property
     def max_id(self) -> int:
         """The largest id held, or -1 when empty."""
-        return max(self._ids, default=-1)
+        return self._max_id
 
     @property
     def capacity(self) -> int:
@@ -116,6 +117,7 @@ class VectorIndex:
                 self._index.resize_index(max(needed, self.capacity * GROWTH))
             self._index.add_items(rows, ids64.astype(np.uint64), num_threads=self.threads)
             self._ids.update(ids64.tolist())
+            self._max_id = max(self._max_id, int(ids64.max()))
 
     def search(self, vectors: npt.ArrayLike, k: int) -> tuple[npt.NDArray[np.int64],
                                                               npt.NDArray[np.float64]]:
