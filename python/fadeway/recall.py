@@ -117,7 +117,9 @@ async def walk(judge: Judge, snap: Snapshot, dialogue: str, seeds: Sequence[int]
             break
         answers = await judge.levels([snap.fact_text(n) for n in frontier], dialogue,
                                      deadline=deadline)
-        levels.update(zip(frontier, answers, strict=True))
+        # No answer: KEEP_LEVEL (shown as a search hit, does not lead on).
+        levels.update((n, C.KEEP_LEVEL if a is None else a)
+                      for n, a in zip(frontier, answers, strict=True))
         reached: dict[int, None] = {}
         for n in frontier:
             edge = snap.graph.edges.get(n)
@@ -324,6 +326,7 @@ class DistillJob(JobHandler):
         items += [FactText(p.text, p.role, "") for p in passages]
         keep = await engine.judge.distill(items, conversation,
                                           deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE)
+        keep = [k is not False for k in keep]  # no answer (None) keeps the item
         kept_facts = [n for n, k in zip(facts, keep, strict=False) if k]
         kept_passages = [p for p, k in zip(passages, keep[len(facts):], strict=True) if k]
         excerpts, _ = _excerpts(snap, kept_passages)
