@@ -129,3 +129,10 @@ def test_raw_spans_touch_or_overlap_and_cover_everything(text: str, lim: dict[st
     assert spans[0][0] == 0 and spans[-1][1] == len(text)
     for (s0, e0), (s1, e1) in itertools.pairwise(spans):
         assert s0 < s1 <= e0 <= e1
+
+
+def test_a_lone_surrogate_keeps_its_place():
+    text = "First sentence here is long enough. \ud800 Second one?"
+    parts = message_parts(text, min_chars=1)
+    assert [p.text for p in parts] == [text[p.start:p.end].strip() for p in parts]
+    assert "".join(text[p.start:p.end] for p in parts) == text

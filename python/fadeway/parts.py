@@ -8,12 +8,15 @@ into `Part`s and drops the blank ones.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from . import _constants as C
 from . import _core
 
 __all__ = ["Part", "message_parts"]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +45,10 @@ def message_parts(
     has none. Raises ValueError unless 0 <= min_chars <= max_chars and 0 <= overlap < max_chars.
     """
     parts = []
-    for start, end in _core.split_parts(text, min_chars, max_chars, overlap):
+    # A lone surrogate (JSON allows "\ud800") cannot cross into Rust as UTF-8; one replacement
+    # character in its place keeps every index, so the spans still index `text`.
+    safe = _SURROGATE.sub("\ufffd", text)
+    for start, end in _core.split_parts(safe, min_chars, max_chars, overlap):
         stripped = text[start:end].strip()
         # Only a window inside a long run of whitespace is blank.
         if stripped:
