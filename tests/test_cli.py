@@ -28,6 +28,20 @@ def test_demo_replays_the_sample_once_and_inspects_it(tmp_path):
     assert total.split()[3:5] == ["999", "0"]  # nothing added the second time
     with fadeway.open(db, background=False) as engine:
         assert engine.memory("launch-week").export() == doc
+    # `fadeway recall` shows the block the next decorate would add, and stores nothing.
+    question = "What happened with the Irish VAT rate?"
+    shown = subprocess.run([sys.executable, "-m", "fadeway", "recall", "launch-week", question,
+                            "--db", str(db), "--json"], capture_output=True, text=True,
+                           check=True)
+    result = msgspec.json.decode(shown.stdout)
+    assert result["block"].startswith("[assistant_recent_memories]")
+    assert "Irish" in result["block"]
+    assert set(result["timings_ms"]) == {"read", "parts", "embed", "search", "walk", "block"}
+    with fadeway.open(db, background=False) as engine:
+        assert engine.memory("launch-week").export() == doc
+    missing = subprocess.run([sys.executable, "-m", "fadeway", "recall", "nobody", question,
+                              "--db", str(db)], capture_output=True, text=True)
+    assert missing.returncode == 2 and "no memory 'nobody'" in missing.stderr
     messages = doc.messages
     assert [m.source for m in messages].count("reply") > 0
     # Each message keeps its own timestamp from the sample.

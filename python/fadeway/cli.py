@@ -1,4 +1,4 @@
-"""The `fadeway` command line: replay, inspect, export, import, demo.
+"""The `fadeway` command line: replay, inspect, recall, export, import, demo.
 
 Every subcommand takes `--db URL` (default `fadeway.db` in the working directory, or
 `$FADEWAY_DB`). Exit codes: 0 done, 1 failed while running, 2 bad input (nothing was written
@@ -145,6 +145,29 @@ def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _recall(args: argparse.Namespace) -> int:
+    from .inspection import MemoryNotFoundError
+    from .recall_turns import preview
+
+    with open_engine(args.db, background=False) as engine:
+        try:
+            result = preview(engine, args.memory, args.message)
+        except KeyError:
+            raise MemoryNotFoundError(f"the store holds no memory {args.memory!r}") from None
+    timings = {stage: round(seconds * 1e3, 3) for stage, seconds in result.timings.items()}
+    if args.json:
+        print(json.dumps({"block": result.block, "facts": result.facts,
+                          "passages": result.passages, "walk": result.walk,
+                          "timings_ms": timings}, indent=2, ensure_ascii=False))
+        return 0
+    print(result.block if result.block is not None else "(no recall block: nothing was found)")
+    print()
+    print(f"walk: {result.walk}; " + ", ".join(f"{stage} {ms:.2f} ms"
+                                               for stage, ms in timings.items())
+          + f"; total {sum(timings.values()):.2f} ms")
+    return 0
+
+
 def _export(args: argparse.Namespace) -> int:
     if args.all == (args.memory is not None):
         raise UsageError("name one MEMORY or give --all")
@@ -228,9 +251,8 @@ def _add_replay_options(parser: argparse.ArgumentParser, *, demo: bool = False) 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fadeway", description="A memory for LLM agents that forgets; the command line.",
-        epilog="`fadeway recall` (the recall block the next decorate would add) comes with "
-               "recall, not yet. Exit codes: 0 done, 1 failed, 2 bad input (nothing written "
-               "for it), 130 interrupted (run again to resume).")
+        epilog="Exit codes: 0 done, 1 failed, 2 bad input (nothing written for it), 130 "
+               "interrupted (run again to resume).")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     replay = sub.add_parser(
@@ -256,6 +278,16 @@ def _parser() -> argparse.ArgumentParser:
                               "current, stored ones")
     inspect.add_argument("--json", action="store_true", help="print JSON for scripts")
     inspect.set_defaults(run=_inspect)
+
+    recall = sub.add_parser("recall", help="the recall block the next decorate would add",
+                            description="Print the recall block the next decorate would add "
+                                        "before MESSAGE as the memory's next user message, "
+                                        "with the time each stage took. Nothing is stored.")
+    recall.add_argument("memory", metavar="MEMORY")
+    recall.add_argument("message", metavar="MESSAGE")
+    _add_db(recall)
+    recall.add_argument("--json", action="store_true", help="print JSON for scripts")
+    recall.set_defaults(run=_recall)
 
     export = sub.add_parser("export", help="write memories as JSONL, one per line",
                             description="Write memories as JSONL exports, one memory at a time.")

@@ -26,7 +26,7 @@ from .store import Transaction
 if TYPE_CHECKING:
     from .engine import Engine
 
-__all__ = ["Pending", "recall_for", "store_recall", "fix_finals", "blocks_in_view",
+__all__ = ["Pending", "recall_for", "preview", "store_recall", "fix_finals", "blocks_in_view",
            "queue_after_reply"]
 
 
@@ -52,6 +52,19 @@ def recent_text(history: History, message: str) -> str:
     start = max(0, len(history) - C.RECALL_RECENT_MESSAGES)
     lines = [_text(plain(history.bodies[i])) for i in range(start, len(history))]
     return "\n".join([*lines, message])[-C.RECALL_RECENT_CHARS:]
+
+
+def preview(engine: Engine, memory_id: str, message: str) -> RecallResult:
+    """The recall the next decorate would run for a user `message` (nothing is written but the
+    memory's index caches). Raises KeyError for a memory the store does not hold."""
+    with engine.store.read(memory_id) as tx:
+        if tx.memory() is None:
+            raise KeyError(memory_id)
+        history = History()
+        history.sync(tx.message_count(), tx.messages)
+    return run_sync(recall(engine, memory_id, message, recent_text(history, message),
+                           prepared_turn=history.turn,
+                           deadline=time.monotonic() + C.RECALL_DEADLINE))
 
 
 def recall_for(engine: Engine, memory_id: str, history: History, message: Any,
