@@ -197,6 +197,8 @@ async def recall(engine: Engine, memory_id: str, message: str, recent: str, *,
         index.sync(tx)
         snap = Snapshot(tx, index.cache, prepared_turn)
     lap("read")
+    if not snap.facts and not index.through.get("passage"):
+        return RecallResult(None, timings=timings)  # nothing to recall yet
     parts = message_parts(message)
     lap("parts")
     queries = [message, recent, *(p.text for p in parts)]
@@ -233,7 +235,9 @@ async def recall(engine: Engine, memory_id: str, message: str, recent: str, *,
     with engine.store.read(memory_id) as tx:
         passages = {p.n: p for p in tx.passages_at(passage_hits)}
     quoted = [n for n in passage_hits if n in passages]
-    excerpts, excerpt_facts = _excerpts(snap, [passages[n] for n in quoted])
+    fact_rank = {n: i for i, n in enumerate(message_hits)}
+    excerpts, excerpt_facts = _excerpts(snap, [passages[n] for n in quoted], fact_rank,
+                                        shown=[*grouped, *section_facts])
     block = blocks.recall_block(groups, sections, excerpts)
     lap("block")
     shown = list(dict.fromkeys([*grouped, *section_facts, *excerpt_facts]))
@@ -263,13 +267,24 @@ async def _walked(judge: Judge, snap: Snapshot, dialogue: str, candidates: list[
         return dict.fromkeys(candidates, C.KEEP_LEVEL), "search hits"
 
 
-def _excerpts(snap: Snapshot,
-              passages: Sequence[Any]) -> tuple[list[blocks.Excerpt], list[int]]:
-    """Excerpts of the found passages, each with its episode's facts (not in the facts block)."""
+def _excerpts(snap: Snapshot, passages: Sequence[Any], fact_rank: dict[int, int] | None = None,
+              shown: Sequence[int] = ()) -> tuple[list[blocks.Excerpt], list[int]]:
+    """Excerpts of the found passages, each with its episode's facts: those the message's own
+    search ranked first (`fact_rank`), then in order; never one in the facts block, one shown
+    above the excerpts (`shown`), or one under an earlier excerpt. (Before: the episode's first
+    facts, so two excerpts of one episode repeated the same three facts, most of them about
+    something else; on the LoCoMo tuning split that spent a third of the block for almost
+    nothing.)"""
     out: list[blocks.Excerpt] = []
     facts_shown: list[int] = []
+    seen = set(shown)
+    rank = fact_rank or {}
     for p in passages:
-        facts = snap.shown(snap.episode_facts.get(p.episode, []))[:C.RECALL_EXCERPT_FACTS]
+        own = [n for n in snap.shown(snap.episode_facts.get(p.episode, [])) if n not in seen
+               and (fact_rank is None or n in rank)]
+        own.sort(key=lambda n: rank.get(n, len(rank)))
+        facts = own[:C.RECALL_EXCERPT_FACTS]
+        seen.update(facts)
         facts_shown += facts
         prefix = f"{p.role}: "
         text = p.text[len(prefix):] if p.text.startswith(prefix) else p.text

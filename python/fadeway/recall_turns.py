@@ -141,6 +141,8 @@ def queue_after_reply(tx: Transaction, history: History, now: float) -> bool:
     start = history.turn_start
     if start >= len(history) or history.sides[start] != "user":
         return False
+    if not tx.fact_count() and not tx.passage_count():
+        return False  # nothing to walk or distill yet
     turn = history.turns[start]
     user = _text(plain(history.bodies[start]))
     replies = [_text(plain(history.bodies[i])) for i in range(start + 1, len(history))
