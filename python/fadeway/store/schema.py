@@ -51,6 +51,19 @@ _COLUMNS = {
                  "start_at", "end_at", "tokens", "cut_at", "state"],
 }
 
+def _block_texts(table: str) -> str:
+    """A table of rewritten recall blocks, one per turn (NULL text: the block was removed)."""
+    return f"""CREATE TABLE {table} (
+            memory_id TEXT NOT NULL REFERENCES memories (memory_id),
+            turn INTEGER NOT NULL,
+            at DOUBLE PRECISION NOT NULL,
+            text TEXT,
+            tokens INTEGER NOT NULL,
+            PRIMARY KEY (memory_id, turn),
+            FOREIGN KEY (memory_id, turn) REFERENCES recalls (memory_id, turn)
+        )"""
+
+
 MIGRATIONS: list[Migration] = [
     # 1: memories, messages and decorated requests.
     Migration([
@@ -258,24 +271,8 @@ MIGRATIONS: list[Migration] = [
             passages TEXT NOT NULL,
             PRIMARY KEY (memory_id, turn)
         )""",
-        """CREATE TABLE distills (
-            memory_id TEXT NOT NULL REFERENCES memories (memory_id),
-            turn INTEGER NOT NULL,
-            at DOUBLE PRECISION NOT NULL,
-            text TEXT,
-            tokens INTEGER NOT NULL,
-            PRIMARY KEY (memory_id, turn),
-            FOREIGN KEY (memory_id, turn) REFERENCES recalls (memory_id, turn)
-        )""",
-        """CREATE TABLE recall_finals (
-            memory_id TEXT NOT NULL REFERENCES memories (memory_id),
-            turn INTEGER NOT NULL,
-            at DOUBLE PRECISION NOT NULL,
-            text TEXT,
-            tokens INTEGER NOT NULL,
-            PRIMARY KEY (memory_id, turn),
-            FOREIGN KEY (memory_id, turn) REFERENCES recalls (memory_id, turn)
-        )""",
+        _block_texts("distills"),
+        _block_texts("recall_finals"),
         """CREATE TABLE walks (
             memory_id TEXT NOT NULL REFERENCES memories (memory_id),
             turn INTEGER NOT NULL,
