@@ -269,12 +269,12 @@ async def _walked(judge: Judge, snap: Snapshot, dialogue: str, candidates: list[
 
 def _excerpts(snap: Snapshot, passages: Sequence[Any], fact_rank: dict[int, int] | None = None,
               shown: Sequence[int] = ()) -> tuple[list[blocks.Excerpt], list[int]]:
-    """Excerpts of the found passages, each with its episode's facts: those the message's own
-    search ranked first (`fact_rank`), then in order; never one in the facts block, one shown
-    above the excerpts (`shown`), or one under an earlier excerpt. (Before: the episode's first
-    facts, so two excerpts of one episode repeated the same three facts, most of them about
-    something else; on the LoCoMo tuning split that spent a third of the block for almost
-    nothing.)"""
+    """Excerpts of the found passages, each with its episode's facts: given `fact_rank` (the
+    message's own fact hits, best first), only those hits, best first; without it (distill),
+    in order. Never a fact in the facts block, one shown above the excerpts (`shown`), or one
+    under an earlier excerpt. (Before: the episode's first facts, so two excerpts of one
+    episode repeated the same three facts, mostly about something else; on the LoCoMo tuning
+    split that spent a third of the block for almost nothing.)"""
     out: list[blocks.Excerpt] = []
     facts_shown: list[int] = []
     seen = set(shown)
