@@ -10,6 +10,7 @@ fits. The turn in progress is never cut; each cut starts where the last one ende
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,15 +21,18 @@ import numpy as np
 
 from . import _constants as C
 from . import _core
+from .errors import EndpointError
 from .formats import text_of
 from .history import units
-from .judge import Judge, UnitText
+from .judge import Boundaries, Judge, JudgeTimeout, UnitText
 from .lane import JobHandler, register_job
 from .model import EpisodeRecord, JobRecord, MessageRecord, TraceRecord, Unit
 from .store import Transaction
 
 if TYPE_CHECKING:
     from .engine import Engine
+
+log = logging.getLogger("fadeway.episodes")
 
 __all__ = [
     "CutSettings", "Cut", "plan_cut", "apply_cut", "uncut_range", "prepare_cut", "commit_cut",
@@ -81,12 +85,15 @@ def _texts(messages: Sequence[MessageRecord], us: Sequence[Unit]) -> list[UnitTe
 
 async def plan_cut(tail: Sequence[MessageRecord], start: int, closed_end: int,
                    before: Sequence[MessageRecord], judge: Judge, settings: CutSettings,
-                   deadline: float | None = None) -> Cut:
+                   deadline: float | None = None, *, fallback: bool = False) -> Cut:
     """Plan the cut of [start, closed_end) given `tail`, the stored messages from `start` on.
 
     Only units that end before `closed_end` are cut (a unit reaching into the turn in progress,
     such as a call answered there, waits). `before` holds the messages of the last episode, read
-    as context; the units after the cut are context too.
+    as context; the units after the cut are context too. A unit the judge left without an answer
+    scores 0.0 (`Boundaries.slots`). With `fallback`, a judge that times out or cannot be reached
+    gives flat scores (sizes alone decide, logged) instead of raising: the inline cut inside
+    decorate must not fail; a lane job raises and is retried.
     """
     us = units(tail)
     closed = [u for u in us if u.last < closed_end]
@@ -94,9 +101,16 @@ async def plan_cut(tail: Sequence[MessageRecord], start: int, closed_end: int,
         return Cut(start, [])
     rest = us[len(closed):len(closed) + C.JUDGE_CONTEXT_UNITS]
     prior = units(before)[-C.JUDGE_CONTEXT_UNITS:] if before else []
-    scores = await judge.boundaries(_texts(tail, closed),
-                                    before=_texts(before, prior) if prior else (),
-                                    after=_texts(tail, rest), deadline=deadline)
+    try:
+        scores = await judge.boundaries(_texts(tail, closed),
+                                        before=_texts(before, prior) if prior else (),
+                                        after=_texts(tail, rest), deadline=deadline)
+    except (JudgeTimeout, EndpointError) as exc:
+        if not fallback:
+            raise
+        log.warning("cut: the judge gave no boundaries (%s); cutting %d units by size alone",
+                    exc, len(closed))
+        scores = Boundaries([0.0] * len(closed), [0.0] * len(closed))
     sizes = np.fromiter((u.tokens for u in closed), dtype=np.int64, count=len(closed))
     cuts = _core.split_episodes(sizes, np.asarray(scores.slots(), dtype=np.float64),
                                 settings.min_tokens, settings.max_tokens).tolist()
@@ -154,22 +168,24 @@ def read_cut(tx: Transaction, closed_end: int) -> tuple[list[MessageRecord], int
     return tx.messages(start), start, end, before
 
 
-async def plan_read_cut(engine: Engine, read: tuple | None,
-                        deadline: float | None = None) -> tuple[list[MessageRecord], Cut] | None:
-    """Plan the episodes of what `read_cut` read."""
+async def plan_read_cut(engine: Engine, read: tuple | None, deadline: float | None = None, *,
+                        fallback: bool = True) -> tuple[list[MessageRecord], Cut] | None:
+    """Plan the episodes of what `read_cut` read. Falls back to sizes alone when the judge
+    fails (`plan_cut`), by default: its direct caller is the inline cut forgetting needs."""
     if read is None:
         return None
     tail, start, end, before = read
     return tail, await plan_cut(tail, start, end, before, engine.judge, engine.cut_settings,
-                                deadline)
+                                deadline, fallback=fallback)
 
 
 async def prepare_cut(engine: Engine, memory_id: str, closed_end: int,
                       deadline: float | None = None) -> tuple[list[MessageRecord], Cut] | None:
-    """Read the uncut closed history before `closed_end` and plan its episodes."""
+    """Read the uncut closed history before `closed_end` and plan its episodes (a judge that
+    fails raises: the lane retries the job, `Memory.cut` tells its caller)."""
     with engine.store.read(memory_id) as tx:
         read = read_cut(tx, closed_end)
-    return await plan_read_cut(engine, read, deadline)
+    return await plan_read_cut(engine, read, deadline, fallback=False)
 
 
 def commit_cut(tx: Transaction, prepared: tuple[list[MessageRecord], Cut] | None,

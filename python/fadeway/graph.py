@@ -177,8 +177,10 @@ async def plan_graph(judge: Judge, embedder: Embedder, graph: Graph,
 
     held = [f for f in facts if f.n in graph.edges and graph.is_current(f.n)]
     pairs = _relate_candidates(graph, held, new, by_norm)
-    relations = (await judge.relate([(fact_text(n), fact_text(h)) for n, h in pairs],
-                                    deadline=deadline) if pairs else [])
+    answered = (await judge.relate([(fact_text(n), fact_text(h)) for n, h in pairs],
+                                   deadline=deadline) if pairs else [])
+    # No answer is "unrelated": nothing merges and nothing retires on a guess.
+    relations = [r if r is not None else "unrelated" for r in answered]
     retired = set(graph.retired)
     for f in new:
         found = [(h, r) for (n, h), r in zip(pairs, relations, strict=True) if n.n == f.n]
@@ -214,7 +216,7 @@ async def _confirm_entities(judge: Judge, graph: Graph, unknown: Sequence[str],
                                       deadline=deadline)
     out: dict[str, int] = {}
     for (name, entity), yes in zip(asks, answers, strict=True):
-        if yes:
+        if yes is True:  # no answer (None) is not a confirmation: the name stays its own entity
             out.setdefault(name, entity)
     return out
 

@@ -2,7 +2,8 @@
 still remembered, and each answer is stored as a trace (MECHANISM: "Encoding and traces").
 
 Runs in the lane. Only a yes counts; the raw score is kept as given; the trace's time is when
-the facts were written.
+the facts were written. A pair the judge left without an answer gets no trace: a trace records
+an answer, and none was given (it is logged by the judge).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class ScoreJob(JobHandler):
                                            deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE)
         return note, [(f.n, e.n, a.yes, a.score)
                       for f, row in zip(facts, answers, strict=True)
-                      for e, a in zip(episodes, row, strict=True)]
+                      for e, a in zip(episodes, row, strict=True) if a is not None]
 
     def apply(self, engine: Engine, tx: Transaction, job: JobRecord, prepared: Any) -> bool:
         note, answers = prepared

@@ -5,6 +5,21 @@ or None for no limit): the LLM-backed judge of a later stage does network I/O, a
 and scripted judges honour the same shape. A judge that cannot answer by the deadline raises
 `JudgeTimeout`; callers fall back as the spec says for each judgment.
 
+"No answer": a model-backed judge may be left without a usable answer for some items (its answer
+did not parse, or named ids it was not given, even after one retry). Such an item is `None` in
+the result, never a made-up answer; each caller reads None as the judgment's neutral outcome:
+
+- `boundaries`: a None score counts 0.0 (`Boundaries.slots`; the cut in `episodes.py`);
+- `about`: no trace is written for that fact and episode (`scoring.py`);
+- `relate`: "unrelated" (nothing merges, nothing retires; `graph.py`);
+- `same_entity`: False (the name becomes an entity of its own; `graph.py`);
+- `levels`: KEEP_LEVEL (the fact is shown as a search hit but does not lead on; `recall.walk`);
+- `distill`: keep the item (`recall.DistillJob`).
+
+The offline and scripted judges always answer. A judge that cannot reach its model at all raises
+(`fadeway.errors.EndpointError` for the LLM judge): lane jobs are retried, and decorate's inline
+uses fall back as they do for `JudgeTimeout`.
+
 Implemented judgments:
 
 - `boundaries`: each unit read in context, scored as the first and as the last message of a
@@ -27,7 +42,8 @@ from dataclasses import dataclass
 
 from ..errors import FadewayError
 
-__all__ = ["Judge", "JudgeTimeout", "UnitText", "Boundaries", "Answer", "FactText", "Relation"]
+__all__ = ["Judge", "JudgeTimeout", "UnitText", "Boundaries", "Answer", "FactText", "Relation",
+           "RELATIONS", "UNRELATED", "RELATED", "RELEVANT", "CENTRAL"]
 
 
 class JudgeTimeout(FadewayError, TimeoutError):
@@ -44,14 +60,18 @@ class UnitText:
 
 @dataclass(frozen=True, slots=True)
 class Boundaries:
-    """Per unit: how much it reads as the first message of a concept, and as the last."""
+    """Per unit: how much it reads as the first message of a concept, and as the last (None:
+    no answer for that unit)."""
 
-    first: list[float]
-    last: list[float]
+    first: list[float | None]
+    last: list[float | None]
 
     def slots(self) -> list[float]:
-        """Score of each gap between units j and j+1: unit j ends a concept, j+1 starts one."""
-        return [self.last[j] + self.first[j + 1] for j in range(len(self.first) - 1)]
+        """Score of each gap between units j and j+1: unit j ends a concept, j+1 starts one.
+
+        A unit without an answer counts 0.0 there: it neither draws a cut nor blocks one."""
+        return [(self.last[j] or 0.0) + (self.first[j + 1] or 0.0)
+                for j in range(len(self.first) - 1)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +105,9 @@ class Judge(abc.ABC):
     #: A short name recorded with what the judge decided.
     name: str = "judge"
 
+    def close(self) -> None:  # noqa: B027 - most judges hold nothing to release
+        """Release what the judge holds (an LLM judge's connections); the engine calls it."""
+
     @abc.abstractmethod
     async def boundaries(self, units: Sequence[UnitText], *, before: Sequence[UnitText] = (),
                          after: Sequence[UnitText] = (),
@@ -97,28 +120,28 @@ class Judge(abc.ABC):
 
     @abc.abstractmethod
     async def about(self, facts: Sequence[str], episodes: Sequence[str], *,
-                    deadline: float | None = None) -> list[list[Answer]]:
+                    deadline: float | None = None) -> list[list[Answer | None]]:
         """For each fact, for each episode (its text): is this fact about that episode?"""
 
     @abc.abstractmethod
     async def relate(self, pairs: Sequence[tuple[FactText, FactText]], *,
-                     deadline: float | None = None) -> list[Relation]:
+                     deadline: float | None = None) -> list[Relation | None]:
         """For each (new fact, held fact): "same" (a restatement), "contradicts" (the new one
         makes the held one no longer true) or "unrelated"."""
 
     @abc.abstractmethod
     async def same_entity(self, pairs: Sequence[tuple[str, str]], *,
-                          deadline: float | None = None) -> list[bool]:
+                          deadline: float | None = None) -> list[bool | None]:
         """For each pair of names: do they name the same entity?"""
 
     @abc.abstractmethod
     async def levels(self, facts: Sequence[FactText], dialogue: str, *,
-                     deadline: float | None = None) -> list[int]:
+                     deadline: float | None = None) -> list[int | None]:
         """For each fact, how it bears on the recent `dialogue` (ending with the newest
         message): UNRELATED (0), RELATED (1), RELEVANT (2) or CENTRAL (3)."""
 
     @abc.abstractmethod
     async def distill(self, facts: Sequence[FactText], conversation: str, *,
-                      deadline: float | None = None) -> list[bool]:
+                      deadline: float | None = None) -> list[bool | None]:
         """For each fact recalled for a turn: keep it? Yes when it was relevant to the turn's
         `conversation` (the message and the reply) and the conversation did not already say it."""
