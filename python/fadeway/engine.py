@@ -24,7 +24,7 @@ from . import graph, passages, scoring  # noqa: F401
 from .embed import Embedder, embedder_from
 from .episodes import CutSettings
 from .history import History
-from .judge import Judge, OfflineJudge
+from .judge import Judge, judge_from
 from .lane import BackgroundWorker, drain
 from .memory import Memory
 from .model import EXPORT_VERSION, MemoryExport, MessageRecord, RequestRecord
@@ -59,8 +59,9 @@ class Engine:
     """Many memories in one store, with one clock and one set of settings."""
 
     def __init__(self, store: Store, *, ceiling: int = C.DEFAULT_CEILING,
-                 clock: Callable[[], float] | None = None, judge: Judge | None = None,
-                 cut_settings: CutSettings | None = None, background: bool = True,
+                 clock: Callable[[], float] | None = None, judge: Judge | str | None = None,
+                 judge_model: str | None = None, cut_settings: CutSettings | None = None,
+                 background: bool = True,
                  lane_threads: int = C.LANE_THREADS,
                  lane_lease_seconds: float = C.LANE_LEASE_SECONDS,
                  embedder: Embedder | str | None = None, data_dir: Path | None = None) -> None:
@@ -71,7 +72,7 @@ class Engine:
         self.store = store
         self.ceiling = ceiling
         self.clock: Callable[[], float] = clock or time.time
-        self.judge: Judge = judge or OfflineJudge()
+        self.judge: Judge = judge_from(judge, model=judge_model)
         self.embedder: Embedder = embedder_from(embedder)
         #: Where each memory's search indexes are saved (None: kept in memory only).
         self.data_dir = data_dir
@@ -98,6 +99,7 @@ class Engine:
         for index in list(self._indexes.values()):
             index.save()
         self.embedder.close()
+        self.judge.close()
         self.store.close()
 
     def drain(self) -> int:
@@ -254,7 +256,8 @@ def _load_export(doc: MemoryExport | dict[str, Any] | bytes | str) -> MemoryExpo
 
 def open(url: str | os.PathLike[str] = "fadeway.db", *, ceiling: int = C.DEFAULT_CEILING,
          clock: Callable[[], float] | None = None, synchronous: str = "FULL",
-         judge: Judge | None = None, episode_min_tokens: int = C.EPISODE_MIN_TOKENS,
+         judge: Judge | str | None = None, judge_model: str | None = None,
+         episode_min_tokens: int = C.EPISODE_MIN_TOKENS,
          episode_max_tokens: int = C.EPISODE_MAX_TOKENS,
          cut_after_tokens: int = C.CUT_AFTER_TOKENS, background: bool = True,
          lane_threads: int = C.LANE_THREADS,
@@ -266,7 +269,10 @@ def open(url: str | os.PathLike[str] = "fadeway.db", *, ceiling: int = C.DEFAULT
     ceiling: the context window assumed for every model, in tokens.
     clock: any callable returning Unix seconds; the system clock by default.
     synchronous: SQLite's durability setting (FULL by default).
-    judge: the judgment model; the offline judge (no network) by default.
+    judge: the judgment model (`fadeway.judge.judge_from` names them): the offline judge (no
+        network) by default, or an OpenAI-compatible API root URL for the LLM judge, its model
+        from `judge_model` or FADEWAY_JUDGE_MODEL and its key from FADEWAY_JUDGE_API_KEY.
+    judge_model: the LLM judge's model, when `judge` is a URL.
     episode_min_tokens, episode_max_tokens: the sizes an episode is cut to.
     cut_after_tokens: uncut closed history that makes a reply queue a cut.
     background: run the memories' lanes in background threads (else only `drain()` runs them).
@@ -279,6 +285,7 @@ def open(url: str | os.PathLike[str] = "fadeway.db", *, ceiling: int = C.DEFAULT
     Search indexes are saved beside an SQLite file, in `<file>.indexes/`.
     """
     settings = CutSettings(episode_min_tokens, episode_max_tokens, cut_after_tokens)
+    judge = judge_from(judge, model=judge_model)  # a bad spec fails before the store opens
     return Engine(open_store(url, synchronous=synchronous), ceiling=ceiling, clock=clock,
                   judge=judge, cut_settings=settings, background=background,
                   lane_threads=lane_threads, lane_lease_seconds=lane_lease_seconds,

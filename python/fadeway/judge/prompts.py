@@ -1,0 +1,144 @@
+"""The LLM judge's prompts: one per judgment of the spec, as text, with the JSON schema of each
+answer (MECHANISM: "Episodes", "Encoding and traces", "The note ask and sealing", "Recall").
+
+Every item a prompt asks about carries a small integer id (1, 2, ...) that the answer must echo;
+the judge checks that an answer names exactly the ids it was given. Schemas are strict-mode ready
+(every field required, `additionalProperties` false, no numeric bounds: the strict subset of
+several servers rejects `minimum`/`maximum`), so one schema serves as a `json_schema` response
+format and as a forced tool's parameters. Ranges are asked for in the words and checked on parsing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Prompt", "BOUNDARIES", "ABOUT", "RELATE", "SAME_ENTITY", "LEVELS", "DISTILL",
+           "PROMPTS", "TOOL_DESCRIPTION", "RETRY_NOTE"]
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """One judgment's prompt: the system text, the user text template (`str.format` fields named
+    below), and the answer's JSON schema (its one array property is `key`)."""
+
+    name: str  # the judgment, as in "judge:<name>" usage records and the schema's name
+    system: str
+    user: str
+    key: str
+    item: dict[str, Any]  # the schema of one answer item
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        return {"type": "object",
+                "properties": {self.key: {"type": "array", "items": self.item}},
+                "required": [self.key], "additionalProperties": False}
+
+
+def _item(**properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(properties),
+            "additionalProperties": False}
+
+
+_ID = {"type": "integer"}
+_SCORE = {"type": "number"}
+_BOOL = {"type": "boolean"}
+
+_JSON_ONLY = "Answer with the JSON object only."
+
+#: Fields: {before}, {units}, {after} (lines "[id] role: text"; context lines have no id).
+BOUNDARIES = Prompt(
+    name="boundaries",
+    system=(
+        "You segment a conversation into concepts: stretches about one subject or task. You "
+        "read numbered units in order (a unit is a user message, or an assistant step with its "
+        "tool calls and outputs), with unnumbered context around them. For each numbered unit "
+        "give two scores from 0 to 1. first: how strongly the unit opens a new concept (a new "
+        "subject, task or question, not a follow-up of the one before). last: how strongly it "
+        "closes its concept (it wraps up, or the next unit moves on). Score every numbered "
+        "unit once, and no other. " + _JSON_ONLY),
+    user="Context before:\n{before}\n\nUnits to score:\n{units}\n\nContext after:\n{after}",
+    key="units",
+    item=_item(id=_ID, first=_SCORE, last=_SCORE),
+)
+
+#: Fields: {facts} (lines "[id] fact"), {episodes} (blocks "[id]\ntext").
+ABOUT = Prompt(
+    name="about",
+    system=(
+        "You link facts to the stretches of conversation (episodes) they are about. For every "
+        "pair of a numbered fact and a numbered episode, answer about: true when the fact is "
+        "about that episode (the episode states it, leads to it, or discusses what it "
+        "describes), false otherwise; and score: from 0 (unrelated) to 1 (the episode is where "
+        "the fact comes from). Answer every fact-episode pair once, and no other. " + _JSON_ONLY),
+    user="Facts:\n{facts}\n\nEpisodes:\n{episodes}",
+    key="answers",
+    item=_item(fact=_ID, episode=_ID, about=_BOOL, score=_SCORE),
+)
+
+#: Fields: {pairs} (blocks "[id]\nnew: ...\nheld: ...").
+RELATE = Prompt(
+    name="relate",
+    system=(
+        "You keep a knowledge base consistent. Each numbered pair holds a new fact and a fact "
+        "already held, each with its subject and object. Answer relation: \"same\" when the new "
+        "fact restates the held one (same meaning, other words allowed); \"contradicts\" when "
+        "the new fact makes the held one no longer true (a changed value, owner, date, status "
+        "or decision); \"unrelated\" otherwise, including facts that only share an entity or "
+        "can both be true. Answer every pair once, and no other. " + _JSON_ONLY),
+    user="Pairs:\n{pairs}",
+    key="pairs",
+    item=_item(id=_ID, relation={"type": "string", "enum": ["same", "contradicts", "unrelated"]}),
+)
+
+#: Fields: {pairs} (lines "[id] \"name\" | \"name\"").
+SAME_ENTITY = Prompt(
+    name="same_entity",
+    system=(
+        "You resolve entity names from one conversation. For each numbered pair of names, "
+        "answer same: true when both name the same thing (person, object, project, place, "
+        "date or value), false when they name different things, or when one is only a part, "
+        "version or kind of the other (\"pricing page\" and \"pricing page copy v3\" are not "
+        "the same). Answer every pair once, and no other. " + _JSON_ONLY),
+    user="Pairs:\n{pairs}",
+    key="pairs",
+    item=_item(id=_ID, same=_BOOL),
+)
+
+#: Fields: {dialogue}, {facts} (lines "[id] fact [subject; object]").
+LEVELS = Prompt(
+    name="levels",
+    system=(
+        "You choose which remembered facts bear on a conversation now. For each numbered fact, "
+        "give level: how it bears on the recent dialogue, above all its newest message. "
+        "0: unrelated. 1: related (same topic, not needed). 2: relevant (helps to answer or to "
+        "continue). 3: central (it is the answer, or needed to act). Rate every fact once, and "
+        "no other. " + _JSON_ONLY),
+    user="Recent dialogue (newest last):\n{dialogue}\n\nFacts:\n{facts}",
+    key="facts",
+    item=_item(id=_ID, level={"type": "integer", "enum": [0, 1, 2, 3]}),
+)
+
+#: Fields: {conversation}, {items} (lines "[id] text").
+DISTILL = Prompt(
+    name="distill",
+    system=(
+        "Before an assistant answered a message, remembered items (facts and conversation "
+        "excerpts) were recalled for it. Given the exchange (the message and the reply), decide "
+        "for each numbered item whether it stays on record with the exchange. keep: true when "
+        "it was relevant to the exchange and neither the message nor the reply already says "
+        "it; false when it was irrelevant, or already said. Answer every item once, and no "
+        "other. " + _JSON_ONLY),
+    user="Exchange:\n{conversation}\n\nRecalled items:\n{items}",
+    key="facts",
+    item=_item(id=_ID, keep=_BOOL),
+)
+
+#: The prompts by judgment name.
+PROMPTS = {p.name: p for p in (BOUNDARIES, ABOUT, RELATE, SAME_ENTITY, LEVELS, DISTILL)}
+
+#: What a judgment's forced tool is described as (tool mode).
+TOOL_DESCRIPTION = "Give the answer to the judgment asked for, as its arguments."
+#: A retry's reminder, put after the user text (the first answer was unreadable or incomplete).
+RETRY_NOTE = ("\n\nAnswer for exactly the ids listed above, each once, in the JSON shape asked "
+              "for.")

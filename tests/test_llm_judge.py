@@ -1,0 +1,407 @@
+"""The LLM judge against a local OpenAI-compatible server: each judgment batched and answered,
+strict reading (malformed answers, unknown or missing ids: retried once, then no answer), the
+endpoint's retries and deadlines, tool calls and content, the "auto" switch to tool calls, usage,
+and an engine whose judge fails still decorating and reporting."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Iterator
+
+import pytest
+
+import fadeway
+from fadeway import usage
+from fadeway.errors import EndpointError
+from fadeway.http import Endpoint
+from fadeway.judge import (BatchSizes, FactText, JudgeTimeout, LLMJudge, OfflineJudge,
+                           UnitText, judge_from)
+from fadeway.judge.base import Answer
+from helpers import chat_reply
+from judge_answers import answer, asked_ids, completion, items_for, judgment, user_text, valid
+from openai_server import OpenAIServer, Recorded, Reply
+
+MODEL = "judge-model"
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with OpenAIServer() as s:
+        yield s
+
+
+@pytest.fixture
+def make_judge(server):
+    made: list[LLMJudge] = []
+
+    def make(**settings) -> LLMJudge:
+        endpoint_settings = {"backoff_initial": 0.01,
+                             **settings.pop("endpoint", {})}
+        judge = LLMJudge(Endpoint(server.url, **endpoint_settings), model=MODEL, **settings)
+        made.append(judge)
+        return judge
+
+    yield make
+    for judge in made:
+        judge.close()
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+FACTS = [FactText("Dana owns the checkout migration.", "Dana", "checkout migration"),
+         FactText("The pricing page launches on 2026-03-14.", "pricing page", "2026-03-14"),
+         FactText("Legal reviews every refund term.", "legal", "refund term")]
+
+
+# -- valid answers ----------------------------------------------------------------------------
+
+def test_levels_ask_with_a_strict_json_schema_and_read_each_id(server, make_judge):
+    server.script(lambda r: answer(r.body, {"facts": [{"id": 3, "level": 0},
+                                                      {"id": 1, "level": 3},
+                                                      {"id": 2, "level": 1}]}))
+    judge = make_judge()
+    assert run(judge.levels(FACTS, "user: who owns checkout?")) == [3, 1, 0]
+    (request,) = server.requests
+    body = request.body
+    assert request.path == "/v1/chat/completions"
+    assert body["model"] == MODEL and body["temperature"] == 0.0
+    fmt = body["response_format"]
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
+    assert fmt["json_schema"]["name"] == "levels"
+    assert fmt["json_schema"]["schema"]["required"] == ["facts"]
+    assert body["messages"][0]["role"] == "system"
+    text = user_text(body)
+    assert "who owns checkout?" in text
+    assert "[1] Dana owns the checkout migration. [Dana; checkout migration]" in text
+    assert asked_ids(body) == [1, 2, 3]
+
+
+def test_every_judgment_batched_and_answered_in_order(server, make_judge):
+    server.script(*[valid] * 100)
+    judge = make_judge(batch=BatchSizes(boundaries=2, about_pairs=4, about_episode_chars=100,
+                                        relate=2, same_entity=2, levels=2, distill=2))
+    units = [UnitText("user" if i % 2 == 0 else "assistant", f"unit {i} text") for i in range(5)]
+    b = run(judge.boundaries(units, before=[UnitText("user", "earlier")],
+                             after=[UnitText("user", "later")]))
+    # Ids restart at 1 in each window; default_item scores id k as first (k%5)/5.
+    assert b.first == [0.2, 0.4, 0.2, 0.4, 0.2]
+    assert b.last == [0.6, 0.8, 0.6, 0.8, 0.6]
+    assert sum(judgment(r.body)[0] == "boundaries" for r in server.requests) == 3
+    first_window = user_text(server.requests[0].body)
+    assert "- user: earlier" in first_window and "[1] user: unit 0 text" in first_window
+    assert "- user: unit 2 text" in first_window  # the next window's units are its context
+
+    about = run(judge.about(["fact a", "fact b", "fact c"], ["ep one " * 10, "ep two " * 10,
+                                                             "ep three"]))
+    assert about == [[Answer(True, 0.75)] * 3] * 3
+    assert run(judge.relate([(FACTS[0], FACTS[1])] * 3)) == ["unrelated"] * 3
+    assert run(judge.same_entity([("Dana", "dana"), ("a", "b"), ("c", "d")])) == [False] * 3
+    assert run(judge.levels(FACTS, "dialogue")) == [2, 2, 2]
+    assert run(judge.distill(FACTS, "conversation")) == [True, True, True]
+    assert run(judge.levels([], "dialogue")) == []
+    assert run(judge.about(["x"], [])) == [[]]
+
+
+def test_about_places_each_answer_on_its_fact_and_episode(server, make_judge):
+    def by_text(request: Recorded) -> Reply:
+        body = request.body
+        text = user_text(body)
+
+        def item(name, key):
+            fact_line = next(line for line in text.splitlines()
+                             if line.startswith(f"[{key[0]}] "))
+            block = text.split("\n\nEpisodes:\n", 1)[1].split(f"[{key[1]}]\n", 1)[1]
+            yes = fact_line.split()[-1] in block.split("\n\n[")[0]
+            return {"fact": key[0], "episode": key[1], "about": yes, "score": float(yes)}
+        return answer(body, items_for(body, item))
+
+    server.script(*[by_text] * 20)
+    judge = make_judge(batch=BatchSizes(about_pairs=2, about_episode_chars=30))
+    facts = ["it is red", "it is blue", "it is green"]
+    episodes = ["the car is green", "the sky is blue", "a red apple", "nothing"]
+    got = run(judge.about(facts, episodes))
+    assert [[a.yes for a in row] for row in got] == [[False, False, True, False],
+                                                     [False, True, False, False],
+                                                     [True, False, False, False]]
+
+
+# -- strict reading ---------------------------------------------------------------------------
+
+def test_malformed_json_is_retried_once_then_no_answer(server, make_judge, caplog):
+    bad = lambda r: answer(r.body, '{"facts": [{"id": 1, "level": 2}')  # noqa: E731
+    server.script(bad, bad)
+    with caplog.at_level(logging.WARNING, "fadeway.judge"):
+        assert run(make_judge().levels(FACTS, "d")) == [None, None, None]
+    assert len(server.requests) == 2
+    assert "no answer for 3 of 3" in caplog.text
+
+
+def test_a_malformed_answer_then_a_good_one(server, make_judge):
+    server.script(Reply(body=completion(content="I think they are all relevant.")), valid)
+    assert run(make_judge().distill(FACTS, "c")) == [True, True, True]
+
+
+def test_an_answer_naming_an_unknown_id_is_discarded_whole(server, make_judge, caplog):
+    unknown = lambda r: answer(r.body, {"facts": [{"id": i, "level": 3}  # noqa: E731
+                                                  for i in (1, 2, 3, 7)]})
+    server.script(unknown, unknown)
+    with caplog.at_level(logging.WARNING, "fadeway.judge"):
+        assert run(make_judge().levels(FACTS, "d")) == [None, None, None]
+    assert len(server.requests) == 2
+    assert "not one it was given" in caplog.text
+
+
+def test_an_unknown_id_then_a_good_answer(server, make_judge):
+    server.script(lambda r: answer(r.body, {"pairs": [{"id": 9, "same": True}]}), valid)
+    assert run(make_judge().same_entity([("a", "b")])) == [False]
+
+
+def test_missing_ids_are_asked_again_alone(server, make_judge):
+    server.script(lambda r: answer(r.body, {"facts": [{"id": 2, "level": 3}]}),
+                  lambda r: answer(r.body, {"facts": [{"id": 3, "level": 1}]}))
+    assert run(make_judge().levels(FACTS, "d")) == [None, 3, 1]
+    assert asked_ids(server.requests[1].body) == [1, 3]
+    assert "Answer for exactly the ids listed above" in user_text(server.requests[1].body)
+
+
+def test_a_score_out_of_range_breaks_the_schema(server, make_judge):
+    server.script(lambda r: answer(r.body, {"units": [{"id": 1, "first": 4, "last": 0.1}]}),
+                  lambda r: answer(r.body, {"units": [{"id": 1, "first": 1, "last": 0.1}]}))
+    b = run(make_judge().boundaries([UnitText("user", "hi")]))
+    assert b.first == [1.0] and b.last == [0.1]
+
+
+def test_a_duplicated_id_is_discarded(server, make_judge):
+    twice = lambda r: answer(r.body, {"pairs": [{"id": 1, "relation": "same"},  # noqa: E731
+                                                {"id": 1, "relation": "contradicts"}]})
+    server.script(twice, twice)
+    assert run(make_judge().relate([(FACTS[0], FACTS[0])])) == [None]
+
+
+def test_an_unreadable_http_body_is_a_malformed_answer(server, make_judge):
+    server.script(Reply(body=b"<html>oops</html>"), Reply(body={"choices": "x"}))
+    assert run(make_judge().distill(FACTS[:1], "c")) == [None]
+    assert len(server.requests) == 2
+
+
+def test_no_answer_counts_as_the_neutral_outcome_in_boundaries():
+    from fadeway.judge import Boundaries
+
+    assert Boundaries([None, 0.5, None], [0.25, None, 1.0]).slots() == [0.75, 0.0]
+
+
+# -- the endpoint: retries, deadlines ---------------------------------------------------------
+
+def test_a_429_with_retry_after_is_waited_out(server, make_judge):
+    server.script(Reply(429, {"error": {"message": "slow down"}}, {"Retry-After": "1"}), valid)
+    assert run(make_judge().same_entity([("a", "b")])) == [False]
+    assert server.requests[1].at - server.requests[0].at >= 0.99
+
+
+def test_500s_then_success(server, make_judge):
+    server.script(Reply(500, {"error": {"message": "boom"}}),
+                  Reply(503, {"error": {"message": "busy"}}), valid)
+    assert run(make_judge().levels(FACTS[:2], "d")) == [2, 2]
+    assert len(server.requests) == 3
+
+
+def test_500s_on_every_attempt_raise_the_endpoint_error(server, make_judge):
+    server.script(*[Reply(500, {"error": {"message": "boom"}})] * 4)
+    with pytest.raises(EndpointError, match="failed on all 4 attempts"):
+        run(make_judge().levels(FACTS[:1], "d"))
+
+
+def test_a_hung_connection_past_the_deadline_is_a_judge_timeout_promptly(server, make_judge):
+    server.script(Reply(hang=True))
+    start = time.monotonic()
+    with pytest.raises(JudgeTimeout):
+        run(make_judge().levels(FACTS, "d", deadline=time.monotonic() + 0.5))
+    assert time.monotonic() - start < 1.5
+
+
+# -- content and tool calls -------------------------------------------------------------------
+
+def test_a_tool_call_when_content_was_asked_is_accepted(server, make_judge):
+    server.script(lambda r: Reply(body=completion(tool=("levels", json.dumps(items_for(r.body))))))
+    assert run(make_judge().levels(FACTS[:2], "d")) == [2, 2]
+
+
+def test_content_when_a_tool_call_was_asked_is_accepted(server, make_judge):
+    server.script(lambda r: Reply(body=completion(content=json.dumps(items_for(r.body)))))
+    judge = make_judge(structured="tool")
+    assert run(judge.levels(FACTS[:2], "d")) == [2, 2]
+    body = server.requests[0].body
+    assert "response_format" not in body
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "levels"}}
+    assert body["tools"][0]["function"]["parameters"]["required"] == ["facts"]
+
+
+def test_a_fenced_json_answer_is_read(server, make_judge):
+    server.script(lambda r: Reply(body=completion(
+        content="```json\n" + json.dumps(items_for(r.body)) + "\n```")))
+    assert run(make_judge().distill(FACTS[:1], "c")) == [True]
+
+
+def test_auto_switches_to_tool_calls_after_a_400_about_response_format(server, make_judge,
+                                                                       caplog):
+    refused = Reply(400, {"error": {"message": "Unrecognized request argument supplied: "
+                                               "response_format", "type": "invalid_request"}})
+    server.script(refused, valid, valid)
+    judge = make_judge()
+    with caplog.at_level(logging.WARNING, "fadeway.judge"):
+        assert run(judge.levels(FACTS[:1], "d")) == [2]
+    assert judge.mode == "tool"
+    assert run(judge.distill(FACTS[:1], "c")) == [True]
+    modes = [judgment(r.body)[1] for r in server.requests]
+    assert modes == ["json_schema", "tool", "tool"]
+    assert "refused response_format" in caplog.text
+
+
+def test_json_schema_mode_does_not_switch(server, make_judge):
+    server.script(Reply(400, {"error": {"message": "response_format is not supported"}}))
+    judge = make_judge(structured="json_schema")
+    with pytest.raises(EndpointError, match="HTTP 400"):
+        run(judge.levels(FACTS[:1], "d"))
+    assert judge.mode == "json_schema"
+
+
+def test_another_400_is_not_a_switch(server, make_judge):
+    server.script(Reply(400, {"error": {"message": "model 'x' not found"}}))
+    judge = make_judge()
+    with pytest.raises(EndpointError):
+        run(judge.levels(FACTS[:1], "d"))
+    assert judge.mode == "json_schema"
+
+
+# -- usage ------------------------------------------------------------------------------------
+
+def test_usage_is_recorded_for_every_answered_call(server, make_judge):
+    no_usage = lambda r: Reply(body={**completion(content="nope", usage=None)})  # noqa: E731
+    server.script(no_usage, valid, valid)
+    judge = make_judge()
+    with usage.collecting() as used:
+        run(judge.levels(FACTS, "d"))
+        run(judge.same_entity([("a", "b")]))
+    assert [(u.kind, u.model, u.tokens_in, u.tokens_out) for u in used] == [
+        ("judge:levels", MODEL, 0, 0), ("judge:levels", MODEL, 120, 30),
+        ("judge:same_entity", MODEL, 120, 30)]
+    assert all(u.seconds > 0 for u in used)
+
+
+# -- configuration ----------------------------------------------------------------------------
+
+def test_judge_from_names_the_judges(monkeypatch):
+    assert isinstance(judge_from(None), OfflineJudge)
+    assert isinstance(judge_from("offline"), OfflineJudge)
+    judge = OfflineJudge()
+    assert judge_from(judge) is judge
+    monkeypatch.setenv("FADEWAY_JUDGE_MODEL", "env-model")
+    llm = judge_from("http://127.0.0.1:9/v1")
+    assert isinstance(llm, LLMJudge) and llm.model == "env-model" and llm.name == "llm:env-model"
+    assert judge_from("http://127.0.0.1:9/v1", model="m").model == "m"
+    with pytest.raises(ValueError, match="unknown judge"):
+        judge_from("gpt-4")
+    monkeypatch.delenv("FADEWAY_JUDGE_MODEL")
+    with pytest.raises(EndpointError, match="no judge model"):
+        judge_from("http://127.0.0.1:9/v1")
+
+
+def test_from_env():
+    env = {"FADEWAY_JUDGE_BASE_URL": "http://127.0.0.1:9/v1", "FADEWAY_JUDGE_MODEL": "m",
+           "FADEWAY_JUDGE_API_KEY": "sk-x"}
+    judge = LLMJudge.from_env(environ=env)
+    assert judge.model == "m" and judge.endpoint.base_url == "http://127.0.0.1:9/v1"
+    assert "sk-x" not in repr(judge)
+    with pytest.raises(EndpointError, match="FADEWAY_JUDGE_BASE_URL"):
+        LLMJudge.from_env(environ={})
+
+
+# -- an engine whose judge fails --------------------------------------------------------------
+
+def _note_call(t: int) -> dict:
+    arguments = json.dumps({"notes": [{"note": f"Topic {t} was settled with value {t * 7}.",
+                                       "subject": f"topic {t}", "object": f"value {t * 7}",
+                                       "milestone": t % 2 == 0}]})
+    return {"id": f"note_{t}", "type": "function",
+            "function": {"name": "note", "arguments": arguments}}
+
+
+def _converse(engine: fadeway.Engine, turns: int, clock: list[float]) -> fadeway.Memory:
+    mem = engine.memory("failing")
+    history: list = []
+    for t in range(turns):
+        clock[0] += 90
+        history.append({"role": "user", "content": f"Turn {t}: tell me about topic {t} " +
+                        " ".join(f"w{t}_{i}" for i in range(60))})
+        request = mem.decorate({"model": "gpt-4.1", "messages": history})
+        asks = any("leaving live context" in str(m.get("content"))
+                   for m in request["messages"])
+        reply = chat_reply(f"Topic {t}: " + " ".join(f"r{t}_{i}" for i in range(60)),
+                           tool_calls=[_note_call(t)] if asks else None)
+        mem.report(request, reply)
+        history.append(reply["choices"][0]["message"])
+        engine.drain()
+    return mem
+
+
+@pytest.fixture
+def short_deadlines(monkeypatch):
+    """Every judge deadline short and lane jobs tried once, so a failing judge fails fast."""
+    from fadeway import _constants as C
+
+    for name in ("LANE_JUDGE_DEADLINE", "INLINE_CUT_DEADLINE", "RECALL_WALK_DEADLINE"):
+        monkeypatch.setattr(C, name, 0.25)
+    monkeypatch.setattr(C, "JOB_MAX_ATTEMPTS", 1)
+
+
+@pytest.mark.parametrize("failure", ["500s", "garbage", "hang"])
+def test_decorate_and_report_never_crash_with_a_failing_judge(server, tmp_path, failure,
+                                                              short_deadlines, caplog):
+    replies = {"500s": Reply(500, {"error": {"message": "boom"}}),
+               "garbage": Reply(body=b"\x00 not json"),
+               "hang": Reply(hang=True)}
+    server.script(*[replies[failure]] * 5000)
+    # The production backoff: a failing server is retried until the call's deadline passes
+    # (JudgeTimeout). One that fails every attempt before it is the xfail below.
+    judge = LLMJudge(Endpoint(server.url), model=MODEL)
+    clock = [1_700_000_000.0]
+    with fadeway.open(tmp_path / "f.db", ceiling=3_000, clock=lambda: clock[0],
+                      background=False, judge=judge, episode_min_tokens=100,
+                      episode_max_tokens=600, cut_after_tokens=800) as engine, \
+            caplog.at_level(logging.INFO):
+        mem = _converse(engine, 8, clock)
+        doc = mem.export()
+    assert len(doc.messages) == 16 and doc.notes and doc.episodes
+    if failure == "garbage":  # answered but unreadable: no answer, and the work moves on
+        assert "no answer for" in caplog.text
+        assert not [t for t in doc.traces if t.kind == "fact"]  # no answer, no trace
+    else:  # both inline uses met their deadline and fell back
+        assert "cutting" in caplog.text and "by size alone" in caplog.text
+        assert "no walk by the deadline" in caplog.text
+
+
+@pytest.mark.xfail(strict=True, raises=EndpointError,
+                   reason="recall._walked catches JudgeTimeout/TimeoutError only: an "
+                          "EndpointError from the judge (a refusal, or failures exhausting "
+                          "the attempts before the deadline) escapes decorate's inline walk")
+def test_an_inline_walk_with_a_refusing_judge_falls_back_to_the_search_hits(server, tmp_path):
+    server.script(*[Reply(401, {"error": {"message": "bad key"}})] * 5000)
+    judge = LLMJudge(Endpoint(server.url), model=MODEL)
+    clock = [1_700_000_000.0]
+    with fadeway.open(tmp_path / "w.db", ceiling=3_000, clock=lambda: clock[0],
+                      background=False, judge=judge, episode_min_tokens=100,
+                      episode_max_tokens=600, cut_after_tokens=800) as engine:
+        _converse(engine, 8, clock)  # 401s fail the lane jobs at once; the walk runs inline
+
+
+def test_engine_opens_an_llm_judge_from_a_url(server, tmp_path):
+    with fadeway.open(tmp_path / "u.db", judge=server.url, judge_model="m",
+                      background=False) as engine:
+        assert isinstance(engine.judge, LLMJudge) and engine.judge.model == "m"
+    with pytest.raises(ValueError, match="unknown judge"):
+        fadeway.open(tmp_path / "v.db", judge="nonsense")
