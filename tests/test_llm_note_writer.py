@@ -1,0 +1,188 @@
+"""The LLM note writer against a local OpenAI-compatible server (the note ask and tool, forced;
+arguments read as a live model's; one retry, then a clear error), and a LoCoMo conversation
+replayed with the LLM judge and the LLM note writer against a server that answers everything."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+import fadeway
+from fadeway import blocks, usage
+from fadeway.errors import EndpointError
+from fadeway.http import Endpoint
+from fadeway.judge import LLMJudge
+from fadeway.note_writer import LeavingMessage, LLMNoteWriter, NoteWriterError
+from helpers import shared_data
+from judge_answers import completion, everything
+from openai_server import OpenAIServer, Reply
+
+MODEL = "writer-model"
+TURNS = [LeavingMessage(12, "user", "Export the pricing table for finance."),
+         LeavingMessage(12, "assistant", "Dana took the checkout migration (FIN-77)."),
+         LeavingMessage(13, "tool", '{"id": "LEG-412", "status": "approved"}'),
+         LeavingMessage(13, "Caroline", "I went to the support group.")]
+NOTE = {"notes": [{"note": "Dana owns the checkout migration FIN-77.", "subject": "Dana",
+                   "object": "FIN-77", "milestone": False}]}
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with OpenAIServer() as s:
+        yield s
+
+
+@pytest.fixture
+def writer(server) -> Iterator[LLMNoteWriter]:
+    w = LLMNoteWriter(Endpoint(server.url, backoff_initial=0.01), model=MODEL)
+    yield w
+    w.close()
+
+
+def note_reply(arguments) -> Reply:
+    return Reply(body=completion(tool=("note", arguments if isinstance(arguments, str)
+                                       else json.dumps(arguments))))
+
+
+def write(writer, ask="the ask", messages=TURNS):
+    return asyncio.run(writer.write(ask, messages))
+
+
+def test_the_ask_and_the_note_tool_go_as_the_live_model_gets_them(server, writer):
+    server.script(note_reply(NOTE))
+    ask = blocks.note_ask(12, 13)
+    with usage.collecting() as used:
+        note = write(writer, ask)
+    assert [(e.note, e.subject, e.object) for e in note.facts] == [
+        ("Dana owns the checkout migration FIN-77.", "Dana", "FIN-77")]
+    body = server.requests[0].body
+    assert body["model"] == MODEL
+    assert body["messages"] == [
+        {"role": "user", "content": "Export the pricing table for finance."},
+        {"role": "assistant", "content": "Dana took the checkout migration (FIN-77)."},
+        {"role": "assistant", "content": '[tool output] {"id": "LEG-412", "status": "approved"}'},
+        {"role": "user", "content": "Caroline: I went to the support group."},
+        {"role": "system", "content": ask}]
+    assert body["tools"] == [fadeway.notes.note_tool(fadeway.formats.Format.CHAT_COMPLETIONS)]
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "note"}}
+    assert [(u.kind, u.model, u.tokens_in, u.tokens_out) for u in used] == [
+        ("note", MODEL, 120, 30)]
+
+
+def test_a_malformed_note_is_asked_again_once(server, writer, caplog):
+    server.script(note_reply('{"notes": [{"note": 5}]'), note_reply(NOTE))
+    with caplog.at_level(logging.WARNING):
+        assert write(writer).facts[0].object == "FIN-77"
+    assert len(server.requests) == 2
+    assert "could not be read" in caplog.text  # parse_note_arguments, as for a live model
+
+
+def test_content_instead_of_the_note_call_is_not_a_note(server, writer):
+    server.script(Reply(body=completion(content=json.dumps(NOTE))),
+                  Reply(body=completion(content="Sure! Here are the facts.")))
+    with pytest.raises(NoteWriterError, match=r"no readable note call in 2 attempts \(the "
+                                              r"last: the answer holds no note call\); the ask "
+                                              "stays pending"):
+        write(writer)
+
+
+def test_arguments_sent_as_an_object_are_read_the_same(server, writer):
+    body = completion(tool=("note", "x"))
+    body["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = NOTE
+    server.script(Reply(body=body))
+    assert write(writer).facts[0].subject == "Dana"
+
+
+def test_an_endpoint_failure_is_raised(server, writer):
+    server.script(*[Reply(500, {"error": {"message": "down"}})] * 4)
+    with pytest.raises(EndpointError, match="failed on all 4 attempts"):
+        write(writer)
+
+
+def test_from_env_falls_back_to_the_judge_and_keeps_the_key_with_its_url():
+    judge_env = {"FADEWAY_JUDGE_BASE_URL": "http://127.0.0.1:9/v1",
+                 "FADEWAY_JUDGE_MODEL": "judge-m", "FADEWAY_JUDGE_API_KEY": "sk-judge"}
+    w = LLMNoteWriter.from_env(environ=judge_env)
+    assert (w.endpoint.base_url, w.model, w.endpoint._api_key) == (
+        "http://127.0.0.1:9/v1", "judge-m", "sk-judge")
+    w = LLMNoteWriter.from_env(environ={**judge_env, "FADEWAY_NOTE_WRITER_MODEL": "big"})
+    assert (w.model, w.endpoint._api_key) == ("big", "sk-judge")
+    w = LLMNoteWriter.from_env(environ={**judge_env,
+                                        "FADEWAY_NOTE_WRITER_BASE_URL": "http://127.0.0.2/v1"})
+    assert (w.endpoint.base_url, w.model, w.endpoint._api_key) == (
+        "http://127.0.0.2/v1", "judge-m", None)  # the judge's key stays with the judge's URL
+    assert w.name == "llm:judge-m"
+    with pytest.raises(EndpointError, match="FADEWAY_NOTE_WRITER_BASE_URL"):
+        LLMNoteWriter.from_env(environ={})
+
+
+def test_a_memory_takes_the_writers_note_as_a_models(server, tmp_path):
+    server.script(*[everything] * 2000)
+    clock = [1_700_000_000.0]
+    writer = LLMNoteWriter(Endpoint(server.url), model=MODEL)
+    with fadeway.open(tmp_path / "m.db", ceiling=2_500, clock=lambda: clock[0],
+                      background=False, judge=LLMJudge(Endpoint(server.url), model="j"),
+                      episode_min_tokens=100, episode_max_tokens=600) as engine:
+        mem = engine.memory("m")
+        history: list = []
+        took = False
+        for t in range(12):
+            clock[0] += 60
+            history.append({"role": "user", "content": f"Dana: Ticket T-{t} is about "
+                                                       f"topic {t}. " + "words " * 200})
+            request = mem.decorate({"model": "gpt-4.1", "messages": history})
+            reply = {"role": "assistant", "content": f"Noted topic {t}."}
+            mem.report(request, {"choices": [{"index": 0, "message": reply}]})
+            history.append(reply)
+            took |= mem.answer_ask(writer, at=clock[0])
+            engine.drain()
+        doc = mem.export()
+        summary = {(u.kind, u.model) for u in mem.usage()}
+    writer.close()
+    assert took and doc.notes
+    assert all(n.source == f"note-writer:llm:{MODEL}" for n in doc.notes)
+    assert ("note", MODEL) in summary and ("judge:about", "j") in summary
+
+
+# -- the full replay of one LoCoMo conversation -----------------------------------------------
+
+LOCOMO = shared_data("locomo/locomo10.json")
+#: Sessions of the conversation replayed (the first few keep the test well under 30 s).
+LOCOMO_SESSIONS = 4
+
+
+@pytest.mark.skipif(LOCOMO is None, reason="LoCoMo (shared/data/locomo/locomo10.json) is not "
+                                           "available; it is never bundled")
+def test_locomo_replay_with_the_llm_judge_and_note_writer(server, tmp_path):
+    from fadeway.locomo import locomo_lines, read_locomo
+    from fadeway.replay import replay_memory
+
+    sample = read_locomo(LOCOMO)[0]
+    lines = [line for dia, line in locomo_lines(sample)
+             if int(dia.split(":")[0][1:]) <= LOCOMO_SESSIONS]
+    server.script(*[everything] * 20_000)
+    judge = LLMJudge(Endpoint(server.url), model="judge-m")
+    writer = LLMNoteWriter(Endpoint(server.url), model="writer-m")
+    with fadeway.open(tmp_path / "locomo.db", ceiling=2_000, background=False,
+                      judge=judge) as engine:
+        done = replay_memory(engine, sample["sample_id"], lines, note_writer=writer)
+        engine.drain()
+        mem = engine.memory(sample["sample_id"])
+        doc = mem.export()
+        used = {u.kind: u for u in mem.usage()}
+    writer.close()
+    assert done.stored == len(lines) == len(doc.messages)
+    assert doc.notes and all(n.source == "note-writer:llm:writer-m" for n in doc.notes)
+    assert doc.facts and {"sealed", "forgotten"} & {e.state for e in doc.episodes}
+    assert [t for t in doc.traces if t.kind == "fact" and t.counted]
+    assert used["note"].calls == len(doc.notes) and used["note"].model == "writer-m"
+    assert {"judge:boundaries", "judge:about", "judge:levels"} <= set(used)
+    assert all(u.tokens_in > 0 for u in used.values())
+    # Every request the server saw was a judgment or a note ask, all answered.
+    kinds = {r.body["tools"][0]["function"]["name"] if "tools" in r.body
+             else r.body["response_format"]["json_schema"]["name"] for r in server.requests}
+    assert "note" in kinds and "about" in kinds
