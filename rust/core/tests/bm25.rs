@@ -1,5 +1,6 @@
 //! BM25: table tests of the tokenizer and stemmer, and property tests of the index against the
-//! naive twin `search_naive` (scores to 1e-9), removal against never adding, and serialization.
+//! naive twin `search_naive` (scores to 1e-9), removal against never adding, serialization, and
+//! the pruned search against the exhaustive one (same ids, same scores to the bit).
 
 use fadeway_core::bm25::{s_stem, search_naive, tokenize, Analyzer, Bm25Index, STOPWORDS};
 use fadeway_core::CoreError;
@@ -257,5 +258,107 @@ proptest! {
     #[test]
     fn arbitrary_bytes_never_panic(data in prop::collection::vec(any::<u8>(), 0..200)) {
         let _ = Bm25Index::from_bytes(&data);
+    }
+}
+
+/// A skewed vocabulary: word `w{i}` drawn with probability ~ 1 / (i + 1), so a few words are in
+/// most documents (small bounds, pruned) and most are rare; `gone` is never indexed.
+fn zipf_text(seed: u64, words: usize) -> String {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..words)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Log-uniform over 1..=400: rank r with probability ~ 1 / r.
+            let u = (x >> 11) as f64 / (1u64 << 53) as f64;
+            format!("w{}", (400f64.powf(u) as u64) - 1)
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Asserts that the pruned search returns exactly what the exhaustive one does, bit for bit.
+fn assert_pruned_exact(idx: &Bm25Index, q: &str, k: usize) {
+    let want = idx.search_exhaustive(q, k);
+    let got = idx.search_pruned(q, k);
+    let bits = |h: &[(i64, f64)]| h.iter().map(|&(id, s)| (id, s.to_bits())).collect::<Vec<_>>();
+    assert_eq!(bits(&got), bits(&want), "query {q:?} k {k}");
+    assert_eq!(bits(&idx.search(q, k)), bits(&want), "query {q:?} k {k}");
+}
+
+#[test]
+fn pruned_equals_exhaustive_across_windows_and_churn() {
+    // Over 2048 slots (several windows of the pruned search), with removals that leave bounds
+    // loose, a compaction that tightens them, and later adds that raise them again.
+    let mut idx = Bm25Index::new(K1, B, PLAIN).expect("valid");
+    let ids: Vec<i64> = (0..9000).map(|i| (i * 7919) % 10_007).collect();
+    let texts: Vec<String> = (0..9000).map(|i| zipf_text(i, 3 + (i % 29) as usize)).collect();
+    idx.add(&ids, &texts).expect("unique ids");
+    let queries: Vec<String> = (0..40u64)
+        .map(|j| zipf_text(100_000 + j, 1 + (j % 25) as usize) + if j % 5 == 0 { " gone" } else { "" })
+        .collect();
+    let check = |idx: &Bm25Index| {
+        for (j, q) in queries.iter().enumerate() {
+            for k in [0, 1, 2, 10, 20 + j, 700, idx.len(), idx.len() + 3] {
+                assert_pruned_exact(idx, q, k);
+            }
+        }
+    };
+    check(&idx);
+    let gone: Vec<i64> = ids.iter().copied().filter(|i| i % 3 == 0).collect();
+    idx.remove(&gone);
+    check(&idx);
+    let gone: Vec<i64> = ids.iter().copied().filter(|i| i % 3 == 1).collect();
+    idx.remove(&gone); // tombstones now outnumber the living: compaction
+    check(&idx);
+    let more: Vec<i64> = (20_000..21_000).collect();
+    let texts: Vec<String> = (0..1000).map(|i| zipf_text(50_000 + i, 1 + (i % 7) as usize)).collect();
+    idx.add(&more, &texts).expect("fresh ids");
+    check(&idx);
+}
+
+/// One batch: documents as `(seed, words)` for `zipf_text`, then places of live ids to remove.
+type Batch = (Vec<(u64, usize)>, Vec<usize>);
+
+/// Batches of documents over the skewed vocabulary, each added and then partly removed.
+fn churn() -> impl Strategy<Value = Vec<Batch>> {
+    let batch = (
+        prop::collection::vec((any::<u64>(), 0usize..30), 0..150),
+        prop::collection::vec(0usize..200, 0..40),
+    );
+    prop::collection::vec(batch, 1..4)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn pruned_equals_exhaustive(
+        batches in churn(),
+        queries in prop::collection::vec((any::<u64>(), 0usize..30), 1..6),
+        k1 in 0.0f64..3.0, b in 0.0f64..=1.0, k_extra in 0usize..30,
+    ) {
+        let mut idx = Bm25Index::new(k1, b, PLAIN).expect("valid");
+        let mut next = 0i64;
+        let mut live: Vec<i64> = Vec::new();
+        for (docs, gone) in batches {
+            let ids: Vec<i64> = (next..next + docs.len() as i64).collect();
+            next += docs.len() as i64;
+            let texts: Vec<String> = docs.iter().map(|&(seed, n)| zipf_text(seed, n)).collect();
+            idx.add(&ids, &texts).expect("fresh ids");
+            live.extend(&ids);
+            let gone: Vec<i64> =
+                gone.iter().filter_map(|&g| live.get(g % live.len().max(1)).copied()).collect();
+            idx.remove(&gone);
+            live.retain(|i| !gone.contains(i));
+        }
+        for (seed, n) in queries {
+            // Repeated words come from the skew; "w999" and "gone" are in no document.
+            let q = format!("{} w999 {}", zipf_text(seed, n), if n % 2 == 0 { "gone" } else { "" });
+            for k in [0, 1, 3, k_extra, idx.len(), idx.len() + k_extra + 1] {
+                assert_pruned_exact(&idx, &q, k);
+            }
+        }
     }
 }
