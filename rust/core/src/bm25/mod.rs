@@ -45,7 +45,8 @@
 //! - `search` prunes with MaxScore (see `search.rs`), exact to the bit against
 //!   `search_exhaustive`. Measured on the recall case of `benches/bench_bm25.py` (passages of
 //!   8-40 words, 200 queries of 5-30 words, top 20; a 2-core machine under load, best of 7):
-//!   100k passages 0.97 -> 0.65 ms per query (p50 0.96 -> 0.58, p95 1.70 -> 1.44); at 10k the
+//!   100k passages 0.97 -> 0.65 ms per query in Rust (p50 0.96 -> 0.58, p95 1.70 -> 1.44),
+//!   1.18 -> 0.64 ms through the binding (pytest-benchmark minimum); at 10k the
 //!   pruned search took 0.11 ms against 0.095, so indexes under `PRUNE_MIN_SLOTS` stay
 //!   exhaustive. What limits it: a query of common words has a threshold (~14) only a little
 //!   above the summed bounds of its commonest terms (~11), so the medium-frequency terms stay
