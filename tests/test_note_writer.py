@@ -61,3 +61,34 @@ def test_any_text_gives_a_valid_deterministic_note(texts):
     first, second = write(messages), write(messages)
     assert first == second
     assert 1 <= len(first.notes) <= OfflineNoteWriter().max_facts
+
+
+class _RefusingWriter(OfflineNoteWriter):
+    """A writer whose model never answers (as an LLM writer whose endpoint is down)."""
+
+    name = "refusing"
+
+    async def write(self, ask, messages, *, deadline=None):
+        from fadeway.note_writer import NoteWriterError
+
+        raise NoteWriterError("the model gave no note")
+
+
+def test_replay_goes_on_when_the_note_writer_fails_and_the_ask_stays(tmp_path, caplog):
+    from importlib import resources
+
+    import fadeway
+    from fadeway.replay import read_replay, replay
+
+    sample = resources.files("fadeway") / "samples" / "quickstart.jsonl"
+    lines = list(read_replay(str(sample)))
+    with fadeway.open(tmp_path / "r.db", background=False, ceiling=400,
+                      episode_min_tokens=50, episode_max_tokens=200) as engine, \
+            caplog.at_level("WARNING", logger="fadeway"):
+        mem = engine.memory(lines[0].memory_id)
+        replay(mem, lines, note_writer=_RefusingWriter())
+        engine.drain()
+        export = mem.export()
+    assert len(export.messages) == len(lines)
+    assert "the note writer did not answer" in caplog.text
+    assert not export.notes and any(e.state == "leaving" for e in export.episodes)

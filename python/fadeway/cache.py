@@ -25,13 +25,14 @@ class MemoryCache:
         self.graph = Graph([], [], [], [])
         self.fact_episodes: dict[int, list[int]] = {}
         self.episode_facts: dict[int, list[int]] = {}
+        self._last_fact = self._last_episode = 0  # the highest numbers read so far
 
     def sync(self, tx: Transaction) -> None:
-        facts = tx.facts(max(self.facts, default=0))
+        facts = tx.facts(self._last_fact)
         entities = tx.entities(self.entities[-1].n if self.entities else 0)
         edges = tx.edges(self.edges[-1].fact if self.edges else 0)
         retirements = tx.retirements()
-        episodes = tx.episodes(max(self.episodes, default=0))
+        episodes = tx.episodes(self._last_episode)
         acks = tx.acks(self.acks[-1][1] if self.acks else 0)
         if entities or edges or len(retirements) != len(self.retirements):
             self.entities = [*self.entities, *entities]
@@ -41,6 +42,8 @@ class MemoryCache:
         if facts or episodes or acks:
             self.facts = {**self.facts, **{f.n: f for f in facts}}
             self.episodes = {**self.episodes, **{e.n: e for e in episodes}}
+            self._last_fact = facts[-1].n if facts else self._last_fact
+            self._last_episode = episodes[-1].n if episodes else self._last_episode
             self.acks = [*self.acks, *acks]
             episodes_of_note: dict[int, list[int]] = {}
             for episode, note in self.acks:

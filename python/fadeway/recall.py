@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,7 @@ import msgspec
 from . import _constants as C
 from . import blocks, tokens
 from .graph import normalise_name
+from .errors import EndpointError
 from .judge import FactText, Judge, JudgeTimeout
 from .lane import JobHandler, register_job
 from .cache import MemoryCache
@@ -47,6 +49,10 @@ __all__ = ["RecallResult", "MemoryCache", "Snapshot", "recall", "walk", "group_f
            "WalkJob", "DistillJob"]
 
 log = logging.getLogger("fadeway.recall")
+
+#: Threads the passage searches run on, beside the graph searches (shared by every recall).
+_SEARCHES = ThreadPoolExecutor(max_workers=C.RECALL_SEARCH_THREADS,
+                               thread_name_prefix="fadeway-search")
 
 
 @dataclass
@@ -205,16 +211,23 @@ async def recall(engine: Engine, memory_id: str, message: str, recent: str, *,
     vectors = await engine.embedder.embed(queries, deadline=deadline)
     lap("embed")
     k, floor = C.RECALL_SEARCH_HITS, C.RECALL_MIN_SIMILARITY
-    facts_by_meaning = index.by_meaning_batch("fact", vectors, k, floor)
+    # The searches release the GIL (BM25 in Rust, hnswlib in C++): the passage searches, the
+    # larger share, run on a second thread while this one searches the graph.
+    by_meaning = _SEARCHES.submit(index.by_meaning_batch, "passage", vectors[2:], k, floor)
+    by_words = [_SEARCHES.submit(index.by_words, "passage", p.text, k) for p in parts]
+    same = recent == message  # the first message of a memory: searched once
+    rows = [0, *([] if same else [1]), *range(2, len(vectors))]
+    facts_by_meaning = index.by_meaning_batch("fact", vectors[rows], k, floor)
+    if same:
+        facts_by_meaning.insert(1, [])
     message_hits = [h.n for h in fuse([
         index.by_words("fact", message, k),
-        index.by_words("fact", recent, k) if recent != message else [],
-        facts_by_meaning[0], facts_by_meaning[1] if recent != message else []], k)]
+        index.by_words("fact", recent, k) if not same else [],
+        facts_by_meaning[0], facts_by_meaning[1]], k)]
     part_hits = [hits[:C.RECALL_PART_FACTS] for hits in facts_by_meaning[2:]]
-    passages_by_meaning = index.by_meaning_batch("passage", vectors[2:], k, floor)
     passage_hits = [h.n for h in fuse(
-        [ids for p, by_meaning in zip(parts, passages_by_meaning, strict=True)
-         for ids in (index.by_words("passage", p.text, k), by_meaning)], C.RECALL_EXCERPTS)]
+        [ids for words, meaning in zip(by_words, by_meaning.result(), strict=True)
+         for ids in (words.result(), meaning)], C.RECALL_EXCERPTS)]
     lap("search")
 
     candidates = snap.shown([*message_hits, *(n for hits in part_hits for n in hits)])
@@ -261,7 +274,7 @@ async def _walked(judge: Judge, snap: Snapshot, dialogue: str, candidates: list[
         levels = await asyncio.wait_for(walk(judge, snap, dialogue, candidates, deadline=limit),
                                         timeout=max(0.0, limit - time.monotonic()))
         return levels, "inline"
-    except (JudgeTimeout, TimeoutError) as exc:
+    except (JudgeTimeout, TimeoutError, EndpointError) as exc:
         log.info("recall: no walk by the deadline (%s); the search hits are used as they are",
                  exc or "timed out")
         return dict.fromkeys(candidates, C.KEEP_LEVEL), "search hits"

@@ -19,6 +19,7 @@ ask after a report, so a resumed replay makes exactly the store an uninterrupted
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -30,18 +31,20 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from . import formats
-from .errors import FadewayError
+from .errors import EndpointError, FadewayError
 from .formats import Format, text_of
 from .formats.canonical import digest_of
 from .lane import run_lane
 from .memory import Memory
-from .note_writer import NoteWriter
+from .note_writer import NoteWriter, NoteWriterError
 
 if TYPE_CHECKING:
     from .engine import Engine
 
 __all__ = ["ReplayLine", "ReplayFormatError", "Step", "read_replay", "check_lines", "plan",
            "replay", "replay_memory", "DEFAULT_MODEL"]
+
+log = logging.getLogger("fadeway.replay")
 
 #: The model named in replayed requests (it picks the token encoding: o200k_base).
 DEFAULT_MODEL = "gpt-4.1"
@@ -261,8 +264,14 @@ class _Runner:
 
     def answer(self, at: float) -> None:
         """A recorded reply cannot answer a note ask: the note writer does, at the reply's time."""
-        if self.note_writer is not None:
+        if self.note_writer is None:
+            return
+        try:
             self.memory.answer_ask(self.note_writer, at=at)
+        except (NoteWriterError, EndpointError) as exc:
+            # The ask stays pending and is asked again at the next reply; replay goes on.
+            log.warning("memory %r: the note writer did not answer (%s); the ask stays pending",
+                        self.memory.memory_id, exc)
 
 
 def replay(memory: Memory, lines: Iterable[ReplayLine], *, model: str = DEFAULT_MODEL,

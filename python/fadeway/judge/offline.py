@@ -8,6 +8,7 @@ Fact relations and entity confirmations come from shared entities, words, number
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -118,11 +119,20 @@ def same_entity_offline(a: str, b: str) -> bool:
     return bool(ta) and ta == tb
 
 
+def _fact_vectors(facts: Sequence[FactText]) -> np.ndarray:
+    return _core.hash_embed([f"{f.text} {f.subject} {f.object}" for f in facts],
+                            C.RELATE_EMBED_DIM)
+
+
+@functools.lru_cache(maxsize=64)
+def _text_vector(text: str) -> np.ndarray:
+    """A dialogue's vector, kept: a walk asks about the same dialogue at every step."""
+    return _core.hash_embed([text], C.RELATE_EMBED_DIM)[0]
+
+
 def _similarities(facts: Sequence[FactText], text: str) -> np.ndarray:
     """Hashing cosine of each fact (sentence and entities) with `text`."""
-    vectors = _core.hash_embed([text, *(f"{f.text} {f.subject} {f.object}" for f in facts)],
-                               C.RELATE_EMBED_DIM)
-    return np.clip(vectors[1:] @ vectors[0], 0.0, 1.0)
+    return np.clip(_fact_vectors(facts) @ _text_vector(text), 0.0, 1.0)
 
 
 def levels_offline(facts: Sequence[FactText], dialogue: str) -> list[int]:
@@ -135,7 +145,9 @@ def levels_offline(facts: Sequence[FactText], dialogue: str) -> list[int]:
         return []
     recent = dialogue[-C.LEVEL_DIALOGUE_CHARS:]
     newest = recent.rstrip().rsplit("\n", 1)[-1]
-    cos = np.maximum(_similarities(facts, recent), _similarities(facts, newest))
+    vectors = _fact_vectors(facts)
+    cos = np.clip(np.maximum(vectors @ _text_vector(recent), vectors @ _text_vector(newest)),
+                  0.0, 1.0)
     return [sum(bool(c >= t) for t in C.LEVEL_THRESHOLDS) for c in cos.tolist()]
 
 
