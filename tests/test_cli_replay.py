@@ -224,11 +224,30 @@ def test_bad_input_names_file_and_line_and_writes_nothing(tmp_path, two_memories
     assert not db.exists() or _messages_stored(db) == 0
 
 
-def test_llm_judge_and_note_writer_are_refused_for_now(one_sample, tmp_path):
-    for option in ("--judge", "--note-writer"):
-        run = fadeway_cli("replay", one_sample, "--db", tmp_path / "x.db", option,
-                          "https://api.example.com/v1", check=False)
-        assert run.returncode == 2 and "not available yet" in run.stderr
+def test_replay_with_an_llm_judge_and_note_writer(one_sample, tmp_path):
+    """--judge URL and --note-writer URL: the judgments and the notes come from the endpoint
+    (a scripted local server answering every request validly), and their usage is stored."""
+    from judge_answers import everything
+    from openai_server import OpenAIServer
+
+    db = tmp_path / "llm.db"
+    with OpenAIServer() as server:
+        server.script(*[everything] * 20_000)
+        fadeway_cli("replay", one_sample, "--db", db, "--ceiling", "2000", "--judge",
+                    server.url, "--note-writer", server.url, "--judge-model", "judge-m")
+        kinds = {r.body.get("model") for r in server.requests}
+    assert kinds == {"judge-m"}
+    with fadeway.open(db, background=False) as engine:
+        [memory_id] = engine.memory_ids()
+        mem = engine.memory(memory_id)
+        doc = mem.export()
+        usage = {u.kind for u in mem.usage()}
+    assert doc.notes and all(n.source == "note-writer:llm:judge-m" for n in doc.notes)
+    assert "note" in usage and "judge:boundaries" in usage
+    for option, value in (("--judge", "smoke-signals"), ("--note-writer", "ftp://x")):
+        run = fadeway_cli("replay", one_sample, "--db", tmp_path / "x.db", option, value,
+                          check=False)
+        assert run.returncode == 2 and "allowed is" in run.stderr
     assert not (tmp_path / "x.db").exists()
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from . import open as open_engine
 from .engine import Engine
 from .export import import_file
-from .note_writer import NoteWriter, OfflineNoteWriter
+from .note_writer import NoteWriter, note_writer_from
 from .replay import DEFAULT_MODEL, Replayed, replay_memory
 from .sources import Batch, MemoryLines
 
@@ -48,8 +48,10 @@ class ReplaySettings:
 
     db: str
     ceiling: int | None = None
-    note_writer: str | None = "offline"  # "offline", or None: asks stay unanswered
+    note_writer: str | None = "offline"  # "offline", an endpoint URL, or None (asks wait)
     model: str = DEFAULT_MODEL
+    judge: str = "offline"  # "offline" or an endpoint URL
+    judge_model: str | None = None  # the LLM judge's (and LLM note writer's) model
 
 
 def open_for_replay(settings: ReplaySettings) -> Engine:
@@ -57,11 +59,12 @@ def open_for_replay(settings: ReplaySettings) -> Engine:
     points, so a resumed run repeats an uninterrupted one exactly)."""
     extra = {} if settings.ceiling is None else {"ceiling": settings.ceiling}
     return open_engine(settings.db, background=False, synchronous=REPLAY_SYNCHRONOUS,
-                       lane_lease_seconds=REPLAY_LANE_LEASE_SECONDS, **extra)
+                       lane_lease_seconds=REPLAY_LANE_LEASE_SECONDS, judge=settings.judge,
+                       judge_model=settings.judge_model, **extra)
 
 
 def _note_writer(settings: ReplaySettings) -> NoteWriter | None:
-    return OfflineNoteWriter() if settings.note_writer == "offline" else None
+    return note_writer_from(settings.note_writer, model=settings.judge_model)
 
 
 # -- workers ----------------------------------------------------------------------------------

@@ -46,16 +46,15 @@ def _default_db() -> str:
     return os.environ.get("FADEWAY_DB", "fadeway.db")
 
 
-def _offline_only(value: str, option: str) -> str | None:
-    if value == "offline":
-        return "offline"
+def _model_spec(value: str, option: str) -> str | None:
+    """`offline`, `none` (the note writer only) or an OpenAI-compatible endpoint URL."""
+    if value == "offline" or value.startswith(("http://", "https://")):
+        return value
     if value == "none" and option == "--note-writer":
         return None
-    if value.startswith(("http://", "https://")):
-        raise UsageError(f"{option} {value}: the LLM judge and note writer are not available "
-                         f"yet (a later release); use {option} offline")
-    allowed = "offline or none" if option == "--note-writer" else "offline"
-    raise UsageError(f"{option} {value!r}: allowed is {allowed} (an endpoint URL later)")
+    allowed = "offline, none or an http(s) URL" if option == "--note-writer" else (
+        "offline or an http(s) URL")
+    raise UsageError(f"{option} {value!r}: allowed is {allowed}")
 
 
 def _seconds(text: str) -> float:
@@ -106,12 +105,15 @@ def _summary_table(rows: list[MemorySummary], elapsed: float, new: int) -> str:
 
 
 def _run_replay(args: argparse.Namespace, paths: list[str], *, quiet: bool = False) -> int:
-    _offline_only(args.judge, "--judge")
-    if args.judge_model is not None:
-        raise UsageError("--judge-model names the LLM judge's model; the LLM judge is not "
-                         "available yet (use --judge offline)")
-    settings = ReplaySettings(args.db, args.ceiling, _offline_only(args.note_writer,
-                                                                   "--note-writer"))
+    judge = _model_spec(args.judge, "--judge")
+    writer = _model_spec(args.note_writer, "--note-writer")
+    urls = [v for v in (judge, writer) if v is not None and v != "offline"]
+    if args.judge_model is not None and not urls:
+        raise UsageError("--judge-model names the model behind --judge URL or --note-writer "
+                         "URL; give one of them")
+    assert judge is not None
+    settings = ReplaySettings(args.db, args.ceiling, writer, judge=judge,
+                              judge_model=args.judge_model)
     start = time.monotonic()
     batch = read_inputs(paths)
     from tqdm import tqdm  # only replay draws a bar
@@ -239,12 +241,18 @@ def _add_replay_options(parser: argparse.ArgumentParser, *, demo: bool = False) 
     parser.add_argument("--ceiling", type=_positive, default=DEMO_CEILING if demo else None,
                         metavar="T", help="context window assumed, in tokens (default: "
                         + ("%(default)s" if demo else "200000") + ")")
-    parser.add_argument("--judge", default="offline", metavar="offline",
-                        help="the judgment model: offline (an LLM endpoint URL later)")
-    parser.add_argument("--judge-model", default=None, metavar="M", help=argparse.SUPPRESS)
-    parser.add_argument("--note-writer", default="offline", metavar="offline|none",
+    parser.add_argument("--judge", default="offline", metavar="offline|URL",
+                        help="the judgment model: offline (default; no network), or an "
+                             "OpenAI-compatible API root such as https://api.openai.com/v1 "
+                             "(key from FADEWAY_JUDGE_API_KEY)")
+    parser.add_argument("--judge-model", default=None, metavar="M",
+                        help="the model behind --judge URL and --note-writer URL (default: "
+                             "FADEWAY_JUDGE_MODEL)")
+    parser.add_argument("--note-writer", default="offline", metavar="offline|none|URL",
                         help="who answers note asks the recorded replies cannot: the offline "
-                             "extractive writer (default), or none")
+                             "extractive writer (default), none, or a model at an "
+                             "OpenAI-compatible API root (key from FADEWAY_NOTE_WRITER_API_KEY, "
+                             "else FADEWAY_JUDGE_API_KEY)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 

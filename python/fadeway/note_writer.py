@@ -33,7 +33,7 @@ from .judge.llm import ChatCompletion
 from .notes import NOTE_TOOL_NAME, Note, NoteEntry, note_tool, parse_note_arguments
 
 __all__ = ["LeavingMessage", "NoteWriter", "NoteWriterError", "OfflineNoteWriter",
-           "LLMNoteWriter"]
+           "LLMNoteWriter", "note_writer_from"]
 
 log = logging.getLogger("fadeway.note_writer")
 
@@ -260,3 +260,26 @@ def _note_of(completion: ChatCompletion) -> tuple[Note | None, str]:
         arguments = msgspec.json.encode(arguments).decode()
     note = parse_note_arguments(arguments)
     return (note, "") if note is not None else (None, "its arguments are not a note")
+
+
+def note_writer_from(spec: NoteWriter | str | None, *, model: str | None = None,
+                     environ: Mapping[str, str] | None = None) -> NoteWriter | None:
+    """The note writer `spec` names: None or "none" (asks stay unanswered), "offline" (the
+    extractive writer), an http(s) URL (the LLM writer at that OpenAI-compatible API root;
+    model from the argument, else FADEWAY_NOTE_WRITER_MODEL, else FADEWAY_JUDGE_MODEL; key from
+    FADEWAY_NOTE_WRITER_API_KEY, else FADEWAY_JUDGE_API_KEY), or a NoteWriter (itself)."""
+    if spec is None or spec == "none":
+        return None
+    if isinstance(spec, NoteWriter):
+        return spec
+    if spec == "offline":
+        return OfflineNoteWriter()
+    if isinstance(spec, str) and spec.startswith(("http://", "https://")):
+        env = os.environ if environ is None else environ
+        model = (model or env.get(f"{ENV_PREFIX}_MODEL", "").strip()
+                 or env.get(f"{JUDGE_ENV_PREFIX}_MODEL", "").strip() or None)
+        key = (env.get(f"{ENV_PREFIX}_API_KEY", "").strip()
+               or env.get(f"{JUDGE_ENV_PREFIX}_API_KEY", "").strip() or None)
+        return LLMNoteWriter(Endpoint(spec, model=model, api_key=key), model=model)
+    raise ValueError(f"unknown note writer {spec!r}; allowed: 'offline', 'none', or an "
+                     "http(s):// URL of an OpenAI-compatible API")
