@@ -79,6 +79,9 @@ class OpenAIServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
             timeout = 10  # a keep-alive connection left open ends on its own
+            # Headers and body go out as two writes; without TCP_NODELAY, Nagle's algorithm
+            # holds the body until the client's delayed ACK (40 ms on every answer).
+            disable_nagle_algorithm = True
 
             def do_POST(self) -> None:
                 owner._handle(self)

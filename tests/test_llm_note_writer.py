@@ -152,7 +152,7 @@ def test_a_memory_takes_the_writers_note_as_a_models(server, tmp_path):
 
 LOCOMO = shared_data("locomo/locomo10.json")
 #: Sessions of the conversation replayed (the first few keep the test well under 30 s).
-LOCOMO_SESSIONS = 4
+LOCOMO_SESSIONS = 99  # every session: the whole conversation
 
 
 @pytest.mark.skipif(LOCOMO is None, reason="LoCoMo (shared/data/locomo/locomo10.json) is not "
@@ -168,7 +168,7 @@ def test_locomo_replay_with_the_llm_judge_and_note_writer(server, tmp_path):
     judge = LLMJudge(Endpoint(server.url), model="judge-m")
     writer = LLMNoteWriter(Endpoint(server.url), model="writer-m")
     with fadeway.open(tmp_path / "locomo.db", ceiling=2_000, background=False,
-                      judge=judge) as engine:
+                      judge=judge, synchronous="NORMAL") as engine:
         done = replay_memory(engine, sample["sample_id"], lines, note_writer=writer)
         engine.drain()
         mem = engine.memory(sample["sample_id"])
