@@ -175,3 +175,20 @@ def test_grouping_keeps_every_fact_and_names_groups_for_their_hub(tmp_path, cloc
     hub = next(name for name in by_name if len(by_name[name]) == 3)
     assert hub in ("Dana", "tax rate table")
     assert {f[0] for f in facts[:3]} == by_name[hub]
+
+
+def test_a_prepared_walk_never_shows_a_fact_now_in_the_facts_block(tmp_path, clock):
+    from fadeway.model import WalkRecord
+
+    with _open(tmp_path / "r.db", clock) as eng:
+        converse_with_notes(eng, eng.memory("m"), clock, [[OWNER, LEAVE, *OTHER]])
+        export = eng.memory("m").export()
+        number = {f.text: f.n for f in export.facts}
+        with eng.store.write("m") as tx:
+            tx.set_facts_order(f"[{number[OWNER[0]]}]")  # the owner sits in the facts block
+            tx.insert_walk(WalkRecord(turn=999, at=clock(), levels=[
+                (number[OWNER[0]], 3), (number[LEAVE[0]], 3)]))
+        result = _recall(eng, "m", "Anything new?", prepared_turn=999)
+    assert result.walk == "prepared"
+    assert number[LEAVE[0]] in result.facts and number[OWNER[0]] not in result.facts
+    assert OWNER[0] not in (result.block or "") and LEAVE[0] in result.block

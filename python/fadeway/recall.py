@@ -234,10 +234,12 @@ async def recall(engine: Engine, memory_id: str, message: str, recent: str, *,
     kept, how = await _walked(engine.judge, snap, recent, candidates, deadline)
     lap("walk")
 
+    order = {n: i for i, n in enumerate(candidates)}
     ranked = sorted((n for n in kept if kept[n] >= C.KEEP_LEVEL),
-                    key=lambda n: (-kept[n], candidates.index(n) if n in candidates else k))
-    grouped = [n for n in ranked if n not in {m for hits in part_hits for m in hits}
-               or n in message_hits][:C.RECALL_FACTS]
+                    key=lambda n: (-kept[n], order.get(n, len(order))))
+    # Facts only a part found are shown under that part, not in the groups.
+    only_parts = {m for hits in part_hits for m in hits} - set(message_hits)
+    grouped = [n for n in ranked if n not in only_parts][:C.RECALL_FACTS]
     groups = group_facts(snap, grouped)
     sections, section_facts = [], []
     for part, hits in zip(parts, part_hits, strict=True):
@@ -262,7 +264,10 @@ async def _walked(judge: Judge, snap: Snapshot, dialogue: str, candidates: list[
     """The walk's levels: the prepared one with this message's hits added, else an inline walk
     by `deadline`, else the hits as they are."""
     if snap.walk is not None:
-        levels = {n: level for n, level in snap.walk.levels if n in snap.facts}
+        # Prepared before this message: a fact may have joined the facts block or merged
+        # into another since, and is then left out like any other.
+        current = set(snap.shown([n for n, _ in snap.walk.levels]))
+        levels = {n: level for n, level in snap.walk.levels if n in current}
         for n in candidates:
             levels.setdefault(n, C.KEEP_LEVEL)
         return levels, "prepared"
