@@ -99,8 +99,8 @@ class SentenceTransformerEmbedder(Embedder):
             options["local_files_only"] = True
         self._model = st.SentenceTransformer(str(directory), **options)
         # sentence-transformers 6 renamed the method (the old name warns of its removal).
-        dimension = getattr(self._model, "get_embedding_dimension", None) or getattr(
-            self._model, "get_sentence_embedding_dimension")
+        dimension = (getattr(self._model, "get_embedding_dimension", None)
+                     or self._model.get_sentence_embedding_dimension)
         self._dim = int(dimension())
         self.batch_size = batch_size
         self.name = name or f"local:{directory.name}"
