@@ -47,7 +47,8 @@ def test_facts_are_sentences_of_the_turns_with_their_entities_verbatim():
 def test_markdown_lines_and_json_records_read_as_sentences():
     answer = ("Launch recap:\n- **Signups: 412** on launch day, against 158.\n"
               "- Lucía Fernández accepted, starts **18 May**.\n"
-              'write_doc {"title": "Q2 OKRs", "content": "O1 ..."}')
+              'write_doc {"title": "Q2 OKRs", "content": "O1 Ship checkout v2 by June.\\n'
+              'O2 Keep 95% of the 1,846 Team seats.\\nO3 Hire one SRE by May."}')
     records = '[{"id": "OPS-312", "status": "in_progress", "due": "2026-04-17"}, ' \
               '{"id": "OPS-314", "status": "open", "owner": "Jonas", "nested": {"x": 1}}]'
     note = write([LeavingMessage(3, "assistant", answer), LeavingMessage(3, "tool", records)])
@@ -56,7 +57,8 @@ def test_markdown_lines_and_json_records_read_as_sentences():
     assert "Lucía Fernández accepted, starts 18 May." in texts
     assert "OPS-312: status in_progress, due 2026-04-17." in texts
     assert "OPS-314: status open, owner Jonas." in texts  # nested data left out
-    assert not any("{" in t or "**" in t or "write_doc" in t for t in texts)
+    assert not any("{" in t or "**" in t or "write_doc" in t or "O2" in t for t in texts)
+    assert len(texts) == len(set(texts))
 
 
 def test_nothing_worth_keeping_is_one_empty_entry():

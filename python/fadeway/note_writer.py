@@ -104,7 +104,8 @@ def _entities(sentence: str) -> list[str]:
 
 _MARKUP = re.compile(r"\*\*|__|`|^\s*(?:[-*+•]|\d+[.)]|#+)\s+", re.MULTILINE)
 _ESCAPED_BREAK = re.compile(r"\\n")
-_DATA = re.compile(r"[{\[]\s*\"|^\s*[{\[]|\w+\s+\{\"")
+_CALL = re.compile(r"\s*[\w.-]+\s+\{\"")
+_DATA = re.compile(r"[{\[]\s*\"|^\s*[{\[]|\w+\s+\{\"|\"\s*[}\]]")
 
 
 def _sentences(text: str) -> list[str]:
@@ -119,6 +120,8 @@ def _sentences(text: str) -> list[str]:
             return []
     out: list[str] = []
     for line in _ESCAPED_BREAK.sub("\n", text).splitlines():
+        if _CALL.match(line):
+            break  # a tool call's arguments run to the end: none of it is said
         if _DATA.search(line):
             continue
         line = " ".join(_MARKUP.sub("", line).split())
@@ -190,6 +193,9 @@ class OfflineNoteWriter(NoteWriter):
                 order += 1
         if not candidates:
             return Note(notes=[NoteEntry(note="", subject="", object="", milestone=False)])
+        seen: set[str] = set()  # a sentence said twice (asked, then confirmed) is one fact
+        candidates = [c for c in candidates
+                      if c[2].note not in seen and not seen.add(c[2].note)]
         best = sorted(candidates, key=lambda c: (-c[0], c[1]))[:self.max_facts]
         return Note(notes=[entry for _, _, entry in sorted(best, key=lambda c: c[1])])
 
