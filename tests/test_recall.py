@@ -192,3 +192,28 @@ def test_a_prepared_walk_never_shows_a_fact_now_in_the_facts_block(tmp_path, clo
     assert result.walk == "prepared"
     assert number[LEAVE[0]] in result.facts and number[OWNER[0]] not in result.facts
     assert OWNER[0] not in (result.block or "") and LEAVE[0] in result.block
+
+
+def test_a_failing_embedder_costs_the_turn_its_block_not_the_turn(tmp_path, clock, caplog):
+    """An embeddings endpoint that is down: decorate stores and returns the turn, no block."""
+    import socket
+
+    from fadeway.embed import EndpointEmbedder
+    from fadeway.http import Endpoint
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dead = EndpointEmbedder(Endpoint(f"http://127.0.0.1:{port}/v1", max_attempts=1),
+                            model="m", dim=8)
+    with _open(tmp_path / "r.db", clock) as eng:
+        history = converse_with_notes(eng, eng.memory("m"), clock, [[OWNER, *OTHER]])
+        eng.embedder = dead
+        eng._indexes.clear()
+        history.append({"role": "user", "content": QUESTION})
+        with caplog.at_level("ERROR", logger="fadeway"):
+            request = eng.memory("m").decorate({"model": "gpt-4.1", "messages": history})
+        assert request["messages"][-1]["content"] == QUESTION
+        assert not request["messages"][-2]["content"].startswith("[assistant_recent_memories]")
+        assert eng.memory("m").messages()[-1].body.endswith(QUESTION.encode() + b'"}')
+    assert "recall failed" in caplog.text

@@ -9,6 +9,7 @@ prefix up to the previous turn's block.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 from . import _constants as C
 from .formats import text_of
 from .formats.canonical import encode_json, plain
+from .errors import EmbedderMismatchError, EndpointError
 from .history import History
+from .judge import JudgeTimeout
 from .lane import run_sync
 from .model import BlockText, RecallRecord
 from .recall import RecallResult, block_tokens, recall
@@ -25,6 +28,8 @@ from .store import Transaction
 
 if TYPE_CHECKING:
     from .engine import Engine
+
+log = logging.getLogger("fadeway.recall")
 
 __all__ = ["Pending", "recall_for", "preview", "store_recall", "fix_finals", "blocks_in_view",
            "queue_after_reply"]
@@ -76,9 +81,15 @@ def recall_for(engine: Engine, memory_id: str, history: History, message: Any,
     text = _text(message)
     if not text.strip():
         return None
-    result = run_sync(recall(engine, memory_id, text, recent_text(history, text),
-                             prepared_turn=history.turn,
-                             deadline=time.monotonic() + C.RECALL_DEADLINE))
+    try:
+        result = run_sync(recall(engine, memory_id, text, recent_text(history, text),
+                                 prepared_turn=history.turn,
+                                 deadline=time.monotonic() + C.RECALL_DEADLINE))
+    except (EndpointError, EmbedderMismatchError, JudgeTimeout, TimeoutError) as exc:
+        # The turn goes on without a block rather than fail: the caller's message is stored
+        # and answered. (mem.search raises the same error, for whoever looks.)
+        log.error("memory %r: recall failed, the turn gets no recall block: %s", memory_id, exc)
+        return None
     return Pending(digest, result)
 
 
