@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from .engine import Engine
 
 __all__ = ["dumps", "loads", "write_jsonl", "read_jsonl", "check_export", "read_export_file",
+           "numbered_lines",
            "check_export_file", "import_file"]
 
 _encoder = msgspec.json.Encoder()
@@ -73,19 +74,23 @@ def check_export(doc: MemoryExport) -> None:
         made.update(entry.calls)
 
 
-def read_export_file(path: str | Path) -> Iterator[tuple[str, MemoryExport]]:
-    """("file:line", export) for each line of a JSONL file of exports, decoded one at a time."""
+def numbered_lines(path: str | Path) -> Iterator[tuple[str, bytes]]:
+    """("file:line", line) for each non-blank line of a JSONL file, read one at a time."""
     with open(path, "rb") as fp:
         for number, line in enumerate(fp, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{number}"
-            try:
-                yield where, _decoder.decode(line)
-            except msgspec.DecodeError as exc:
-                raise InvalidExportError(f"{where}: not a complete JSON line ({exc})") from None
-            except msgspec.ValidationError as exc:
-                raise InvalidExportError(f"{where}: not a fadeway memory export: {exc}") from None
+            if line.strip():
+                yield f"{path}:{number}", line
+
+
+def read_export_file(path: str | Path) -> Iterator[tuple[str, MemoryExport]]:
+    """("file:line", export) for each line of a JSONL file of exports, decoded one at a time."""
+    for where, line in numbered_lines(path):
+        try:
+            yield where, _decoder.decode(line)
+        except msgspec.DecodeError as exc:
+            raise InvalidExportError(f"{where}: not a complete JSON line ({exc})") from None
+        except msgspec.ValidationError as exc:
+            raise InvalidExportError(f"{where}: not a fadeway memory export: {exc}") from None
 
 
 def check_export_file(path: str | Path) -> dict[str, str]:

@@ -32,6 +32,7 @@ import msgspec
 
 from . import formats
 from .errors import EndpointError, FadewayError
+from .export import numbered_lines
 from .formats import Format, text_of
 from .formats.canonical import digest_of
 from .lane import run_lane
@@ -99,18 +100,14 @@ def _line_error(where: str, exc: Exception) -> ReplayFormatError:
 def read_replay(path: str | Path) -> Iterator[ReplayLine]:
     """The lines of a replay file, validated one by one; a bad line raises naming file and line."""
     decoder = msgspec.json.Decoder(_RawLine)
-    with open(path, "rb") as fp:
-        for number, line in enumerate(fp, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{number}"
-            try:
-                raw = decoder.decode(line)
-            except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-                raise _line_error(where, exc) from None
-            if not raw.memory_id:
-                raise ReplayFormatError(f"{where}: 'memory_id' must not be empty")
-            yield ReplayLine(raw.memory_id, _seconds(raw.at, where), raw.message, where)
+    for where, line in numbered_lines(path):
+        try:
+            raw = decoder.decode(line)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            raise _line_error(where, exc) from None
+        if not raw.memory_id:
+            raise ReplayFormatError(f"{where}: 'memory_id' must not be empty")
+        yield ReplayLine(raw.memory_id, _seconds(raw.at, where), raw.message, where)
 
 
 # -- steps ------------------------------------------------------------------------------------
