@@ -117,9 +117,6 @@ class Graph:
                 out.setdefault(root, None)
         return list(out)
 
-    def aliases_of(self, entity: int) -> list[str]:
-        return [a.name for a in self.aliases if a.entity == entity]
-
 
 @dataclass
 class GraphUpdate:

@@ -226,7 +226,7 @@ class Memory:
             block = facts_block_text(facts, msgspec.json.decode(memory.facts_order), graph)
         newly_sealed = {e.n for e in episodes if e.state == "sealed"} - sealed_before
         if newly_sealed:
-            tx.enqueue("passages", encode_json({"episodes": sorted(newly_sealed)}), now)
+            tx.enqueue("passages", b"{}", now)  # the job finds every sealed episode left
         role = instruction_role(fmt, parsed.instructions)
         accepted = {call_id: notes.parse_note_arguments(args) is not None
                     for call_id, args in self._note_arguments().items()}
