@@ -6,18 +6,19 @@ network) over a memory of 100k passages and 10k facts.
                                      [--out benches/RESULTS-recall-latency.md]
 
 The memory is written straight into a fresh store (episodes, notes, facts with graph edges,
-passages, their hashing vectors), then opened once so its indexes are built; the queries are
-then timed in-process, warm, one at a time: once as decorate usually runs them (a walk was
-prepared in the lane after the previous reply: the stages the goal names, with no judge call),
-and once with the walk run inline by the offline judge (no walk prepared). Texts are synthetic: words drawn from a Zipf-like
-vocabulary, a few named entities per fact. Building takes minutes (hnswlib inserts 110k
-1,024-dimension vectors on one thread); the timed part is the queries.
+passages, their hashing vectors), then opened once so its indexes are built. The queries are
+then timed in-process, warm, one at a time, each with a recent conversation as decorate passes
+it (the previous message, a reply, the new message): once as decorate usually runs them (a walk
+was prepared in the lane after the previous reply: the stages the goal names, with no judge
+call), and once with the walk run inline by the offline judge (no walk prepared). Texts are
+synthetic: words drawn from a Zipf-like vocabulary, a few named entities per fact. Building
+takes minutes (hnswlib inserts 110k 512-dimension vectors on one thread); the timed part is
+the queries.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import platform
 import random
 import statistics
@@ -28,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 import fadeway
+from fadeway import _constants as C
 from fadeway import _core
 from fadeway.model import (
     EdgeRecord,
@@ -123,13 +125,18 @@ def measure(db: Path, queries: int, prepared: bool, seed: int = 11) -> dict[str,
         texts = [sentence(rng, words, weights, rng.randint(5, 30))
                  + (" " + sentence(rng, words, weights, 8) if rng.random() < 0.3 else "")
                  for _ in range(queries)]
+        # What decorate passes as the recent conversation: the last messages and the new one.
+        replies = [" ".join(sentence(rng, words, weights, rng.randint(8, 25))
+                            for _ in range(rng.randint(1, 4))) for _ in range(queries)]
+        recents = ["\n".join([texts[i - 1], replies[i], text])[-C.RECALL_RECENT_CHARS:]
+                   for i, text in enumerate(texts)]
         with engine.store.write("big") as tx:  # stores built before walks were kept get one
             tx.insert_walk(WalkRecord(turn=PREPARED_TURN, at=START, levels=[]))
         turn = PREPARED_TURN if prepared else None
-        asyncio.run(recall(engine, "big", texts[0], texts[0]))  # open the indexes
-        for text in texts:
+        recall(engine, "big", texts[0], texts[0])  # open the indexes
+        for text, recent in zip(texts, recents, strict=True):
             start = time.perf_counter()
-            result = asyncio.run(recall(engine, "big", text, text, prepared_turn=turn))
+            result = recall(engine, "big", text, recent, prepared_turn=turn)
             total = time.perf_counter() - start
             for stage, seconds in result.timings.items():
                 times.setdefault(stage, []).append(seconds)
@@ -170,9 +177,9 @@ def main() -> None:
         f"Command: `python benches/recall_latency.py --passages {args.passages} --facts "
         f"{args.facts} --queries {args.queries}`  ",
         f"Date: {time.strftime('%Y-%m-%d')}; Python {platform.python_version()}, "
-        f"{platform.machine()}, 2 cores shared with other work; one thread, warm, in-process.  ",
+        f"{platform.machine()}, 2 cores; warm, in-process, one query at a time.  ",
         f"Memory: {args.passages:,} passages and {args.facts:,} facts (synthetic text), the "
-        "default hashing embedder (1,024 dimensions).",
+        f"default hashing embedder ({C.EMBED_DIM} dimensions).",
         "",
         *tables,
         "Goal: the whole local recall step under 5 ms at p95. For scale, Zep publishes retrieval "

@@ -42,7 +42,6 @@ Long-Term Conversational Memory of LLM Agents", ACL 2024, CC BY-NC 4.0.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib.util
 import multiprocessing
 import os
@@ -241,8 +240,8 @@ def evaluate(sample: dict[str, Any], ceiling: int, embedder: str | None = None) 
             if category not in CATEGORIES or not evidence:
                 continue
             question = str(qa["question"])
-            result = asyncio.run(recall(engine, memory_id, question,
-                                        recent_text(history, question), prepared_turn=None))
+            result = recall(engine, memory_id, question, recent_text(history, question),
+                            prepared_turn=None)
             budget = block_tokens(result.block)
             excerpts = {dia_of[passage_seq[n]] for n in result.passages}
             ranged: set[str] = set()

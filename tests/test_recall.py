@@ -4,7 +4,6 @@ reads across memories (MECHANISM: "Recall")."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 
@@ -35,7 +34,7 @@ def _levels(scores):
 
 
 def _recall(engine, memory_id, message, **kw):
-    return asyncio.run(recall(engine, memory_id, message, message, **kw))
+    return recall(engine, memory_id, message, message, **kw)
 
 
 def test_the_walk_reaches_a_bridge_fact_that_search_alone_misses(tmp_path, clock):

@@ -35,7 +35,7 @@ from . import blocks, tokens
 from .graph import normalise_name
 from .errors import EndpointError
 from .judge import FactText, Judge, JudgeTimeout
-from .lane import JobHandler, register_job
+from .lane import JobHandler, register_job, run_sync
 from .cache import MemoryCache
 from .model import BlockText, JobRecord, WalkRecord
 from .parts import message_parts
@@ -182,13 +182,16 @@ def group_facts(snap: Snapshot, ns: Sequence[int]) -> list[blocks.RecallGroup]:
     return [blocks.RecallGroup(name, facts) for _, name, facts in groups]
 
 
-async def recall(engine: Engine, memory_id: str, message: str, recent: str, *,
-                 prepared_turn: int | None = None,
-                 deadline: float | None = None) -> RecallResult:
+def recall(engine: Engine, memory_id: str, message: str, recent: str, *,
+           prepared_turn: int | None = None, deadline: float | None = None) -> RecallResult:
     """The recall block for `message` (the new user message), `recent` being the conversation
     ending with it. The walk the lane prepared after turn `prepared_turn` (the turn the new
     message follows) is used when it is there. Reads the store and the indexes; writes nothing
-    but index caches."""
+    but index caches.
+
+    Synchronous: on decorate's usual path (a local embedder, a prepared walk) nothing waits on
+    I/O, and an event loop would cost more than the searches it ran. An endpoint embedder or an
+    inline walk by a model runs its own loop (`run_sync`)."""
     timings: dict[str, float] = {}
     clock = time.perf_counter()
 
@@ -207,31 +210,36 @@ async def recall(engine: Engine, memory_id: str, message: str, recent: str, *,
         return RecallResult(None, timings=timings)  # nothing to recall yet
     parts = message_parts(message)
     lap("parts")
-    queries = [message, recent, *(p.text for p in parts)]
-    vectors = await engine.embedder.embed(queries, deadline=deadline)
+    # Each distinct text is embedded and searched once: a one-part message is its own part, and
+    # the first message of a memory is its own recent conversation.
+    texts = list(dict.fromkeys([message, recent, *(p.text for p in parts)]))
+    row = {t: i for i, t in enumerate(texts)}
+    vectors = engine.embedder.embed_sync(texts, deadline=deadline)
     lap("embed")
     k, floor = C.RECALL_SEARCH_HITS, C.RECALL_MIN_SIMILARITY
-    # The searches release the GIL (BM25 in Rust, hnswlib in C++): the passage searches, the
-    # larger share, run on a second thread while this one searches the graph.
-    by_meaning = _SEARCHES.submit(index.by_meaning_batch, "passage", vectors[2:], k, floor)
-    by_words = [_SEARCHES.submit(index.by_words, "passage", p.text, k) for p in parts]
+    part_texts = list(dict.fromkeys(p.text for p in parts))
+    # Every search releases the GIL (BM25 in Rust, hnswlib in C++), and runs as a task on the
+    # search threads, longest first, so that both cores stay busy to the end whatever the
+    # number of parts. Vector searches of one index go in one batch: the index takes them one
+    # at a time anyway (`VectorIndex` locks around hnswlib).
+    fact_meaning = _SEARCHES.submit(index.by_meaning_batch, "fact", vectors, k, floor)
+    passage_meaning = _SEARCHES.submit(index.by_meaning_batch, "passage",
+                                       vectors[[row[t] for t in part_texts]], k, floor)
+    passage_words = [_SEARCHES.submit(index.by_words, "passage", t, k) for t in part_texts]
+    fact_words = {t: _SEARCHES.submit(index.by_words, "fact", t, k) for t in (recent, message)}
+    by_meaning = dict(zip(texts, fact_meaning.result(), strict=True))
     same = recent == message  # the first message of a memory: searched once
-    rows = [0, *([] if same else [1]), *range(2, len(vectors))]
-    facts_by_meaning = index.by_meaning_batch("fact", vectors[rows], k, floor)
-    if same:
-        facts_by_meaning.insert(1, [])
     message_hits = [h.n for h in fuse([
-        index.by_words("fact", message, k),
-        index.by_words("fact", recent, k) if not same else [],
-        facts_by_meaning[0], facts_by_meaning[1]], k)]
-    part_hits = [hits[:C.RECALL_PART_FACTS] for hits in facts_by_meaning[2:]]
+        fact_words[message].result(), [] if same else fact_words[recent].result(),
+        by_meaning[message], [] if same else by_meaning[recent]], k)]
+    part_hits = [by_meaning[p.text][:C.RECALL_PART_FACTS] for p in parts]
     passage_hits = [h.n for h in fuse(
-        [ids for words, meaning in zip(by_words, by_meaning.result(), strict=True)
+        [ids for words, meaning in zip(passage_words, passage_meaning.result(), strict=True)
          for ids in (words.result(), meaning)], C.RECALL_EXCERPTS)]
     lap("search")
 
     candidates = snap.shown([*message_hits, *(n for hits in part_hits for n in hits)])
-    kept, how = await _walked(engine.judge, snap, recent, candidates, deadline)
+    kept, how = _walked(engine.judge, snap, recent, candidates, deadline)
     lap("walk")
 
     order = {n: i for i, n in enumerate(candidates)}
@@ -259,8 +267,8 @@ async def recall(engine: Engine, memory_id: str, message: str, recent: str, *,
     return RecallResult(block, shown, quoted, how, timings)
 
 
-async def _walked(judge: Judge, snap: Snapshot, dialogue: str, candidates: list[int],
-                  deadline: float | None) -> tuple[dict[int, int], str]:
+def _walked(judge: Judge, snap: Snapshot, dialogue: str, candidates: list[int],
+            deadline: float | None) -> tuple[dict[int, int], str]:
     """The walk's levels: the prepared one with this message's hits added, else an inline walk
     by `deadline`, else the hits as they are."""
     if snap.walk is not None:
@@ -276,8 +284,9 @@ async def _walked(judge: Judge, snap: Snapshot, dialogue: str, candidates: list[
     limit = time.monotonic() + C.RECALL_WALK_DEADLINE
     limit = min(limit, deadline) if deadline is not None else limit
     try:
-        levels = await asyncio.wait_for(walk(judge, snap, dialogue, candidates, deadline=limit),
-                                        timeout=max(0.0, limit - time.monotonic()))
+        bounded = asyncio.wait_for(walk(judge, snap, dialogue, candidates, deadline=limit),
+                                   timeout=max(0.0, limit - time.monotonic()))
+        levels = run_sync(bounded)
         return levels, "inline"
     except (JudgeTimeout, TimeoutError, EndpointError) as exc:
         log.info("recall: no walk by the deadline (%s); the search hits are used as they are",

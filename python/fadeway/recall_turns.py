@@ -21,7 +21,6 @@ from .formats.canonical import encode_json, plain
 from .errors import EmbedderMismatchError, EndpointError
 from .history import History
 from .judge import JudgeTimeout
-from .lane import run_sync
 from .model import BlockText, RecallRecord
 from .recall import RecallResult, block_tokens, recall
 from .store import Transaction
@@ -67,9 +66,8 @@ def preview(engine: Engine, memory_id: str, message: str) -> RecallResult:
             raise KeyError(memory_id)
         history = History()
         history.sync(tx.message_count(), tx.messages)
-    return run_sync(recall(engine, memory_id, message, recent_text(history, message),
-                           prepared_turn=history.turn,
-                           deadline=time.monotonic() + C.RECALL_DEADLINE))
+    return recall(engine, memory_id, message, recent_text(history, message),
+                  prepared_turn=history.turn, deadline=time.monotonic() + C.RECALL_DEADLINE)
 
 
 def recall_for(engine: Engine, memory_id: str, history: History, message: Any,
@@ -82,9 +80,8 @@ def recall_for(engine: Engine, memory_id: str, history: History, message: Any,
     if not text.strip():
         return None
     try:
-        result = run_sync(recall(engine, memory_id, text, recent_text(history, text),
-                                 prepared_turn=history.turn,
-                                 deadline=time.monotonic() + C.RECALL_DEADLINE))
+        result = recall(engine, memory_id, text, recent_text(history, text),
+                        prepared_turn=history.turn, deadline=time.monotonic() + C.RECALL_DEADLINE)
     except (EndpointError, EmbedderMismatchError, JudgeTimeout, TimeoutError) as exc:
         # The turn goes on without a block rather than fail: the caller's message is stored
         # and answered. (mem.search raises the same error, for whoever looks.)
