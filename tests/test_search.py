@@ -8,6 +8,7 @@ import os
 import pytest
 
 import fadeway
+from fadeway._constants import EMBED_DIM
 from fadeway.errors import EmbedderMismatchError
 from fadeway.judge import ScriptedJudge
 from fadeway.model import EpisodeRecord, MessageRecord
@@ -121,7 +122,7 @@ def test_another_embedder_is_a_clear_error_until_reindexed(tmp_path, clock):
         before = mem.search("vault code")
     with _open(tmp_path / "s.db", clock, embedder="hashing-256") as eng:
         mem = eng.memory("m")
-        with pytest.raises(EmbedderMismatchError, match="hashing-1024"):
+        with pytest.raises(EmbedderMismatchError, match=f"hashing-{EMBED_DIM}"):
             mem.search("vault code")
         mem.reindex()
         eng.drain()

@@ -186,7 +186,10 @@ NOTE_WRITER_MAX_CHARS = 400
 RRF_K = 60
 
 #: Size of the default (hashing) embeddings stored with passages and searched with hnswlib.
-EMBED_DIM = 1024
+#: LoCoMo tuning split, evidence recall (strict) by size: 1,024 .744 (.542), 512 .743 (.539),
+#: 384 .741 (.534), 256 .724 (.531). 512 recalls as 1,024 does at half the cost of every
+#: vector distance, the bulk of recall's time on a large memory (benches/recall_latency.py).
+EMBED_DIM = 512
 
 # -- recall: parts of a message -------------------------------------------------------------
 
