@@ -20,7 +20,8 @@ tests use):
   through `_core` and the numpy equivalent.
 
 Every implementation's result is checked against fadeway's before anything is timed; each figure
-is the best of several calls on one thread.
+is the best of several calls. numpy and Python run on one thread; fadeway's grouped kernel splits
+a call of 2^17 traces or more over the machine's threads (2 here), the others run on one.
 """
 
 from __future__ import annotations
@@ -349,7 +350,7 @@ def main() -> None:
             f"Command: `python benches/compare_activation.py --out {args.out}`  \n"
             f"Date: {today}; Python {platform.python_version()}, numpy {np.__version__}, "
             f"{platform.machine()}, 2 cores, shared with other work (load average "
-            f"{os.getloadavg()[0]:.1f}); one thread.  \n"
+            f"{os.getloadavg()[0]:.1f}); fadeway grouped on 2 threads from 2^17 traces, everything else on one.  \n"
             "Workloads: see the docstring of `benches/compare_activation.py`. Every result was "
             "checked against fadeway's before timing; figures are the best of several calls.\n\n"
             f"{tables}\n\n"

@@ -149,12 +149,17 @@ def test_log_order_equals_the_reference(groups, rng):
 
 
 def test_a_long_log():
-    # Many blocks of the kernel, episodes straddling them; both layouts agree with the twin.
+    # Many blocks of the kernel, episodes straddling them, and enough traces (over 2^17) that the
+    # grouped kernel splits them over threads, one episode spanning the split; both layouts agree
+    # with the twin.
     rng = random.Random(4)
     groups = [
         [(NOW - 60 * 525_600 ** rng.random(), rng.random()) for _ in range(rng.randrange(0, 60))]
-        for _ in range(2_000)
+        for _ in range(5_000)
     ]
+    groups.insert(2_500, [(NOW - 60 * 525_600 ** rng.random(), rng.random())
+                          for _ in range(40_000)])
+    assert sum(map(len, groups)) > 2 ** 17
     want = reference.activation_reference(groups, NOW)
     assert_close(activation(groups), want, magnitudes(groups))
     group = np.repeat(np.arange(len(groups), dtype=np.int64), [len(g) for g in groups])

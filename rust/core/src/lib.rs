@@ -10,6 +10,7 @@ pub mod embed;
 pub mod error;
 pub mod fade;
 pub mod fusion;
+mod parallel;
 pub mod parts;
 mod simd;
 pub mod split;

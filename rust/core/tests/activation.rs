@@ -3,8 +3,9 @@
 //! checked directly.
 
 use fadeway_core::activation::{
-    activation_grouped, activation_grouped_naive, activation_grouped_on, activation_log_order,
-    activation_log_order_on, significance_grouped, trace_weight,
+    activation_grouped, activation_grouped_naive, activation_grouped_on,
+    activation_grouped_threads, activation_log_order, activation_log_order_on,
+    significance_grouped, trace_weight,
 };
 use fadeway_core::Isa;
 use proptest::prelude::*;
@@ -168,11 +169,86 @@ fn dispatched_equals_baseline_on_a_large_log() {
     let score: Vec<f64> = (0..n).map(|_| 2.0 * unit(next()) - 0.5).collect();
     let bits = |x: Vec<f64>| x.into_iter().map(f64::to_bits).collect::<Vec<_>>();
     let detected = activation_grouped_on(Isa::Detected, &offsets, &at, &score, NOW);
-    let baseline = activation_grouped_on(Isa::Baseline, &offsets, &at, &score, NOW);
+    let baseline = activation_grouped_threads(Isa::Baseline, 1, &offsets, &at, &score, NOW);
     assert_eq!(bits(detected.expect("valid")), bits(baseline.expect("valid")));
     let groups = offsets.len() - 1;
     let group: Vec<i64> = (0..n).map(|_| (next() % groups as u64) as i64).collect();
     let detected = activation_log_order_on(Isa::Detected, &group, &at, &score, NOW, groups);
     let baseline = activation_log_order_on(Isa::Baseline, &group, &at, &score, NOW, groups);
     assert_eq!(bits(detected.expect("valid")), bits(baseline.expect("valid")));
+}
+
+/// A large log from episode lengths drawn from `lengths` (cycled) until `n` traces: times from
+/// the future to a century, scores mostly in (0, 1.5).
+fn large_log(n: usize, lengths: &[usize], seed: u64) -> (Vec<i64>, Vec<f64>, Vec<f64>) {
+    let mut state = seed | 1;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let unit = |x: u64| (x >> 11) as f64 / (1u64 << 53) as f64;
+    let mut offsets = vec![0i64];
+    let stuck = lengths.iter().all(|&len| len == 0); // then one more episode takes every trace
+    for &len in lengths.iter().cycle() {
+        let last = *offsets.last().expect("non-empty") as usize;
+        if last >= n {
+            break;
+        }
+        offsets.push((last + if stuck { n } else { len }).min(n) as i64);
+    }
+    let at: Vec<f64> = (0..n).map(|_| NOW + 600.0 - 3.2e9f64.powf(unit(next()))).collect();
+    let score: Vec<f64> = (0..n).map(|_| 2.0 * unit(next()) - 0.5).collect();
+    (offsets, at, score)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Split over threads, every episode gets the same bits as on one: episodes that cross the
+    /// threads' boundaries, span several threads' blocks, are empty at a boundary, or end on
+    /// one.
+    #[test]
+    fn threads_equal_one_thread_bit_for_bit(
+        lengths in prop::collection::vec(prop_oneof![
+            4 => 0usize..60,
+            1 => Just(0usize),
+            1 => Just(512usize),
+            1 => 1_000usize..80_000,
+        ], 1..40),
+        n in 60_000usize..200_000,
+        seed in any::<u64>(),
+    ) {
+        let (offsets, at, score) = large_log(n, &lengths, seed);
+        let one = activation_grouped_threads(Isa::Baseline, 1, &offsets, &at, &score, NOW)
+            .expect("valid");
+        for threads in [2, 3, 7] {
+            for isa in [Isa::Baseline, Isa::Detected] {
+                let split = activation_grouped_threads(isa, threads, &offsets, &at, &score, NOW)
+                    .expect("valid");
+                let differs = split.iter().zip(&one).position(|(a, b)| a.to_bits() != b.to_bits());
+                prop_assert!(differs.is_none(), "{} threads: episode {:?} of {}, {:?} against {:?}",
+                             threads, differs, one.len(), differs.map(|g| split[g]),
+                             differs.map(|g| one[g]));
+            }
+        }
+    }
+}
+
+#[test]
+fn threads_report_the_first_bad_time() {
+    let (offsets, mut at, score) = large_log(150_000, &[7, 40, 3, 0, 900], 5);
+    at[120_000] = f64::NAN; // in the last thread's blocks
+    for threads in [1, 2, 3] {
+        let err = activation_grouped_threads(Isa::Detected, threads, &offsets, &at, &score, NOW)
+            .expect_err("a NaN time");
+        assert!(err.to_string().contains("at[120000] is NaN"), "{threads} threads: {err}");
+    }
+    at[20_000] = f64::INFINITY; // and one in the first thread's
+    for threads in [1, 2, 3] {
+        let err = activation_grouped_threads(Isa::Detected, threads, &offsets, &at, &score, NOW)
+            .expect_err("an infinite time");
+        assert!(err.to_string().contains("at[20000] is inf"), "{threads} threads: {err}");
+    }
 }

@@ -357,8 +357,7 @@ impl Bm25Index {
         // Tokenizing and looking terms up is most of the work and reads the index only, so it
         // runs on several threads; new terms are then numbered one chunk at a time, in order,
         // which gives every term the id a single pass would have given it.
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let threads = threads.min(MAX_INDEX_THREADS).min(texts.len() / MIN_DOCS_PER_THREAD).max(1);
+        let threads = crate::parallel::threads().min(MAX_INDEX_THREADS).min(texts.len() / MIN_DOCS_PER_THREAD).max(1);
         let per = texts.len().div_ceil(threads).max(1);
         let chunks: Vec<Chunk> = if threads == 1 {
             vec![self.tokenize_chunk(texts)]
