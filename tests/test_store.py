@@ -21,6 +21,7 @@ def test_settings_at_open(tmp_path):
             "synchronous": "FULL",
             "foreign_keys": True,
             "busy_timeout_ms": 30_000,
+            "mmap_bytes": 1 << 30,
             "schema_version": SCHEMA_VERSION,
         }
     finally:

@@ -35,6 +35,11 @@ HISTORY_CACHE_MEMORIES = 256
 
 #: How long a writer waits for another to finish before giving up, in milliseconds.
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+#: How much of the SQLite file each connection reads through a memory map rather than read()
+#: calls. Recall looks up a few passages scattered over a large file on every turn; through
+#: read() each page is a system call (8 passages of a 100k-passage store: 0.26 ms p95 with the
+#: pages in the OS cache, 0.04 ms mapped). Address space only: the OS shares the pages.
+SQLITE_MMAP_BYTES = 1 << 30
 
 # -- episodes -------------------------------------------------------------------------------
 

@@ -351,6 +351,7 @@ class SQLiteStore(Store):
                     raise StoreError(f"{self.path}: cannot use WAL journal mode (got {mode!r})")
                 conn.execute(f"PRAGMA synchronous = {self._synchronous}")
                 conn.execute("PRAGMA foreign_keys = ON")
+                conn.execute(f"PRAGMA mmap_size = {int(C.SQLITE_MMAP_BYTES)}")
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot open SQLite store {str(self.path)!r}: {exc}") from exc
             self._local.conn = conn
@@ -382,13 +383,15 @@ class SQLiteStore(Store):
             raise
 
     def settings(self) -> dict[str, object]:
-        """The connection settings in force (journal mode, synchronous, foreign keys, timeout)."""
+        """The connection settings in force (journal mode, synchronous, foreign keys, timeout,
+        memory-mapped bytes)."""
         conn = self._connection()
         return {
             "journal_mode": conn.execute("PRAGMA journal_mode").fetchone()[0],
             "synchronous": _SYNCHRONOUS[conn.execute("PRAGMA synchronous").fetchone()[0]],
             "foreign_keys": bool(conn.execute("PRAGMA foreign_keys").fetchone()[0]),
             "busy_timeout_ms": conn.execute("PRAGMA busy_timeout").fetchone()[0],
+            "mmap_bytes": conn.execute("PRAGMA mmap_size").fetchone()[0],
             "schema_version": conn.execute("SELECT version FROM fadeway_schema").fetchone()[0],
         }
 
