@@ -1,7 +1,9 @@
 //! fadeway-core: the pure algorithms of fadeway.
 //!
 //! No I/O and no Python types live here: every function takes plain slices and strings and
-//! returns plain values or a [`CoreError`]. The `fadeway-py` crate is the thin binding layer.
+//! returns plain values or a [`CoreError`]. The `fadeway-py` crate is the thin binding layer. (The
+//! one question put to the OS is how many threads the process may run, asked once by
+//! `parallel::threads` for the kernels that split a large call.)
 
 pub mod activation;
 pub mod bm25;
