@@ -14,7 +14,10 @@ import time
 import pytest
 
 import fadeway
+import fadeway.replay
+from fadeway.batch import ReplaySettings, run_batch
 from fadeway.locomo import locomo_lines, read_locomo
+from fadeway.sources import read_inputs
 
 from helpers import shared_data
 
@@ -257,3 +260,42 @@ def test_fadeway_db_environment_names_the_default_store(one_sample, tmp_path):
                    cwd=tmp_path, check=True, capture_output=True)
     assert "conv-30" in store_counts(tmp_path / "env.db")
     assert not (tmp_path / "fadeway.db").exists()
+
+
+class _Crash(Exception):
+    """A replay stopped where a kill can stop it: after a reply is stored, before its note."""
+
+
+def test_a_run_stopped_between_a_reply_and_its_note_resumes_to_the_same_store(
+        two_memories, tmp_path, monkeypatch):
+    # The reply's lane jobs (the next walk, the distill) are queued and the note ask is
+    # pending. The resumed run must take the note before those jobs run, as the uninterrupted
+    # run did; it once drained every lane first, and the walk then missed the note's facts.
+    def replay(db):
+        settings = ReplaySettings(str(db), int(CEILING))
+        run_batch(read_inputs([two_memories]), settings, workers=1)
+
+    whole = tmp_path / "whole.db"
+    replay(whole)
+    answer = fadeway.replay._Runner.answer
+    asks = []
+
+    def stop_before_the_second_note(runner, at):
+        with runner.memory._engine.store.read(runner.memory.memory_id) as tx:
+            acked = {e for e, _ in tx.acks()}
+            if any(e.state == "leaving" and e.n not in acked for e in tx.episodes()):
+                asks.append(at)
+                if len(asks) == 2:
+                    raise _Crash
+        answer(runner, at)
+
+    db = tmp_path / "stopped.db"
+    monkeypatch.setattr(fadeway.replay._Runner, "answer", stop_before_the_second_note)
+    with pytest.raises(_Crash):
+        replay(db)
+    monkeypatch.setattr(fadeway.replay._Runner, "answer", answer)
+    with sqlite3.connect(db) as conn:
+        pending = [k for (k,) in conn.execute("SELECT kind FROM jobs WHERE state = 'pending'")]
+    assert "walk" in pending, "the run did not stop with the reply's jobs pending"
+    replay(db)
+    assert export_all(db) == export_all(whole)

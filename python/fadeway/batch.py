@@ -24,7 +24,7 @@ from . import open as open_engine
 from .engine import Engine
 from .export import import_file
 from .note_writer import NoteWriter, note_writer_from
-from .replay import DEFAULT_MODEL, Replayed, replay_memory
+from .replay import DEFAULT_MODEL, Replayed, replay_memory, run_lane_through
 from .sources import Batch, MemoryLines
 
 __all__ = ["ReplaySettings", "MemorySummary", "open_for_replay", "run_batch", "summarize"]
@@ -180,7 +180,13 @@ def run_batch(batch: Batch, settings: ReplaySettings, *, workers: int = 1,
                 with engine.store.read(memory_id) as tx:
                     new[memory_id] = tx.message_count()
             new.update(dict.fromkeys(skipped, 0))
-        engine.drain()  # an import queues the embedding of its facts and passages
+        # An import queues the embedding of its facts and passages. Not the lanes of memories
+        # being replayed: each runs its own at fixed points, and one that a killed run left
+        # between a reply and its note must take the note before its jobs run, as an
+        # uninterrupted run did.
+        for memory_id in new:
+            if memory_id not in batch.memories:
+                run_lane_through(engine, memory_id)
         # Longest first, so that the last memory to finish is a short one.
         memories = sorted(batch.memories.values(), key=lambda m: -m.messages)
         workers = max(1, min(workers, len(memories)))
