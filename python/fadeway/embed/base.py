@@ -1,7 +1,7 @@
 """The embedder interface (ARCHITECTURE: "Embeddings and search").
 
 An embedder turns texts into float32 rows of unit length, one per text, all of its `dim`. Its
-`name` is stored with the vectors it made (`"hashing-1024"`, `"openai:text-embedding-3-small"`),
+`name` is stored with the vectors it made (`"hashing-512"`, `"openai:text-embedding-3-small"`),
 so an index built by one embedder is never searched with another's vectors.
 """
 
