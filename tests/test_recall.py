@@ -4,13 +4,16 @@ reads across memories (MECHANISM: "Recall")."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
+import pytest
 
 import fadeway
 from fadeway import _constants as C
 from fadeway import blocks
-from fadeway.judge import ScriptedJudge
+from fadeway.judge import OfflineJudge, ScriptedJudge
+from fadeway.lane import run_ready
 from fadeway.recall import Snapshot, group_facts, recall
 
 from helpers import chat_reply, converse_with_notes
@@ -53,6 +56,35 @@ def test_the_walk_reaches_a_bridge_fact_that_search_alone_misses(tmp_path, clock
     assert OWNER[0] in walked.block and LEAVE[0] in walked.block
     # Both sit around Dana: one group, named for the entity they share.
     assert "## Dana\n" in walked.block
+
+
+def test_the_offline_judge_walks_inline_without_an_event_loop(tmp_path, clock, monkeypatch):
+    with _open(tmp_path / "r.db", clock, judge=OfflineJudge()) as eng:
+        mem = eng.memory("m")
+        converse_with_notes(eng, mem, clock, [[OWNER, *OTHER], [LEAVE]])
+
+        def no_loop(coro):
+            coro.close()
+            raise AssertionError("the offline walk started an event loop")
+
+        monkeypatch.setattr(fadeway.recall, "run_sync", no_loop)
+        result = _recall(eng, "m", QUESTION)
+    assert result.walk == "inline" and OWNER[0] in result.block
+
+
+def test_run_ready_runs_what_never_waits_and_refuses_what_does():
+    async def answer():
+        return 42
+
+    async def outer():
+        return await answer() + 1
+
+    async def waits():
+        await asyncio.sleep(0)
+
+    assert run_ready(outer()) == 43
+    with pytest.raises(RuntimeError, match="waited"):
+        run_ready(waits())
 
 
 def test_without_a_prepared_walk_a_slow_judge_falls_back_to_the_hits(tmp_path, clock,

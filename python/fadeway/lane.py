@@ -29,7 +29,8 @@ from .store import Transaction
 if TYPE_CHECKING:
     from .engine import Engine
 
-__all__ = ["JobHandler", "register_job", "run_lane", "drain", "BackgroundWorker", "run_sync"]
+__all__ = ["JobHandler", "register_job", "run_lane", "drain", "BackgroundWorker", "run_sync",
+           "run_ready"]
 
 log = logging.getLogger("fadeway.lane")
 T = TypeVar("T")
@@ -82,6 +83,18 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     if error:
         raise error[0]
     return result[0]
+
+
+def run_ready(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never waits (one that only awaits coroutines of a `ready` judge)
+    to its end, without an event loop: starting and closing one costs 0.4 ms, more than an
+    offline walk itself. Raises RuntimeError if the coroutine does wait."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    coro.close()
+    raise RuntimeError("a coroutine run without an event loop waited on something")
 
 
 def _owner() -> str:

@@ -35,7 +35,7 @@ from . import blocks, tokens
 from .graph import normalise_name
 from .errors import EndpointError
 from .judge import FactText, Judge, JudgeTimeout
-from .lane import JobHandler, register_job, run_sync
+from .lane import JobHandler, register_job, run_ready, run_sync
 from .cache import MemoryCache
 from .model import BlockText, JobRecord, WalkRecord
 from .parts import message_parts
@@ -284,6 +284,8 @@ def _walked(judge: Judge, snap: Snapshot, dialogue: str, candidates: list[int],
     limit = time.monotonic() + C.RECALL_WALK_DEADLINE
     limit = min(limit, deadline) if deadline is not None else limit
     try:
+        if judge.ready:  # the offline judge: milliseconds, and nothing to wait for
+            return run_ready(walk(judge, snap, dialogue, candidates, deadline=limit)), "inline"
         bounded = asyncio.wait_for(walk(judge, snap, dialogue, candidates, deadline=limit),
                                    timeout=max(0.0, limit - time.monotonic()))
         levels = run_sync(bounded)

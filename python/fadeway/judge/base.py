@@ -104,6 +104,9 @@ class Judge(abc.ABC):
 
     #: A short name recorded with what the judge decided.
     name: str = "judge"
+    #: True for a judge whose judgments never wait (no I/O, no sleep): a caller in a hurry may
+    #: then run them without an event loop (`lane.run_ready`).
+    ready: bool = False
 
     def close(self) -> None:  # noqa: B027 - most judges hold nothing to release
         """Release what the judge holds (an LLM judge's connections); the engine calls it."""

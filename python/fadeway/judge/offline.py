@@ -25,6 +25,7 @@ class OfflineJudge(Judge):
     """Judgments from similarity alone; what every user runs first."""
 
     name = "offline"
+    ready = True
 
     async def boundaries(self, units: Sequence[UnitText], *, before: Sequence[UnitText] = (),
                          after: Sequence[UnitText] = (),
