@@ -294,7 +294,9 @@ class Memory:
         cut = run_sync(plan_read_cut(engine, read_cut(tx, mirror.turn_start),
                                      deadline=time.monotonic() + C.INLINE_CUT_DEADLINE))
         commit_cut(tx, cut, now)
-        episodes = tx.episodes()
+        # Only live and sealed episodes can fade (a live one starts leaving, a sealed one is
+        # forgotten): ordering the others would only skip them.
+        episodes = [e for e in tx.episodes() if e.state in ("live", "sealed")]
         act, _ = activations([e.n for e in episodes], tx.traces(), now)
         order = _core.fade_order(np.ascontiguousarray(act, dtype=np.float64),
                                  np.fromiter((e.n for e in episodes), dtype=np.int64,
