@@ -29,6 +29,7 @@ import hnswlib
 import numpy as np
 import numpy.typing as npt
 
+from .embed.base import l2_normalise
 from .errors import EmbedderMismatchError
 
 __all__ = ["EXACT_MAX", "FORMAT_VERSION", "VectorIndex", "write_atomic"]
@@ -264,18 +265,12 @@ class VectorIndex:
         return loaded
 
 
-def _unit(rows: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-    """Rows scaled to length 1 (zero rows stay zero)."""
-    norms = np.linalg.norm(rows, axis=1, keepdims=True)
-    return np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0).astype(np.float32)
-
-
 def _exact(ids: npt.NDArray[np.int64], rows: npt.NDArray[np.float32],
            batch: npt.NDArray[np.float32], k: int) -> tuple[npt.NDArray[np.int64],
                                                             npt.NDArray[np.float32]]:
     """The `k` nearest of `rows` to each query by cosine, ties to the lower id, as hnswlib
     answers: ids and cosine distances."""
-    distances = (1.0 - _unit(batch) @ rows.T).astype(np.float32)
+    distances = (1.0 - l2_normalise(batch) @ rows.T).astype(np.float32)
     order = np.lexsort((np.broadcast_to(ids, distances.shape), distances), axis=1)[:, :k]
     return ids[order], np.take_along_axis(distances, order, axis=1)
 
