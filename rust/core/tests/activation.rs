@@ -151,22 +151,10 @@ proptest! {
 /// future to a century, and the benchmark's mix.
 #[test]
 fn dispatched_equals_baseline_on_a_large_log() {
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
-    let unit = |x: u64| (x >> 11) as f64 / (1u64 << 53) as f64;
+    let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
     let n = 200_003;
-    let mut offsets = vec![0i64];
-    while (*offsets.last().expect("non-empty") as usize) < n {
-        let len = (next() % 60) as i64;
-        offsets.push((offsets.last().expect("non-empty") + len).min(n as i64));
-    }
-    let at: Vec<f64> = (0..n).map(|_| NOW + 600.0 - 3.2e9f64.powf(unit(next()))).collect();
-    let score: Vec<f64> = (0..n).map(|_| 2.0 * unit(next()) - 0.5).collect();
+    let lengths: Vec<usize> = (0..10_000).map(|_| (next() % 60) as usize).collect();
+    let (offsets, at, score) = large_log(n, &lengths, next());
     let bits = |x: Vec<f64>| x.into_iter().map(f64::to_bits).collect::<Vec<_>>();
     let detected = activation_grouped_on(Isa::Detected, &offsets, &at, &score, NOW);
     let baseline = activation_grouped_threads(Isa::Baseline, 1, &offsets, &at, &score, NOW);
@@ -178,16 +166,21 @@ fn dispatched_equals_baseline_on_a_large_log() {
     assert_eq!(bits(detected.expect("valid")), bits(baseline.expect("valid")));
 }
 
-/// A large log from episode lengths drawn from `lengths` (cycled) until `n` traces: times from
-/// the future to a century, scores mostly in (0, 1.5).
-fn large_log(n: usize, lengths: &[usize], seed: u64) -> (Vec<i64>, Vec<f64>, Vec<f64>) {
+/// A xorshift64 stream from `seed`: large inputs, reproducibly, without a dependency.
+fn xorshift(seed: u64) -> impl FnMut() -> u64 {
     let mut state = seed | 1;
-    let mut next = move || {
+    move || {
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
         state
-    };
+    }
+}
+
+/// A large log from episode lengths drawn from `lengths` (cycled) until `n` traces: times from
+/// the future to a century, scores mostly in (0, 1.5).
+fn large_log(n: usize, lengths: &[usize], seed: u64) -> (Vec<i64>, Vec<f64>, Vec<f64>) {
+    let mut next = xorshift(seed);
     let unit = |x: u64| (x >> 11) as f64 / (1u64 << 53) as f64;
     let mut offsets = vec![0i64];
     let stuck = lengths.iter().all(|&len| len == 0); // then one more episode takes every trace
