@@ -1,6 +1,7 @@
 """Activation, significance and the fade through the bindings (spec "Activation",
 "Significance", "Forgetting"): `fadeway._core.activation`, `significance`,
-`activation_log_order`, `fade_order` and `fade`.
+`activation_log_order`, `fade_order` (whole and its first episodes) and `fade`, and the lazy
+order the fade walks (`forgetting.least_active`).
 
 The kernels are kept equal to their slow twins in `reference.py` (to 1e-12 of the terms'
 magnitude for the sums, exactly for the order and the picks), the spec's table is reproduced, and
@@ -9,9 +10,11 @@ the fade's promises are checked on the picks directly.
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import threading
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -19,7 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import reference
-from fadeway import _core
+from fadeway import _constants as C
+from fadeway import _core, forgetting
 
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 RELATIVE = 1e-12
@@ -209,6 +213,38 @@ def test_fade_order_equals_the_reference(case):
     assert got.tolist() == reference.fade_order_reference(act, tie)
 
 
+@given(episodes(), st.integers(0, 400))
+@settings(max_examples=300)
+def test_fade_order_limit_is_a_prefix_of_the_reference(case, limit):
+    act, tie, _ = case
+    got = _core.fade_order(np.array(act, dtype=np.float64), np.array(tie, dtype=np.int64), limit)
+    assert got.tolist() == reference.fade_order_reference(act, tie)[:limit]
+
+
+@given(st.integers(0, 3), st.integers(0, 2**32 - 1))
+@settings(max_examples=20)
+def test_least_active_yields_the_whole_order_lazily(shape, seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 3 * C.FADE_FIRST))
+    act = [rng.lognormal(0, 2, n), rng.integers(0, 4, n) * 0.5, np.linspace(1, 0, n),
+           np.zeros(n)][shape]
+    tie = rng.integers(-3, 3, n)
+    want = reference.fade_order_reference(act.tolist(), tie.tolist())
+    assert list(forgetting.least_active(act, tie)) == want
+    # A fade that stops within the first prefix asks Rust for that prefix only.
+    calls: list[int | None] = []
+    order = _core.fade_order
+
+    def counting(a: np.ndarray, t: np.ndarray, limit: int | None = None) -> np.ndarray:
+        calls.append(limit)
+        return order(a, t, limit)
+
+    with mock.patch.object(forgetting._core, "fade_order", counting):
+        taken = list(itertools.islice(forgetting.least_active(act, tie), 3))
+    assert taken == want[:3]
+    assert calls == ([C.FADE_FIRST] if n else [])
+
+
 @given(episodes(), st.integers(0, 20_000), st.integers(0, 20_000))
 @settings(max_examples=500)
 def test_fade_equals_the_reference_and_keeps_its_promises(case, view, landing):
@@ -331,6 +367,11 @@ def test_activation_errors(args, error, match):
             lambda: _core.fade_order(np.array([0.1, math.nan]), np.array([0, 1])),
             ValueError,
             r"activation\[1\] is NaN",
+        ),
+        (
+            lambda: _core.fade_order(np.array([0.1, 0.2]), np.array([0, 1]), -1),
+            ValueError,
+            "limit is -1; it is a number of episodes and must be >= 0",
         ),
         (
             lambda: _core.fade_order(np.array([1, 2]), np.array([0, 1])),

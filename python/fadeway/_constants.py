@@ -101,6 +101,9 @@ ABOUT_THRESHOLD = 0.4
 ABOUT_EMBED_DIM = 1024
 #: How long a cut that forgetting needs may wait for the judge, inline in decorate (seconds).
 INLINE_CUT_DEADLINE = 10.0
+#: Episodes the fade orders first; when the landing lies further, four times as many, and so on
+#: (a fade rarely takes more, and ordering a prefix costs a fraction of a whole order).
+FADE_FIRST = 256
 
 # -- the knowledge graph --------------------------------------------------------------------
 

@@ -33,7 +33,9 @@ def activation_log_order(
     n_groups: int,
 ) -> npt.NDArray[np.float64]: ...
 def fade_order(
-    activation: npt.NDArray[np.float64], tie: npt.NDArray[np.int64]
+    activation: npt.NDArray[np.float64],
+    tie: npt.NDArray[np.int64],
+    limit: int | None = None,
 ) -> npt.NDArray[np.int64]: ...
 def fade(
     activation: npt.NDArray[np.float64],

@@ -8,7 +8,7 @@ the new states. Sizes here are corrected token estimates.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,6 +75,19 @@ def activations(episode_ns: Sequence[int], traces: Sequence[TraceRecord], now: f
     score = np.fromiter((t.score for g in groups for t in g), dtype=np.float64,
                         count=int(offsets[-1]))
     return _core.activation(offsets, at, score, now), _core.significance(offsets, score)
+
+
+def least_active(activation: np.ndarray, tie: np.ndarray) -> Iterator[int]:
+    """Indices of `activation` in the fade's order (least active first, ties by `tie`), lazily:
+    a prefix is ordered at a time, growing fourfold, so a fade that stops early never pays for
+    ordering the rest."""
+    activation = np.ascontiguousarray(activation, dtype=np.float64)
+    tie = np.ascontiguousarray(tie, dtype=np.int64)
+    done, limit = 0, C.FADE_FIRST
+    while done < len(activation):
+        order = _core.fade_order(activation, tie, limit=limit)
+        yield from order[done:].tolist()
+        done, limit = len(order), 4 * limit
 
 
 def hidden_ranges(episodes: Sequence[EpisodeRecord]) -> list[tuple[int, int]]:

@@ -17,7 +17,7 @@ import msgspec
 import numpy as np
 
 from . import _constants as C
-from . import _core, blocks, formats, notes, tokens
+from . import blocks, formats, notes, tokens
 from . import view as view_mod
 from .errors import FormatMismatchError, InvalidRequestError
 from .formats import Entry, Format, ParsedRequest
@@ -30,6 +30,7 @@ from .forgetting import (
     facts_block_text,
     facts_of,
     hidden_ranges,
+    least_active,
     next_call_room,
     sleeps,
     turn_sizes,
@@ -298,12 +299,10 @@ class Memory:
         # forgotten): ordering the others would only skip them.
         episodes = [e for e in tx.episodes() if e.state in ("live", "sealed")]
         act, _ = activations([e.n for e in episodes], tx.traces(), now)
-        order = _core.fade_order(np.ascontiguousarray(act, dtype=np.float64),
-                                 np.fromiter((e.n for e in episodes), dtype=np.int64,
-                                             count=len(episodes))).tolist()
+        tie = np.fromiter((e.n for e in episodes), dtype=np.int64, count=len(episodes))
         acked = {e for e, _ in acks}
         states: dict[int, str] = {}
-        for i in order:
+        for i in least_active(act, tie):
             if history_tokens <= plan.landing:
                 break
             e = episodes[i]

@@ -1,8 +1,10 @@
-//! Property tests for the fade: the radix order against a comparison sort, and the pick's
-//! promises (a prefix of the order that reaches the landing, and no longer than it must be).
+//! Property tests for the fade: the radix order (whole, and its first episodes found without
+//! ordering the rest) against a comparison sort, and the pick's promises (a prefix of the order
+//! that reaches the landing, and no longer than it must be).
 
 use fadeway_core::fade::{
-    fade, fade_naive, fade_order, fade_order_naive, fade_order_on, fade_pick,
+    fade, fade_naive, fade_on, fade_order, fade_order_first, fade_order_first_on, fade_order_naive,
+    fade_order_on, fade_pick, SAMPLE,
 };
 use fadeway_core::Isa;
 use proptest::prelude::*;
@@ -64,6 +66,95 @@ proptest! {
         // ... and one pick fewer would not have.
         if !picked.is_empty() {
             prop_assert!(projected(picked.len() - 1) > landing);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    #[test]
+    fn first_equals_a_prefix_of_naive((activation, tie) in episodes(), limit in 0usize..320) {
+        let naive = fade_order_naive(&activation, &tie).expect("valid");
+        let first = fade_order_first(&activation, &tie, limit).expect("valid");
+        prop_assert_eq!(&first[..], &naive[..limit.min(activation.len())]);
+        let baseline = fade_order_first_on(Isa::Baseline, &activation, &tie, limit).expect("valid");
+        prop_assert_eq!(first, baseline);
+    }
+}
+
+/// A xorshift stream, so that large cases come from a small seed.
+struct Stream(u64);
+
+impl Stream {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Large enough that a prefix's bound comes from a sample of the keys.
+const LARGE: usize = 40_000;
+
+/// `n` activations of one of several shapes: spread over decades, a few values (long runs of
+/// ties), rising or falling with the index (how activations age), or a trap for the sample of
+/// keys that bounds a prefix: the sampled episodes low, every other one high, so that the
+/// sample's bound falls short and the exact histogram must take over.
+fn large_activations(shape: u8, n: usize, s: &mut Stream) -> Vec<f64> {
+    (0..n)
+        .map(|i| match shape {
+            0 => (12.0 * s.unit() - 6.0).exp2(),
+            1 => f64::from((s.next() % 5) as u32) * 0.25,
+            2 => i as f64 * 1e-3 + 0.1 * s.unit(),
+            3 => (n - i) as f64 * 1e-3,
+            _ => {
+                if i % (n / SAMPLE) == 0 {
+                    s.unit()
+                } else {
+                    2.0 + s.unit()
+                }
+            }
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(40))]
+
+    #[test]
+    fn large_first_and_fade_equal_naive(
+        seed in 1u64..u64::MAX,
+        shape in 0u8..5,
+        extra in 0usize..5_000,
+        share in 0.0f64..1.0,
+    ) {
+        let mut s = Stream(seed);
+        let n = LARGE + extra;
+        let activation = large_activations(shape, n, &mut s);
+        let tie: Vec<i64> = (0..n as i64).map(|i| i % 7).collect();
+        let naive = fade_order_naive(&activation, &tie).expect("valid");
+        // Short and long prefixes, and past the share of the trap's low episodes (below 1/16).
+        for limit in [1, (share * n as f64) as usize, n / 16 + 1, n / 8, n - 1] {
+            let first = fade_order_first(&activation, &tie, limit).expect("valid");
+            prop_assert_eq!(&first[..], &naive[..limit], "limit {}", limit);
+            let baseline = fade_order_first_on(Isa::Baseline, &activation, &tie, limit);
+            prop_assert_eq!(first, baseline.expect("valid"));
+        }
+        let sizes: Vec<i64> = (0..n).map(|_| (s.next() % 2_000) as i64).collect();
+        let view: i64 = sizes.iter().sum();
+        for landing in [view - 1, view - (share * view as f64) as i64, view / 2, 0] {
+            let picked = fade(&activation, &tie, &sizes, view, landing).expect("valid");
+            let naive = fade_naive(&activation, &tie, &sizes, view, landing).expect("valid");
+            prop_assert_eq!(&picked, &naive, "landing {}", landing);
+            let baseline = fade_on(Isa::Baseline, &activation, &tie, &sizes, view, landing);
+            prop_assert_eq!(picked, baseline.expect("valid"));
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use fadeway_core::fade as core;
 use numpy::{IntoPyArray, PyArray1};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::arrays::{array_arg, contiguous};
@@ -14,19 +15,39 @@ fn as_int64(indices: Vec<usize>) -> Vec<i64> {
 }
 
 /// The episodes' indices, least active first: by `activation` ascending, then `tie` ascending
-/// (the episode number), then index; -0.0 and 0.0 are equal. Returns int64[len(activation)].
-/// Raises ValueError for a NaN activation or `tie` of another length; TypeError for an array that
-/// is not 1-D, C-contiguous float64 (activation) or int64 (tie). Runs with the GIL released.
+/// (the episode number), then index; -0.0 and 0.0 are equal. Returns int64[len(activation)], or
+/// only its first `limit` entries, found without ordering the rest (much faster for a short
+/// prefix). Raises ValueError for a NaN activation, `tie` of another length or a negative
+/// `limit`; TypeError for an array that is not 1-D, C-contiguous float64 (activation) or int64
+/// (tie). Runs with the GIL released.
 #[pyfunction]
+#[pyo3(signature = (activation, tie, limit = None))]
 fn fade_order<'py>(
     py: Python<'py>,
     activation: &Bound<'py, PyAny>,
     tie: &Bound<'py, PyAny>,
+    limit: Option<i64>,
 ) -> PyResult<Bound<'py, PyArray1<i64>>> {
     let (activation, tie) =
         (array_arg::<f64>(activation, "activation")?, array_arg::<i64>(tie, "tie")?);
     let (activation, tie) = (contiguous(&activation, "activation")?, contiguous(&tie, "tie")?);
-    let order = py.detach(|| core::fade_order(activation, tie).map(as_int64)).map_err(to_py)?;
+    let limit = match limit {
+        None => None,
+        Some(k) => Some(usize::try_from(k).map_err(|_| {
+            PyValueError::new_err(format!(
+                "limit is {k}; it is a number of episodes and must be >= 0"
+            ))
+        })?),
+    };
+    let order = py
+        .detach(|| {
+            let order = match limit {
+                None => core::fade_order(activation, tie),
+                Some(k) => core::fade_order_first(activation, tie, k),
+            };
+            order.map(as_int64)
+        })
+        .map_err(to_py)?;
     Ok(order.into_pyarray(py))
 }
 
