@@ -126,7 +126,7 @@ fn large_activations(shape: u8, n: usize, s: &mut Stream) -> Vec<f64> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(40))]
+    #![proptest_config(ProptestConfig::with_cases(24))]
 
     #[test]
     fn large_first_and_fade_equal_naive(
@@ -156,5 +156,25 @@ proptest! {
             let baseline = fade_on(Isa::Baseline, &activation, &tie, &sizes, view, landing);
             prop_assert_eq!(picked, baseline.expect("valid"));
         }
+    }
+}
+
+#[test]
+fn a_prefix_split_over_threads_equals_naive() {
+    // Past the size from which the pass that keeps a prefix's episodes runs on two threads.
+    let n = 300_001;
+    let mut s = Stream(0x5eed);
+    for shape in 0..5 {
+        let activation = large_activations(shape, n, &mut s);
+        let tie: Vec<i64> = (0..n as i64).map(|i| i % 5).collect();
+        let naive = fade_order_naive(&activation, &tie).expect("valid");
+        for limit in [1, n / 100, n / 10, n / 2] {
+            let first = fade_order_first(&activation, &tie, limit).expect("valid");
+            assert_eq!(first[..], naive[..limit], "shape {shape}, limit {limit}");
+        }
+        let sizes: Vec<i64> = (0..n).map(|_| (s.next() % 2_000) as i64).collect();
+        let view: i64 = sizes.iter().sum();
+        let picked = fade(&activation, &tie, &sizes, view, view - view / 10).expect("valid");
+        assert_eq!(picked, fade_naive(&activation, &tie, &sizes, view, view - view / 10).unwrap());
     }
 }
