@@ -93,6 +93,8 @@
 //! (one compare per trace); scores are not checked per trace at all: a NaN or infinite score makes
 //! its episode's sum non-finite, and only then is the input searched for the culprit.
 
+use std::sync::mpsc::sync_channel;
+
 use crate::csr::check_offsets;
 use crate::parallel;
 use crate::simd::{run, Isa};
@@ -346,12 +348,32 @@ pub fn activation_log_order_on(
     now: f64,
     groups: usize,
 ) -> Result<Vec<f64>, CoreError> {
+    let threads = if at.len() >= PARALLEL_MIN_TRACES { parallel::threads() } else { 1 };
+    activation_log_order_threads(isa, threads, group, at, score, now, groups)
+}
+
+/// [`activation_log_order_on`] on one thread, or with the terms computed on a second one
+/// (`threads` >= 2): the tests check that both give the same bits.
+#[doc(hidden)]
+pub fn activation_log_order_threads(
+    isa: Isa,
+    threads: usize,
+    group: &[i64],
+    at: &[f64],
+    score: &[f64],
+    now: f64,
+    groups: usize,
+) -> Result<Vec<f64>, CoreError> {
     check_now(now)?;
     check_same_length("group", group.len(), "at", at.len())?;
     check_same_length("at", at.len(), "score", score.len())?;
     let mut activation = vec![0.0; groups];
-    let kernel = LogOrder { group, at, score, now, activation: &mut activation };
-    match run(isa, kernel) {
+    let result = if threads >= 2 {
+        log_order_pipelined(isa, group, at, score, now, &mut activation)
+    } else {
+        run(isa, LogOrder { group, at, score, now, activation: &mut activation })
+    };
+    match result {
         Ok(()) => {}
         Err(LogOrderError::Time(start)) => return Err(bad_time(now, &at[start..], start)),
         Err(LogOrderError::Group(i)) => {
@@ -401,6 +423,88 @@ impl pulp::WithSimd for LogOrder<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// Traces per batch the log-order pipeline hands from one thread to the other: a whole number
+/// of blocks, whose terms (256 KiB) stay in L2.
+const PIPELINE_BATCH: usize = 64 * BLOCK;
+
+/// Batches of terms the pipeline's second thread may be ahead.
+const PIPELINE_DEPTH: usize = 2;
+
+/// The log-order kernel on two threads: the second computes the terms batch by batch, this one
+/// adds them up in log order as they come, the same chain of adds as on one thread. Computing
+/// and adding each take about half of one thread's time.
+fn log_order_pipelined(
+    isa: Isa,
+    group: &[i64],
+    at: &[f64],
+    score: &[f64],
+    now: f64,
+    activation: &mut [f64],
+) -> Result<(), LogOrderError> {
+    // A batch's terms, up to the block holding an age out of range if one does (its start).
+    type Batch = (Vec<f64>, Option<usize>);
+    let (full_tx, full_rx) = sync_channel::<Batch>(PIPELINE_DEPTH);
+    let (empty_tx, empty_rx) = sync_channel::<Vec<f64>>(PIPELINE_DEPTH + 1);
+    for _ in 0..=PIPELINE_DEPTH {
+        // The channel holds all of them, so the send cannot fail.
+        let _ = empty_tx.send(Vec::with_capacity(PIPELINE_BATCH));
+    }
+    // Both ends this thread keeps are moved into the scope's closure, so that an early return
+    // drops them and the other thread, waiting on either, stops.
+    std::thread::scope(move |scope| {
+        scope.spawn(move || {
+            for (at, score) in at.chunks(PIPELINE_BATCH).zip(score.chunks(PIPELINE_BATCH)) {
+                let Ok(mut terms) = empty_rx.recv() else { return };
+                let failed = run(isa, Terms { at, score, now, terms: &mut terms });
+                if full_tx.send((terms, failed)).is_err() || failed.is_some() {
+                    return;
+                }
+            }
+        });
+        for (k, group) in group.chunks(PIPELINE_BATCH).enumerate() {
+            let start = k * PIPELINE_BATCH;
+            // The other thread sends every batch, or stops after one that failed.
+            let Ok((terms, failed)) = full_rx.recv() else { unreachable!("batch {k} never came") };
+            for (j, (&g, &term)) in group.iter().zip(&terms).enumerate() {
+                match usize::try_from(g).ok().and_then(|g| activation.get_mut(g)) {
+                    Some(slot) => *slot += term,
+                    None => return Err(LogOrderError::Group(start + j)),
+                }
+            }
+            if let Some(block) = failed {
+                return Err(LogOrderError::Time(start + block));
+            }
+            let _ = empty_tx.send(terms);
+        }
+        Ok(())
+    })
+}
+
+/// The terms of a batch of traces into `terms`, block by block; the start of the first block
+/// holding an age out of range, if one does (`terms` then ends before it).
+struct Terms<'a> {
+    at: &'a [f64],
+    score: &'a [f64],
+    now: f64,
+    terms: &'a mut Vec<f64>,
+}
+
+impl pulp::WithSimd for Terms<'_> {
+    type Output = Option<usize>;
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _: S) -> Self::Output {
+        let Terms { at, score, now, terms } = self;
+        terms.clear();
+        let mut scratch = Scratch::new();
+        for (k, (at, score)) in at.chunks(BLOCK).zip(score.chunks(BLOCK)).enumerate() {
+            let Some(block) = scratch.terms(now, at, score) else { return Some(k * BLOCK) };
+            terms.extend_from_slice(&block[..at.len()]);
+        }
+        None
     }
 }
 
