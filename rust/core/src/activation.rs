@@ -85,8 +85,18 @@
 //! later run's partial sums added after the earlier run's, block by block: the same chain of adds,
 //! so the same bits. Two threads at 10^6 and 10^7: 1.43 -> 0.79, 1.59 -> 0.96. A persistent pool
 //! (rayon) wakes its sleeping workers in ~40 µs here, no faster than starting a thread, and a fade
-//! decision is rare enough that the pool would always be asleep. Log order stays on one thread:
+//! decision is rare enough that the pool would always be asleep. Log order cannot be split so:
 //! its episodes' traces are spread over the whole log, so a split would change the order of adds.
+//!
+//! Log order on two threads (`log_order_pipelined`), from 2^17 traces: the second thread computes
+//! the terms, batch by batch, while the first adds them up in log order as they come, the same
+//! chain of adds, so the same bits. At 10^6 and 10^7: 2.7 -> 1.3, 4.6 -> 2.3, in the runs where
+//! the VM gives both threads a core; in others (about one in four here) 3.0 and 3.9. Batches of 64
+//! blocks (256 KiB of terms, in L2): 16 blocks spend the time waking a parked thread (4.9), 256
+//! measured 2.5 and 4.0. What the first thread does is the adds at random into the activations:
+//! software prefetch of the slot 16 adds ahead made them slower (1.6, 2.9), and splitting each
+//! batch by the high bits of the episode (stable, so the same bits) so that the adds stay in
+//! cache costs more in the split than it saves (3.2-3.4 at 10^7 for 4 to 128 buckets).
 //!
 //! Validation is folded into the passes rather than done first: a separate pass over the times
 //! would cost as much memory traffic as the kernel at 10^7. Ages are checked in the first pass

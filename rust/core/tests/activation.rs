@@ -5,7 +5,7 @@
 use fadeway_core::activation::{
     activation_grouped, activation_grouped_naive, activation_grouped_on,
     activation_grouped_threads, activation_log_order, activation_log_order_on,
-    significance_grouped, trace_weight,
+    activation_log_order_threads, significance_grouped, trace_weight,
 };
 use fadeway_core::Isa;
 use proptest::prelude::*;
@@ -244,4 +244,77 @@ fn threads_report_the_first_bad_time() {
             .expect_err("an infinite time");
         assert!(err.to_string().contains("at[20000] is inf"), "{threads} threads: {err}");
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(16))]
+
+    /// In log order, terms computed on a second thread and added up on the first give the same
+    /// bits as one thread, over every batch boundary and a last batch of any length.
+    #[test]
+    fn log_order_pipeline_equals_one_thread_bit_for_bit(
+        n in 1usize..150_000,
+        groups in 1usize..5_000,
+        seed in any::<u64>(),
+    ) {
+        let (_, at, score) = large_log(n, &[n], seed);
+        let mut next = xorshift(seed ^ 0x5555);
+        let group: Vec<i64> = (0..n).map(|_| (next() % groups as u64) as i64).collect();
+        let log = |threads| {
+            activation_log_order_threads(Isa::Detected, threads, &group, &at, &score, NOW, groups)
+                .expect("valid")
+        };
+        let one = log(1);
+        let two = log(2);
+        let differs = two.iter().zip(&one).position(|(a, b)| a.to_bits() != b.to_bits());
+        prop_assert!(differs.is_none(), "episode {:?}", differs);
+    }
+}
+
+#[test]
+fn log_order_pipeline_reports_errors_as_one_thread() {
+    let n = 140_000;
+    let (_, at, score) = large_log(n, &[n], 9);
+    let groups = 100;
+    let group: Vec<i64> = (0..n as i64).map(|i| i % groups).collect();
+    let errors = |group: &[i64], at: &[f64]| {
+        [1, 2].map(|threads| {
+            activation_log_order_threads(
+                Isa::Detected,
+                threads,
+                group,
+                at,
+                &score,
+                NOW,
+                groups as usize,
+            )
+            .expect_err("bad input")
+            .to_string()
+        })
+    };
+    // A bad time in a late batch; a bad group before it (in another batch, in the batch's
+    // previous block), reported first; one in the bad time's own block comes after it, since a
+    // block's terms are computed before they are added.
+    let mut bad_at = at.clone();
+    bad_at[100_000] = f64::NAN;
+    let [one, two] = errors(&group, &bad_at);
+    assert!(one.contains("at[100000] is NaN"), "{one}");
+    assert_eq!(one, two);
+    for (g, want) in [
+        (70_000, "group[70000] is 100"),
+        (99_700, "group[99700] is 100"),
+        (99_990, "at[100000] is NaN"),
+    ] {
+        let mut bad_group = group.clone();
+        bad_group[g] = groups;
+        let [one, two] = errors(&bad_group, &bad_at);
+        assert!(one.contains(want), "{one}");
+        assert_eq!(one, two);
+    }
+    // A bad group after the bad time's block is never reached.
+    let mut bad_group = group.clone();
+    bad_group[130_000] = -1;
+    let [one, two] = errors(&bad_group, &bad_at);
+    assert!(one.contains("at[100000] is NaN"), "{one}");
+    assert_eq!(one, two);
 }
