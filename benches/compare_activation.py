@@ -339,7 +339,7 @@ def goals(
         (
             "fade order, a tenth, >= 10x numpy argsort of all (lowest ratio)",
             -min(
-                float(w[3]) / float(t[3])
+                float(w[4]) / float(t[4])
                 for w in whole
                 for t in tenth
                 if w[0] == t[0] and w[2] == "numpy argsort" and t[2].startswith("fadeway")
@@ -409,7 +409,10 @@ def main() -> None:
             "without `unsafe`) the best code the CPU runs: AVX-512 on this machine, AVX2 + FMA or "
             "SSE2 elsewhere, with the same bits on every path; numpy dispatches to AVX-512 on this "
             "machine too. On a shared machine repeated runs vary by "
-            "10-30%; the ratios above come from one run. What was tried on the Rust side, what "
+            "10-30%; the ratios above come from one run. Log order from 2^17 traces runs on two "
+            "threads (terms on one, adds on the other) and is bimodal on this VM: in about one "
+            "run in three the second thread does not get a core of its own and 10^6 / 10^7 "
+            "measure 3.0-3.4 / 3.7-4.0 ns. What was tried on the Rust side, what "
             "it measured and where the time goes is the design log at the top of "
             "`rust/core/src/activation.rs` and `rust/core/src/fade.rs`.\n"
         )
