@@ -180,7 +180,7 @@ impl pulp::WithSimd for RadixOrder<'_> {
                         Some(bound) => gather_below(isa, activation, bound, words, other),
                         None => all_words(activation, words),
                     },
-                    _ => exact_words(activation, until, keys, words),
+                    _ => exact_words(isa, activation, until, keys, words, other),
                 };
                 radix_sort_high(words, other, 32 - top.leading_zeros());
                 order_runs(words, activation, tie);
@@ -233,23 +233,29 @@ fn all_words(activation: &[f64], words: &mut Vec<u64>) -> u32 {
 }
 
 /// The words of the episodes a prefix needs, by an exact histogram of every key (see
-/// [`select_count`]). Returns the largest key that may be kept minus the smallest.
+/// [`select_count`]), kept by [`gather_below`]. Returns what that does.
 #[inline(always)]
-fn exact_words(activation: &[f64], until: Until, keys: &mut Vec<u32>, words: &mut Vec<u64>) -> u32 {
+fn exact_words(
+    isa: Isa,
+    activation: &[f64],
+    until: Until,
+    keys: &mut Vec<u32>,
+    words: &mut Vec<u64>,
+    other: &mut Vec<u64>,
+) -> u32 {
     let (lo, hi) = min_max(activation);
     let (lo, hi) = (f32_key(lo), f32_key(hi));
     let range = u64::from(hi - lo);
     let shift = (64 - range.leading_zeros()).saturating_sub(SELECT_BITS);
     keys.clear();
     keys.extend(activation.iter().map(|&a| f32_key(a) - lo));
-    let (bound, candidates) = match until {
+    let bound = match until {
         Until::Count(k) => select_count(keys, shift, k),
         Until::Tokens { sizes, over } => select_tokens(keys, sizes, shift, over),
-        Until::All => (range + 1, keys.len()),
+        Until::All => range + 1,
     };
-    words.clear();
-    gather(keys, bound, candidates, words);
-    (bound.min(range + 1) - 1) as u32
+    // The histogram's bound is on keys minus the smallest; the pass keeps whole keys.
+    gather_below(isa, activation, u64::from(lo).saturating_add(bound), words, other)
 }
 
 /// Episodes from which a prefix's bound comes from a sample of `SAMPLE` keys, not from a
@@ -317,6 +323,9 @@ fn gather_below(
     words: &mut Vec<u64>,
     other: &mut Vec<u64>,
 ) -> u32 {
+    // Every key is below u32::MAX (the largest is +inf's), which pads a last chunk: a bound
+    // past it keeps every key and never the padding.
+    let bound = bound.min(u64::from(u32::MAX));
     let lo = if activation.len() < SPLIT_MIN || parallel::threads() < 2 {
         run(isa, Keep { activation, first: 0, bound, words })
     } else {
@@ -428,10 +437,9 @@ fn bucket(key: u32, shift: u32) -> usize {
     ((key >> shift) as usize) & ((1 << SELECT_BITS) - 1)
 }
 
-/// The bound below which the `k` least active keys lie (with the rest of their bucket), and
-/// how many keys lie below it.
+/// The bound below which the `k` least active keys lie (with the rest of their bucket).
 #[inline(always)]
-fn select_count(keys: &[u32], shift: u32, k: usize) -> (u64, usize) {
+fn select_count(keys: &[u32], shift: u32, k: usize) -> u64 {
     let mut counts = [0u32; 1 << SELECT_BITS];
     for &key in keys {
         counts[bucket(key, shift)] += 1;
@@ -440,59 +448,34 @@ fn select_count(keys: &[u32], shift: u32, k: usize) -> (u64, usize) {
     for (b, &c) in (1u64..).zip(counts.iter()) {
         total += c as usize;
         if total >= k {
-            return (b << shift, total);
+            return b << shift;
         }
     }
-    (u64::MAX, keys.len())
+    u64::MAX
 }
 
 /// The bound below which the least active keys whose sizes reach `over` lie (with the rest of
-/// their bucket), and how many keys lie below it; every key when the sizes never reach `over`.
+/// their bucket); every key when the sizes never reach `over`.
 #[inline(always)]
-fn select_tokens(keys: &[u32], sizes: &[i64], shift: u32, over: u64) -> (u64, usize) {
-    let mut counts = [0u32; 1 << SELECT_BITS];
+fn select_tokens(keys: &[u32], sizes: &[i64], shift: u32, over: u64) -> u64 {
     let mut tokens = [0u64; 1 << SELECT_BITS];
     for (&key, &s) in keys.iter().zip(sizes) {
         let b = bucket(key, shift);
-        counts[b] += 1;
         // Sizes are checked >= 0; a sum that saturates has reached any `over`.
         tokens[b] = tokens[b].saturating_add(s as u64);
     }
-    let (mut total, mut sum) = (0, 0u64);
-    for (b, (&c, &t)) in (1u64..).zip(counts.iter().zip(&tokens)) {
-        total += c as usize;
+    let mut sum = 0u64;
+    for (b, &t) in (1u64..).zip(tokens.iter()) {
         sum = sum.saturating_add(t);
         if sum >= over {
-            return (b << shift, total);
+            return b << shift;
         }
     }
-    (u64::MAX, keys.len())
+    u64::MAX
 }
 
-/// Keys [`gather`] tests at once before it looks at them one by one.
+/// Keys [`gather_below`] tests at once before it looks at them one by one.
 const GATHER_CHUNK: usize = 16;
-
-/// The words of the keys below `bound`, of which there are `candidates`, in index order. Each
-/// key's word is written to the next free slot whether or not it is kept, so the loop has no
-/// branch on the data (a kept fraction near one half would mispredict every other key).
-#[inline(always)]
-fn gather(keys: &[u32], bound: u64, candidates: usize, words: &mut Vec<u64>) {
-    if bound > u64::from(u32::MAX) {
-        words.extend(keys.iter().zip(0u64..).map(|(&key, i)| (u64::from(key) << 32) | i));
-        return;
-    }
-    words.resize(candidates + GATHER_CHUNK, 0);
-    let mut j = 0;
-    for (c, chunk) in keys.chunks(GATHER_CHUNK).enumerate() {
-        let mut padded = [u32::MAX; GATHER_CHUNK];
-        padded[..chunk.len()].copy_from_slice(chunk);
-        if u64::from(padded.iter().fold(u32::MAX, |m, &k| m.min(k))) >= bound {
-            continue;
-        }
-        write_kept(&padded, c * GATHER_CHUNK, bound, &mut words[j..j + GATHER_CHUNK], &mut j);
-    }
-    words.truncate(j);
-}
 
 thread_local! {
     /// The radix sort's two buffers of words, kept between calls on a thread: fresh memory costs

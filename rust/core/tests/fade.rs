@@ -104,9 +104,9 @@ impl Stream {
 const LARGE: usize = 40_000;
 
 /// `n` activations of one of several shapes: spread over decades, a few values (long runs of
-/// ties), rising or falling with the index (how activations age), or a trap for the sample of
-/// keys that bounds a prefix: the sampled episodes low, every other one high, so that the
-/// sample's bound falls short and the exact histogram must take over.
+/// ties), rising or falling with the index (how activations age), extremes, or a trap for the
+/// sample of keys that bounds a prefix: the sampled episodes low, every other one high, so that
+/// the sample's bound falls short and the exact histogram must take over.
 fn large_activations(shape: u8, n: usize, s: &mut Stream) -> Vec<f64> {
     (0..n)
         .map(|i| match shape {
@@ -114,6 +114,8 @@ fn large_activations(shape: u8, n: usize, s: &mut Stream) -> Vec<f64> {
             1 => f64::from((s.next() % 5) as u32) * 0.25,
             2 => i as f64 * 1e-3 + 0.1 * s.unit(),
             3 => (n - i) as f64 * 1e-3,
+            // Keys over the whole range, infinity among them.
+            4 => [f64::INFINITY, 1e-300, 1e300, s.unit()][i % 4],
             _ => {
                 if i % (n / SAMPLE) == 0 {
                     s.unit()
@@ -131,7 +133,7 @@ proptest! {
     #[test]
     fn large_first_and_fade_equal_naive(
         seed in 1u64..u64::MAX,
-        shape in 0u8..5,
+        shape in 0u8..6,
         extra in 0usize..5_000,
         share in 0.0f64..1.0,
     ) {
@@ -164,7 +166,7 @@ fn a_prefix_split_over_threads_equals_naive() {
     // Past the size from which the pass that keeps a prefix's episodes runs on two threads.
     let n = 300_001;
     let mut s = Stream(0x5eed);
-    for shape in 0..5 {
+    for shape in 0..6 {
         let activation = large_activations(shape, n, &mut s);
         let tie: Vec<i64> = (0..n as i64).map(|i| i % 5).collect();
         let naive = fade_order_naive(&activation, &tie).expect("valid");
