@@ -91,7 +91,7 @@
 //! Log order on two threads (`log_order_pipelined`), from 2^17 traces: the second thread computes
 //! the terms, batch by batch, while the first adds them up in log order as they come, the same
 //! chain of adds, so the same bits. At 10^6 and 10^7: 2.7 -> 1.3, 4.6 -> 2.3, in the runs where
-//! the VM gives both threads a core; in others (about one in four here) 3.0 and 3.9. Batches of 64
+//! the VM gives both threads a core; in others (about one in three here) 3.0 and 3.9. Batches of 64
 //! blocks (256 KiB of terms, in L2): 16 blocks spend the time waking a parked thread (4.9), 256
 //! measured 2.5 and 4.0. What the first thread does is the adds at random into the activations:
 //! software prefetch of the slot 16 adds ahead made them slower (1.6, 2.9), and splitting each
@@ -425,15 +425,29 @@ impl pulp::WithSimd for LogOrder<'_> {
         {
             let start = k * BLOCK;
             let terms = scratch.terms(now, at, score).ok_or(LogOrderError::Time(start))?;
-            for (j, (&g, &term)) in group.iter().zip(terms).enumerate() {
-                match usize::try_from(g).ok().and_then(|g| activation.get_mut(g)) {
-                    Some(slot) => *slot += term,
-                    None => return Err(LogOrderError::Group(start + j)),
-                }
-            }
+            add_terms(group, terms, activation, start)?;
         }
         Ok(())
     }
+}
+
+/// Adds `terms[j]` to `activation[group[j]]` in order, for the traces from number `start` on
+/// (the shorter of the two sets the count). Its error is the first trace whose
+/// group is out of range.
+#[inline(always)]
+fn add_terms(
+    group: &[i64],
+    terms: &[f64],
+    activation: &mut [f64],
+    start: usize,
+) -> Result<(), LogOrderError> {
+    for (j, (&g, &term)) in group.iter().zip(terms).enumerate() {
+        match usize::try_from(g).ok().and_then(|g| activation.get_mut(g)) {
+            Some(slot) => *slot += term,
+            None => return Err(LogOrderError::Group(start + j)),
+        }
+    }
+    Ok(())
 }
 
 /// Traces per batch the log-order pipeline hands from one thread to the other: a whole number
@@ -478,12 +492,8 @@ fn log_order_pipelined(
             let start = k * PIPELINE_BATCH;
             // The other thread sends every batch, or stops after one that failed.
             let Ok((terms, failed)) = full_rx.recv() else { unreachable!("batch {k} never came") };
-            for (j, (&g, &term)) in group.iter().zip(&terms).enumerate() {
-                match usize::try_from(g).ok().and_then(|g| activation.get_mut(g)) {
-                    Some(slot) => *slot += term,
-                    None => return Err(LogOrderError::Group(start + j)),
-                }
-            }
+            // `terms` ends at a failed block; the adds before it come first, as on one thread.
+            add_terms(group, &terms, activation, start)?;
             if let Some(block) = failed {
                 return Err(LogOrderError::Time(start + block));
             }
