@@ -77,6 +77,19 @@
 //!   at a tenth of the tokens 2.1 (2.1).
 //! - Through Python (`benches/RESULTS-activation.md`) a tenth measured 1.8 (1.6) and a hundredth
 //!   0.8 (0.6), against 16 (18) and 10 (10) for numpy's argpartition and argsort of the part.
+//! - Where a tenth's 1.78 went at 10^5: the sample and the keeping pass 1.0, the sort of its
+//!   12,800 candidates 0.56 (three passes over 26 bits of key), the runs 0.08.
+//! - Kept: where the CPU has AVX-512, the keeping pass packs eight words in a register, moves the
+//!   kept ones to its front (`vpcompressq`, through pulp's safe intrinsics) and stores all eight
+//!   at the next free slot: the same words, one store per eight episodes. A tenth 1.78 -> 1.19
+//!   (1.87 -> 1.11), a hundredth 0.74 -> 0.55 (0.52 -> 0.49). The pass then takes about 0.35 an
+//!   episode, so two threads pay for themselves only from `SPLIT_MIN_COMPRESS` episodes; at 10^6
+//!   one thread also spares the VM's bimodal second core (1.04-1.56 on two).
+//! - Kept: up to `FEW_WORDS` candidates are sorted on their key's top 22 bits (two passes), and
+//!   the runs that leaves tied are ordered by the full key as runs of equal f32 keys were: a
+//!   tenth 1.19 -> 1.07, a half 3.6 -> 3.2, the whole order at 10^5 5.7 -> 5.2. At 10^6 words
+//!   the whole order went 7.9 -> 17.9 (a run per few words, each a random read of the
+//!   activations), hence the bound.
 
 use std::cell::RefCell;
 use std::cmp::Ordering;
@@ -182,8 +195,8 @@ impl pulp::WithSimd for RadixOrder<'_> {
                     },
                     _ => exact_words(isa, activation, until, keys, words, other),
                 };
-                radix_sort_high(words, other, 32 - top.leading_zeros());
-                order_runs(words, activation, tie);
+                let unsorted = radix_sort_high(words, other, 32 - top.leading_zeros());
+                order_runs(words, activation, tie, unsorted);
                 let index = |&w: &u64| (w & u64::from(u32::MAX)) as usize;
                 let reached = match until {
                     Until::All => Some(words.len()),
@@ -326,15 +339,16 @@ fn gather_below(
     // Every key is below u32::MAX (the largest is +inf's), which pads a last chunk: a bound
     // past it keeps every key and never the padding.
     let bound = bound.min(u64::from(u32::MAX));
-    let lo = if activation.len() < SPLIT_MIN || parallel::threads() < 2 {
-        run(isa, Keep { activation, first: 0, bound, words })
+    let split_min = if compresses(isa) { SPLIT_MIN_COMPRESS } else { SPLIT_MIN };
+    let lo = if activation.len() < split_min || parallel::threads() < 2 {
+        keep(isa, Keep { activation, first: 0, bound, words })
     } else {
         let mid = activation.len() / 2 / GATHER_CHUNK * GATHER_CHUNK;
         let (head, tail) = activation.split_at(mid);
         let (lo_head, lo_tail) = std::thread::scope(|scope| {
             let tail = scope
-                .spawn(|| run(isa, Keep { activation: tail, first: mid, bound, words: other }));
-            let lo_head = run(isa, Keep { activation: head, first: 0, bound, words });
+                .spawn(|| keep(isa, Keep { activation: tail, first: mid, bound, words: other }));
+            let lo_head = keep(isa, Keep { activation: head, first: 0, bound, words });
             (lo_head, tail.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
         });
         words.extend_from_slice(other);
@@ -350,9 +364,11 @@ fn gather_below(
     top as u32
 }
 
-/// Episodes from which [`gather_below`] splits its pass over two threads: starting and joining
-/// a thread costs about 50 µs here, what the pass takes over 10^5 episodes.
+/// Episodes from which [`gather_below`] splits its pass over two threads: where the pass takes
+/// about 250 µs on one, five times what starting and joining a thread costs here. Plain loops
+/// keep about 1 ns an episode, AVX-512's compress about 0.35.
 const SPLIT_MIN: usize = 1 << 18;
+const SPLIT_MIN_COMPRESS: usize = 1 << 20;
 
 /// One pass of [`gather_below`] over `activation`, whose first episode is number `first`: the
 /// words kept, from the start of `words` (left as long as the number kept), and the smallest
@@ -400,6 +416,92 @@ impl pulp::WithSimd for Keep<'_> {
             write_kept(&keys, first + c * GATHER_CHUNK, bound, slots, &mut j);
         }
         words.truncate(j);
+        lo
+    }
+}
+
+/// Runs a [`Keep`] pass: with AVX-512's compress where the CPU has it, else as plain loops
+/// compiled for `isa`. Both keep the same words.
+fn keep(isa: Isa, pass: Keep<'_>) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Detected {
+        if let Some(simd) = pulp::x86::V4::try_new() {
+            return pulp::Simd::vectorize(simd, KeepCompress { simd, pass });
+        }
+    }
+    run(isa, pass)
+}
+
+/// Whether [`keep`] uses AVX-512's compress for `isa` on this CPU.
+fn compresses(isa: Isa) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return isa == Isa::Detected && pulp::x86::V4::try_new().is_some();
+    #[cfg(not(target_arch = "x86_64"))]
+    return false;
+}
+
+/// [`Keep`] eight keys at a time: the eight words are packed in one register, the kept ones
+/// moved to its front (`vpcompressq`), and the whole register stored at the next free slot,
+/// which advances by the number kept; no branch on the data, one store per eight episodes.
+#[cfg(target_arch = "x86_64")]
+struct KeepCompress<'a> {
+    simd: pulp::x86::V4,
+    pass: Keep<'a>,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl pulp::WithSimd for KeepCompress<'_> {
+    type Output = u32;
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _: S) -> Self::Output {
+        use core::arch::x86_64::{__m256i, __m512i};
+        const LANES: usize = 8;
+        let KeepCompress { simd, pass: Keep { activation, first, bound, words } } = self;
+        let (avx, f) = (simd.avx2, simd.avx512f);
+        // Every key is below u32::MAX, so a bound of u32::MAX keeps them all, as in `Keep`.
+        let below: __m256i = pulp::cast([bound as u32; LANES]);
+        let sign: __m256i = pulp::cast([1u32 << 31; LANES]);
+        let zero = f._mm512_setzero_pd();
+        let step = f._mm512_set1_epi64(LANES as i64);
+        let mut index = f._mm512_add_epi64(
+            f._mm512_set1_epi64(first as i64),
+            f._mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7),
+        );
+        let mut least: __m256i = pulp::cast([u32::MAX; LANES]);
+        let mut j = 0;
+        let (chunks, rest) = pulp::as_arrays::<LANES, f64>(activation);
+        for chunk in chunks {
+            // `f32_key`, eight at a time: round to f32, flip the sign bit of positives and
+            // every bit of negatives.
+            let a = f._mm512_add_pd(pulp::cast(*chunk), zero);
+            let bits: __m256i = pulp::cast(f._mm512_cvtpd_ps(a));
+            let negative = avx._mm256_srai_epi32::<31>(bits);
+            let keys = avx._mm256_xor_si256(bits, avx._mm256_or_si256(negative, sign));
+            least = avx._mm256_min_epu32(least, keys);
+            let kept = simd.avx512f._mm256_cmplt_epu32_mask(keys, below);
+            let packed: __m512i =
+                f._mm512_or_si512(f._mm512_slli_epi64::<32>(f._mm512_cvtepu32_epi64(keys)), index);
+            index = f._mm512_add_epi64(index, step);
+            if words.len() < j + LANES {
+                words.resize((2 * words.len()).max(j + LANES), 0);
+            }
+            let slots: &mut [u64; LANES] =
+                (&mut words[j..j + LANES]).try_into().expect("eight slots");
+            *slots = pulp::cast(f._mm512_maskz_compress_epi64(kept, packed));
+            j += kept.count_ones() as usize;
+        }
+        let least: [u32; LANES] = pulp::cast(least);
+        let mut lo = least.iter().fold(u32::MAX, |m, &k| m.min(k));
+        words.truncate(j);
+        let first = first + chunks.len() * LANES;
+        for (&a, i) in rest.iter().zip(first as u64..) {
+            let key = f32_key(a);
+            lo = lo.min(key);
+            if u64::from(key) < bound {
+                words.push((u64::from(key) << 32) | i);
+            }
+        }
         lo
     }
 }
@@ -666,24 +768,28 @@ const MAX_PASSES: usize = 32usize.div_ceil(MAX_DIGIT_BITS as usize);
 /// Sorts `words` stably by their high 32 bits, of which only the low `bits` may be non-zero:
 /// LSD passes of at most `MAX_DIGIT_BITS`, all histograms counted in one read (a fixed number of
 /// them, so the counting loop has no inner loop), and a pass skipped when its digit is the same
-/// for every word.
+/// for every word. Few words (a prefix's candidates) are sorted by the top two passes' bits
+/// only: a third pass costs more than ordering the rare runs those bits leave tied. Returns the
+/// number of low key bits left unsorted, for [`order_runs`].
 #[inline(always)]
-fn radix_sort_high(words: &mut Vec<u64>, other: &mut Vec<u64>, bits: u32) {
+fn radix_sort_high(words: &mut Vec<u64>, other: &mut Vec<u64>, bits: u32) -> u32 {
+    let n = words.len();
+    let unsorted = if n <= FEW_WORDS { bits.saturating_sub(2 * MAX_DIGIT_BITS) } else { 0 };
+    let bits = bits - unsorted;
     if bits == 0 {
-        return;
+        return unsorted;
     }
     let passes = bits.div_ceil(MAX_DIGIT_BITS) as usize;
     let width = bits.div_ceil(passes as u32) as usize;
     let mask = (1u64 << width) - 1;
     let mut counts = [[0u32; 1 << MAX_DIGIT_BITS]; MAX_PASSES];
     for &w in words.iter() {
-        let key = w >> 32;
+        let key = w >> (32 + unsorted);
         // Passes beyond `passes` count digit 0 for every word and are skipped below.
         for (p, count) in counts.iter_mut().enumerate() {
             count[((key >> (width * p)) & mask) as usize] += 1;
         }
     }
-    let n = words.len();
     // Every slot is written before it is read; only slots this buffer never had are zeroed.
     other.truncate(n);
     other.resize(n, 0);
@@ -696,7 +802,7 @@ fn radix_sort_high(words: &mut Vec<u64>, other: &mut Vec<u64>, bits: u32) {
         for c in next.iter_mut() {
             (*c, total) = (total, total + *c);
         }
-        let shift = 32 + width * p;
+        let shift = 32 + unsorted as usize + width * p;
         for &w in words.iter() {
             let d = ((w >> shift) & mask) as usize;
             // `next[d]` counts the words before this one's place, so it is below n.
@@ -705,25 +811,33 @@ fn radix_sort_high(words: &mut Vec<u64>, other: &mut Vec<u64>, bits: u32) {
         }
         std::mem::swap(words, other);
     }
+    unsorted
 }
 
-/// Orders every run of words with equal high halves by the full `(activation, tie, index)`.
-/// Runs are rare, so the scan is one predictable compare per word.
-fn order_runs(words: &mut [u64], activation: &[f64], tie: &[i64]) {
+/// Words up to which [`radix_sort_high`] sorts two passes' bits at most: 2^17 words over 2^22
+/// digits leave about one word in thirty tied with another (uniform keys); at 10^6 words the
+/// runs cost twice the pass they save.
+const FEW_WORDS: usize = 1 << 17;
+
+/// Orders every run of words with equal high halves (but for their `unsorted` low bits) by the
+/// full `(activation, tie, index)`. Runs are rare, so the scan is one predictable compare per
+/// word.
+fn order_runs(words: &mut [u64], activation: &[f64], tie: &[i64], unsorted: u32) {
     let full = |w: u64| {
         let i = (w & u64::from(u32::MAX)) as usize;
         (f64_key(activation[i]), tie[i], i)
     };
+    let shift = 32 + unsorted;
     let mut i = 1;
     while i < words.len() {
-        let high = words[i] >> 32;
-        if high != words[i - 1] >> 32 {
+        let high = words[i] >> shift;
+        if high != words[i - 1] >> shift {
             i += 1;
             continue;
         }
         let start = i - 1;
         let mut end = i + 1;
-        while end < words.len() && words[end] >> 32 == high {
+        while end < words.len() && words[end] >> shift == high {
             end += 1;
         }
         let run = &mut words[start..end];

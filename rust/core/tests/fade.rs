@@ -104,9 +104,10 @@ impl Stream {
 const LARGE: usize = 40_000;
 
 /// `n` activations of one of several shapes: spread over decades, a few values (long runs of
-/// ties), rising or falling with the index (how activations age), extremes, or a trap for the
-/// sample of keys that bounds a prefix: the sampled episodes low, every other one high, so that
-/// the sample's bound falls short and the exact histogram must take over.
+/// ties), rising or falling with the index (how activations age), extremes, clusters a few f32
+/// steps wide amid a wide spread (runs that the sort's top bits leave tied, short and long), or
+/// a trap for the sample of keys that bounds a prefix: the sampled episodes low, every other one
+/// high, so that the sample's bound falls short and the exact histogram must take over.
 fn large_activations(shape: u8, n: usize, s: &mut Stream) -> Vec<f64> {
     (0..n)
         .map(|i| match shape {
@@ -116,6 +117,12 @@ fn large_activations(shape: u8, n: usize, s: &mut Stream) -> Vec<f64> {
             3 => (n - i) as f64 * 1e-3,
             // Keys over the whole range, infinity among them.
             4 => [f64::INFINITY, 1e-300, 1e300, s.unit()][i % 4],
+            5 => match i % 3 {
+                0 => (40.0 * s.unit() - 20.0).exp2(),
+                // 2^-23 is one f32 step at 1.0; the 1e-13 a difference only f64 sees.
+                1 => 1.0 + (s.next() % 256) as f64 * 2f64.powi(-23) + 1e-13 * s.unit(),
+                _ => 1e-3 * (1.0 + (s.next() % 8) as f64 * 2f64.powi(-23)),
+            },
             _ => {
                 if i % (n / SAMPLE) == 0 {
                     s.unit()
@@ -133,7 +140,7 @@ proptest! {
     #[test]
     fn large_first_and_fade_equal_naive(
         seed in 1u64..u64::MAX,
-        shape in 0u8..6,
+        shape in 0u8..7,
         extra in 0usize..5_000,
         share in 0.0f64..1.0,
     ) {
@@ -161,23 +168,36 @@ proptest! {
     }
 }
 
-#[test]
-fn a_prefix_split_over_threads_equals_naive() {
-    // Past the size from which the pass that keeps a prefix's episodes runs on two threads.
-    let n = 300_001;
+/// The prefix of `n` episodes of every shape, on `isa`, against the naive order.
+fn check_prefixes(isa: Isa, n: usize, shapes: &[u8]) {
     let mut s = Stream(0x5eed);
-    for shape in 0..6 {
+    for &shape in shapes {
         let activation = large_activations(shape, n, &mut s);
         let tie: Vec<i64> = (0..n as i64).map(|i| i % 5).collect();
         let naive = fade_order_naive(&activation, &tie).expect("valid");
         for limit in [1, n / 100, n / 10, n / 2] {
-            let first = fade_order_first(&activation, &tie, limit).expect("valid");
-            assert_eq!(first[..], naive[..limit], "shape {shape}, limit {limit}");
+            let first = fade_order_first_on(isa, &activation, &tie, limit).expect("valid");
+            assert_eq!(first[..], naive[..limit], "{isa:?}, shape {shape}, limit {limit}");
         }
         let sizes: Vec<i64> = (0..n).map(|_| (s.next() % 2_000) as i64).collect();
         let view: i64 = sizes.iter().sum();
-        let picked = fade(&activation, &tie, &sizes, view, view - view / 10).expect("valid");
+        let picked = fade_on(isa, &activation, &tie, &sizes, view, view - view / 10);
         let naive = fade_naive(&activation, &tie, &sizes, view, view - view / 10).expect("valid");
-        assert_eq!(picked, naive);
+        assert_eq!(picked.expect("valid"), naive, "{isa:?}, shape {shape}");
     }
+}
+
+#[test]
+fn a_prefix_split_over_threads_equals_naive() {
+    // Past the size from which plain loops keep a prefix's episodes on two threads; the
+    // dispatched path (AVX-512's compress, where the CPU has it) runs on one here.
+    for isa in [Isa::Baseline, Isa::Detected] {
+        check_prefixes(isa, 300_001, &[0, 1, 2, 3, 4, 5, 6]);
+    }
+}
+
+#[test]
+fn a_compressed_prefix_split_over_threads_equals_naive() {
+    // Past the size from which AVX-512's compress keeps them on two threads.
+    check_prefixes(Isa::Detected, (1 << 20) + 3, &[0, 6]);
 }
