@@ -22,8 +22,10 @@ tests use):
   through `_core` and the numpy equivalent.
 
 Every implementation's result is checked against fadeway's before anything is timed; each figure
-is the best of several calls. numpy and Python run on one thread; fadeway's grouped kernel splits
-a call of 2^17 traces or more over the machine's threads (2 here), the others run on one.
+is the best of several calls. numpy and Python run on one thread. fadeway uses the machine's
+threads (2 here) for a grouped call of 2^17 traces or more, for log order from 2^17 traces
+(terms on one thread, adds on the other), and for the pass that keeps a prefix's candidates from
+2^20 episodes (2^18 without AVX-512); everything else runs on one.
 """
 
 from __future__ import annotations
@@ -400,14 +402,17 @@ def main() -> None:
             f"Command: `python benches/compare_activation.py --out {args.out}`  \n"
             f"Date: {today}; Python {platform.python_version()}, numpy {np.__version__}, "
             f"{platform.machine()}, 2 cores, shared with other work (load average "
-            f"{os.getloadavg()[0]:.1f}); fadeway grouped on 2 threads from 2^17 traces, everything else on one.  \n"
+            f"{os.getloadavg()[0]:.1f}); fadeway on two threads for grouped and log-order "
+            "activation from 2^17 traces and for a prefix's keeping pass from 2^20 episodes, "
+            "on one otherwise.  \n"
             "Workloads: see the docstring of `benches/compare_activation.py`. Every result was "
             "checked against fadeway's before timing; figures are the best of several calls.\n\n"
             f"{tables}\n\n"
             f"Against the issue's goals, in this run:\n\n{verdicts}\n\n"
             "The extension is built for baseline x86-64 and picks at run time (through pulp, "
             "without `unsafe`) the best code the CPU runs: AVX-512 on this machine, AVX2 + FMA or "
-            "SSE2 elsewhere, with the same bits on every path; numpy dispatches to AVX-512 on this "
+            "SSE2 elsewhere, with the same bits on every path (the fade's prefix keeps its "
+            "candidates with AVX-512's compress here); numpy dispatches to AVX-512 on this "
             "machine too. On a shared machine repeated runs vary by "
             "10-30%; the ratios above come from one run. Log order from 2^17 traces runs on two "
             "threads (terms on one, adds on the other) and is bimodal on this VM: in about one "
