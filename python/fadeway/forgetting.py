@@ -17,10 +17,10 @@ from . import _constants as C
 from . import _core, blocks, tokens
 from .graph import Graph
 from .history import History
-from .model import EpisodeRecord, FactRecord, TraceRecord
+from .model import EpisodeRecord, FactRecord
 
 __all__ = [
-    "Budget", "budget", "typical_turn", "next_call_room", "activations",
+    "Budget", "budget", "typical_turn", "next_call_room", "least_active",
     "hidden_ranges", "facts_of", "facts_block_text", "turn_sizes", "sleeps", "fact_tokens",
 ]
 
@@ -54,27 +54,6 @@ def budget(ceiling: int, fixed: int, room: int, typical: int, current_turn: int)
     b = max(0, ceiling - fixed - room)
     landing = max(current_turn, min(b // 2, b - 2 * typical))
     return Budget(ceiling, fixed, room, b, landing, current_turn)
-
-
-def activations(episode_ns: Sequence[int], traces: Sequence[TraceRecord], now: float,
-                *, by: str = "episode") -> tuple[np.ndarray, np.ndarray]:
-    """(activation, significance) of each item of `episode_ns`, from its counted traces.
-
-    `by` is "episode" (the encoding trace and counted fact traces of each episode) or "fact"
-    (each fact's own counted traces); `episode_ns` then holds fact numbers.
-    """
-    index = {n: i for i, n in enumerate(episode_ns)}
-    groups: list[list[TraceRecord]] = [[] for _ in episode_ns]
-    for t in traces:
-        key = t.episode if by == "episode" else t.fact
-        if t.counted and key in index:
-            groups[index[key]].append(t)
-    offsets = np.zeros(len(groups) + 1, dtype=np.int64)
-    np.cumsum([len(g) for g in groups], out=offsets[1:])
-    at = np.fromiter((t.at for g in groups for t in g), dtype=np.float64, count=int(offsets[-1]))
-    score = np.fromiter((t.score for g in groups for t in g), dtype=np.float64,
-                        count=int(offsets[-1]))
-    return _core.activation(offsets, at, score, now), _core.significance(offsets, score)
 
 
 def least_active(activation: np.ndarray, tie: np.ndarray) -> Iterator[int]:

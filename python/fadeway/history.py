@@ -15,6 +15,7 @@ from .formats import Format, Side, text_of
 from .formats.canonical import plain, to_plain
 from .model import MessageRecord, Unit
 from .notes import find_note_calls
+from .trace_log import TraceLog
 
 __all__ = ["History", "align", "units", "next_turns"]
 
@@ -37,6 +38,8 @@ class History:
     turn: int = 0  # the turn of the last stored message
     turn_start: int = 0  # seq of the first message of that turn: the turn in progress
     calls: set[str] = field(default_factory=set)
+    #: The memory's trace log as columns, synced by whoever reads it (the fade, the facts order).
+    trace_log: TraceLog = field(default_factory=TraceLog, repr=False, compare=False)
     #: Held by whoever reads or extends this mirror (one decorate or report at a time).
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 

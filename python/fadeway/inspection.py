@@ -12,7 +12,7 @@ from typing import Any
 
 from .engine import Engine
 from .errors import FadewayError
-from .forgetting import activations
+from .trace_log import TraceLog
 
 __all__ = ["MemoryNotFoundError", "inspect_memory", "render"]
 
@@ -40,7 +40,8 @@ def inspect_memory(engine: Engine, memory_id: str, at: float) -> dict[str, Any]:
         entities, aliases, edges = tx.entities(), tx.aliases(), tx.edges()
         retirements = tx.retirements()
         passages = tx.passage_count()
-    act, sig = activations([e.n for e in episodes], traces, at)
+    log, numbers = TraceLog.of(traces), [e.n for e in episodes]
+    act, sig = log.activation(numbers, at), log.significance(numbers)
     trace_count: dict[int, int] = {}
     for t in traces:
         trace_count[t.episode] = trace_count.get(t.episode, 0) + 1

@@ -24,7 +24,6 @@ from .formats import Entry, Format, ParsedRequest
 from .formats.canonical import digest_of, encode_json, plain
 from .episodes import commit_cut, plan_read_cut, prepare_cut, read_cut, uncut_range
 from .forgetting import (
-    activations,
     budget,
     fact_tokens,
     facts_block_text,
@@ -298,7 +297,8 @@ class Memory:
         # Only live and sealed episodes can fade (a live one starts leaving, a sealed one is
         # forgotten): ordering the others would only skip them.
         episodes = [e for e in tx.episodes() if e.state in ("live", "sealed")]
-        act, _ = activations([e.n for e in episodes], tx.traces(), now)
+        mirror.trace_log.sync(tx)
+        act = mirror.trace_log.activation([e.n for e in episodes], now)
         tie = np.fromiter((e.n for e in episodes), dtype=np.int64, count=len(episodes))
         acked = {e for e, _ in acks}
         states: dict[int, str] = {}
@@ -334,9 +334,9 @@ class Memory:
         if not shown:
             return []
         ns = sorted(shown)
-        traces = [msgspec.structs.replace(t, fact=graph.root(t.fact)) if t.fact is not None else t
-                  for t in tx.traces()]
-        act, _ = activations(ns, traces, now, by="fact")
+        log = self._history.trace_log
+        log.sync(tx)
+        act = log.activation(ns, now, by="fact", fact_key=graph.root)
         return [n for _, n in sorted(zip(act.tolist(), ns, strict=True), key=lambda p: (-p[0], -p[1]))]
 
     # -- notes -----------------------------------------------------------------------------

@@ -99,8 +99,8 @@ class Transaction(abc.ABC):
     def insert_episodes(self, rows: Sequence[EpisodeRecord]) -> None: ...
 
     @abc.abstractmethod
-    def traces(self) -> list[TraceRecord]:
-        """The whole trace log, in order of writing."""
+    def traces(self, after: int = 0) -> list[TraceRecord]:
+        """The trace log past trace number `after` (all of it by default), in order of writing."""
 
     @abc.abstractmethod
     def append_traces(self, rows: Sequence[TraceRecord]) -> None:

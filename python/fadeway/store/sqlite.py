@@ -201,10 +201,10 @@ class _SQLiteTransaction(GraphQueries, Transaction):
             [(self.memory_id, e.n, e.first_seq, e.last_seq, e.first_turn, e.last_turn,
               e.start_at, e.end_at, e.tokens, e.cut_at, e.state) for e in rows])
 
-    def traces(self) -> list[TraceRecord]:
+    def traces(self, after: int = 0) -> list[TraceRecord]:
         return [_trace(r) for r in self._conn.execute(
-            f"SELECT {_TRACE_COLUMNS} FROM traces WHERE memory_id = ? ORDER BY n",
-            (self.memory_id,))]
+            f"SELECT {_TRACE_COLUMNS} FROM traces WHERE memory_id = ? AND n > ? ORDER BY n",
+            (self.memory_id, after))]
 
     def append_traces(self, rows: Sequence[TraceRecord]) -> None:
         self._conn.executemany(
