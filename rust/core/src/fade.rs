@@ -365,9 +365,10 @@ fn gather_below(
 }
 
 /// Episodes from which [`gather_below`] splits its pass over two threads: where the pass takes
-/// about 250 µs on one, five times what starting and joining a thread costs here. Plain loops
-/// keep about 1 ns an episode, AVX-512's compress about 0.35.
+/// a quarter of a millisecond or more on one, five times what starting and joining a thread
+/// costs here. Plain loops keep about 1 ns an episode.
 const SPLIT_MIN: usize = 1 << 18;
+/// The same for AVX-512's compress, which keeps about 0.35 ns an episode.
 const SPLIT_MIN_COMPRESS: usize = 1 << 20;
 
 /// One pass of [`gather_below`] over `activation`, whose first episode is number `first`: the
@@ -479,7 +480,7 @@ impl pulp::WithSimd for KeepCompress<'_> {
             let negative = avx._mm256_srai_epi32::<31>(bits);
             let keys = avx._mm256_xor_si256(bits, avx._mm256_or_si256(negative, sign));
             least = avx._mm256_min_epu32(least, keys);
-            let kept = simd.avx512f._mm256_cmplt_epu32_mask(keys, below);
+            let kept = f._mm256_cmplt_epu32_mask(keys, below);
             let packed: __m512i =
                 f._mm512_or_si512(f._mm512_slli_epi64::<32>(f._mm512_cvtepu32_epi64(keys)), index);
             index = f._mm512_add_epi64(index, step);
