@@ -425,10 +425,8 @@ impl pulp::WithSimd for Keep<'_> {
 /// compiled for `isa`. Both keep the same words.
 fn keep(isa: Isa, pass: Keep<'_>) -> u32 {
     #[cfg(target_arch = "x86_64")]
-    if isa == Isa::Detected {
-        if let Some(simd) = pulp::x86::V4::try_new() {
-            return pulp::Simd::vectorize(simd, KeepCompress { simd, pass });
-        }
+    if let Some(simd) = compress_simd(isa) {
+        return pulp::Simd::vectorize(simd, KeepCompress { simd, pass });
     }
     run(isa, pass)
 }
@@ -436,9 +434,19 @@ fn keep(isa: Isa, pass: Keep<'_>) -> u32 {
 /// Whether [`keep`] uses AVX-512's compress for `isa` on this CPU.
 fn compresses(isa: Isa) -> bool {
     #[cfg(target_arch = "x86_64")]
-    return isa == Isa::Detected && pulp::x86::V4::try_new().is_some();
+    return compress_simd(isa).is_some();
     #[cfg(not(target_arch = "x86_64"))]
     return false;
+}
+
+/// AVX-512, when `isa` lets the CPU's best code run and the CPU has it.
+#[cfg(target_arch = "x86_64")]
+fn compress_simd(isa: Isa) -> Option<pulp::x86::V4> {
+    if isa == Isa::Detected {
+        pulp::x86::V4::try_new()
+    } else {
+        None
+    }
 }
 
 /// [`Keep`] eight keys at a time: the eight words are packed in one register, the kept ones
