@@ -270,8 +270,10 @@ def measure_decision() -> list[tuple[str, ...]]:
     def numpy() -> I64:
         return fade_numpy(activation_reduceat(offsets, at, score, NOW), tie, sizes, view, landing)
 
-    # What a decorate runs on a memory: its trace log mirrored as columns (synced before, as
-    # after any earlier call), activation by episode number, and the walk down the order.
+    # What a decorate's fade runs on a memory (`Memory._fade_if_needed`) once its episodes'
+    # numbers and sizes are columns: activation from its trace log mirrored as columns (synced
+    # before, as after any earlier call), by episode number, and the walk down the order. All
+    # episodes are live here, so the facts block stays and the landing with it.
     group = np.repeat(np.arange(DECISION_EPISODES), np.diff(offsets))
     log_order = np.argsort(at, kind="stable")
     log = TraceLog.of([
@@ -279,22 +281,17 @@ def measure_decision() -> list[tuple[str, ...]]:
                     counted=True, at=float(at[i]))
         for n, i in enumerate(log_order.tolist(), start=1)
     ])
-    numbers = (tie + 1).tolist()
-    size_list = sizes.tolist()
+    numbers = tie + 1
+    no_block = np.zeros(DECISION_EPISODES, dtype=np.int64)
 
-    def memory() -> list[int]:
+    def memory() -> I64:
         activation = log.activation(numbers, NOW)
-        projected, picked = view, []
-        for i in forgetting.least_active(activation, tie):
-            if projected <= landing:
-                break
-            picked.append(i)
-            projected -= size_list[i]
-        return picked
+        return forgetting.fade_picks(activation, numbers, sizes, no_block, view, 0,
+                                     lambda block: forgetting.landing(view, block, 0, 0, 0))
 
     picked = rust()
     assert np.array_equal(picked, numpy())
-    assert memory() == picked.tolist()
+    assert np.array_equal(memory(), picked)
     times = {
         "fadeway (Rust)": best_seconds(rust, 200),
         "fadeway, a memory's mirrored trace log": best_seconds(memory, 50),

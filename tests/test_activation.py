@@ -1,7 +1,7 @@
 """Activation, significance and the fade through the bindings (spec "Activation",
 "Significance", "Forgetting"): `fadeway._core.activation`, `significance`,
 `activation_log_order`, `fade_order` (whole and its first episodes) and `fade`, and the lazy
-order the fade walks (`forgetting.least_active`).
+the fade's walk down that order (`forgetting.fade_picks`).
 
 The kernels are kept equal to their slow twins in `reference.py` (to 1e-12 of the terms'
 magnitude for the sums, exactly for the order and the picks), the spec's table is reproduced, and
@@ -10,7 +10,6 @@ the fade's promises are checked on the picks directly.
 
 from __future__ import annotations
 
-import itertools
 import math
 import random
 import threading
@@ -24,6 +23,7 @@ from hypothesis import strategies as st
 import reference
 from fadeway import _constants as C
 from fadeway import _core, forgetting
+from fadeway.model import EpisodeRecord
 
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 RELATIVE = 1e-12
@@ -221,16 +221,46 @@ def test_fade_order_limit_is_a_prefix_of_the_reference(case, limit):
     assert got.tolist() == reference.fade_order_reference(act, tie)[:limit]
 
 
-@given(st.integers(0, 3), st.integers(0, 2**32 - 1))
-@settings(max_examples=20)
-def test_least_active_yields_the_whole_order_lazily(shape, seed):
+def walk_reference(act: list[float], tie: list[int], history_cut: list[int],
+                   block_cut: list[int], history: int, block: int, ceiling: int,
+                   typical: int, current: int) -> list[int]:
+    """memory.py's fade read literally: down the order while the history is above the landing,
+    the landing worked out again (`forgetting.budget`) whenever the facts block shrinks."""
+    picked: list[int] = []
+    plan = forgetting.budget(ceiling, block, 0, typical, current)
+    for i in reference.fade_order_reference(act, tie):
+        if history <= plan.landing:
+            break
+        picked.append(i)
+        history -= history_cut[i]
+        if block_cut[i]:
+            block -= block_cut[i]
+            plan = forgetting.budget(ceiling, block, 0, typical, current)
+    return picked
+
+
+@given(st.integers(0, 3), st.integers(0, 2**32 - 1), st.integers(0, 1))
+@settings(max_examples=60)
+def test_fade_picks_walk_the_order_to_the_landing(shape, seed, sealed_share):
     rng = np.random.default_rng(seed)
     n = int(rng.integers(0, 3 * C.FADE_FIRST))
     act = [rng.lognormal(0, 2, n), rng.integers(0, 4, n) * 0.5, np.linspace(1, 0, n),
            np.zeros(n)][shape]
     tie = rng.integers(-3, 3, n)
-    want = reference.fade_order_reference(act.tolist(), tie.tolist())
-    assert list(forgetting.least_active(act, tie)) == want
+    # Live episodes shrink the history; sealed ones (none, or about half) the facts block,
+    # which raises the landing.
+    sealed = rng.random(n) < 0.5 * sealed_share
+    history_cut = np.where(sealed, 0, rng.integers(0, 400, n))
+    block_cut = np.where(sealed, rng.integers(0, 300, n), 0)
+    block = int(block_cut.sum()) + int(rng.integers(0, 1000))
+    history = int(rng.integers(0, 2 * int(history_cut.sum()) + 2))
+    ceiling, typical, current = int(rng.integers(0, 60_000)), int(rng.integers(0, 2000)), 50
+    args = (history_cut, block_cut, history, block)
+    want = walk_reference(act.tolist(), tie.tolist(), *[a.tolist() for a in args[:2]],
+                          *args[2:], ceiling, typical, current)
+    got = forgetting.fade_picks(act, tie, *args,
+                                lambda b: forgetting.landing(ceiling, b, 0, typical, current))
+    assert got.tolist() == want
     # A fade that stops within the first prefix asks Rust for that prefix only.
     calls: list[int | None] = []
     order = _core.fade_order
@@ -240,9 +270,31 @@ def test_least_active_yields_the_whole_order_lazily(shape, seed):
         return order(a, t, limit)
 
     with mock.patch.object(forgetting._core, "fade_order", counting):
-        taken = list(itertools.islice(forgetting.least_active(act, tie), 3))
-    assert taken == want[:3]
-    assert calls == ([C.FADE_FIRST] if n else [])
+        forgetting.fade_picks(act, tie, *args,
+                              lambda b: forgetting.landing(ceiling, b, 0, typical, current))
+    assert calls == [C.FADE_FIRST * 4**k for k in range(len(calls))]
+    # Just enough of the order: the prefix holding the episode where the walk stopped, or the
+    # whole order when every episode was picked.
+    needed = len(want) + 1 if len(want) < n else n
+    assert (calls[-1] >= needed and (len(calls) == 1 or calls[-2] < needed)) if n else not calls
+
+
+@given(st.lists(st.integers(1, 6), max_size=12), st.dictionaries(st.integers(0, 60),
+                                                                 st.integers(1, 500)),
+       st.randoms())
+def test_blocks_within_sums_the_blocks_among_each_episodes_messages(lengths, blocks, rnd):
+    # Episodes over consecutive seqs with gaps between some (messages in no episode), in any
+    # order; blocks anywhere, inside an episode or not.
+    episodes, seq = [], 0
+    for n, length in enumerate(lengths, start=1):
+        seq += rnd.randint(0, 2)
+        episodes.append(EpisodeRecord(n=n, first_seq=seq, last_seq=seq + length - 1, first_turn=0,
+                                      last_turn=0, start_at=0.0, end_at=0.0, tokens=1, cut_at=0.0))
+        seq += length
+    rnd.shuffle(episodes)
+    got = forgetting.blocks_within(episodes, blocks)
+    assert got.tolist() == [sum(size for s, size in blocks.items() if e.first_seq <= s <= e.last_seq)
+                            for e in episodes]
 
 
 @given(episodes(), st.integers(0, 20_000), st.integers(0, 20_000))

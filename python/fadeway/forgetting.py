@@ -8,7 +8,7 @@ the new states. Sizes here are corrected token estimates.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +20,7 @@ from .history import History
 from .model import EpisodeRecord, FactRecord
 
 __all__ = [
-    "Budget", "budget", "typical_turn", "next_call_room", "least_active",
+    "Budget", "budget", "landing", "blocks_within", "typical_turn", "next_call_room", "fade_picks",
     "hidden_ranges", "facts_of", "facts_block_text", "turn_sizes", "sleeps", "fact_tokens",
 ]
 
@@ -52,21 +52,63 @@ def next_call_room(step_sizes: Sequence[int]) -> int:
 def budget(ceiling: int, fixed: int, room: int, typical: int, current_turn: int) -> Budget:
     """landing = max(current turn, min(budget / 2, budget − 2 × typical turn)) (Contracts)."""
     b = max(0, ceiling - fixed - room)
-    landing = max(current_turn, min(b // 2, b - 2 * typical))
-    return Budget(ceiling, fixed, room, b, landing, current_turn)
+    return Budget(ceiling, fixed, room, b, int(landing(ceiling, fixed, room, typical, current_turn)),
+                  current_turn)
 
 
-def least_active(activation: np.ndarray, tie: np.ndarray) -> Iterator[int]:
-    """Indices of `activation` in the fade's order (least active first, ties by `tie`), lazily:
-    a prefix is ordered at a time, growing fourfold, so a fade that stops early never pays for
-    ordering the rest."""
+def landing(ceiling: int, fixed: int | np.ndarray, room: int, typical: int,
+            current_turn: int) -> np.ndarray:
+    """`budget`'s landing, for one fixed part or an array of them."""
+    b = np.maximum(0, ceiling - fixed - room)
+    return np.maximum(current_turn, np.minimum(b // 2, b - 2 * typical))
+
+
+def blocks_within(episodes: Sequence[EpisodeRecord], block_sizes: dict[int, int]) -> np.ndarray:
+    """The tokens of the blocks (sizes by the seq they stand before) among each episode's
+    messages, as an array over `episodes`."""
+    first = np.fromiter((e.first_seq for e in episodes), dtype=np.int64, count=len(episodes))
+    last = np.fromiter((e.last_seq for e in episodes), dtype=np.int64, count=len(episodes))
+    by_first = np.argsort(first, kind="stable")
+    seqs = np.fromiter(block_sizes, dtype=np.int64, count=len(block_sizes))
+    sizes = np.fromiter(block_sizes.values(), dtype=np.float64, count=len(block_sizes))
+    at = np.searchsorted(first[by_first], seqs, side="right") - 1
+    inside = at >= 0
+    inside[inside] = seqs[inside] <= last[by_first[at[inside]]]
+    return np.bincount(by_first[at[inside]], weights=sizes[inside], minlength=len(episodes))
+
+
+def fade_picks(activation: np.ndarray, tie: np.ndarray, history_cut: np.ndarray,
+               block_cut: np.ndarray, history: int, block: int,
+               landing_of: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """The episodes a fade picks, as indices in the order picked: least active first (ties by
+    `tie`), while the projected history stands above the landing.
+
+    Picking episode `i` takes `history_cut[i]` tokens from the history (a live episode's
+    messages leave the view) and `block_cut[i]` from the facts block (a sealed episode's facts
+    leave it); `landing_of` gives the landing for an array of facts block sizes, since a smaller
+    block leaves the history more room. `history` and `block` are the sizes before the fade.
+    The order is asked of Rust a prefix at a time, growing fourfold, and walked with running
+    sums, so a fade that stops early never pays for ordering (or visiting) the rest.
+    """
     activation = np.ascontiguousarray(activation, dtype=np.float64)
     tie = np.ascontiguousarray(tie, dtype=np.int64)
+    history_cut = np.asarray(history_cut, dtype=np.int64)
+    block_cut = np.asarray(block_cut, dtype=np.int64)
     done, limit = 0, C.FADE_FIRST
+    order = np.empty(0, dtype=np.int64)
     while done < len(activation):
         order = _core.fade_order(activation, tie, limit=limit)
-        yield from order[done:].tolist()
+        new = order[done:]
+        # The sizes as each pick is considered: before it, after the ones ahead of it.
+        h = history - np.cumsum(history_cut[new]) + history_cut[new]
+        b = block - np.cumsum(block_cut[new]) + block_cut[new]
+        reached = np.flatnonzero(h <= landing_of(b))
+        if len(reached):
+            return order[: done + int(reached[0])]
+        history -= int(history_cut[new].sum())
+        block -= int(block_cut[new].sum())
         done, limit = len(order), 4 * limit
+    return order
 
 
 def hidden_ranges(episodes: Sequence[EpisodeRecord]) -> list[tuple[int, int]]:

@@ -24,12 +24,14 @@ from .formats import Entry, Format, ParsedRequest
 from .formats.canonical import digest_of, encode_json, plain
 from .episodes import commit_cut, plan_read_cut, prepare_cut, read_cut, uncut_range
 from .forgetting import (
+    blocks_within,
     budget,
     fact_tokens,
     facts_block_text,
     facts_of,
     hidden_ranges,
-    least_active,
+    fade_picks,
+    landing,
     next_call_room,
     sleeps,
     turn_sizes,
@@ -297,24 +299,26 @@ class Memory:
         # Only live and sealed episodes can fade (a live one starts leaving, a sealed one is
         # forgotten): ordering the others would only skip them.
         episodes = [e for e in tx.episodes() if e.state in ("live", "sealed")]
+        numbers = np.fromiter((e.n for e in episodes), dtype=np.int64, count=len(episodes))
         mirror.trace_log.sync(tx)
-        act = mirror.trace_log.activation([e.n for e in episodes], now)
-        tie = np.fromiter((e.n for e in episodes), dtype=np.int64, count=len(episodes))
+        act = mirror.trace_log.activation(numbers, now)
+        live = np.fromiter((e.state == "live" for e in episodes), dtype=bool, count=len(episodes))
+        # A live episode leaves the view with its messages and the recall blocks among them; a
+        # sealed one takes its facts out of the facts block.
+        shown = np.fromiter((e.tokens for e in episodes), dtype=np.float64, count=len(episodes))
+        shown += blocks_within(episodes, block_sizes)
+        history_cut = np.where(live, np.rint(shown * ratio), 0).astype(np.int64)
+        block_cut = np.where(live, 0, [facts_tokens.get(e.n, 0) for e in episodes])
+        picks = fade_picks(act, numbers, history_cut, block_cut, history_tokens, block,
+                           lambda b: landing(engine.ceiling, fixed + b, room, typical, current))
         acked = {e for e, _ in acks}
         states: dict[int, str] = {}
-        for i in least_active(act, tie):
-            if history_tokens <= plan.landing:
-                break
+        for i in picks.tolist():
             e = episodes[i]
-            if e.state == "live":
-                states[e.n] = "sealed" if e.n in acked else "leaving"
-                blocks_in_it = sum(size for seq, size in block_sizes.items()
-                                   if e.first_seq <= seq <= e.last_seq)
-                history_tokens -= round((e.tokens + blocks_in_it) * ratio)
-            elif e.state == "sealed":
-                states[e.n] = "forgotten"
-                block -= facts_tokens.get(e.n, 0)
-                plan = budget(engine.ceiling, fixed + block, room, typical, current)
+            states[e.n] = ("sealed" if e.n in acked else "leaving") if live[i] else "forgotten"
+        history_tokens -= int(history_cut[picks].sum())
+        block -= int(block_cut[picks].sum())
+        plan = budget(engine.ceiling, fixed + block, room, typical, current)
         if states:
             tx.set_episode_states(states)
             log.info("memory %r: fade to the landing (%d tokens), projected view %d tokens%s: %s",
