@@ -14,7 +14,7 @@ from fadeway import _constants as C
 from fadeway import blocks
 from fadeway.judge import OfflineJudge, ScriptedJudge
 from fadeway.lane import run_ready
-from fadeway.recall import Snapshot, group_facts, recall
+from fadeway.recall import Snapshot, block_tokens, group_facts, recall
 
 from helpers import chat_reply, converse_with_notes
 
@@ -248,3 +248,30 @@ def test_a_failing_embedder_costs_the_turn_its_block_not_the_turn(tmp_path, cloc
         assert not request["messages"][-2]["content"].startswith("[assistant_recent_memories]")
         assert eng.memory("m").messages()[-1].body.endswith(QUESTION.encode() + b'"}')
     assert "recall failed" in caplog.text
+
+
+def test_a_block_over_its_share_of_the_ceiling_leaves_out_the_least_first(tmp_path, clock,
+                                                                          monkeypatch):
+    many = [(f"Dana moved the checkout migration step {i} to review {i}.", "Dana",
+             f"checkout step {i}", False) for i in range(8)]
+    with _open(tmp_path / "r.db", clock) as eng:
+        mem = eng.memory("m")
+        converse_with_notes(eng, mem, clock, [[OWNER, *OTHER], many[:4], [LEAVE, *many[4:]]])
+        with eng.store.write("m") as tx:
+            tx.set_facts_order("[]")  # nothing in the facts block: recall may show every fact
+        text = {f.n: f.text for f in mem.export().facts}
+        monkeypatch.setattr(C, "RECALL_BLOCK_SHARE", 1.0)
+        whole = _recall(eng, "m", QUESTION)
+        size = block_tokens(whole.block)
+        assert whole.passages and len(whole.facts) > 2  # excerpts and facts to leave out
+        for share in (0.6 * size / eng.ceiling, 0.3 * size / eng.ceiling):
+            monkeypatch.setattr(C, "RECALL_BLOCK_SHARE", share)
+            part = _recall(eng, "m", QUESTION)
+            assert part.block is not None and block_tokens(part.block) <= share * eng.ceiling
+            # Excerpts go first, from the last: what stays is the start of what was quoted.
+            assert part.passages == whole.passages[: len(part.passages)] != whole.passages
+            assert set(part.facts) <= set(whole.facts)
+            for n in part.facts:  # what it says it shows, it shows
+                assert text[n] in part.block
+        monkeypatch.setattr(C, "RECALL_BLOCK_SHARE", 1 / eng.ceiling)
+        assert _recall(eng, "m", QUESTION).block is None  # nothing fits in one token

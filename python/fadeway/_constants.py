@@ -154,6 +154,11 @@ RECALL_EXCERPTS = 8
 #: Facts shown under an excerpt: its episode's facts that the message's search found, best
 #: first, none shown elsewhere in the block (2 chosen on the LoCoMo tuning split, as above).
 RECALL_EXCERPT_FACTS = 2
+#: The most of the ceiling a recall block may take, so that the turn in progress (which is
+#: never forgotten) and its block still fit under it: past this share, excerpts are left out
+#: from the last, then part sections, then the lowest ranked facts. At the default ceiling
+#: (200,000) it never binds; at LoCoMo's 8,000 a block averages about 820 tokens of 2,000.
+RECALL_BLOCK_SHARE = 0.25
 #: A hit by meaning below this cosine is no hit (a vector search always returns its k nearest).
 #: 0.35 on the LoCoMo tuning split: hashing-embedding hits below it only displaced better BM25
 #: hits (passage recall@4 .38 fused at 0.15, .43 at 0.35, the same as BM25 alone).

@@ -186,8 +186,8 @@ def recall(engine: Engine, memory_id: str, message: str, recent: str, *,
            prepared_turn: int | None = None, deadline: float | None = None) -> RecallResult:
     """The recall block for `message` (the new user message), `recent` being the conversation
     ending with it. The walk the lane prepared after turn `prepared_turn` (the turn the new
-    message follows) is used when it is there. Reads the store and the indexes; writes nothing
-    but index caches.
+    message follows) is used when it is there. The block takes at most `RECALL_BLOCK_SHARE` of
+    the engine's ceiling. Reads the store and the indexes; writes nothing but index caches.
 
     Synchronous: on decorate's usual path (a local embedder, a prepared walk) nothing waits on
     I/O, and an event loop would cost more than the searches it ran. An endpoint embedder or an
@@ -262,6 +262,17 @@ def recall(engine: Engine, memory_id: str, message: str, recent: str, *,
     excerpts, excerpt_facts = _excerpts(snap, [passages[n] for n in quoted], fact_rank,
                                         shown=[*grouped, *section_facts])
     block = blocks.recall_block(groups, sections, excerpts)
+    while block is not None and block_tokens(block) > engine.ceiling * C.RECALL_BLOCK_SHARE:
+        # Over its share of the ceiling: leave out the least of what it shows, one at a time.
+        if excerpts:
+            del excerpt_facts[len(excerpt_facts) - len(excerpts.pop().facts):]
+            quoted.pop()
+        elif sections:
+            del section_facts[len(section_facts) - len(sections.pop().facts):]
+        else:
+            grouped.pop()
+            groups = group_facts(snap, grouped)
+        block = blocks.recall_block(groups, sections, excerpts)
     lap("block")
     shown = list(dict.fromkeys([*grouped, *section_facts, *excerpt_facts]))
     return RecallResult(block, shown, quoted, how, timings)
