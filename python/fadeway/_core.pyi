@@ -1,8 +1,16 @@
 """Type stubs for the Rust extension `fadeway._core`."""
 
+from typing import final
+
 import numpy as np
 import numpy.typing as npt
+from typing_extensions import Self
 
+__all__ = [
+    "__version__", "activation", "significance", "activation_log_order", "Bm25Index",
+    "tokenize", "hash_embed", "fade_order", "fade", "rrf", "split_parts", "split_episodes",
+    "count_tokens", "count_tokens_many", "encode_tokens", "token_bytes",
+]
 __version__: str
 
 def count_tokens(encoding_name: str, text: str) -> int: ...
@@ -54,17 +62,18 @@ def rrf(
 
 def tokenize(text: str, stopwords: bool = True, stem: bool = True) -> list[str]: ...
 
+@final
 class Bm25Index:
-    def __init__(
-        self, k1: float = 1.2, b: float = 0.75, stopwords: bool = True, stem: bool = True
-    ) -> None: ...
+    def __new__(
+        cls, k1: float = 1.2, b: float = 0.75, stopwords: bool = True, stem: bool = True
+    ) -> Self: ...
     def add(self, ids: npt.NDArray[np.int64], texts: list[str]) -> None: ...
     def remove(self, ids: npt.NDArray[np.int64]) -> int: ...
     def search(
         self, query: str, k: int
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]: ...
     def __len__(self) -> int: ...
-    def __contains__(self, id: int) -> bool: ...
+    def __contains__(self, id: int, /) -> bool: ...
     @property
     def params(self) -> tuple[float, float, bool, bool]: ...
     def to_bytes(self) -> bytes: ...
