@@ -143,7 +143,7 @@ def best_seconds(run: Callable[[], object], repeats: int) -> float:
 
 
 def repeats_for(n: int) -> int:
-    return max(3, min(50, 20_000_000 // max(n, 1)))
+    return max(10, min(50, 20_000_000 // max(n, 1)))
 
 
 def copy_bandwidth() -> float:
