@@ -1,5 +1,6 @@
-"""JSON and JSONL writers and readers of memory exports, and export files checked and imported
-line by line (one memory in memory at a time, so a large store streams)."""
+"""Memory exports: one memory read from the store as a document, JSON and JSONL writers and
+readers, and export files checked and imported line by line (one memory in memory at a time, so
+a large store streams)."""
 
 from __future__ import annotations
 
@@ -12,17 +13,75 @@ import msgspec
 from . import formats
 from .errors import FadewayError, ImportConflictError, InvalidExportError
 from .formats import Format
-from .model import EXPORT_VERSION, MemoryExport
+from .model import (
+    EXPORT_VERSION,
+    ExportedMessage,
+    ExportedRequest,
+    ExportedUsage,
+    MemoryExport,
+)
 
 if TYPE_CHECKING:
     from .engine import Engine
+    from .store import Transaction
 
-__all__ = ["dumps", "loads", "write_jsonl", "read_jsonl", "check_export", "read_export_file",
-           "numbered_lines",
-           "check_export_file", "import_file"]
+__all__ = ["export_memory", "dumps", "loads", "write_jsonl", "read_jsonl", "check_export",
+           "read_export_file", "numbered_lines", "check_export_file", "import_file"]
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(MemoryExport)
+
+
+def export_memory(tx: Transaction, memory_id: str) -> MemoryExport:
+    """Memory `memory_id` as one export document, read through `tx`."""
+    memory = tx.memory()
+    if memory is None:
+        raise KeyError(f"memory {memory_id!r} holds nothing to export")
+    messages = tx.messages()
+    requests = tx.requests()
+    episodes = tx.episodes()
+    traces = tx.traces()
+    notes_, facts, acks = tx.notes(), tx.facts(), tx.acks()
+    graph = (tx.entities(), tx.aliases(), tx.edges(), tx.retirements())
+    passages = tx.passages()
+    recalls = (tx.recalls(), tx.block_texts("distills"), tx.block_texts("recall_finals"),
+               tx.walks())
+    usage = tx.usage()
+    return MemoryExport(
+        memory_id=memory_id,
+        format=memory.format,
+        created_at=memory.created_at,
+        decorated_through=memory.decorated_through,
+        instructions=msgspec.Raw(memory.instructions or b"null"),
+        messages=[ExportedMessage(seq=m.seq, turn=m.turn, at=m.at, role=m.role, kind=m.kind,
+                                  source=m.source, tokens=m.tokens,
+                                  message=msgspec.Raw(m.body)) for m in messages],
+        requests=[ExportedRequest(n=r.n, at=r.at, model=r.model, encoding=r.encoding,
+                                  estimate=r.estimate, view_len=r.view_len,
+                                  view_last=r.view_last,
+                                  history_through=r.history_through,
+                                  provider_tokens=r.provider_tokens, ratio_kept=r.ratio_kept,
+                                  ratio_note=r.ratio_note, replied=r.replied)
+                  for r in requests],
+        episodes=episodes,
+        traces=traces,
+        notes=notes_,
+        facts=facts,
+        acks=acks,
+        facts_order=msgspec.json.decode(memory.facts_order) if memory.facts_order else None,
+        facts_block=memory.facts_block,
+        entities=graph[0],
+        aliases=graph[1],
+        edges=graph[2],
+        retirements=graph[3],
+        passages=passages,
+        recalls=recalls[0],
+        distills=recalls[1],
+        recall_finals=recalls[2],
+        walks=recalls[3],
+        usage=[ExportedUsage(at=u.at, kind=u.kind, model=u.model, tokens_in=u.tokens_in,
+                             tokens_out=u.tokens_out) for u in usage],
+    )
 
 
 def dumps(doc: MemoryExport) -> bytes:

@@ -47,9 +47,6 @@ from .model import (
     EpisodeView,
     FactRecord,
     NoteRecord,
-    ExportedMessage,
-    ExportedRequest,
-    ExportedUsage,
     MemoryExport,
     MemoryRecord,
     MessageRecord,
@@ -68,6 +65,7 @@ from .recall_turns import (
     recall_for,
     store_recall,
 )
+from .export import export_memory
 from .search import search_memory
 from .usage import UsageRecord, UsageSummary, collecting, summarise_usage
 from .store import Transaction
@@ -615,54 +613,7 @@ class Memory:
     def export(self) -> MemoryExport:
         """The whole memory as one document (msgspec-encodable; see `fadeway.dumps`)."""
         with self._engine.store.read(self.memory_id) as tx:
-            memory = tx.memory()
-            if memory is None:
-                raise KeyError(f"memory {self.memory_id!r} holds nothing to export")
-            messages = tx.messages()
-            requests = tx.requests()
-            episodes = tx.episodes()
-            traces = tx.traces()
-            notes_, facts, acks = tx.notes(), tx.facts(), tx.acks()
-            graph = (tx.entities(), tx.aliases(), tx.edges(), tx.retirements())
-            passages = tx.passages()
-            recalls = (tx.recalls(), tx.block_texts("distills"), tx.block_texts("recall_finals"),
-                       tx.walks())
-            usage = tx.usage()
-        return MemoryExport(
-            memory_id=self.memory_id,
-            format=memory.format,
-            created_at=memory.created_at,
-            decorated_through=memory.decorated_through,
-            instructions=msgspec.Raw(memory.instructions or b"null"),
-            messages=[ExportedMessage(seq=m.seq, turn=m.turn, at=m.at, role=m.role, kind=m.kind,
-                                      source=m.source, tokens=m.tokens,
-                                      message=msgspec.Raw(m.body)) for m in messages],
-            requests=[ExportedRequest(n=r.n, at=r.at, model=r.model, encoding=r.encoding,
-                                      estimate=r.estimate, view_len=r.view_len,
-                                      view_last=r.view_last,
-                                      history_through=r.history_through,
-                                      provider_tokens=r.provider_tokens, ratio_kept=r.ratio_kept,
-                                      ratio_note=r.ratio_note, replied=r.replied)
-                      for r in requests],
-            episodes=episodes,
-            traces=traces,
-            notes=notes_,
-            facts=facts,
-            acks=acks,
-            facts_order=msgspec.json.decode(memory.facts_order) if memory.facts_order else None,
-            facts_block=memory.facts_block,
-            entities=graph[0],
-            aliases=graph[1],
-            edges=graph[2],
-            retirements=graph[3],
-            passages=passages,
-            recalls=recalls[0],
-            distills=recalls[1],
-            recall_finals=recalls[2],
-            walks=recalls[3],
-            usage=[ExportedUsage(at=u.at, kind=u.kind, model=u.model, tokens_in=u.tokens_in,
-                                 tokens_out=u.tokens_out) for u in usage],
-        )
+            return export_memory(tx, self.memory_id)
 
     def search(self, query: str, *, kind: str = "fact", k: int = 10) -> list[SearchHit]:
         """The `k` facts (kind "fact") or passages of sealed conversation (kind "passage") that
