@@ -293,8 +293,10 @@ def test_blocks_within_sums_the_blocks_among_each_episodes_messages(lengths, blo
         seq += length
     rnd.shuffle(episodes)
     got = forgetting.blocks_within(episodes, blocks)
-    assert got.tolist() == [sum(size for s, size in blocks.items() if e.first_seq <= s <= e.last_seq)
-                            for e in episodes]
+    assert got.tolist() == [
+        sum(size for s, size in blocks.items() if e.first_seq <= s <= e.last_seq)
+        for e in episodes
+    ]
 
 
 @given(episodes(), st.integers(0, 20_000), st.integers(0, 20_000))

@@ -52,8 +52,8 @@ def next_call_room(step_sizes: Sequence[int]) -> int:
 def budget(ceiling: int, fixed: int, room: int, typical: int, current_turn: int) -> Budget:
     """landing = max(current turn, min(budget / 2, budget − 2 × typical turn)) (Contracts)."""
     b = max(0, ceiling - fixed - room)
-    return Budget(ceiling, fixed, room, b, int(landing(ceiling, fixed, room, typical, current_turn)),
-                  current_turn)
+    land = int(landing(ceiling, fixed, room, typical, current_turn))
+    return Budget(ceiling, fixed, room, b, land, current_turn)
 
 
 def landing(ceiling: int, fixed: int | np.ndarray, room: int, typical: int,
