@@ -112,3 +112,38 @@ def test_replay_goes_on_when_the_note_writer_fails_and_the_ask_stays(tmp_path, c
     assert len(export.messages) == len(lines)
     assert "the note writer did not answer" in caplog.text
     assert not export.notes and any(e.state == "leaving" for e in export.episodes)
+
+
+def test_a_capitalised_first_word_is_a_name_only_when_the_turns_say_so():
+    note = write([
+        LeavingMessage(5, "user", "Caroline: Yeah, I went to the adoption council meeting with "
+                                  "Mel last Friday."),
+        LeavingMessage(5, "assistant", "Melanie: Glad it went well, I know Mel was nervous."),
+        LeavingMessage(6, "user", "Caroline: Mel said the agency called on 3 June."),
+        LeavingMessage(6, "assistant", "Melanie: Last Friday was the pottery class at Clay Works."),
+        LeavingMessage(7, "user", "Caroline: Biking sounds like a great way to spend the day."),
+    ])
+    by_text = {e.note: e for e in note.notes}
+    subjects = {e.subject for e in note.notes}
+    # Openers that name nothing are never subjects; the speaker stands in for them.
+    assert not subjects & {"Yeah", "Glad", "Last", "Last Friday", "Biking"}
+    # "Mel" opens a sentence and is capitalised inside others: a name, so the subject.
+    mel = next(e for e in note.notes if "agency called" in e.note)
+    assert mel.subject == "Mel" and mel.object.startswith("3")
+    # "Last" leaves the opening phrase; "Friday" is still a named thing.
+    pottery = next(e for e in note.notes if "pottery class" in e.note)
+    assert pottery.subject == "Melanie" and pottery.object in {"Friday", "Clay Works"}
+    # A sentence that names nothing and is not said of the speaker is no fact.
+    assert not any("Biking" in text for text in by_text)
+
+
+def test_a_name_spoken_to_is_not_the_object_and_first_person_sentences_stay():
+    note = write([
+        LeavingMessage(2, "assistant", "Melanie: Wow, Caroline, that sounds awesome!"),
+        LeavingMessage(2, "user", "Caroline: I finally finished my first abstract painting."),
+        LeavingMessage(3, "user", "Caroline: Thanks Melanie, that means a lot to me."),
+    ])
+    assert all(e.object not in {"Caroline", "Melanie"} for e in note.notes)
+    painting = next(e for e in note.notes if "abstract painting" in e.note)
+    assert painting.subject == "Caroline" and painting.object == "first abstract painting"
+    assert painting.note == "Caroline: I finally finished my first abstract painting."

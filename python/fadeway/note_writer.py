@@ -68,16 +68,21 @@ _ENTITY = re.compile(
 _MILESTONE = re.compile(
     r"\b(?:agreed|approved|decided|chose|chosen|rejected|done|finished|completed|shipped|"
     r"launched|merged|blocked|next|will|plan(?:s|ned)?|deadline|due)\b", re.IGNORECASE)
-_STOP_ENTITIES = frozenset({"I", "I'm", "I've", "I'll", "It", "It's", "The", "This", "That",
-                            "Yes", "No", "Ok", "OK", "Okay", "Hi", "Hey", "Hello", "Thanks",
-                            "Thank", "Wow", "Oh", "So", "And", "But", "We", "You", "My", "Our",
-                            "He", "She", "They", "What", "How", "Great", "Sure", "Good"})
+_STOP_ENTITIES = frozenset({"I", "I'm", "I've", "I'll", "I'd", "It", "It's", "The", "This",
+                            "That", "That's", "Here's", "There's", "You're", "We're", "Yes",
+                            "No", "Ok", "OK", "Okay", "Hi", "Hey", "Hello", "Thanks", "Thank",
+                            "Wow", "Oh", "So", "And", "But", "We", "You", "My", "Our", "Your",
+                            "Their", "His", "Her", "He", "She", "They", "These", "Those", "What",
+                            "How", "Great", "Sure", "Good"})
 
 
 _NOUN_PHRASE = re.compile(
     r"\b(?:the|a|an|this|that|my|your|our|their|his|her|its)\s+((?:[\w'-]+\s+){0,3}?[\w'-]+)"
     r"(?=\s*(?:[.,;:!?)]|$|\s(?:so|and|but|before|after|to|for|with|because|when|while|is|are|"
     r"was|were|on|in|at|by|of)\b))", re.IGNORECASE)
+
+
+_TRAILING = re.compile(r"\s+(?:too|also|again|though|anyway|now)$", re.IGNORECASE)
 
 
 def _object(subject: str, entities: list[str], sentence: str) -> str | None:
@@ -90,13 +95,89 @@ def _object(subject: str, entities: list[str], sentence: str) -> str | None:
     if others:
         return others[-1]
     phrase = _NOUN_PHRASE.search(sentence)
-    return phrase.group(1) if phrase and phrase.group(1) != subject else None
+    if phrase is None:
+        return None
+    text = _TRAILING.sub("", phrase.group(1))
+    return text if text != subject else None
 
 
-def _entities(sentence: str) -> list[str]:
+# A name is spoken to when it stands between a greeting or a comma (or the start) and a comma
+# or the end of the sentence ("Wow, Caroline, ...", "Thanks Mel!", "Caroline, look").
+_ADDRESS = re.compile(r"(?:^|,\s*|\b(?:[Hh]ey|[Hh]i|[Hh]ello|[Tt]hanks|[Tt]hank you|[Dd]ear)\s+)$")
+_VOCATIVE = re.compile(r"\s*(?:[,!?]|\.(?:\s|$)|$)")
+
+
+# Words that open sentences without naming anything: function words, time adverbs,
+# interjections. A capitalised opener in one of the word forms below is a common word too
+# ("Talking", "Realized", "Really", "Life's", "They're", "Didn't", "Veggies").
+_OPENERS = frozenset("""
+    A An Another Some Many Most Every Both Either Neither Such Other Few Several Lots Plenty
+    Me Him Us Them Mine Yours Ours Theirs Who Whom Whose Which Where When Why Whatever
+    If Since While After Before Because As For From In On At To With Without About Of Off
+    Into Over Under Through During Until Unless Though Although Or Nor Yet Then Than
+    Now Today Tonight Tomorrow Yesterday Once Soon Later Lately Recently Sometimes Always
+    Never Often Still Even Only Not Too Very Quite Almost Here There Please Let Do Does Did
+    Is Are Was Were Be Been Have Has Had Can Could Would Should Will Might Must May Shall
+    One Two Three Everyone Everything Someone Something Anyone Anything Nothing Nobody
+    Ah Ahh Hmm Huh Ooh Oops Uh Um Whoa Yay Yikes Omg Lol Hah Ha Hooray Cheers Welcome
+    Agreed Absolutely Exactly Indeed Right True Fine Alright Perfect Amazing Wonderful
+    Thankfully Hopefully Luckily Honestly Actually Anyway Anyways Besides Otherwise
+    Last Next Happy Yeah Yep Glad Any All Each Wish Can't Let's Aw Aww Haha Awesome Congrats
+    Nice Cool Really Just Also Maybe Well Sounds Love Sorry Check Appreciate Gonna Totally
+    Definitely
+    """.split())
+_FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|My|me|we|We|our|Our|us)\b")
+_WORD_FORM = re.compile(r"(?:ing|ed|ly|ies|['\u2019](?:s|re|ll|d|ve|m|t))$")
+
+
+@dataclass(frozen=True, slots=True)
+class _Words:
+    """What the leaving turns tell of their words: those capitalised inside a sentence (and the
+    speakers) name something; those written in lower case are common words."""
+
+    names: frozenset[str] = frozenset()
+    common: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, sentences: Sequence[str], speakers: set[str]) -> _Words:
+        names, common = set(speakers), set()
+        for sentence in sentences:
+            for i, word in enumerate(sentence.split()):
+                word = word.strip(".,;:!?\"'()[]")
+                if word[:1].islower():
+                    common.add(word)
+                elif i and word[:1].isupper():
+                    names.add(word.removesuffix("'s").removesuffix("\u2019s"))
+        return cls(frozenset(names), frozenset(common))
+
+
+def _opening_name(phrase: str, words: _Words) -> str:
+    """`phrase`, which opens a sentence, without its leading words that name nothing: a common
+    opener, or a word these turns write in lower case and never capitalise inside a sentence."""
+    parts = phrase.split()
+    while parts:
+        first = parts[0]
+        if any(ch.isdigit() for ch in first) or not first[1:].islower() or first in words.names:
+            break
+        if (first not in _STOP_ENTITIES and first not in _OPENERS
+                and first.lower() not in words.common and not _WORD_FORM.search(first)):
+            break
+        parts.pop(0)
+    return " ".join(parts)
+
+
+def _entities(sentence: str, words: _Words | None = None) -> list[str]:
+    """The named things of a sentence, in order. Every sentence opens with a capital, so a
+    capitalised word there names something only when these turns say so (see `_Words`), or it
+    holds a digit or a capital past its first letter; otherwise it is left out ("Yeah", "Glad",
+    "Last" of "Last Friday"). A name spoken to ("Wow, Caroline, ...") is left out too."""
     found = []
     for m in _ENTITY.finditer(sentence):
         text = m.group(0).strip(" .,;:!?\"'()[]")
+        if _VOCATIVE.match(sentence, m.end()) and _ADDRESS.search(sentence[:m.start()]):
+            continue
+        if m.start() <= 1 and text:  # the sentence's first word (past an opening quote)
+            text = _opening_name(text, words or _Words())
         if text and text not in _STOP_ENTITIES and text not in found:
             found.append(text)
     return found
@@ -166,26 +247,30 @@ class OfflineNoteWriter(NoteWriter):
                     deadline: float | None = None) -> Note:
         candidates: list[tuple[float, int, NoteEntry]] = []
         order = 0
+        said = []  # (who said it, whether a "Name:" prefix named them, its sentences)
         for message in messages:
             text = message.text.strip()
             speaker = _SPEAKER.match(text)
             who = speaker.group(1) if speaker else message.role
             if speaker:
                 text = text[speaker.end():]
-            for raw in _sentences(text):
-                sentence = raw.strip()
+            said.append((who, speaker is not None, [raw.strip() for raw in _sentences(text)]))
+        words = _Words.of([x for _, _, sentences in said for x in sentences],
+                          {who for who, named, _ in said if named})
+        for who, named, sentences in said:
+            for sentence in sentences:
                 if not C.NOTE_WRITER_MIN_CHARS <= len(sentence) <= C.NOTE_WRITER_MAX_CHARS:
                     continue  # too short to hold a fact, or too long to be one
-                entities = _entities(sentence)
-                if not entities:
-                    continue
+                entities = _entities(sentence, words)
+                if not entities and (sentence.endswith("?") or not _FIRST_PERSON.search(sentence)):
+                    continue  # names nothing, and says nothing of the speaker
                 # The subject is the entity the sentence opens with, else who said it.
-                subject = entities[0] if sentence.startswith(entities[0]) else who
+                subject = entities[0] if entities and sentence.startswith(entities[0]) else who
                 obj = _object(subject, entities, sentence)
                 if obj is None:
                     continue
                 milestone = bool(_MILESTONE.search(sentence))
-                note = sentence if subject != who or speaker is None else f"{who}: {sentence}"
+                note = sentence if subject != who or not named else f"{who}: {sentence}"
                 candidates.append((_score(sentence, entities), order,
                                    NoteEntry(note=note,
                                              subject=subject, object=obj,
