@@ -86,14 +86,16 @@
 //! so the same bits. Two threads at 10^6 and 10^7: 1.43 -> 0.79, 1.59 -> 0.96. A persistent pool
 //! (rayon) wakes its sleeping workers in ~40 µs here, no faster than starting a thread, and a fade
 //! decision is rare enough that the pool would always be asleep.
-//! Tried and set aside: runs taken as the threads come free (eight a thread, the first thread
-//! from the front, the others from the back), so that a second thread that starts late, its
-//! vCPU asleep or lent out, costs its share rather than the whole wait. At 10^6 over 100 calls
-//! the slowest tenth fell from 1.4-2.0 to 1.0-1.2 and the median stayed (0.86), the best rose
-//! from 0.77 to 0.80; taken in turn from the front, 10^7 lost 10%. But the extension built with
-//! it ran the one-thread kernel 5-8% slower at 10^5 (1.06-1.10 against 1.00-1.02, the same
-//! code placed differently: with `-align-loops=64` 1.02-1.03), so it waits until the kernel's
-//! layout can be pinned. Log order cannot be split so:
+//! But on this VM the second thread often starts late (its vCPU asleep, or lent to another
+//! guest), and with one run a thread the first then waits for it: at 10^6, over 100 calls,
+//! best 0.77, median 0.85, slowest tenth 1.4-2.0. Now the runs are eight a thread, taken as the
+//! threads come free, the first thread from the front and the others from the back, so that
+//! each still streams through memory in long runs: best 0.80-0.82, median 0.86-0.88, slowest
+//! tenth 0.96-1.2. Taken in turn from the front instead: 10^7 about 10% slower (each thread
+//! hops between distant runs); runs shrinking as work is left (guided): the same. With the
+//! threads' code inlined into `grouped_split`, the extension's one-thread kernel ran 5-8% slower
+//! at 10^5 (1.06-1.10 against 1.00-1.02: the same code placed differently; loops aligned to 64
+//! bytes recovered most of it); kept out of line (`grouped_parallel`), 0.98-0.99. Log order cannot be split so:
 //! its episodes' traces are spread over the whole log, so a split would change the order of adds.
 //!
 //! Log order on two threads (`log_order_pipelined`), from 2^17 traces: the second thread computes
@@ -122,6 +124,7 @@
 //! (one compare per trace); scores are not checked per trace at all: a NaN or infinite score makes
 //! its episode's sum non-finite, and only then is the input searched for the culprit.
 
+use std::collections::VecDeque;
 use std::sync::mpsc::sync_channel;
 
 use crate::csr::check_offsets;
@@ -205,14 +208,18 @@ pub fn activation_grouped_threads(
 /// thread costs about 50 µs on the 2-core VM, what ~45k traces cost: two threads break even at
 /// 10^5 traces and win from there (2 x 10^5: 0.80 ns a trace against 1.32).
 const PARALLEL_MIN_TRACES: usize = 1 << 17;
-/// Blocks each thread gets at least.
+/// Blocks each run gets at least.
 const PARALLEL_MIN_BLOCKS: usize = 32;
+/// Runs per thread: the threads take runs as they come free, so a thread that starts late (a
+/// sleeping vCPU can take a millisecond to wake) leaves its share to the others.
+const RUNS_PER_THREAD: usize = 8;
 
-/// The grouped kernel, its blocks cut into `threads` contiguous runs summed side by side, with
-/// the same bits as one run. Every episode's sum is the same chain of adds, one partial sum per
-/// block it overlaps, in block order. A run starts at a block boundary, usually inside an
-/// episode: its partial sums for that episode are kept apart (`carry`) and added, in order, to
-/// what the runs before it summed, once all are done.
+/// The grouped kernel, its blocks cut into contiguous runs that `threads` threads take in turn,
+/// with the same bits as one run. Every episode's sum is the same chain of adds, one partial
+/// sum per block it overlaps, in block order. A run starts at a block boundary, usually inside
+/// an episode: its partial sums for that episode are kept apart (`carry`) and added, in order,
+/// to what the runs before it summed, once all are done. Which thread sums a run changes
+/// nothing of that, so the bits do not depend on timing.
 fn grouped_split(
     isa: Isa,
     threads: usize,
@@ -223,14 +230,33 @@ fn grouped_split(
     activation: &mut [f64],
 ) -> Result<(), usize> {
     let blocks = at.len().div_ceil(BLOCK);
-    let runs = threads.min(blocks / PARALLEL_MIN_BLOCKS).max(1);
-    if runs == 1 {
+    let threads = threads.min(blocks / PARALLEL_MIN_BLOCKS).max(1);
+    if threads == 1 {
         let traces = 0..at.len();
         return run(
             isa,
             Grouped { offsets, at, score, now, traces, first: 0, carry: None, activation },
         );
     }
+    grouped_parallel(isa, threads, blocks, offsets, at, score, now, activation)
+}
+
+/// [`grouped_split`] on two threads or more. Kept out of line: inlined, it moved the one-thread
+/// kernel's code enough to cost 5-8% at 10^5 traces.
+#[inline(never)]
+#[cold]
+#[allow(clippy::too_many_arguments)]
+fn grouped_parallel(
+    isa: Isa,
+    threads: usize,
+    blocks: usize,
+    offsets: &[i64],
+    at: &[f64],
+    score: &[f64],
+    now: f64,
+    activation: &mut [f64],
+) -> Result<(), usize> {
+    let runs = (threads * RUNS_PER_THREAD).min(blocks / PARALLEL_MIN_BLOCKS);
     let starts: Vec<usize> = (0..runs).map(|i| i * blocks / runs * BLOCK).collect();
     // The episode each run starts inside: the first whose traces reach past the run's start
     // (the first run starts at the first episode, empty or not, as one run does).
@@ -239,43 +265,54 @@ fn grouped_split(
         .map(|&s| if s == 0 { 0 } else { offsets[1..].partition_point(|&o| o as usize <= s) })
         .collect();
     let mut carries: Vec<Vec<f64>> = vec![Vec::new(); runs];
-    let results: Vec<Result<(), usize>> = std::thread::scope(|scope| {
-        let mut rest = &mut *activation;
-        let mut owned_from = 0;
-        let mut handles = Vec::with_capacity(runs);
-        let mut local = None;
-        for (i, carry) in carries.iter_mut().enumerate() {
-            // Run i owns the episodes after the one it starts inside, up to the one the next
-            // run starts inside (or the last); run 0 owns the one it starts inside as well.
-            let owned_to = if i + 1 < runs { firsts[i + 1] + 1 } else { offsets.len() - 1 };
-            let (owned, tail) = rest.split_at_mut(owned_to - owned_from);
-            rest = tail;
-            owned_from = owned_to;
-            let traces = starts[i]..starts.get(i + 1).copied().unwrap_or(at.len());
-            let kernel = Grouped {
-                offsets,
-                at,
-                score,
-                now,
-                traces,
-                first: firsts[i],
-                carry: (i > 0).then_some(carry),
-                activation: owned,
-            };
-            if i == 0 {
-                local = Some(kernel);
-            } else {
-                handles.push(scope.spawn(move || run(isa, kernel)));
-            }
+    let mut kernels = Vec::with_capacity(runs);
+    let mut rest = &mut *activation;
+    let mut owned_from = 0;
+    for (i, carry) in carries.iter_mut().enumerate() {
+        // Run i owns the episodes after the one it starts inside, up to the one the next run
+        // starts inside (or the last); run 0 owns the one it starts inside as well.
+        let owned_to = if i + 1 < runs { firsts[i + 1] + 1 } else { offsets.len() - 1 };
+        let (owned, tail) = rest.split_at_mut(owned_to - owned_from);
+        rest = tail;
+        owned_from = owned_to;
+        let traces = starts[i]..starts.get(i + 1).copied().unwrap_or(at.len());
+        kernels.push(Grouped {
+            offsets,
+            at,
+            score,
+            now,
+            traces,
+            first: firsts[i],
+            carry: (i > 0).then_some(carry),
+            activation: owned,
+        });
+    }
+    // The first thread takes runs from the front, the others from the back, until they meet:
+    // each streams through memory much as with one run a thread, and none waits for a late one.
+    let queue = std::sync::Mutex::new(kernels.into_iter().enumerate().collect::<VecDeque<_>>());
+    let take = |from_front: bool| {
+        let mut done = Vec::new();
+        loop {
+            // The lock is released before the run. A kernel does not panic, so the lock is never
+            // poisoned; if one did, its panic is the caller's, as on one thread.
+            let mut runs = queue.lock().unwrap_or_else(|e| e.into_inner());
+            let next = if from_front { runs.pop_front() } else { runs.pop_back() };
+            drop(runs);
+            let Some((i, kernel)) = next else { return done };
+            done.push((i, run(isa, kernel)));
         }
-        let mut results = vec![local.map_or(Ok(()), |kernel| run(isa, kernel))];
-        // A kernel does not panic; if one did, the panic is the caller's, as on one thread.
-        results.extend(
-            handles.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))),
-        );
+    };
+    let mut results = std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..threads).map(|_| scope.spawn(move || take(false))).collect();
+        let mut results = take(true);
+        for h in helpers {
+            results.extend(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+        }
         results
     });
-    results.into_iter().collect::<Result<(), usize>>()?;
+    // The first run with a bad time holds the first bad time.
+    results.sort_unstable_by_key(|&(i, _)| i);
+    results.into_iter().try_for_each(|(_, r)| r)?;
     for (i, carry) in carries.iter().enumerate().skip(1) {
         for &partial in carry {
             activation[firsts[i]] += partial;
