@@ -1,10 +1,9 @@
 """Type stubs for the Rust extension `fadeway._core`."""
 
-from typing import final
+from typing import Self, final
 
 import numpy as np
 import numpy.typing as npt
-from typing_extensions import Self
 
 __all__ = [
     "__version__", "activation", "significance", "activation_log_order", "Bm25Index",
