@@ -98,15 +98,13 @@ def fade_picks(activation: np.ndarray, tie: np.ndarray, history_cut: np.ndarray,
     order = np.empty(0, dtype=np.int64)
     while done < len(activation):
         order = _core.fade_order(activation, tie, limit=limit)
-        new = order[done:]
-        # The sizes as each pick is considered: before it, after the ones ahead of it.
-        h = history - np.cumsum(history_cut[new]) + history_cut[new]
-        b = block - np.cumsum(block_cut[new]) + block_cut[new]
-        reached = np.flatnonzero(h <= landing_of(b))
+        cut_h, cut_b = history_cut[order[done:]], block_cut[order[done:]]
+        after_h, after_b = history - np.cumsum(cut_h), block - np.cumsum(cut_b)
+        # Each pick is considered with the sizes before it: after the ones ahead of it.
+        reached = np.flatnonzero(after_h + cut_h <= landing_of(after_b + cut_b))
         if len(reached):
             return order[: done + int(reached[0])]
-        history -= int(history_cut[new].sum())
-        block -= int(block_cut[new].sum())
+        history, block = int(after_h[-1]), int(after_b[-1])
         done, limit = len(order), 4 * limit
     return order
 

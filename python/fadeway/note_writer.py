@@ -135,8 +135,8 @@ class _Words:
     """What the leaving turns tell of their words: those capitalised inside a sentence (and the
     speakers) name something; those written in lower case are common words."""
 
-    names: frozenset[str] = frozenset()
-    common: frozenset[str] = frozenset()
+    names: frozenset[str]
+    common: frozenset[str]
 
     @classmethod
     def of(cls, sentences: Sequence[str], speakers: set[str]) -> _Words:
@@ -166,7 +166,7 @@ def _opening_name(phrase: str, words: _Words) -> str:
     return " ".join(parts)
 
 
-def _entities(sentence: str, words: _Words | None = None) -> list[str]:
+def _entities(sentence: str, words: _Words) -> list[str]:
     """The named things of a sentence, in order. Every sentence opens with a capital, so a
     capitalised word there names something only when these turns say so (see `_Words`), or it
     holds a digit or a capital past its first letter; otherwise it is left out ("Yeah", "Glad",
@@ -177,7 +177,7 @@ def _entities(sentence: str, words: _Words | None = None) -> list[str]:
         if _VOCATIVE.match(sentence, m.end()) and _ADDRESS.search(sentence[:m.start()]):
             continue
         if m.start() <= 1 and text:  # the sentence's first word (past an opening quote)
-            text = _opening_name(text, words or _Words())
+            text = _opening_name(text, words)
         if text and text not in _STOP_ENTITIES and text not in found:
             found.append(text)
     return found
