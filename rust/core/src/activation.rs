@@ -118,6 +118,13 @@
 //! worth), 6.5 into 16 MiB. The same adds with `g` and `t` in cache (10^5 of them, repeated):
 //! 0.92, 1.08, 1.22. So keeping the adds within a cache-sized range of episodes would save at
 //! most the 0.2-0.4 between 128 KiB and 4 MiB, less than any split of the batch costs.
+//! Kept, from 2^21 traces (`LogOrderPath::PipelinedNarrow`): the second thread also reads the
+//! episode ids, checks them and hands them over as `u32` slots beside the terms, so that the
+//! adding thread reads nothing from memory. At 10^7, 2.45-2.75 -> 1.75-1.9 (best of ten runs
+//! each, alternated). At 10^6, where the inputs (24 MB) still sit in the last-level cache, it
+//! is slower, 1.36-1.5 -> 1.64-1.8: the ids then cost the adding thread less from the cache
+//! than from the other core. The crossover lies between 1 and 2 million traces. Writing the
+//! terms straight into the batch instead of copying each block's: no change.
 //!
 //! Validation is folded into the passes rather than done first: a separate pass over the times
 //! would cost as much memory traffic as the kernel at 10^7. Ages are checked in the first pass
@@ -414,16 +421,35 @@ pub fn activation_log_order_on(
     now: f64,
     groups: usize,
 ) -> Result<Vec<f64>, CoreError> {
-    let threads = if at.len() >= PARALLEL_MIN_TRACES { parallel::threads() } else { 1 };
-    activation_log_order_threads(isa, threads, group, at, score, now, groups)
+    let path = if at.len() < PARALLEL_MIN_TRACES || parallel::threads() < 2 {
+        LogOrderPath::OneThread
+    } else if at.len() >= NARROW_MIN_TRACES {
+        LogOrderPath::PipelinedNarrow
+    } else {
+        LogOrderPath::Pipelined
+    };
+    activation_log_order_path(isa, path, group, at, score, now, groups)
 }
 
-/// [`activation_log_order_on`] on one thread, or with the terms computed on a second one
-/// (`threads` >= 2): the tests check that both give the same bits.
+/// How the log-order kernel runs (see the design log); every path gives the same bits.
 #[doc(hidden)]
-pub fn activation_log_order_threads(
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogOrderPath {
+    /// Terms and adds on one thread, block by block.
+    OneThread,
+    /// Terms on a second thread, adds on this one, which reads the episode ids itself.
+    Pipelined,
+    /// As `Pipelined`, but the second thread also reads the episode ids and hands them over
+    /// checked and narrowed to `u32` with the terms (with more than 2^32 episodes: `Pipelined`).
+    PipelinedNarrow,
+}
+
+/// [`activation_log_order_on`] on the given path: the tests check that every path gives the
+/// same bits and the same errors.
+#[doc(hidden)]
+pub fn activation_log_order_path(
     isa: Isa,
-    threads: usize,
+    path: LogOrderPath,
     group: &[i64],
     at: &[f64],
     score: &[f64],
@@ -434,10 +460,15 @@ pub fn activation_log_order_threads(
     check_same_length("group", group.len(), "at", at.len())?;
     check_same_length("at", at.len(), "score", score.len())?;
     let mut activation = vec![0.0; groups];
-    let result = if threads >= 2 {
-        log_order_pipelined(isa, group, at, score, now, &mut activation)
-    } else {
-        run(isa, LogOrder { group, at, score, now, activation: &mut activation })
+    let result = match path {
+        LogOrderPath::OneThread => {
+            run(isa, LogOrder { group, at, score, now, activation: &mut activation })
+        }
+        LogOrderPath::Pipelined | LogOrderPath::PipelinedNarrow => {
+            let narrow =
+                path == LogOrderPath::PipelinedNarrow && groups as u64 <= NARROW_MAX_GROUPS;
+            log_order_pipelined(isa, narrow, group, at, score, now, &mut activation)
+        }
     };
     match result {
         Ok(()) => {}
@@ -507,39 +538,55 @@ fn add_terms(
 }
 
 /// Traces per batch the log-order pipeline hands from one thread to the other: a whole number
-/// of blocks, whose terms (256 KiB) stay in L2.
+/// of blocks, whose terms and slots (384 KiB) stay in L2.
 const PIPELINE_BATCH: usize = 64 * BLOCK;
 
 /// Batches of terms the pipeline's second thread may be ahead.
 const PIPELINE_DEPTH: usize = 2;
 
+/// From how many traces the pipeline hands the episode ids over with the terms: once the
+/// inputs (24 bytes a trace) outgrow the last-level cache, the adding thread is faster reading
+/// them from the other core than streaming them from memory beside its adds.
+const NARROW_MIN_TRACES: usize = 1 << 21;
+
+/// The most episodes the narrow pipeline takes: its slots are `u32`.
+const NARROW_MAX_GROUPS: u64 = 1 << 32;
+
 /// The log-order kernel on two threads: the second computes the terms batch by batch, this one
-/// adds them up in log order as they come, the same chain of adds as on one thread. Computing
-/// and adding each take about half of one thread's time.
+/// adds them up in log order as they come, the same chain of adds as on one thread. `narrow`:
+/// the second thread also reads the episode ids and hands them over checked, as `u32` slots, so
+/// that this thread reads only the batches (see [`NARROW_MIN_TRACES`]); at most
+/// [`NARROW_MAX_GROUPS`] episodes.
 fn log_order_pipelined(
     isa: Isa,
+    narrow: bool,
     group: &[i64],
     at: &[f64],
     score: &[f64],
     now: f64,
     activation: &mut [f64],
 ) -> Result<(), LogOrderError> {
-    // A batch's terms, up to the block holding an age out of range if one does (its start).
-    type Batch = (Vec<f64>, Option<usize>);
+    let groups = activation.len();
     let (full_tx, full_rx) = sync_channel::<Batch>(PIPELINE_DEPTH);
-    let (empty_tx, empty_rx) = sync_channel::<Vec<f64>>(PIPELINE_DEPTH + 1);
+    let (empty_tx, empty_rx) = sync_channel::<Batch>(PIPELINE_DEPTH + 1);
     for _ in 0..=PIPELINE_DEPTH {
         // The channel holds all of them, so the send cannot fail.
-        let _ = empty_tx.send(Vec::with_capacity(PIPELINE_BATCH));
+        let _ = empty_tx.send(Batch::new(narrow));
     }
     // Both ends this thread keeps are moved into the scope's closure, so that an early return
     // drops them and the other thread, waiting on either, stops.
     std::thread::scope(move |scope| {
         scope.spawn(move || {
-            for (at, score) in at.chunks(PIPELINE_BATCH).zip(score.chunks(PIPELINE_BATCH)) {
-                let Ok(mut terms) = empty_rx.recv() else { return };
-                let failed = run(isa, Terms { at, score, now, terms: &mut terms });
-                if full_tx.send((terms, failed)).is_err() || failed.is_some() {
+            let inputs = group
+                .chunks(PIPELINE_BATCH)
+                .zip(at.chunks(PIPELINE_BATCH))
+                .zip(score.chunks(PIPELINE_BATCH));
+            for ((group, at), score) in inputs {
+                let Ok(mut batch) = empty_rx.recv() else { return };
+                let group = if narrow { group } else { &[] };
+                run(isa, Fill { group, at, score, now, groups, batch: &mut batch });
+                let failed = batch.failed.is_some();
+                if full_tx.send(batch).is_err() || failed {
                     return;
                 }
             }
@@ -547,40 +594,87 @@ fn log_order_pipelined(
         for (k, group) in group.chunks(PIPELINE_BATCH).enumerate() {
             let start = k * PIPELINE_BATCH;
             // The other thread sends every batch, or stops after one that failed.
-            let Ok((terms, failed)) = full_rx.recv() else { unreachable!("batch {k} never came") };
+            let Ok(batch) = full_rx.recv() else { unreachable!("batch {k} never came") };
             // `terms` ends at a failed block; the adds before it come first, as on one thread.
-            add_terms(group, &terms, activation, start)?;
-            if let Some(block) = failed {
-                return Err(LogOrderError::Time(start + block));
+            if !narrow {
+                add_terms(group, &batch.terms, activation, start)?;
             }
-            let _ = empty_tx.send(terms);
+            match batch.failed {
+                Some(LogOrderError::Time(i)) => return Err(LogOrderError::Time(start + i)),
+                Some(LogOrderError::Group(i)) => return Err(LogOrderError::Group(start + i)),
+                None => {}
+            }
+            for (&slot, &term) in batch.slots.iter().zip(&batch.terms) {
+                // In range: `Fill` checked every slot against `groups`.
+                activation[slot as usize] += term;
+            }
+            let _ = empty_tx.send(batch);
         }
         Ok(())
     })
 }
 
-/// The terms of a batch of traces into `terms`, block by block; the start of the first block
-/// holding an age out of range, if one does (`terms` then ends before it).
-struct Terms<'a> {
+/// One batch of the log-order pipeline: the terms of its traces, their episodes' slots (narrow
+/// pipeline only), and where the batch failed if it did (counted from its first trace).
+struct Batch {
+    terms: Vec<f64>,
+    slots: Vec<u32>,
+    failed: Option<LogOrderError>,
+}
+
+impl Batch {
+    fn new(narrow: bool) -> Self {
+        Batch {
+            terms: Vec::with_capacity(PIPELINE_BATCH),
+            slots: Vec::with_capacity(if narrow { PIPELINE_BATCH } else { 0 }),
+            failed: None,
+        }
+    }
+}
+
+/// Fills a [`Batch`] from one batch of traces, block by block, failing as one thread would: at
+/// the first block holding an age out of range, or before it at the first group out of range
+/// (a block's terms are computed before its adds, so a bad group in the failed block is not
+/// reached). Slots are made for as many traces as `group` holds (none: no slots).
+struct Fill<'a> {
+    group: &'a [i64],
     at: &'a [f64],
     score: &'a [f64],
     now: f64,
-    terms: &'a mut Vec<f64>,
+    groups: usize,
+    batch: &'a mut Batch,
 }
 
-impl pulp::WithSimd for Terms<'_> {
-    type Output = Option<usize>;
+impl pulp::WithSimd for Fill<'_> {
+    type Output = ();
 
     #[inline(always)]
-    fn with_simd<S: pulp::Simd>(self, _: S) -> Self::Output {
-        let Terms { at, score, now, terms } = self;
+    fn with_simd<S: pulp::Simd>(self, _: S) {
+        let Fill { group, at, score, now, groups, batch } = self;
+        let Batch { terms, slots, failed } = batch;
         terms.clear();
+        *failed = None;
         let mut scratch = Scratch::new();
         for (k, (at, score)) in at.chunks(BLOCK).zip(score.chunks(BLOCK)).enumerate() {
-            let Some(block) = scratch.terms(now, at, score) else { return Some(k * BLOCK) };
+            let Some(block) = scratch.terms(now, at, score) else {
+                *failed = Some(LogOrderError::Time(k * BLOCK));
+                break;
+            };
             terms.extend_from_slice(&block[..at.len()]);
         }
-        None
+        let group = &group[..group.len().min(terms.len())];
+        slots.clear();
+        slots.resize(group.len(), 0);
+        let mut bad = false;
+        for (slot, &g) in slots.iter_mut().zip(group) {
+            // A negative id wraps to a huge one, so one unsigned compare checks both ends.
+            bad |= g as u64 >= groups as u64;
+            *slot = g as u32;
+        }
+        if bad {
+            let i = group.iter().position(|&g| g as u64 >= groups as u64);
+            *failed = i.map(LogOrderError::Group);
+        }
     }
 }
 

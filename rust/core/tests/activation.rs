@@ -5,7 +5,7 @@
 use fadeway_core::activation::{
     activation_grouped, activation_grouped_naive, activation_grouped_on,
     activation_grouped_threads, activation_log_order, activation_log_order_on,
-    activation_log_order_threads, significance_grouped, trace_weight,
+    activation_log_order_path, significance_grouped, trace_weight, LogOrderPath,
 };
 use fadeway_core::Isa;
 use proptest::prelude::*;
@@ -249,8 +249,9 @@ fn threads_report_the_first_bad_time() {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(16))]
 
-    /// In log order, terms computed on a second thread and added up on the first give the same
-    /// bits as one thread, over every batch boundary and a last batch of any length.
+    /// In log order, terms computed on a second thread (with the episode ids or without) and
+    /// added up on the first give the same bits as one thread, over every batch boundary and a
+    /// last batch of any length.
     #[test]
     fn log_order_pipeline_equals_one_thread_bit_for_bit(
         n in 1usize..150_000,
@@ -260,14 +261,16 @@ proptest! {
         let (_, at, score) = large_log(n, &[n], seed);
         let mut next = xorshift(seed ^ 0x5555);
         let group: Vec<i64> = (0..n).map(|_| (next() % groups as u64) as i64).collect();
-        let log = |threads| {
-            activation_log_order_threads(Isa::Detected, threads, &group, &at, &score, NOW, groups)
+        let log = |path| {
+            activation_log_order_path(Isa::Detected, path, &group, &at, &score, NOW, groups)
                 .expect("valid")
         };
-        let one = log(1);
-        let two = log(2);
-        let differs = two.iter().zip(&one).position(|(a, b)| a.to_bits() != b.to_bits());
-        prop_assert!(differs.is_none(), "episode {:?}", differs);
+        let one = log(LogOrderPath::OneThread);
+        for path in [LogOrderPath::Pipelined, LogOrderPath::PipelinedNarrow] {
+            let two = log(path);
+            let differs = two.iter().zip(&one).position(|(a, b)| a.to_bits() != b.to_bits());
+            prop_assert!(differs.is_none(), "{:?}: episode {:?}", path, differs);
+        }
     }
 }
 
@@ -278,43 +281,46 @@ fn log_order_pipeline_reports_errors_as_one_thread() {
     let groups = 100;
     let group: Vec<i64> = (0..n as i64).map(|i| i % groups).collect();
     let errors = |group: &[i64], at: &[f64]| {
-        [1, 2].map(|threads| {
-            activation_log_order_threads(
-                Isa::Detected,
-                threads,
-                group,
-                at,
-                &score,
-                NOW,
-                groups as usize,
-            )
-            .expect_err("bad input")
-            .to_string()
-        })
+        [LogOrderPath::OneThread, LogOrderPath::Pipelined, LogOrderPath::PipelinedNarrow].map(
+            |path| {
+                activation_log_order_path(
+                    Isa::Detected,
+                    path,
+                    group,
+                    at,
+                    &score,
+                    NOW,
+                    groups as usize,
+                )
+                .expect_err("bad input")
+                .to_string()
+            },
+        )
     };
     // A bad time in a late batch; a bad group before it (in another batch, in the batch's
     // previous block), reported first; one in the bad time's own block comes after it, since a
     // block's terms are computed before they are added.
     let mut bad_at = at.clone();
     bad_at[100_000] = f64::NAN;
-    let [one, two] = errors(&group, &bad_at);
+    let [one, two, narrow] = errors(&group, &bad_at);
     assert!(one.contains("at[100000] is NaN"), "{one}");
-    assert_eq!(one, two);
-    for (g, want) in [
-        (70_000, "group[70000] is 100"),
-        (99_700, "group[99700] is 100"),
-        (99_990, "at[100000] is NaN"),
+    assert_eq!([&one, &one], [&two, &narrow]);
+    for (g, id, want) in [
+        (70_000, groups, "group[70000] is 100"),
+        (40_000, -1, "group[40000] is -1"),
+        (99_700, groups, "group[99700] is 100"),
+        (99_990, groups, "at[100000] is NaN"),
     ] {
         let mut bad_group = group.clone();
-        bad_group[g] = groups;
-        let [one, two] = errors(&bad_group, &bad_at);
+        bad_group[g] = id;
+        let [one, two, narrow] = errors(&bad_group, &bad_at);
         assert!(one.contains(want), "{one}");
-        assert_eq!(one, two);
+        assert_eq!([&one, &one], [&two, &narrow]);
     }
     // A bad group after the bad time's block is never reached.
     let mut bad_group = group.clone();
     bad_group[130_000] = -1;
-    let [one, two] = errors(&bad_group, &bad_at);
+    let [one, two, narrow] = errors(&bad_group, &bad_at);
     assert!(one.contains("at[100000] is NaN"), "{one}");
-    assert_eq!(one, two);
+    assert_eq!([&one, &one], [&two, &narrow]);
 }
