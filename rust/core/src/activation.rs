@@ -55,6 +55,9 @@
 //! - Kept: one loop of four lanes whose last chunk is masked instead of finished by a second
 //!   loop (`masked_sum`; the scratch has zero padding so a chunk may read past the end): one exit
 //!   to miss per episode instead of two. 1.73 (2.04).
+//! - Eight lanes instead of four (three chunks for a typical episode, not five), measured later
+//!   through Python with runtime dispatch: 10^5 on one thread 1.04-1.09 -> 1.00-1.01, but 10^6
+//!   on two 0.76-0.79 -> 0.84-0.85 (more of each episode's last chunk is masked). Not kept.
 //! - Segmented running sums in eight independent lanes, no data-dependent branch at all, and a
 //!   fix-up per episode for the lanes it crosses: 2.14 (2.21). Predictable but more work.
 //! - Log order adds a scatter into the activations, `act[group[i]] += term`: 2.1 (3.4-4.3). On
