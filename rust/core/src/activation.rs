@@ -541,7 +541,7 @@ fn add_terms(
 }
 
 /// Traces per batch the log-order pipeline hands from one thread to the other: a whole number
-/// of blocks, whose terms and slots (384 KiB) stay in L2.
+/// of blocks, whose terms (256 KiB; 384 KiB with the narrow pipeline's slots) stay in L2.
 const PIPELINE_BATCH: usize = 64 * BLOCK;
 
 /// Batches of terms the pipeline's second thread may be ahead.
@@ -598,7 +598,9 @@ fn log_order_pipelined(
             let start = k * PIPELINE_BATCH;
             // The other thread sends every batch, or stops after one that failed.
             let Ok(batch) = full_rx.recv() else { unreachable!("batch {k} never came") };
-            // `terms` ends at a failed block; the adds before it come first, as on one thread.
+            // The wide pipeline checks the ids here as it adds; `terms` ends at a failed block,
+            // so a bad id before it is reported first, as on one thread. (The narrow one's
+            // `Fill` checked them, in the same order.)
             if !narrow {
                 add_terms(group, &batch.terms, activation, start)?;
             }
