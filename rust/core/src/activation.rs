@@ -76,12 +76,13 @@
 //!   cost 0.4-0.6 once the predictor cannot learn the lengths (10^6 and up).
 //! - Prefetching the next blocks (`prefetcht0` through pulp's safe SSE token, one per line, half
 //!   a block to eight blocks ahead): 1.7-3.1 at 10^7, worse at every distance. Blocks of 1024 or
-//!   2048 traces: no better (0.74-0.82, 1.30-2.00 for the terms).
+//!   2048 traces: no better (0.74-0.82, 1.30-2.00 for the terms); of 256, 10^5 on one thread
+//!   1.03 -> 1.11 (10^6 on two, 0.83 -> 0.78).
 //! - Every episode of a block running the same number of masked chunks, the longest's, so that
 //!   the loop exit is predicted (a masked lane adds +0.0, which keeps the bits): 1.52, 2.14, 2.42.
 //!   The wasted chunks cost more than the mispredictions they save.
-//! - Not tried: summing episodes in a different order (segmented sums, eight lanes) would change
-//!   the last bits of every activation against the previous version.
+//! - Not tried with runtime dispatch: segmented sums (eight lanes above were tried). Any other
+//!   order of adds changes the last bits of every activation against the previous version.
 //!
 //! Threads (`grouped_split`): from 2^17 traces the blocks are cut into one contiguous run per
 //! thread, each run summed as one thread would, and an episode that straddles two runs gets the
