@@ -19,7 +19,10 @@ tests use):
   way to the same prefix (`np.argpartition`, then `np.argsort` of the part) and `np.argpartition`
   alone (unordered).
 - A whole fade decision on one memory of 10,000 episodes x 20 traces: activation, order and pick,
-  through `_core` and the numpy equivalent.
+  through `_core` and the numpy equivalent; and what a memory's fade runs, from its SQLite store
+  (read as after any earlier call: the counts of its episode writes and traces) through its
+  mirrors of the episodes and the trace log (`EpisodeTable`, `TraceLog`) to the episodes picked
+  (`forgetting.fade_episodes`).
 
 Every implementation's result is checked against fadeway's before anything is timed; each figure
 is the best of several calls, spread over rounds that visit every implementation in turn (a
@@ -37,6 +40,7 @@ import datetime
 import os
 import platform
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -45,7 +49,9 @@ import numpy as np
 import numpy.typing as npt
 
 from fadeway import _core, forgetting
-from fadeway.model import TraceRecord
+from fadeway.episode_table import EpisodeTable
+from fadeway.model import EpisodeRecord, TraceRecord
+from fadeway.store import SQLiteStore
 from fadeway.trace_log import TraceLog
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -278,6 +284,26 @@ def decision_memory(seed: int = SEED) -> tuple[I64, F64, F64, I64, I64, int, int
     return offsets, at, score, tie, sizes, view, view // 2
 
 
+def memory_store(offsets: I64, at: F64, score: F64, sizes: I64) -> SQLiteStore:
+    """A SQLite store (in a temporary directory) holding one memory with these episodes and
+    their traces, written in log order."""
+    store = SQLiteStore(Path(tempfile.mkdtemp(prefix="fadeway-bench-")) / "bench.db",
+                        synchronous="OFF")
+    group = np.repeat(np.arange(len(sizes)), np.diff(offsets))
+    log_order = np.argsort(at, kind="stable")
+    with store.write("bench") as tx:
+        tx.create_memory("chat_completions", 0.0)
+        tx.insert_episodes([
+            EpisodeRecord(n=i + 1, first_seq=i, last_seq=i, first_turn=i, last_turn=i,
+                          start_at=0.0, end_at=0.0, tokens=int(size), cut_at=0.0)
+            for i, size in enumerate(sizes.tolist())])
+        tx.append_traces([
+            TraceRecord(n=n, episode=int(group[i]) + 1, fact=None, kind="fact",
+                        score=float(score[i]), counted=True, at=float(at[i]))
+            for n, i in enumerate(log_order.tolist(), start=1)])
+    return store
+
+
 def measure_decision() -> list[tuple[str, ...]]:
     offsets, at, score, tie, sizes, view, landing = decision_memory()
 
@@ -287,31 +313,28 @@ def measure_decision() -> list[tuple[str, ...]]:
     def numpy() -> I64:
         return fade_numpy(activation_reduceat(offsets, at, score, NOW), tie, sizes, view, landing)
 
-    # What a decorate's fade runs on a memory (`Memory._fade_if_needed`) once its episodes'
-    # numbers and sizes are columns: activation from its trace log mirrored as columns (synced
-    # before, as after any earlier call), by episode number, and the walk down the order. All
+    # What a decorate's fade runs on a memory (`Memory._fade_if_needed`): bring its mirrors of
+    # the episodes and the trace log up to the store (one read of each count, as after any
+    # earlier call), then activation by episode number, the order and the walk down it. All
     # episodes are live here, so the facts block stays and the landing with it.
-    group = np.repeat(np.arange(DECISION_EPISODES), np.diff(offsets))
-    log_order = np.argsort(at, kind="stable")
-    log = TraceLog.of([
-        TraceRecord(n=n, episode=int(group[i]) + 1, fact=None, kind="fact", score=float(score[i]),
-                    counted=True, at=float(at[i]))
-        for n, i in enumerate(log_order.tolist(), start=1)
-    ])
-    numbers = tie + 1
-    no_block = np.zeros(DECISION_EPISODES, dtype=np.int64)
+    store = memory_store(offsets, at, score, sizes)
+    episodes, log = EpisodeTable(), TraceLog()
 
     def memory() -> I64:
-        activation = log.activation(numbers, NOW)
-        return forgetting.fade_picks(activation, numbers, sizes, no_block, view, 0,
-                                     lambda block: forgetting.landing(view, block, 0, 0, 0))
+        with store.read("bench") as tx:
+            episodes.sync(tx)
+            log.sync(tx)
+        fade = forgetting.fade_episodes(
+            episodes.columns(), lambda numbers: log.activation(numbers, NOW), {}, {}, 1.0, view,
+            0, lambda block: forgetting.landing(view, block, 0, 0, 0))
+        return fade.numbers - 1
 
     picked = rust()
     assert np.array_equal(picked, numpy())
     assert np.array_equal(memory(), picked)
-    runs = {"fadeway (Rust)": rust, "fadeway, a memory's mirrored trace log": memory,
+    runs = {"fadeway (Rust)": rust, "fadeway, on a memory (store and mirrors)": memory,
             "numpy": numpy}
-    times = best_times(runs, {"fadeway (Rust)": 200, "fadeway, a memory's mirrored trace log": 50,
+    times = best_times(runs, {"fadeway (Rust)": 200, "fadeway, on a memory (store and mirrors)": 50,
                               "numpy": 50})
     base = times["fadeway (Rust)"]
     label = f"{DECISION_EPISODES:,} x {DECISION_TRACES_PER_EPISODE}"
@@ -393,8 +416,8 @@ def goals(
         ),
         ("whole fade decision < 1 ms", worst(decision_rows, "fadeway (Rust)", 3), 1.0, "ms"),
         (
-            "whole fade decision from a memory's trace log < 1 ms",
-            worst(decision_rows, "fadeway, a memory's mirrored trace log", 3),
+            "whole fade decision on a memory < 1 ms",
+            worst(decision_rows, "fadeway, on a memory (store and mirrors)", 3),
             1.0,
             "ms",
         ),

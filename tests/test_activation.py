@@ -272,7 +272,12 @@ def test_fade_picks_walk_the_order_to_the_landing(shape, seed, sealed_share):
     with mock.patch.object(forgetting._core, "fade_order", counting):
         forgetting.fade_picks(act, tie, *args,
                               lambda b: forgetting.landing(ceiling, b, 0, typical, current))
-    assert calls == [C.FADE_FIRST * 4**k for k in range(len(calls))]
+    # The first prefix as long as the share of the history to shed suggests (and at least
+    # FADE_FIRST), each next one four times as long.
+    land = int(forgetting.landing(ceiling, block, 0, typical, current))
+    share = min(1, max(0, history - land) / history_cut.sum()) if history_cut.sum() else 0
+    assert calls == [max(C.FADE_FIRST, math.ceil(1.25 * share * n)) * 4**k
+                     for k in range(len(calls))]
     # Just enough of the order: the prefix holding the episode where the walk stopped, or the
     # whole order when every episode was picked.
     needed = len(want) + 1 if len(want) < n else n
@@ -292,7 +297,8 @@ def test_blocks_within_sums_the_blocks_among_each_episodes_messages(lengths, blo
                                       last_turn=0, start_at=0.0, end_at=0.0, tokens=1, cut_at=0.0))
         seq += length
     rnd.shuffle(episodes)
-    got = forgetting.blocks_within(episodes, blocks)
+    got = forgetting.blocks_within(np.array([e.first_seq for e in episodes], dtype=np.int64),
+                                   np.array([e.last_seq for e in episodes], dtype=np.int64), blocks)
     assert got.tolist() == [
         sum(size for s, size in blocks.items() if e.first_seq <= s <= e.last_seq)
         for e in episodes

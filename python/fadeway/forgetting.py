@@ -7,6 +7,7 @@ the new states. Sizes here are corrected token estimates.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -17,10 +18,12 @@ from . import _constants as C
 from . import _core, blocks, tokens
 from .graph import Graph
 from .history import History
+from .episode_table import STATES, EpisodeColumns
 from .model import EpisodeRecord, FactRecord
 
 __all__ = [
-    "Budget", "budget", "landing", "blocks_within", "typical_turn", "next_call_room", "fade_picks",
+    "Budget", "Fade", "budget", "landing", "blocks_within", "typical_turn", "next_call_room",
+    "fade_picks", "fade_episodes",
     "hidden_ranges", "facts_of", "facts_block_text", "turn_sizes", "sleeps", "fact_tokens",
 ]
 
@@ -63,18 +66,16 @@ def landing(ceiling: int, fixed: int | np.ndarray, room: int, typical: int,
     return np.maximum(current_turn, np.minimum(b // 2, b - 2 * typical))
 
 
-def blocks_within(episodes: Sequence[EpisodeRecord], block_sizes: dict[int, int]) -> np.ndarray:
+def blocks_within(first: np.ndarray, last: np.ndarray, block_sizes: dict[int, int]) -> np.ndarray:
     """The tokens of the blocks (sizes by the seq they stand before) among each episode's
-    messages, as an array over `episodes`."""
-    first = np.fromiter((e.first_seq for e in episodes), dtype=np.int64, count=len(episodes))
-    last = np.fromiter((e.last_seq for e in episodes), dtype=np.int64, count=len(episodes))
+    messages, seqs `first[i]` to `last[i]` inclusive, as an array over the episodes."""
     by_first = np.argsort(first, kind="stable")
     seqs = np.fromiter(block_sizes, dtype=np.int64, count=len(block_sizes))
     sizes = np.fromiter(block_sizes.values(), dtype=np.float64, count=len(block_sizes))
     at = np.searchsorted(first[by_first], seqs, side="right") - 1
     inside = at >= 0
     inside[inside] = seqs[inside] <= last[by_first[at[inside]]]
-    return np.bincount(by_first[at[inside]], weights=sizes[inside], minlength=len(episodes))
+    return np.bincount(by_first[at[inside]], weights=sizes[inside], minlength=len(first))
 
 
 def fade_picks(activation: np.ndarray, tie: np.ndarray, history_cut: np.ndarray,
@@ -87,14 +88,19 @@ def fade_picks(activation: np.ndarray, tie: np.ndarray, history_cut: np.ndarray,
     messages leave the view) and `block_cut[i]` from the facts block (a sealed episode's facts
     leave it); `landing_of` gives the landing for an array of facts block sizes, since a smaller
     block leaves the history more room. `history` and `block` are the sizes before the fade.
-    The order is asked of Rust a prefix at a time, growing fourfold, and walked with running
-    sums, so a fade that stops early never pays for ordering (or visiting) the rest.
+    The order is asked of Rust a prefix at a time and walked with running sums, so a fade that
+    stops early never pays for ordering (or visiting) the rest. The first prefix holds the share
+    of the episodes that the share of the history to shed suggests, with a quarter to spare (at
+    least `FADE_FIRST`); each next one is four times as long.
     """
     activation = np.ascontiguousarray(activation, dtype=np.float64)
     tie = np.ascontiguousarray(tie, dtype=np.int64)
     history_cut = np.asarray(history_cut, dtype=np.int64)
     block_cut = np.asarray(block_cut, dtype=np.int64)
-    done, limit = 0, C.FADE_FIRST
+    shed = history - int(landing_of(np.array([block]))[0])
+    total = int(history_cut.sum())
+    share = min(1.0, shed / total) if shed > 0 and total > 0 else 0.0
+    done, limit = 0, max(C.FADE_FIRST, math.ceil(1.25 * share * len(activation)))
     order = np.empty(0, dtype=np.int64)
     while done < len(activation):
         order = _core.fade_order(activation, tie, limit=limit)
@@ -107,6 +113,48 @@ def fade_picks(activation: np.ndarray, tie: np.ndarray, history_cut: np.ndarray,
         history, block = int(after_h[-1]), int(after_b[-1])
         done, limit = len(order), 4 * limit
     return order
+
+
+@dataclass(frozen=True, slots=True)
+class Fade:
+    """What a fade picked, in the order picked."""
+
+    numbers: np.ndarray  # episode numbers
+    live: np.ndarray  # whether each was live (it starts leaving) or sealed (it is forgotten)
+    history_cut: int  # the tokens its picks take from the history
+    block_cut: int  # and from the facts block
+
+
+def fade_episodes(episodes: EpisodeColumns, activation_of: Callable[[np.ndarray], np.ndarray],
+                  block_sizes: dict[int, int], facts_tokens: dict[int, int], ratio: float,
+                  history: int, block: int,
+                  landing_of: Callable[[np.ndarray], np.ndarray]) -> Fade:
+    """The fade of a memory whose episodes are `episodes`, down to the landing.
+
+    Only live and sealed episodes can fade: a live one starts leaving, taking its messages (and
+    the recall blocks among them, `block_sizes` by seq) out of the history; a sealed one is
+    forgotten, taking its facts (`facts_tokens` by episode number, corrected) out of the facts
+    block. `activation_of` gives the activations of an array of episode numbers; `history`,
+    `block` and `landing_of` are as `fade_picks` takes them.
+    """
+    at = episodes.where("live", "sealed")
+    numbers = episodes.n[at]
+    live = episodes.state[at] == STATES.index("live")
+    shown = episodes.tokens[at]
+    if block_sizes:
+        shown = shown + blocks_within(episodes.first_seq[at], episodes.last_seq[at], block_sizes)
+    history_cut = np.where(live, np.rint(shown * ratio), 0).astype(np.int64)
+    block_cut = np.zeros(len(at), dtype=np.int64)
+    if facts_tokens and len(at):
+        keys = np.fromiter(facts_tokens, dtype=np.int64, count=len(facts_tokens))
+        sizes = np.fromiter(facts_tokens.values(), dtype=np.int64, count=len(facts_tokens))
+        where = np.minimum(np.searchsorted(numbers, keys), len(at) - 1)
+        found = (numbers[where] == keys) & ~live[where]
+        block_cut[where[found]] = sizes[found]
+    picks = fade_picks(activation_of(numbers), numbers, history_cut, block_cut, history, block,
+                       landing_of)
+    return Fade(numbers[picks], live[picks], int(history_cut[picks].sum()),
+                int(block_cut[picks].sum()))
 
 
 def hidden_ranges(episodes: Sequence[EpisodeRecord]) -> list[tuple[int, int]]:

@@ -15,6 +15,7 @@ from .formats import Format, Side, text_of
 from .formats.canonical import plain, to_plain
 from .model import MessageRecord, Unit
 from .notes import find_note_calls
+from .episode_table import EpisodeTable
 from .trace_log import TraceLog
 
 __all__ = ["History", "align", "units", "next_turns"]
@@ -40,6 +41,8 @@ class History:
     calls: set[str] = field(default_factory=set)
     #: The memory's trace log as columns, synced by whoever reads it (the fade, the facts order).
     trace_log: TraceLog = field(default_factory=TraceLog, repr=False, compare=False)
+    #: The memory's episodes as records and columns, synced by whoever reads them.
+    episodes: EpisodeTable = field(default_factory=EpisodeTable, repr=False, compare=False)
     #: Held by whoever reads or extends this mirror (one decorate or report at a time).
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -51,6 +54,13 @@ class History:
                      self.sides, self.ats, self.note_calls, self.calls):
             part.clear()
         self.turn = self.turn_start = 0
+
+    def reset(self) -> None:
+        """Forget everything mirrored (after a write transaction that failed, whose rows the
+        mirrors may hold): the next sync reads the store again."""
+        self.clear()
+        self.trace_log.clear()
+        self.episodes.clear()
 
     def extend(self, rows: Iterable[MessageRecord]) -> None:
         for r in rows:

@@ -9,12 +9,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
-
-import numpy as np
 
 from . import _constants as C
 from . import blocks, formats, notes, tokens
@@ -24,13 +23,12 @@ from .formats import Entry, Format, ParsedRequest
 from .formats.canonical import digest_of, encode_json, plain
 from .episodes import commit_cut, plan_read_cut, prepare_cut, read_cut, uncut_range
 from .forgetting import (
-    blocks_within,
     budget,
     fact_tokens,
     facts_block_text,
     facts_of,
+    fade_episodes,
     hidden_ranges,
-    fade_picks,
     landing,
     next_call_room,
     sleeps,
@@ -145,7 +143,7 @@ class Memory:
 
     def _decorate(self, parsed: ParsedRequest, fmt: Format, encoding: str, now: float,
                   pending: Pending | None, used: list[UsageRecord]) -> dict[str, Any]:
-        with self._engine.store.write(self.memory_id) as tx:
+        with self._writing() as tx:
             memory = self._open(tx, fmt, now)
             self._sync(tx)
             mirror = self._history
@@ -156,7 +154,7 @@ class Memory:
                 parsed.request.get("instructions") is not None)
             instructions = encode_json({"instructions": parsed.request.get("instructions"),
                                         "messages": parsed.instructions})
-            episodes = tx.episodes()
+            episodes = mirror.episodes.sync(tx)
             last_view = view_seqs(len(mirror), hidden_ranges(episodes))
             start = align(parsed.history, sent_digests, mirror, memory.decorated_through,
                           last_view)
@@ -202,8 +200,7 @@ class Memory:
                 if e.state == "leaving" and e.n in acked and e.last_turn < mirror.turn}
         if seal:
             tx.set_episode_states(seal)
-            episodes = [msgspec.structs.replace(e, state="sealed") if e.n in seal else e
-                        for e in episodes]
+            episodes = mirror.episodes.sync(tx)
         changed = bool(seal)
         shown = view_seqs(len(mirror), hidden_ranges(episodes))
         since = mirror.turns[shown[0]] if shown else mirror.turn
@@ -214,7 +211,7 @@ class Memory:
             faded = self._fade_if_needed(tx, parsed, episodes, facts, acks, graph, encoding,
                                          ratio, now, before, sizes)
             if faded:
-                episodes, changed = tx.episodes(), True
+                episodes, changed = mirror.episodes.sync(tx), True
         if changed or (memory.facts_order is None and facts):
             order = self._facts_order(tx, episodes, facts, acks, graph, now)
             block = facts_block_text(facts, order, graph)
@@ -294,28 +291,17 @@ class Memory:
         cut = run_sync(plan_read_cut(engine, read_cut(tx, mirror.turn_start),
                                      deadline=time.monotonic() + C.INLINE_CUT_DEADLINE))
         commit_cut(tx, cut, now)
-        # Only live and sealed episodes can fade (a live one starts leaving, a sealed one is
-        # forgotten): ordering the others would only skip them.
-        episodes = [e for e in tx.episodes() if e.state in ("live", "sealed")]
-        numbers = np.fromiter((e.n for e in episodes), dtype=np.int64, count=len(episodes))
+        mirror.episodes.sync(tx)
         mirror.trace_log.sync(tx)
-        act = mirror.trace_log.activation(numbers, now)
-        live = np.fromiter((e.state == "live" for e in episodes), dtype=bool, count=len(episodes))
-        # A live episode leaves the view with its messages and the recall blocks among them; a
-        # sealed one takes its facts out of the facts block.
-        shown = np.fromiter((e.tokens for e in episodes), dtype=np.float64, count=len(episodes))
-        shown += blocks_within(episodes, block_sizes)
-        history_cut = np.where(live, np.rint(shown * ratio), 0).astype(np.int64)
-        block_cut = np.where(live, 0, [facts_tokens.get(e.n, 0) for e in episodes])
-        picks = fade_picks(act, numbers, history_cut, block_cut, history_tokens, block,
-                           lambda b: landing(engine.ceiling, fixed + b, room, typical, current))
+        picked = fade_episodes(
+            mirror.episodes.columns(), lambda numbers: mirror.trace_log.activation(numbers, now),
+            block_sizes, facts_tokens, ratio, history_tokens, block,
+            lambda b: landing(engine.ceiling, fixed + b, room, typical, current))
         acked = {e for e, _ in acks}
-        states: dict[int, str] = {}
-        for i in picks.tolist():
-            e = episodes[i]
-            states[e.n] = ("sealed" if e.n in acked else "leaving") if live[i] else "forgotten"
-        history_tokens -= int(history_cut[picks].sum())
-        block -= int(block_cut[picks].sum())
+        states = {n: ("sealed" if n in acked else "leaving") if live else "forgotten"
+                  for n, live in zip(picked.numbers.tolist(), picked.live.tolist(), strict=True)}
+        history_tokens -= picked.history_cut
+        block -= picked.block_cut
         plan = budget(engine.ceiling, fixed + block, room, typical, current)
         if states:
             tx.set_episode_states(states)
@@ -367,7 +353,8 @@ class Memory:
                     call_id: str | None, now: float, source: str) -> None:
         """Write a note's facts against every episode awaiting them, and acknowledge those."""
         acked = {e for e, _ in tx.acks()}
-        awaiting = [e.n for e in tx.episodes() if e.state == "leaving" and e.n not in acked]
+        awaiting = [e.n for e in self._history.episodes.sync(tx)
+                    if e.state == "leaving" and e.n not in acked]
         existing = tx.notes()
         n = (existing[-1].n if existing else 0) + 1
         first_fact = tx.fact_count() + 1
@@ -396,6 +383,19 @@ class Memory:
         if stored != fmt.value:
             raise FormatMismatchError(f"memory {self.memory_id!r} holds a {stored} conversation; "
                                       f"this request is {fmt.value}")
+
+    @contextmanager
+    def _writing(self) -> Iterator[Transaction]:
+        """A write transaction on this memory, under the mirror's lock (the caller holds it).
+        If it fails after writing, the mirrors are reset: they may hold what it rolled back."""
+        tx = None
+        try:
+            with self._engine.store.write(self.memory_id) as tx:
+                yield tx
+        except BaseException:
+            if tx is not None and tx.wrote():
+                self._history.reset()
+            raise
 
     def _sync(self, tx: Transaction) -> None:
         self._history.sync(tx.message_count(), tx.messages)
@@ -443,7 +443,7 @@ class Memory:
         parsed = formats.parse_request(request)
         reply = formats.parse_response(parsed.format, response)
         now = self._engine._now(at)
-        with self._history.lock, self._engine.store.write(self.memory_id) as tx:
+        with self._history.lock, self._writing() as tx:
             memory = tx.memory()
             if memory is None:
                 raise InvalidRequestError(
@@ -535,7 +535,7 @@ class Memory:
         with collecting() as used:
             note = run_sync(writer.write(ask, messages,
                                          deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE))
-        with self._history.lock, self._engine.store.write(self.memory_id) as tx:
+        with self._history.lock, self._writing() as tx:
             self._write_note(tx, note, encode_json(note).decode(), None, now,
                              f"note-writer:{writer.name}")
             tx.insert_usage(used, now)
@@ -600,12 +600,12 @@ class Memory:
         once enough uncut history has built up.)
         """
         now = self._engine._now(at)
-        with self._engine.store.read(self.memory_id) as tx:
+        with self._history.lock, self._engine.store.read(self.memory_id) as tx:
             self._sync(tx)
         for _ in range(C.CUT_RETRIES):
             prepared = run_sync(prepare_cut(self._engine, self.memory_id,
                                             self._history.turn_start))
-            with self._history.lock, self._engine.store.write(self.memory_id) as tx:
+            with self._history.lock, self._writing() as tx:
                 if commit_cut(tx, prepared, now):
                     return len(prepared[1].episodes) if prepared else 0
         raise RuntimeError("the history kept changing while it was being cut")

@@ -29,9 +29,9 @@ class TraceLog:
     """
 
     def __init__(self) -> None:
-        self._clear()
+        self.clear()
 
-    def _clear(self) -> None:
+    def clear(self) -> None:
         self._last = 0  # the number of the last trace held
         self._size = 0
         self._top = {"episode": 0, "fact": 0}  # the largest number in each column
@@ -54,7 +54,7 @@ class TraceLog:
         """Read the traces the store holds past this mirror's last one."""
         top = tx.trace_count()
         if top < self._last:
-            self._clear()
+            self.clear()
         if top > self._last:
             self.extend(tx.traces(after=self._last))
 

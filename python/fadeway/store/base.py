@@ -40,6 +40,10 @@ class Transaction(abc.ABC):
     memory_id: str
 
     @abc.abstractmethod
+    def wrote(self) -> bool:
+        """Whether this transaction has written anything yet."""
+
+    @abc.abstractmethod
     def memory(self) -> MemoryRecord | None:
         """The memory's record, or None when nothing was ever stored for it."""
 
@@ -93,10 +97,20 @@ class Transaction(abc.ABC):
         """The episodes numbered above `after` (every episode by default), in order."""
 
     @abc.abstractmethod
+    def episode_changes(self) -> int:
+        """How many writes have inserted episodes or changed their states (0 for none): a
+        mirror of the episodes that has read up to this count holds what the store holds."""
+
+    @abc.abstractmethod
+    def episodes_changed(self, after: int) -> list[EpisodeRecord]:
+        """The episodes inserted or changed by the writes counted past `after`, in order."""
+
+    @abc.abstractmethod
     def last_episode(self) -> EpisodeRecord | None: ...
 
     @abc.abstractmethod
-    def insert_episodes(self, rows: Sequence[EpisodeRecord]) -> None: ...
+    def insert_episodes(self, rows: Sequence[EpisodeRecord]) -> None:
+        """Insert episodes (one write, counted in `episode_changes`)."""
 
     @abc.abstractmethod
     def traces(self, after: int = 0) -> list[TraceRecord]:
@@ -111,7 +125,8 @@ class Transaction(abc.ABC):
 
     @abc.abstractmethod
     def set_episode_states(self, states: dict[int, str]) -> None:
-        """Move episodes to new states (the only change an episode allows)."""
+        """Move episodes to new states (the only change an episode allows; one write, counted
+        in `episode_changes`)."""
 
     # -- notes and facts ------------------------------------------------------------------
 

@@ -296,6 +296,13 @@ MIGRATIONS: list[Migration] = [
             PRIMARY KEY (memory_id, n)
         )""",
     ], sqlite=[*_append_only("usage")]),
+    # 7: a per-memory count of changes to episodes (each insert or change of state bumps it, and
+    # marks the rows it wrote), so a mirror of the episodes reads only what changed since.
+    Migration([
+        "ALTER TABLE memories ADD COLUMN episode_changes INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE episodes ADD COLUMN changed INTEGER NOT NULL DEFAULT 0",
+        "CREATE INDEX episodes_by_change ON episodes (memory_id, changed)",
+    ]),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

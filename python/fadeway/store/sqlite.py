@@ -90,6 +90,10 @@ class _SQLiteTransaction(GraphQueries, Transaction):
     def __init__(self, conn: sqlite3.Connection, memory_id: str) -> None:
         self._conn = conn
         self.memory_id = memory_id
+        self._changes_at_begin = conn.total_changes
+
+    def wrote(self) -> bool:
+        return self._conn.total_changes != self._changes_at_begin
 
     def memory(self) -> MemoryRecord | None:
         row = self._conn.execute(
@@ -188,18 +192,37 @@ class _SQLiteTransaction(GraphQueries, Transaction):
             f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE memory_id = ? AND n > ? ORDER BY n",
             (self.memory_id, after))]
 
+    def episode_changes(self) -> int:
+        row = self._conn.execute("SELECT episode_changes FROM memories WHERE memory_id = ?",
+                                 (self.memory_id,)).fetchone()
+        return row[0] if row else 0
+
+    def episodes_changed(self, after: int) -> list[EpisodeRecord]:
+        return [_episode(r) for r in self._conn.execute(
+            f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE memory_id = ? AND changed > ? "
+            "ORDER BY n", (self.memory_id, after))]
+
     def last_episode(self) -> EpisodeRecord | None:
         row = self._conn.execute(
             f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE memory_id = ? ORDER BY n DESC LIMIT 1",
             (self.memory_id,)).fetchone()
         return _episode(row) if row else None
 
+    def _count_episode_change(self) -> int:
+        (count,) = self._conn.execute(
+            "UPDATE memories SET episode_changes = episode_changes + 1 WHERE memory_id = ? "
+            "RETURNING episode_changes", (self.memory_id,)).fetchone()
+        return count
+
     def insert_episodes(self, rows: Sequence[EpisodeRecord]) -> None:
+        if not rows:
+            return
+        change = self._count_episode_change()
         self._conn.executemany(
-            f"INSERT INTO episodes (memory_id, {_EPISODE_COLUMNS}) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO episodes (memory_id, {_EPISODE_COLUMNS}, changed) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [(self.memory_id, e.n, e.first_seq, e.last_seq, e.first_turn, e.last_turn,
-              e.start_at, e.end_at, e.tokens, e.cut_at, e.state) for e in rows])
+              e.start_at, e.end_at, e.tokens, e.cut_at, e.state, change) for e in rows])
 
     def traces(self, after: int = 0) -> list[TraceRecord]:
         return [_trace(r) for r in self._conn.execute(
@@ -218,8 +241,12 @@ class _SQLiteTransaction(GraphQueries, Transaction):
         return top or 0
 
     def set_episode_states(self, states: dict[int, str]) -> None:
-        self._conn.executemany("UPDATE episodes SET state = ? WHERE memory_id = ? AND n = ?",
-                               [(state, self.memory_id, n) for n, state in states.items()])
+        if not states:
+            return
+        change = self._count_episode_change()
+        self._conn.executemany(
+            "UPDATE episodes SET state = ?, changed = ? WHERE memory_id = ? AND n = ?",
+            [(state, change, self.memory_id, n) for n, state in states.items()])
 
     # -- notes and facts ------------------------------------------------------------------
 

@@ -1,0 +1,229 @@
+"""A memory's episodes mirrored as records and columns, kept in step by the store's count of
+episode writes; and the mirrors reset after a write transaction that failed."""
+
+from __future__ import annotations
+
+import sqlite3
+import tempfile
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fadeway
+from fadeway import forgetting
+from fadeway.episode_table import STATES, EpisodeTable
+from fadeway.errors import UnmatchedToolOutputError
+from fadeway.model import EpisodeRecord
+from fadeway.store import SQLiteStore, Transaction
+
+
+def episode(n: int, state: str = "live", tokens: int = 10) -> EpisodeRecord:
+    return EpisodeRecord(n=n, first_seq=3 * (n - 1), last_seq=3 * n - 1, first_turn=n,
+                         last_turn=n, start_at=float(n), end_at=float(n), tokens=tokens,
+                         cut_at=float(n), state=state)
+
+
+class Counting:
+    """A transaction that counts the episodes a sync reads."""
+
+    def __init__(self, tx: Transaction) -> None:
+        self.tx, self.read = tx, 0
+
+    def episode_changes(self) -> int:
+        return self.tx.episode_changes()
+
+    def episodes_changed(self, after: int) -> list[EpisodeRecord]:
+        rows = self.tx.episodes_changed(after)
+        self.read += len(rows)
+        return rows
+
+
+def assert_mirrors(table: EpisodeTable, stored: list[EpisodeRecord]) -> None:
+    cols = table.columns()
+    assert cols.n.tolist() == [e.n for e in stored]
+    assert cols.first_seq.tolist() == [e.first_seq for e in stored]
+    assert cols.last_seq.tolist() == [e.last_seq for e in stored]
+    assert cols.tokens.tolist() == [e.tokens for e in stored]
+    assert [STATES[s] for s in cols.state.tolist()] == [e.state for e in stored]
+
+
+# A writer's step: insert `k` episodes, or move some episodes (by position) to a later state.
+steps = st.lists(st.tuples(st.sampled_from(["ours", "theirs"]), st.one_of(
+    st.tuples(st.just("insert"), st.integers(1, 4)),
+    st.tuples(st.just("move"), st.lists(st.integers(0, 40), max_size=4)),
+)), max_size=25)
+
+
+@settings(max_examples=30, deadline=None)
+@given(steps, st.booleans())
+def test_the_mirror_holds_what_the_store_holds_reading_only_what_changed(plan, columns_early):
+    with tempfile.TemporaryDirectory() as tmp:
+        ours, theirs = (SQLiteStore(Path(tmp) / "m.db") for _ in range(2))  # two processes
+        with ours.write("m") as tx:
+            tx.create_memory("chat_completions", 0.0)
+        table, count = EpisodeTable(), 0
+        for who, (kind, arg) in plan:
+            store = ours if who == "ours" else theirs
+            with store.write("m") as tx:
+                if kind == "insert":
+                    touched = set(range(count + 1, count + arg + 1))
+                    tx.insert_episodes([episode(n) for n in sorted(touched)])
+                    count += arg
+                else:
+                    now = {e.n: e.state for e in tx.episodes()}
+                    touched = {p % count + 1 for p in arg} if count else set()
+                    tx.set_episode_states({n: STATES[min(3, STATES.index(now[n]) + 1)]
+                                           for n in touched})
+            with ours.read("m") as tx:
+                stored = tx.episodes()
+                before = tx.episode_changes()
+                counting = Counting(tx)
+                got = table.sync(counting)
+                # Only the episodes the writes since the last sync touched are read.
+                assert counting.read == len(touched)
+                assert got == stored and table.sync(Counting(tx)) == stored
+                assert tx.episode_changes() == before
+            if columns_early or who == "theirs":
+                assert_mirrors(table, stored)
+        with ours.read("m") as tx:
+            assert_mirrors(table, tx.episodes())
+        ours.close()
+        theirs.close()
+
+
+def test_a_store_with_fewer_changes_is_read_again_whole(tmp_path):
+    stores = [SQLiteStore(tmp_path / f"{name}.db") for name in ("a", "b")]
+    for store, states in zip(stores, (["live", "sealed", "live"], ["forgotten"]), strict=True):
+        with store.write("m") as tx:
+            tx.create_memory("chat_completions", 0.0)
+            for n, state in enumerate(states, start=1):
+                tx.insert_episodes([episode(n, state)])  # one write each
+    table = EpisodeTable()
+    with stores[0].read("m") as tx:
+        table.sync(tx)
+    assert_mirrors(table, [episode(1), episode(2, "sealed"), episode(3)])
+    with stores[1].read("m") as tx:  # the file replaced by one that has seen fewer writes
+        assert table.sync(tx) == [episode(1, "forgotten")]
+    assert_mirrors(table, [episode(1, "forgotten")])
+    for store in stores:
+        store.close()
+
+
+def test_episodes_written_before_the_count_existed_are_read(tmp_path):
+    path = tmp_path / "old.db"
+    SQLiteStore(path).close()
+    # What a store of schema 6 holds: no count of episode changes.
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("DROP INDEX episodes_by_change")
+    conn.execute("ALTER TABLE episodes DROP COLUMN changed")
+    conn.execute("ALTER TABLE memories DROP COLUMN episode_changes")
+    conn.execute("UPDATE fadeway_schema SET version = 6")
+    conn.execute("INSERT INTO memories (memory_id, format, created_at) "
+                 "VALUES ('m', 'chat_completions', 0)")
+    for e in (episode(1, "sealed"), episode(2)):
+        conn.execute("INSERT INTO episodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     ("m", e.n, e.first_seq, e.last_seq, e.first_turn, e.last_turn, e.start_at,
+                      e.end_at, e.tokens, e.cut_at, e.state))
+    conn.close()
+    store = SQLiteStore(path)
+    table = EpisodeTable()
+    with store.read("m") as tx:
+        assert tx.episode_changes() == 0
+        assert table.sync(tx) == [episode(1, "sealed"), episode(2)]
+    with store.write("m") as tx:
+        tx.set_episode_states({2: "leaving"})
+        assert tx.episode_changes() == 1
+        assert table.sync(tx) == [episode(1, "sealed"), episode(2, "leaving")]
+    store.close()
+
+
+def test_episodes_inserted_out_of_order_are_held_in_order(tmp_path):
+    store = SQLiteStore(tmp_path / "m.db")
+    table = EpisodeTable()
+    with store.write("m") as tx:
+        tx.create_memory("chat_completions", 0.0)
+        tx.insert_episodes([episode(1), episode(3)])
+        table.sync(tx)
+        table.columns()
+        tx.insert_episodes([episode(2, "sealed")])
+        assert table.sync(tx) == [episode(1), episode(2, "sealed"), episode(3)]
+    assert_mirrors(table, [episode(1), episode(2, "sealed"), episode(3)])
+    store.close()
+
+
+# -- the fade over the columns -------------------------------------------------------------
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(STATES), st.integers(1, 400), st.floats(0, 5)),
+                max_size=30),
+       st.dictionaries(st.integers(0, 40), st.integers(1, 300)),
+       st.dictionaries(st.integers(0, 90), st.integers(1, 50)),
+       st.floats(0.5, 2.0), st.integers(0, 20_000), st.integers(0, 2_000))
+def test_the_fade_over_columns_takes_what_each_pick_frees(rows, facts_tokens, blocks, ratio,
+                                                        history, block):
+    records = [episode(n, state, tokens) for n, (state, tokens, _) in enumerate(rows, start=1)]
+    activation = {n: act for n, (_, _, act) in enumerate(rows, start=1)}
+    table = EpisodeTable()
+    table._apply(records)
+    landing = history // 3
+
+    picked = forgetting.fade_episodes(
+        table.columns(), lambda ns: np.array([activation[n] for n in ns.tolist()]), blocks,
+        facts_tokens, ratio, history, block, lambda b: np.full(len(b), landing))
+
+    # By hand: what each live or sealed episode would take, and the walk least active first.
+    fadeable = [e for e in records if e.state in ("live", "sealed")]
+    frees = {e.n: ((round((e.tokens + sum(size for seq, size in blocks.items()
+                                          if e.first_seq <= seq <= e.last_seq)) * ratio), 0)
+                   if e.state == "live" else (0, facts_tokens.get(e.n, 0)))
+             for e in fadeable}
+    want, left = [], history
+    for e in sorted(fadeable, key=lambda e: (activation[e.n], e.n)):
+        if left <= landing:
+            break
+        want.append(e)
+        left -= frees[e.n][0]
+    assert picked.numbers.tolist() == [e.n for e in want]
+    assert picked.live.tolist() == [e.state == "live" for e in want]
+    assert picked.history_cut == sum(frees[e.n][0] for e in want)
+    assert picked.block_cut == sum(frees[e.n][1] for e in want)
+
+
+# -- a failed write ------------------------------------------------------------------------
+
+def test_a_write_that_fails_after_writing_resets_the_mirrors(tmp_path, clock):
+    path = tmp_path / "m.db"
+    ours = fadeway.open(path, clock=clock, background=False)
+    theirs = fadeway.open(path, clock=clock, background=False)  # another process
+    mem = ours.memory("m")
+    first = [{"role": "user", "content": "Ship the pricing page."},
+             {"role": "assistant", "content": "On it."}]
+    mem.decorate({"messages": first})
+    lost = [{"role": "user", "content": "Rolled back."}]
+    with mock.patch.object(type(mem), "_forget_and_assemble", side_effect=RuntimeError("disk")):
+        with pytest.raises(RuntimeError, match="disk"):
+            mem.decorate({"messages": [*first, *lost]})
+    # Meanwhile another process stores a different message in the same place.
+    kept = [{"role": "user", "content": "Which plan is the default?"}]
+    theirs.memory("m").decorate({"messages": [*first, *kept]})
+    sent = mem.decorate({"messages": [*first, *kept]})
+    assert [m["content"] for m in sent["messages"]] == [
+        "Ship the pricing page.", "On it.", "Which plan is the default?"]
+    assert [m.body for m in mem.messages()] == [
+        m.body for m in theirs.memory("m").messages()]
+    ours.close()
+    theirs.close()
+
+
+def test_a_write_refused_before_writing_keeps_the_mirrors(engine):
+    mem = engine.memory("m")
+    mem.decorate({"messages": [{"role": "user", "content": "hi"}]})
+    history = engine._histories["m"]
+    with pytest.raises(UnmatchedToolOutputError):
+        mem.decorate({"messages": [{"role": "user", "content": "hi"},
+                                   {"role": "tool", "tool_call_id": "nobody", "content": "x"}]})
+    assert len(history) == 1 and engine._histories["m"] is history
