@@ -43,6 +43,12 @@ class EpisodeColumns:
         return np.flatnonzero(wanted[self.state])
 
 
+    def hidden(self) -> np.ndarray:
+        """The seq ranges out of view, one row (first, last) a sealed or forgotten episode."""
+        at = self.where("sealed", "forgotten")
+        return np.column_stack((self.first_seq[at], self.last_seq[at]))
+
+
 class EpisodeTable:
     """The episodes of one memory, in order of number, kept in step with the store.
 

@@ -28,7 +28,6 @@ from .forgetting import (
     facts_block_text,
     facts_of,
     fade_episodes,
-    hidden_ranges,
     landing,
     next_call_room,
     sleeps,
@@ -155,7 +154,7 @@ class Memory:
             instructions = encode_json({"instructions": parsed.request.get("instructions"),
                                         "messages": parsed.instructions})
             episodes = mirror.episodes.sync(tx)
-            last_view = view_seqs(len(mirror), hidden_ranges(episodes))
+            last_view = self._shown()
             start = align(parsed.history, sent_digests, mirror, memory.decorated_through,
                           last_view)
             new = self._entries(fmt, parsed.history, start, sent_digests)
@@ -202,16 +201,17 @@ class Memory:
             tx.set_episode_states(seal)
             episodes = mirror.episodes.sync(tx)
         changed = bool(seal)
-        shown = view_seqs(len(mirror), hidden_ranges(episodes))
+        shown = self._shown()
         since = mirror.turns[shown[0]] if shown else mirror.turn
         fix_finals(tx, mirror, since, now)
         if not any(e.state == "leaving" for e in episodes):
             sizes = {seq: size for seq, (_, size) in
                      blocks_in_view(tx, mirror, shown, since).items()}
-            faded = self._fade_if_needed(tx, parsed, episodes, facts, acks, graph, encoding,
-                                         ratio, now, before, sizes)
+            faded = self._fade_if_needed(tx, parsed, shown, episodes, facts, acks, graph,
+                                         encoding, ratio, now, before, sizes)
             if faded:
                 episodes, changed = mirror.episodes.sync(tx), True
+                shown = self._shown()
         if changed or (memory.facts_order is None and facts):
             order = self._facts_order(tx, episodes, facts, acks, graph, now)
             block = facts_block_text(facts, order, graph)
@@ -227,11 +227,10 @@ class Memory:
         role = instruction_role(fmt, parsed.instructions)
         accepted = {call_id: notes.parse_note_arguments(args) is not None
                     for call_id, args in self._note_arguments().items()}
-        shown = view_seqs(len(mirror), hidden_ranges(episodes))
         recalled = blocks_in_view(tx, mirror, shown, since)
-        history, seqs = history_view(fmt, mirror, hidden_ranges(episodes), accepted,
-                                     {seq: block_message(role, text)
-                                      for seq, (text, _) in recalled.items()})
+        history = history_view(fmt, mirror, shown, accepted,
+                               {seq: block_message(role, text)
+                                for seq, (text, _) in recalled.items()})
         asking = [e for e in episodes if e.state == "leaving" and e.n not in acked]
         request = parsed.request
         extra: list[str] = []
@@ -243,10 +242,11 @@ class Memory:
             extra.append(ask)
         instructions = [*parsed.instructions, *([block_message(role, block)] if block else [])]
         out = ParsedRequest(fmt, request, instructions, history, parsed.model)
-        estimate = (tokens.fixed_request_tokens(out, encoding) + sum(mirror.tokens[i] for i in seqs)
+        estimate = (tokens.fixed_request_tokens(out, encoding)
+                    + sum(map(mirror.tokens.__getitem__, shown))
                     + sum(tokens.count_texts(encoding, extra))
                     + sum(size for _, size in recalled.values()))
-        key = _Key(estimate, len(seqs), mirror.digests[seqs[-1]] if seqs else None)
+        key = _Key(estimate, len(shown), mirror.digests[shown[-1]] if shown else None)
         return formats.assemble(out, history), key, bool(newly_sealed)
 
     def _note_arguments(self) -> dict[str, str]:
@@ -258,18 +258,18 @@ class Memory:
             out.update(notes.find_note_calls(fmt, [body]))
         return out
 
-    def _fade_if_needed(self, tx: Transaction, parsed: ParsedRequest,
+    def _fade_if_needed(self, tx: Transaction, parsed: ParsedRequest, shown: list[int],
                         episodes: Sequence[EpisodeRecord], facts: Sequence[FactRecord],
                         acks: Sequence[tuple[int, int]], graph: Graph, encoding: str,
                         ratio: float, now: float, before: int,
                         block_sizes: dict[int, int]) -> bool:
         """Run a fade to the landing when the history is over its budget, or the turn sleeps.
 
-        `episodes`, `facts` and `acks` are the memory's as this decorate stands (seals applied).
+        `shown`, `episodes`, `facts` and `acks` are the memory's as this decorate stands (seals
+        applied): the seqs in view, the episodes, facts and acknowledgements.
         """
         mirror, engine = self._history, self._engine
-        seqs = view_seqs(len(mirror), hidden_ranges(episodes))
-        history_tokens = round((sum(mirror.tokens[i] for i in seqs)
+        history_tokens = round((sum(map(mirror.tokens.__getitem__, shown))
                                 + sum(block_sizes.values())) * ratio)
         sealed_facts = facts_of(episodes, facts, acks, states=("sealed",), graph=graph)
         facts_tokens = {n: fact_tokens(fs, encoding, ratio) for n, fs in sealed_facts.items()}
@@ -396,6 +396,10 @@ class Memory:
             if tx is not None and tx.wrote():
                 self._history.reset()
             raise
+
+    def _shown(self) -> list[int]:
+        """The seqs of the stored messages in view, by the episodes as last synced."""
+        return view_seqs(len(self._history), self._history.episodes.columns().hidden())
 
     def _sync(self, tx: Transaction) -> None:
         self._history.sync(tx.message_count(), tx.messages)

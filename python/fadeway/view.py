@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from . import blocks, notes
 from .formats import Format
@@ -54,26 +55,30 @@ def strip_own_additions(messages: Sequence[Any], note_calls: dict[str, int]) -> 
     return out
 
 
-def view_seqs(count: int, hidden: Sequence[tuple[int, int]]) -> list[int]:
-    """The seqs of `count` stored messages that are not in the `hidden` ranges (inclusive)."""
-    hide = bytearray(count)
-    for first, last in hidden:
-        hide[first:last + 1] = b"\x01" * (last - first + 1)
-    return [i for i in range(count) if not hide[i]]
+def view_seqs(count: int, hidden: Sequence[tuple[int, int]] | np.ndarray) -> list[int]:
+    """The seqs of `count` stored messages that are not in the `hidden` ranges (first and last
+    seq, inclusive; pairs, or an array of two columns)."""
+    ranges = np.asarray(hidden, dtype=np.int64).reshape(-1, 2)
+    ranges = ranges[ranges[:, 0] <= ranges[:, 1]]
+    if not len(ranges):
+        return list(range(count))
+    # +1 where a range starts, -1 after it ends: a seq is hidden where the running sum is above 0.
+    marks = np.zeros(count + 1, dtype=np.int64)
+    np.add.at(marks, np.clip(ranges[:, 0], 0, count), 1)
+    np.add.at(marks, np.clip(ranges[:, 1] + 1, 0, count), -1)
+    return np.flatnonzero(np.cumsum(marks[:-1]) <= 0).tolist()
 
 
-def history_view(fmt: Format, history: History, hidden: Sequence[tuple[int, int]],
-                 accepted: dict[str, bool],
-                 before: dict[int, Any] | None = None) -> tuple[list[Any], list[int]]:
-    """The stored messages not in `hidden` seq ranges (inclusive), each note call followed by
+def history_view(fmt: Format, history: History, seqs: Sequence[int], accepted: dict[str, bool],
+                 before: dict[int, Any] | None = None) -> list[Any]:
+    """The stored messages `seqs` (what `view_seqs` leaves in view), each note call followed by
     fadeway's output for it, and the `before` messages (recall blocks) just before the seqs
-    they belong to. Returns the view and the seq of each stored message in it."""
-    seqs = view_seqs(len(history), hidden)
+    they belong to."""
     if not seqs:
-        return [], []
-    view = msgspec.json.decode(b"[" + b",".join(history.bodies[i] for i in seqs) + b"]")
+        return []
+    view = msgspec.json.decode(b"[" + b",".join(map(history.bodies.__getitem__, seqs)) + b"]")
     if not history.note_calls and not before:
-        return view, seqs
+        return view
     by_seq: dict[int, list[str]] = {}
     for call_id, seq in history.note_calls.items():
         by_seq.setdefault(seq, []).append(call_id)
@@ -85,7 +90,7 @@ def history_view(fmt: Format, history: History, hidden: Sequence[tuple[int, int]
         out.append(message)
         for call_id in by_seq.get(seq, ()):
             out.append(notes.note_output(fmt, call_id, accepted.get(call_id, False)))
-    return out, seqs
+    return out
 
 
 def note_ask_allowed(request: dict[str, Any]) -> bool:
