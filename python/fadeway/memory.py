@@ -21,7 +21,7 @@ from . import view as view_mod
 from .errors import FormatMismatchError, InvalidRequestError
 from .formats import Entry, Format, ParsedRequest
 from .formats.canonical import digest_of, encode_json, plain
-from .episodes import commit_cut, plan_read_cut, prepare_cut, read_cut, uncut_range
+from .episodes import Cut, commit_cut, plan_read_cut, prepare_cut, read_cut, uncut_range
 from .forgetting import (
     budget,
     fact_tokens,
@@ -89,6 +89,40 @@ class _Key(NamedTuple):
     estimate: int
     count: int
     last: bytes | None
+
+
+_CutRead = tuple[list[MessageRecord], int, int, list[MessageRecord]]  # what read_cut reads
+
+
+class _Assembled(NamedTuple):
+    """A decorated request, what identifies it, and whether episodes sealed on the way."""
+
+    request: dict[str, Any]
+    key: _Key
+    sealed: bool
+
+
+class _CutFirst(NamedTuple):
+    """A fade found closed history not yet cut. The cut is planned between two write
+    transactions, so that the judge (perhaps a remote model) never runs while the store's write
+    lock is held: the first commits everything up to the fade, the second cuts and fades."""
+
+    read: _CutRead
+    sealed: bool  # the first transaction sealed episodes (their passages were queued)
+
+
+class _Planned(NamedTuple):
+    """A cut planned between transactions, and what it was planned from."""
+
+    read: _CutRead
+    cut: tuple[list[MessageRecord], Cut] | None
+
+
+def _same_read(a: _CutRead, b: _CutRead) -> bool:
+    """Whether two reads of the history to cut hold the same messages (a plan of one is then
+    the plan of the other)."""
+    return (a[1:3] == b[1:3] and [m.digest for m in a[0]] == [m.digest for m in b[0]]
+            and [m.digest for m in a[3]] == [m.digest for m in b[3]])
 
 
 def _restore_instructions(parsed: ParsedRequest, stored: bytes) -> None:
@@ -167,27 +201,58 @@ class Memory:
             elif not has_instructions and memory.instructions is not None:
                 _restore_instructions(parsed, memory.instructions)
             tx.set_decorated_through(len(mirror))
-            decorated, key, sealed = self._forget_and_assemble(tx, parsed, memory, episodes,
-                                                               encoding, now, before)
-            tx.insert_usage(used, now)  # recall's and an inline cut's model calls
-            latest = tx.latest_request()
-            tx.insert_request(RequestRecord(
-                n=(latest.n if latest else 0) + 1, at=now, model=parsed.model, encoding=encoding,
-                estimate=key.estimate, view_len=key.count, view_last=key.last,
-                history_through=len(mirror)))
-        if took or sealed:
+            out = self._forget_and_assemble(tx, parsed, memory, episodes, encoding, now, before,
+                                            inline=False)
+            if not isinstance(out, _CutFirst):
+                self._record_request(tx, parsed, encoding, now, used, out.key)
+        sealed = False
+        for attempt in range(1, C.CUT_RETRIES + 1):
+            if not isinstance(out, _CutFirst):
+                break
+            sealed |= out.sealed
+            planned = _Planned(out.read, run_sync(plan_read_cut(
+                self._engine, out.read, deadline=time.monotonic() + C.INLINE_CUT_DEADLINE)))
+            with self._writing() as tx:
+                memory = self._open(tx, fmt, now)
+                self._sync(tx)
+                episodes = mirror.episodes.sync(tx)
+                # The last attempt cuts inline if the history changed under every plan.
+                out = self._forget_and_assemble(tx, parsed, memory, episodes, encoding, now,
+                                                before, planned=planned,
+                                                inline=attempt == C.CUT_RETRIES)
+                if not isinstance(out, _CutFirst):
+                    self._record_request(tx, parsed, encoding, now, used, out.key)
+        assert not isinstance(out, _CutFirst)  # the last attempt cuts inline
+        if took or sealed or out.sealed:
             self._engine._jobs_queued()
-        return decorated
+        return out.request
+
+    def _record_request(self, tx: Transaction, parsed: ParsedRequest, encoding: str, now: float,
+                        used: list[UsageRecord], key: _Key) -> None:
+        """Record a decorated request (what `report` finds it by), and the model calls made
+        for it (recall's, and a cut's)."""
+        tx.insert_usage(used, now)
+        latest = tx.latest_request()
+        tx.insert_request(RequestRecord(
+            n=(latest.n if latest else 0) + 1, at=now, model=parsed.model, encoding=encoding,
+            estimate=key.estimate, view_len=key.count, view_last=key.last,
+            history_through=len(self._history)))
 
     # -- forgetting and the view ------------------------------------------------------------
 
     def _forget_and_assemble(self, tx: Transaction, parsed: ParsedRequest, memory: MemoryRecord,
                              episodes: list[EpisodeRecord], encoding: str, now: float,
-                             before: int) -> tuple[dict[str, Any], _Key, bool]:
+                             before: int, *, planned: _Planned | None = None, inline: bool = True,
+                             ) -> _Assembled | _CutFirst:
         """Seal what was acknowledged, fade if the history is over its budget (or the turn
         sleeps), and build the request around the view. `episodes` are as this call found them
         (storing new messages does not change episodes). Also says whether episodes sealed
-        (their passages are then queued)."""
+        (their passages are then queued).
+
+        A fade that finds history uncut uses the `planned` cut when it was planned from the
+        same messages, cuts `inline` (the judge runs inside this transaction), or else stops
+        before the fade with a consistent store (seals and the facts block written) and returns
+        what to plan the cut from."""
         fmt, mirror = parsed.format, self._history
         ratio = tx.last_kept_ratio(parsed.model) or 1.0
         acks = tx.acks()
@@ -204,12 +269,15 @@ class Memory:
         shown = self._shown()
         since = mirror.turns[shown[0]] if shown else mirror.turn
         fix_finals(tx, mirror, since, now)
+        cut_first: _CutRead | None = None
         if not any(e.state == "leaving" for e in episodes):
             sizes = {seq: size for seq, (_, size) in
                      blocks_in_view(tx, mirror, shown, since).items()}
             faded = self._fade_if_needed(tx, parsed, shown, episodes, facts, acks, graph,
-                                         encoding, ratio, now, before, sizes)
-            if faded:
+                                         encoding, ratio, now, before, sizes, planned, inline)
+            if isinstance(faded, tuple):
+                cut_first = faded
+            elif faded:
                 episodes, changed = mirror.episodes.sync(tx), True
                 shown = self._shown()
         if changed or (memory.facts_order is None and facts):
@@ -224,6 +292,8 @@ class Memory:
         newly_sealed = {e.n for e in episodes if e.state == "sealed"} - sealed_before
         if newly_sealed:
             tx.enqueue("passages", b"{}", now)  # the job finds every sealed episode left
+        if cut_first is not None:
+            return _CutFirst(cut_first, bool(newly_sealed))
         role = instruction_role(fmt, parsed.instructions)
         accepted = {call_id: notes.parse_note_arguments(args) is not None
                     for call_id, args in self._note_arguments().items()}
@@ -247,7 +317,7 @@ class Memory:
                     + sum(tokens.count_texts(encoding, extra))
                     + sum(size for _, size in recalled.values()))
         key = _Key(estimate, len(shown), mirror.digests[shown[-1]] if shown else None)
-        return formats.assemble(out, history), key, bool(newly_sealed)
+        return _Assembled(formats.assemble(out, history), key, bool(newly_sealed))
 
     def _note_arguments(self) -> dict[str, str]:
         """Arguments of every note call in the stored history, by call id."""
@@ -261,12 +331,14 @@ class Memory:
     def _fade_if_needed(self, tx: Transaction, parsed: ParsedRequest, shown: list[int],
                         episodes: Sequence[EpisodeRecord], facts: Sequence[FactRecord],
                         acks: Sequence[tuple[int, int]], graph: Graph, encoding: str,
-                        ratio: float, now: float, before: int,
-                        block_sizes: dict[int, int]) -> bool:
+                        ratio: float, now: float, before: int, block_sizes: dict[int, int],
+                        planned: _Planned | None, inline: bool) -> bool | _CutRead:
         """Run a fade to the landing when the history is over its budget, or the turn sleeps.
 
         `shown`, `episodes`, `facts` and `acks` are the memory's as this decorate stands (seals
-        applied): the seqs in view, the episodes, facts and acknowledgements.
+        applied): the seqs in view, the episodes, facts and acknowledgements. History is cut
+        first if it was not yet (`_forget_and_assemble` says how); when the cut is still to be
+        planned, returns what to plan it from, before any change.
         """
         mirror, engine = self._history, self._engine
         history_tokens = round((sum(map(mirror.tokens.__getitem__, shown))
@@ -284,13 +356,19 @@ class Memory:
             return False
         if history_tokens <= plan.landing:
             return False  # asleep, but already at the landing: nothing to fade
+        # History is cut once, when forgetting first needs it.
+        read = read_cut(tx, mirror.turn_start)
+        if read is not None:
+            if planned is not None and _same_read(planned.read, read):
+                commit_cut(tx, planned.cut, now)
+            elif inline:
+                commit_cut(tx, run_sync(plan_read_cut(
+                    engine, read, deadline=time.monotonic() + C.INLINE_CUT_DEADLINE)), now)
+            else:
+                return read
         if sleeping:
             log.info("memory %r: the turn sleeps after %.1f h of silence; fading to the landing",
                      self.memory_id, (mirror.ats[before] - mirror.ats[before - 1]) / 3600)
-        # History is cut once, when forgetting first needs it (inside this write transaction).
-        cut = run_sync(plan_read_cut(engine, read_cut(tx, mirror.turn_start),
-                                     deadline=time.monotonic() + C.INLINE_CUT_DEADLINE))
-        commit_cut(tx, cut, now)
         mirror.episodes.sync(tx)
         mirror.trace_log.sync(tx)
         picked = fade_episodes(

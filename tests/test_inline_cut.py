@@ -1,0 +1,143 @@
+"""A fade that finds history uncut: the cut is planned between two write transactions, so that
+the judge (perhaps a remote model) never runs while the store's write lock is held."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from unittest import mock
+
+import pytest
+
+import fadeway
+from fadeway.judge import ScriptedJudge
+from fadeway.memory import Memory
+
+CEILING = 3_000
+
+
+class LockProbe(ScriptedJudge):
+    """A judge that, on every boundaries call, tries to take the store's write lock from
+    another connection; `then` runs once after the first call (another process's write)."""
+
+    def __init__(self, path: Path, then=None, fail: bool = False) -> None:
+        super().__init__()
+        self.path, self.then, self.fail = path, then, fail
+        self.lock_free: list[bool] = []
+
+    async def boundaries(self, units, **kwargs):
+        conn = sqlite3.connect(self.path, isolation_level=None, timeout=0)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("ROLLBACK")
+            self.lock_free.append(True)
+        except sqlite3.OperationalError:
+            self.lock_free.append(False)
+        finally:
+            conn.close()
+        if self.fail:
+            raise RuntimeError("the judge's process was killed")
+        if self.then is not None:
+            then, self.then = self.then, None
+            then()
+        return await super().boundaries(units, **kwargs)
+
+
+def conversation(turns: int) -> list[dict]:
+    out = []
+    for t in range(turns):
+        out.append({"role": "user", "content": f"Turn {t}: " + " ".join(
+            f"w{t}_{i}" for i in range(40))})
+        out.append({"role": "assistant", "content": f"Answer {t}: " + " ".join(
+            f"r{t}_{i}" for i in range(30))})
+    out.append({"role": "user", "content": "And now?"})
+    return out
+
+
+def open_engine(path: Path, clock, judge, ceiling: int = CEILING) -> fadeway.Engine:
+    return fadeway.open(path, clock=clock, background=False, ceiling=ceiling, judge=judge,
+                        episode_min_tokens=100, episode_max_tokens=400, cut_after_tokens=600)
+
+
+def episodes_of(engine: fadeway.Engine) -> list[tuple[int, int, str]]:
+    return [(e.first_seq, e.last_seq, e.state) for e in engine.memory("m").episodes()]
+
+
+def test_the_cut_a_fade_needs_is_planned_while_the_store_is_unlocked(tmp_path, clock):
+    path = tmp_path / "m.db"
+    judge = LockProbe(path)
+    with open_engine(path, clock, judge) as engine:
+        request = engine.memory("m").decorate({"model": "gpt-4.1", "messages": conversation(20)})
+        states = [s for _, _, s in episodes_of(engine)]
+    assert judge.lock_free == [True]  # one plan, made while any other writer could write
+    assert "leaving" in states  # and the fade ran on the history it cut
+    assert any(t["function"]["name"] == "note" for t in request["tools"])
+
+
+def test_planning_between_transactions_decides_as_planning_inside_one(tmp_path, clock):
+    def run(name: str, inline: bool):
+        path = tmp_path / f"{name}.db"
+        judge = LockProbe(path)
+        real = Memory._forget_and_assemble
+
+        def first_inline(self, *args, **kwargs):
+            return real(self, *args, **{**kwargs, "inline": inline or kwargs.get("inline", True)})
+
+        with mock.patch.object(Memory, "_forget_and_assemble", first_inline):
+            with open_engine(path, clock, judge) as engine:
+                mem = engine.memory("m")
+                history = conversation(20)
+                requests = [mem.decorate({"model": "gpt-4.1", "messages": history})]
+                history.append({"role": "assistant", "content": "Noted."})
+                history += conversation(12)[:-1]
+                requests.append(mem.decorate({"model": "gpt-4.1", "messages": history}))
+                return requests, episodes_of(engine), judge.lock_free
+
+    split_requests, split_episodes, split_free = run("split", inline=False)
+    inline_requests, inline_episodes, inline_free = run("inline", inline=True)
+    assert split_requests == inline_requests and split_episodes == inline_episodes
+    assert split_free and all(split_free) and not any(inline_free)
+
+
+def test_a_plan_made_stale_by_another_writer_is_made_again(tmp_path, clock):
+    path = tmp_path / "m.db"
+    others = open_engine(path, clock, ScriptedJudge(), ceiling=10_000_000)  # another process
+    late = {"role": "assistant", "content": "A late answer, stored by another process."}
+
+    def other_writes():
+        others.memory("m").report(
+            {"model": "gpt-4.1", "messages": conversation(20)},
+            {"id": "c", "object": "chat.completion", "model": "gpt-4.1", "choices": [{
+                "index": 0, "finish_reason": "stop", "message": {**late, "refusal": None}}],
+             "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+
+    judge = LockProbe(path, then=other_writes)
+    with open_engine(path, clock, judge) as engine:
+        request = engine.memory("m").decorate({"model": "gpt-4.1", "messages": conversation(20)})
+        episodes = episodes_of(engine)
+        stored = len(engine.memory("m").messages())
+    others.close()
+    # The reply the other process stored changed the history under the first plan: planned
+    # again from what the store then held, and the view shows that reply.
+    assert judge.lock_free == [True, True]
+    assert [m["content"] for m in request["messages"][-2:]][0] == late["content"]  # then the ask
+    assert stored == len(conversation(20)) + 1
+    # The episodes tile the history they cut, in order, and the fade ran on them.
+    assert all(a[1] + 1 == b[0] for a, b in zip(episodes, episodes[1:], strict=False))
+    assert episodes[0][0] == 0 and "leaving" in {s for _, _, s in episodes}
+
+
+def test_a_decorate_that_dies_while_planning_leaves_a_store_the_next_call_finishes(tmp_path,
+                                                                                  clock):
+    path = tmp_path / "m.db"
+    judge = LockProbe(path, fail=True)
+    with open_engine(path, clock, judge) as engine:
+        mem = engine.memory("m")
+        with pytest.raises(RuntimeError, match="killed"):
+            mem.decorate({"model": "gpt-4.1", "messages": conversation(20)})
+        # What came before the fade was committed: the messages, and no episode half-cut.
+        assert len(mem.messages()) == len(conversation(20)) and not episodes_of(engine)
+        judge.fail = False
+        request = mem.decorate({"model": "gpt-4.1", "messages": conversation(20)})
+        assert "leaving" in {s for _, _, s in episodes_of(engine)}
+        assert any(t["function"]["name"] == "note" for t in request["tools"])
