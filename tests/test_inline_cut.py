@@ -10,8 +10,11 @@ from unittest import mock
 import pytest
 
 import fadeway
+from fadeway.history import History
 from fadeway.judge import ScriptedJudge
 from fadeway.memory import Memory
+
+from helpers import call, chat_reply, note_call
 
 CEILING = 3_000
 
@@ -102,42 +105,75 @@ def test_planning_between_transactions_decides_as_planning_inside_one(tmp_path, 
 def test_a_plan_made_stale_by_another_writer_is_made_again(tmp_path, clock):
     path = tmp_path / "m.db"
     others = open_engine(path, clock, ScriptedJudge(), ceiling=10_000_000)  # another process
-    late = {"role": "assistant", "content": "A late answer, stored by another process."}
+    history = conversation(20)
+    others.memory("m").decorate({"model": "gpt-4.1", "messages": history[:-1]})  # no fade there
 
     def other_writes():
-        others.memory("m").report(
-            {"model": "gpt-4.1", "messages": conversation(20)},
-            {"id": "c", "object": "chat.completion", "model": "gpt-4.1", "choices": [{
-                "index": 0, "finish_reason": "stop", "message": {**late, "refusal": None}}],
-             "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+        others.memory("m").decorate({"model": "gpt-4.1", "messages": [
+            {"role": "user", "content": "From the other process."}]})
 
     judge = LockProbe(path, then=other_writes)
+    cleared = []
+    real_clear = History.clear
+
+    def clear(mirror):
+        cleared.append(mirror)
+        real_clear(mirror)
+
     with open_engine(path, clock, judge) as engine:
-        request = engine.memory("m").decorate({"model": "gpt-4.1", "messages": conversation(20)})
+        mem = engine.memory("m")
+        with mock.patch.object(History, "clear", clear):
+            request = mem.decorate({"model": "gpt-4.1", "messages": history[-1:]})
         episodes = episodes_of(engine)
-        stored = len(engine.memory("m").messages())
+        stored = [m.body for m in mem.messages()]
+        # Each rolled-back attempt's message was taken out of this process's mirror again:
+        # never read again whole, and never taken for the other process's message.
+        assert not any(mirror is mem._history for mirror in cleared)
+        fresh = History()
+        fresh.extend(mem.messages())
+        assert mem._history == fresh
     others.close()
-    # The reply the other process stored changed the history under the first plan: planned
-    # again from what the store then held, and the view shows that reply.
+    # The message the other process stored changed the history under the first plan: it was
+    # planned again from what the store then held, and this decorate's message follows it.
     assert judge.lock_free == [True, True]
-    assert [m["content"] for m in request["messages"][-2:]][0] == late["content"]  # then the ask
-    assert stored == len(conversation(20)) + 1
+    assert len(stored) == len(history) + 1 and b"From the other process." in stored[-2]
+    assert [m["content"] for m in request["messages"][-3:-1]] == [
+        "From the other process.", "And now?"]  # then the note ask
     # The episodes tile the history they cut, in order, and the fade ran on them.
     assert all(a[1] + 1 == b[0] for a, b in zip(episodes, episodes[1:], strict=False))
     assert episodes[0][0] == 0 and "leaving" in {s for _, _, s in episodes}
 
 
-def test_a_decorate_that_dies_while_planning_leaves_a_store_the_next_call_finishes(tmp_path,
-                                                                                  clock):
+def test_a_decorate_that_dies_while_planning_writes_nothing(tmp_path, clock):
     path = tmp_path / "m.db"
     judge = LockProbe(path, fail=True)
     with open_engine(path, clock, judge) as engine:
         mem = engine.memory("m")
         with pytest.raises(RuntimeError, match="killed"):
             mem.decorate({"model": "gpt-4.1", "messages": conversation(20)})
-        # What came before the fade was committed: the messages, and no episode half-cut.
-        assert len(mem.messages()) == len(conversation(20)) and not episodes_of(engine)
+        assert mem.messages() == [] and not episodes_of(engine)  # all or nothing
         judge.fail = False
         request = mem.decorate({"model": "gpt-4.1", "messages": conversation(20)})
         assert "leaving" in {s for _, _, s in episodes_of(engine)}
         assert any(t["function"]["name"] == "note" for t in request["tools"])
+
+
+def test_rolling_the_mirror_back_is_as_if_it_was_never_extended(tmp_path, clock):
+    with open_engine(tmp_path / "m.db", clock, ScriptedJudge(), ceiling=10_000_000) as engine:
+        mem = engine.memory("m")
+        mem.decorate({"messages": [{"role": "user", "content": "Look up LEG-412."}]})
+        mem.report({"messages": [{"role": "user", "content": "Look up LEG-412."}]},
+                   chat_reply(None, tool_calls=[call("call_1"), note_call("note_1", [
+                       ("LEG-412 is open", "LEG-412", "open", False)])]))
+        mem.decorate({"messages": [
+            {"role": "tool", "tool_call_id": "call_1", "content": "open"},
+            {"role": "user", "content": "Thanks."}]})
+        rows = mem.messages()
+    full = History()
+    full.extend(rows)
+    assert full.note_calls and full.calls  # what a roll back has to take out
+    for count in range(len(rows), -1, -1):
+        full.truncate(count)
+        fresh = History()
+        fresh.extend(rows[:count])
+        assert full == fresh, count

@@ -70,6 +70,11 @@ class EpisodeTable:
     def __len__(self) -> int:
         return len(self._records)
 
+    @property
+    def changes(self) -> int:
+        """The store's count of episode writes this mirror has read up to (-1 before any)."""
+        return self._changes
+
     def sync(self, tx: Transaction) -> list[EpisodeRecord]:
         """Bring the mirror up to the store and return its episodes, in order."""
         changes = tx.episode_changes()

@@ -39,6 +39,7 @@ class History:
     turn: int = 0  # the turn of the last stored message
     turn_start: int = 0  # seq of the first message of that turn: the turn in progress
     calls: set[str] = field(default_factory=set)
+    row_calls: list[tuple[str, ...]] = field(default_factory=list)  # the calls each message makes
     #: The memory's trace log as columns, synced by whoever reads it (the fade, the facts order).
     trace_log: TraceLog = field(default_factory=TraceLog, repr=False, compare=False)
     #: The memory's episodes as records and columns, synced by whoever reads them.
@@ -51,9 +52,40 @@ class History:
 
     def clear(self) -> None:
         for part in (self.digests, self.sources, self.bodies, self.tokens, self.turns,
-                     self.sides, self.ats, self.note_calls, self.calls):
+                     self.sides, self.ats, self.note_calls, self.calls, self.row_calls):
             part.clear()
         self.turn = self.turn_start = 0
+
+    def truncate(self, count: int) -> None:
+        """Drop the messages from seq `count` on, as if they had never been extended."""
+        if count >= len(self):
+            return
+        for calls in self.row_calls[count:]:
+            self.calls.difference_update(calls)
+        for part in (self.digests, self.sources, self.bodies, self.tokens, self.turns,
+                     self.sides, self.ats, self.row_calls):
+            del part[count:]
+        for call_id in [c for c, seq in self.note_calls.items() if seq >= count]:
+            del self.note_calls[call_id]
+        self.turn = self.turns[-1] if count else 0
+        start = count
+        while start and self.turns[start - 1] == self.turn:
+            start -= 1
+        self.turn_start = start
+
+    def mark(self) -> tuple[int, int, int]:
+        """Where the mirrors stand, to `roll_back` to after a write that rolled back."""
+        return len(self), self.trace_log.last, self.episodes.changes
+
+    def roll_back(self, mark: tuple[int, int, int]) -> None:
+        """Bring the mirrors back to `mark`: the messages appended since are dropped, and a
+        mirror of the trace log or the episodes that read past it is read again whole."""
+        count, last, changes = mark
+        self.truncate(count)
+        if self.trace_log.last != last:
+            self.trace_log.clear()
+        if self.episodes.changes != changes:
+            self.episodes.clear()
 
     def reset(self) -> None:
         """Forget everything mirrored (after a write transaction that failed, whose rows the
@@ -72,6 +104,7 @@ class History:
             self.sides.append(r.side)
             self.ats.append(r.at)
             self.calls.update(r.calls)
+            self.row_calls.append(r.calls)
             if r.calls and b'"note"' in r.body:
                 for call_id in note_call_ids(r.body):
                     self.note_calls[call_id] = r.seq

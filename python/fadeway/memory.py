@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
@@ -87,7 +88,7 @@ class _Key(NamedTuple):
     and last digest of the stored messages in its view."""
 
     estimate: int
-    count: int
+    length: int
     last: bytes | None
 
 
@@ -102,13 +103,15 @@ class _Assembled(NamedTuple):
     sealed: bool
 
 
-class _CutFirst(NamedTuple):
-    """A fade found closed history not yet cut. The cut is planned between two write
-    transactions, so that the judge (perhaps a remote model) never runs while the store's write
-    lock is held: the first commits everything up to the fade, the second cuts and fades."""
+class _PlanCut(Exception):
+    """Raised inside decorate's write transaction when a fade finds history not yet cut: the
+    transaction rolls back, the judge (perhaps a remote model) plans the cut while the store's
+    write lock is free, and decorate runs again with the plan. A decorate stays one transaction,
+    all or nothing."""
 
-    read: _CutRead
-    sealed: bool  # the first transaction sealed episodes (their passages were queued)
+    def __init__(self, read: _CutRead) -> None:
+        super().__init__("history to cut before the fade")
+        self.read = read
 
 
 class _Planned(NamedTuple):
@@ -176,6 +179,23 @@ class Memory:
 
     def _decorate(self, parsed: ParsedRequest, fmt: Format, encoding: str, now: float,
                   pending: Pending | None, used: list[UsageRecord]) -> dict[str, Any]:
+        planned: _Planned | None = None
+        for attempt in range(1, C.CUT_RETRIES + 1):
+            mark = self._history.mark()
+            try:
+                # The last attempt cuts inline if the history changed under every plan.
+                return self._decorate_once(replace(parsed, request=dict(parsed.request)), fmt,
+                                           encoding, now, pending, used, planned,
+                                           inline=attempt == C.CUT_RETRIES)
+            except _PlanCut as need:
+                self._history.roll_back(mark)
+                planned = _Planned(need.read, run_sync(plan_read_cut(
+                    self._engine, need.read, deadline=time.monotonic() + C.INLINE_CUT_DEADLINE)))
+        raise AssertionError("unreachable: the last attempt cuts inline")
+
+    def _decorate_once(self, parsed: ParsedRequest, fmt: Format, encoding: str, now: float,
+                       pending: Pending | None, used: list[UsageRecord], planned: _Planned | None,
+                       inline: bool) -> dict[str, Any]:
         with self._writing() as tx:
             memory = self._open(tx, fmt, now)
             self._sync(tx)
@@ -202,28 +222,9 @@ class Memory:
                 _restore_instructions(parsed, memory.instructions)
             tx.set_decorated_through(len(mirror))
             out = self._forget_and_assemble(tx, parsed, memory, episodes, encoding, now, before,
-                                            inline=False)
-            if not isinstance(out, _CutFirst):
-                self._record_request(tx, parsed, encoding, now, used, out.key)
-        sealed = False
-        for attempt in range(1, C.CUT_RETRIES + 1):
-            if not isinstance(out, _CutFirst):
-                break
-            sealed |= out.sealed
-            planned = _Planned(out.read, run_sync(plan_read_cut(
-                self._engine, out.read, deadline=time.monotonic() + C.INLINE_CUT_DEADLINE)))
-            with self._writing() as tx:
-                memory = self._open(tx, fmt, now)
-                self._sync(tx)
-                episodes = mirror.episodes.sync(tx)
-                # The last attempt cuts inline if the history changed under every plan.
-                out = self._forget_and_assemble(tx, parsed, memory, episodes, encoding, now,
-                                                before, planned=planned,
-                                                inline=attempt == C.CUT_RETRIES)
-                if not isinstance(out, _CutFirst):
-                    self._record_request(tx, parsed, encoding, now, used, out.key)
-        assert not isinstance(out, _CutFirst)  # the last attempt cuts inline
-        if took or sealed or out.sealed:
+                                            planned=planned, inline=inline)
+            self._record_request(tx, parsed, encoding, now, used, out.key)
+        if took or out.sealed:
             self._engine._jobs_queued()
         return out.request
 
@@ -235,24 +236,23 @@ class Memory:
         latest = tx.latest_request()
         tx.insert_request(RequestRecord(
             n=(latest.n if latest else 0) + 1, at=now, model=parsed.model, encoding=encoding,
-            estimate=key.estimate, view_len=key.count, view_last=key.last,
+            estimate=key.estimate, view_len=key.length, view_last=key.last,
             history_through=len(self._history)))
 
     # -- forgetting and the view ------------------------------------------------------------
 
     def _forget_and_assemble(self, tx: Transaction, parsed: ParsedRequest, memory: MemoryRecord,
                              episodes: list[EpisodeRecord], encoding: str, now: float,
-                             before: int, *, planned: _Planned | None = None, inline: bool = True,
-                             ) -> _Assembled | _CutFirst:
+                             before: int, *, planned: _Planned | None = None,
+                             inline: bool = True) -> _Assembled:
         """Seal what was acknowledged, fade if the history is over its budget (or the turn
         sleeps), and build the request around the view. `episodes` are as this call found them
         (storing new messages does not change episodes). Also says whether episodes sealed
         (their passages are then queued).
 
         A fade that finds history uncut uses the `planned` cut when it was planned from the
-        same messages, cuts `inline` (the judge runs inside this transaction), or else stops
-        before the fade with a consistent store (seals and the facts block written) and returns
-        what to plan the cut from."""
+        same messages, cuts `inline` (the judge runs inside this transaction), or else raises
+        `_PlanCut` with what to plan the cut from."""
         fmt, mirror = parsed.format, self._history
         ratio = tx.last_kept_ratio(parsed.model) or 1.0
         acks = tx.acks()
@@ -269,15 +269,12 @@ class Memory:
         shown = self._shown()
         since = mirror.turns[shown[0]] if shown else mirror.turn
         fix_finals(tx, mirror, since, now)
-        cut_first: _CutRead | None = None
         if not any(e.state == "leaving" for e in episodes):
             sizes = {seq: size for seq, (_, size) in
                      blocks_in_view(tx, mirror, shown, since).items()}
             faded = self._fade_if_needed(tx, parsed, shown, episodes, facts, acks, graph,
                                          encoding, ratio, now, before, sizes, planned, inline)
-            if isinstance(faded, tuple):
-                cut_first = faded
-            elif faded:
+            if faded:
                 episodes, changed = mirror.episodes.sync(tx), True
                 shown = self._shown()
         if changed or (memory.facts_order is None and facts):
@@ -292,8 +289,6 @@ class Memory:
         newly_sealed = {e.n for e in episodes if e.state == "sealed"} - sealed_before
         if newly_sealed:
             tx.enqueue("passages", b"{}", now)  # the job finds every sealed episode left
-        if cut_first is not None:
-            return _CutFirst(cut_first, bool(newly_sealed))
         role = instruction_role(fmt, parsed.instructions)
         accepted = {call_id: notes.parse_note_arguments(args) is not None
                     for call_id, args in self._note_arguments().items()}
@@ -332,13 +327,12 @@ class Memory:
                         episodes: Sequence[EpisodeRecord], facts: Sequence[FactRecord],
                         acks: Sequence[tuple[int, int]], graph: Graph, encoding: str,
                         ratio: float, now: float, before: int, block_sizes: dict[int, int],
-                        planned: _Planned | None, inline: bool) -> bool | _CutRead:
+                        planned: _Planned | None, inline: bool) -> bool:
         """Run a fade to the landing when the history is over its budget, or the turn sleeps.
 
         `shown`, `episodes`, `facts` and `acks` are the memory's as this decorate stands (seals
         applied): the seqs in view, the episodes, facts and acknowledgements. History is cut
-        first if it was not yet (`_forget_and_assemble` says how); when the cut is still to be
-        planned, returns what to plan it from, before any change.
+        first if it was not yet (`_forget_and_assemble` says how).
         """
         mirror, engine = self._history, self._engine
         history_tokens = round((sum(map(mirror.tokens.__getitem__, shown))
@@ -365,7 +359,7 @@ class Memory:
                 commit_cut(tx, run_sync(plan_read_cut(
                     engine, read, deadline=time.monotonic() + C.INLINE_CUT_DEADLINE)), now)
             else:
-                return read
+                raise _PlanCut(read)
         if sleeping:
             log.info("memory %r: the turn sleeps after %.1f h of silence; fading to the landing",
                      self.memory_id, (mirror.ats[before] - mirror.ats[before - 1]) / 3600)
@@ -470,6 +464,8 @@ class Memory:
         try:
             with self._engine.store.write(self.memory_id) as tx:
                 yield tx
+        except _PlanCut:
+            raise  # the caller rolls the mirrors back to where they stood
         except BaseException:
             if tx is not None and tx.wrote():
                 self._history.reset()

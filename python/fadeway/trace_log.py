@@ -50,6 +50,11 @@ class TraceLog:
     def __len__(self) -> int:
         return self._size
 
+    @property
+    def last(self) -> int:
+        """The number of the last trace held (0 for none)."""
+        return self._last
+
     def sync(self, tx: Transaction) -> None:
         """Read the traces the store holds past this mirror's last one."""
         top = tx.trace_count()
@@ -79,7 +84,7 @@ class TraceLog:
             self._top[by] = max(self._top[by], int(column[part].max()))
         self._size, self._last = end, traces[-1].n
 
-    def activation(self, keys: Sequence[int], now: float, *, by: str = "episode",
+    def activation(self, keys: Sequence[int] | np.ndarray, now: float, *, by: str = "episode",
                    fact_key: Callable[[int], int] | None = None) -> np.ndarray:
         """The activation at `now` of each of `keys` (episode or fact numbers) from its
         counted traces, added in the order they were written (`_core.activation_log_order`).
@@ -93,14 +98,14 @@ class TraceLog:
         every = _core.activation_log_order(group, self._at[:n], self._weight[:n], now, span)
         return every[keys_]
 
-    def significance(self, keys: Sequence[int], *, by: str = "episode",
+    def significance(self, keys: Sequence[int] | np.ndarray, *, by: str = "episode",
                      fact_key: Callable[[int], int] | None = None) -> np.ndarray:
         """The plain, never faded sum of each key's counted scores; arguments as `activation`."""
         group, keys_, span = self._groups(keys, by, fact_key)
         every = np.bincount(group, weights=self._weight[: self._size], minlength=span)
         return every[keys_].astype(np.float64)
 
-    def _groups(self, keys: Sequence[int], by: str, fact_key: Callable[[int], int] | None,
+    def _groups(self, keys: Sequence[int] | np.ndarray, by: str, fact_key: Callable[[int], int] | None,
                 ) -> tuple[np.ndarray, np.ndarray, int]:
         """Each trace's group (the number it counts for), the keys, and how many groups."""
         if by not in ("episode", "fact"):
