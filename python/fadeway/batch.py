@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from . import _constants as C
 from . import open as open_engine
 from .engine import Engine
 from .export import import_file
@@ -57,10 +58,11 @@ class ReplaySettings:
 def open_for_replay(settings: ReplaySettings) -> Engine:
     """An engine for replay: no background threads (the replay runs each lane itself, at fixed
     points, so a resumed run repeats an uninterrupted one exactly)."""
-    extra = {} if settings.ceiling is None else {"ceiling": settings.ceiling}
-    return open_engine(settings.db, background=False, synchronous=REPLAY_SYNCHRONOUS,
+    ceiling = C.DEFAULT_CEILING if settings.ceiling is None else settings.ceiling
+    return open_engine(settings.db, ceiling=ceiling, background=False,
+                       synchronous=REPLAY_SYNCHRONOUS,
                        lane_lease_seconds=REPLAY_LANE_LEASE_SECONDS, judge=settings.judge,
-                       judge_model=settings.judge_model, **extra)
+                       judge_model=settings.judge_model)
 
 
 def _note_writer(settings: ReplaySettings) -> NoteWriter | None:

@@ -200,8 +200,8 @@ class Engine:
             for f in export.facts:
                 facts_of.setdefault(f.note, []).append(f)
             acks_of: dict[int, list[int]] = {}
-            for episode, note in export.acks:
-                acks_of.setdefault(note, []).append(episode)
+            for episode, acked in export.acks:
+                acks_of.setdefault(acked, []).append(episode)
             for note in export.notes:
                 tx.insert_note(note, facts_of.get(note.n, []), acks_of.get(note.n, []))
             tx.append_traces(export.traces)
@@ -212,10 +212,10 @@ class Engine:
             tx.insert_passages(export.passages)
             for recall in export.recalls:
                 tx.insert_recall(recall)
-            for table, rows in (("distills", export.distills),
-                                ("recall_finals", export.recall_finals)):
-                for row in rows:
-                    tx.insert_block_text(table, row)
+            for table, texts in (("distills", export.distills),
+                                 ("recall_finals", export.recall_finals)):
+                for text in texts:
+                    tx.insert_block_text(table, text)
             for walk in export.walks:
                 tx.insert_walk(walk)
             for u in export.usage:

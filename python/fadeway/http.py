@@ -33,7 +33,7 @@ import time
 import weakref
 from collections.abc import Callable, Coroutine, Mapping
 from datetime import UTC, datetime
-from typing import Any, Self, TypeVar
+from typing import Any, Self, TypeVar, overload
 
 import httpx
 import msgspec
@@ -238,8 +238,15 @@ class Endpoint:
 
     # -- calls ------------------------------------------------------------------------------
 
+    @overload
     async def post_json(self, path: str, payload: Any, *, deadline: float | None = None,
-                        response_type: type[T] | Any = Any) -> T:
+                        response_type: type[T]) -> T: ...
+    @overload
+    async def post_json(self, path: str, payload: Any, *, deadline: float | None = None,
+                        response_type: Any = Any) -> Any: ...
+
+    async def post_json(self, path: str, payload: Any, *, deadline: float | None = None,
+                        response_type: Any = Any) -> Any:
         """POST `payload` as JSON to `path` under the base URL; return the decoded answer.
 
         `response_type` (a msgspec-decodable type) validates the answer's shape. Raises
@@ -249,8 +256,15 @@ class Endpoint:
         future = self._submit(path, payload, deadline, response_type)
         return await asyncio.wrap_future(future)
 
+    @overload
     def post_json_sync(self, path: str, payload: Any, *, deadline: float | None = None,
-                       response_type: type[T] | Any = Any) -> T:
+                       response_type: type[T]) -> T: ...
+    @overload
+    def post_json_sync(self, path: str, payload: Any, *, deadline: float | None = None,
+                       response_type: Any = Any) -> Any: ...
+
+    def post_json_sync(self, path: str, payload: Any, *, deadline: float | None = None,
+                       response_type: Any = Any) -> Any:
         """The blocking twin of `post_json`."""
         return self._submit(path, payload, deadline, response_type).result()
 

@@ -278,9 +278,11 @@ class OfflineNoteWriter(NoteWriter):
                 order += 1
         if not candidates:
             return Note(notes=[NoteEntry(note="", subject="", object="", milestone=False)])
-        seen: set[str] = set()  # a sentence said twice (asked, then confirmed) is one fact
-        candidates = [c for c in candidates
-                      if c[2].note not in seen and not seen.add(c[2].note)]
+        # A sentence said twice (asked, then confirmed) is one fact: keep its first candidate.
+        first: dict[str, tuple[float, int, NoteEntry]] = {}
+        for c in candidates:
+            first.setdefault(c[2].note, c)
+        candidates = list(first.values())
         best = sorted(candidates, key=lambda c: (-c[0], c[1]))[:self.max_facts]
         return Note(notes=[entry for _, _, entry in sorted(best, key=lambda c: c[1])])
 

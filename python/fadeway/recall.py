@@ -154,6 +154,8 @@ def group_facts(snap: Snapshot, ns: Sequence[int]) -> list[blocks.RecallGroup]:
 
     ends: dict[int, tuple[Any, Any]] = {}
     names: dict[Any, str] = {}
+    a: int | str  # an entity's id, or the normalised name of one not in the graph yet
+    b: int | str
     for n in ns:
         edge, fact = snap.graph.edges.get(n), snap.facts[n]
         if edge is not None:

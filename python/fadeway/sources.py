@@ -9,6 +9,7 @@ checked before the first is replayed, a bad one leaves the store untouched.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,7 +75,7 @@ def detect(path: Path) -> str:
                             '{"fadeway_export", ...} or LoCoMo JSON')
 
 
-def read_inputs(paths: list[str | Path]) -> Batch:
+def read_inputs(paths: Sequence[str | Path]) -> Batch:
     """Read and check every input; raises on the first bad one, before anything is written."""
     grouped: dict[str, list[ReplayLine]] = {}
     exported: dict[str, str] = {}

@@ -173,6 +173,7 @@ class VectorIndex:
             raise ValueError(f"k must not be negative, got {k}")
         if not np.isfinite(batch).all():
             raise ValueError("query vectors must be finite (no NaN or infinity)")
+        labels: npt.NDArray[np.uint64] | npt.NDArray[np.int64]
         with self._lock:
             count = len(self._ids)
             k = min(k, count)

@@ -36,7 +36,7 @@ class OfflineJudge(Judge):
         return Boundaries(first[lo:hi].tolist(), last[lo:hi].tolist())
 
     async def about(self, facts: Sequence[str], episodes: Sequence[str], *,
-                    deadline: float | None = None) -> list[list[Answer]]:
+                    deadline: float | None = None) -> list[list[Answer | None]]:
         if not facts or not episodes:
             return [[] for _ in facts]
         # An episode holds several messages ("\n\n" between them); a fact is about the
@@ -54,21 +54,21 @@ class OfflineJudge(Judge):
         return [[Answer(bool(c >= C.ABOUT_THRESHOLD), float(c)) for c in row] for row in best]
 
     async def relate(self, pairs: Sequence[tuple[FactText, FactText]], *,
-                     deadline: float | None = None) -> list[Relation]:
+                     deadline: float | None = None) -> list[Relation | None]:
         return [relate_offline(new, held) for new, held in pairs]
 
     async def same_entity(self, pairs: Sequence[tuple[str, str]], *,
-                          deadline: float | None = None) -> list[bool]:
+                          deadline: float | None = None) -> list[bool | None]:
         return [same_entity_offline(a, b) for a, b in pairs]
 
 
     async def levels(self, facts: Sequence[FactText], dialogue: str, *,
-                     deadline: float | None = None) -> list[int]:
-        return levels_offline(facts, dialogue)
+                     deadline: float | None = None) -> list[int | None]:
+        return list(levels_offline(facts, dialogue))
 
     async def distill(self, facts: Sequence[FactText], conversation: str, *,
-                      deadline: float | None = None) -> list[bool]:
-        return distill_offline(facts, conversation)
+                      deadline: float | None = None) -> list[bool | None]:
+        return list(distill_offline(facts, conversation))
 
 
 #: Words that turn a statement around ("isn't" tokenizes to "isn" and "t").

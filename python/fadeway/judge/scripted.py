@@ -67,31 +67,31 @@ class ScriptedJudge(Judge):
         return result
 
     async def about(self, facts: Sequence[str], episodes: Sequence[str], *,
-                    deadline: float | None = None) -> list[list[Answer]]:
+                    deadline: float | None = None) -> list[list[Answer | None]]:
         self.calls.append(("about", len(facts) * len(episodes)))
         await self._wait(deadline)
         return [[self._about(f, e) for e in episodes] for f in facts]
 
     async def relate(self, pairs: Sequence[tuple[FactText, FactText]], *,
-                     deadline: float | None = None) -> list[Relation]:
+                     deadline: float | None = None) -> list[Relation | None]:
         self.calls.append(("relate", len(pairs)))
         await self._wait(deadline)
         return [self._relate(new, held) for new, held in pairs]
 
     async def same_entity(self, pairs: Sequence[tuple[str, str]], *,
-                          deadline: float | None = None) -> list[bool]:
+                          deadline: float | None = None) -> list[bool | None]:
         self.calls.append(("same_entity", len(pairs)))
         await self._wait(deadline)
         return [self._same_entity(a, b) for a, b in pairs]
 
     async def levels(self, facts: Sequence[FactText], dialogue: str, *,
-                     deadline: float | None = None) -> list[int]:
+                     deadline: float | None = None) -> list[int | None]:
         self.calls.append(("levels", len(facts)))
         await self._wait(deadline)
         return list(self._levels(facts, dialogue))
 
     async def distill(self, facts: Sequence[FactText], conversation: str, *,
-                      deadline: float | None = None) -> list[bool]:
+                      deadline: float | None = None) -> list[bool | None]:
         self.calls.append(("distill", len(facts)))
         await self._wait(deadline)
         return list(self._distill(facts, conversation))
