@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import fadeway
 from fadeway import forgetting
+from fadeway.assembly import Assembly
 from fadeway.episode_table import STATES, EpisodeTable
 from fadeway.errors import UnmatchedToolOutputError
 from fadeway.model import EpisodeRecord
@@ -204,7 +205,7 @@ def test_a_write_that_fails_after_writing_resets_the_mirrors(tmp_path, clock):
              {"role": "assistant", "content": "On it."}]
     mem.decorate({"messages": first})
     lost = [{"role": "user", "content": "Rolled back."}]
-    with mock.patch.object(type(mem), "_forget_and_assemble", side_effect=RuntimeError("disk")):
+    with mock.patch.object(Assembly, "forget_and_assemble", side_effect=RuntimeError("disk")):
         with pytest.raises(RuntimeError, match="disk"):
             mem.decorate({"messages": [*first, *lost]})
     # Meanwhile another process stores a different message in the same place.

@@ -12,7 +12,7 @@ import pytest
 import fadeway
 from fadeway.history import History
 from fadeway.judge import ScriptedJudge
-from fadeway.memory import Memory
+from fadeway.assembly import Assembly
 
 from helpers import call, chat_reply, note_call
 
@@ -81,12 +81,12 @@ def test_planning_between_transactions_decides_as_planning_inside_one(tmp_path, 
     def run(name: str, inline: bool):
         path = tmp_path / f"{name}.db"
         judge = LockProbe(path)
-        real = Memory._forget_and_assemble
+        real = Assembly.forget_and_assemble
 
         def first_inline(self, *args, **kwargs):
             return real(self, *args, **{**kwargs, "inline": inline or kwargs.get("inline", True)})
 
-        with mock.patch.object(Memory, "_forget_and_assemble", first_inline):
+        with mock.patch.object(Assembly, "forget_and_assemble", first_inline):
             with open_engine(path, clock, judge) as engine:
                 mem = engine.memory("m")
                 history = conversation(20)

@@ -12,36 +12,20 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, NamedTuple
-
-import msgspec
+from typing import TYPE_CHECKING, Any
 
 from . import _constants as C
 from . import blocks, formats, notes, tokens
-from . import view as view_mod
+from .assembly import Assembly, Key, PlanCut, Planned, note_arguments
 from .errors import FormatMismatchError, InvalidRequestError
 from .formats import Entry, Format, ParsedRequest
 from .formats.canonical import digest_of, encode_json, plain
-from .episodes import Cut, commit_cut, plan_read_cut, prepare_cut, read_cut, uncut_range
-from .forgetting import (
-    budget,
-    fact_tokens,
-    facts_block_text,
-    facts_of,
-    fade_episodes,
-    landing,
-    next_call_room,
-    sleeps,
-    turn_sizes,
-    typical_turn,
-)
-from .graph import Graph
+from .episodes import commit_cut, plan_read_cut, prepare_cut, uncut_range
 from .history import History, align, next_turns, units
 from .lane import run_sync
 from .formats import text_of
 from .note_writer import LeavingMessage, NoteWriter
 from .model import (
-    EpisodeRecord,
     EpisodeView,
     FactRecord,
     NoteRecord,
@@ -56,8 +40,6 @@ from .model import (
 )
 from .recall_turns import (
     Pending,
-    blocks_in_view,
-    fix_finals,
     is_user_message,
     queue_after_reply,
     recall_for,
@@ -67,13 +49,7 @@ from .export import export_memory
 from .search import search_memory
 from .usage import UsageRecord, UsageSummary, collecting, summarise_usage
 from .store import Transaction
-from .view import (
-    block_message,
-    history_view,
-    instruction_role,
-    strip_own_additions,
-    view_seqs,
-)
+from .view import strip_own_additions
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -81,51 +57,6 @@ if TYPE_CHECKING:
 __all__ = ["Memory"]
 
 log = logging.getLogger("fadeway")
-
-
-class _Key(NamedTuple):
-    """What identifies a decorated request when it is reported: our estimate, and the count
-    and last digest of the stored messages in its view."""
-
-    estimate: int
-    length: int
-    last: bytes | None
-
-
-_CutRead = tuple[list[MessageRecord], int, int, list[MessageRecord]]  # what read_cut reads
-
-
-class _Assembled(NamedTuple):
-    """A decorated request, what identifies it, and whether episodes sealed on the way."""
-
-    request: dict[str, Any]
-    key: _Key
-    sealed: bool
-
-
-class _PlanCut(Exception):
-    """Raised inside decorate's write transaction when a fade finds history not yet cut: the
-    transaction rolls back, the judge (perhaps a remote model) plans the cut while the store's
-    write lock is free, and decorate runs again with the plan. A decorate stays one transaction,
-    all or nothing."""
-
-    def __init__(self, read: _CutRead) -> None:
-        super().__init__("history to cut before the fade")
-        self.read = read
-
-
-class _Planned(NamedTuple):
-    """A cut planned between transactions, and what it was planned from."""
-
-    read: _CutRead
-    cut: tuple[list[MessageRecord], Cut] | None
-
-
-def _same_read(a: _CutRead, b: _CutRead) -> bool:
-    """Whether two reads of the history to cut hold the same messages (a plan of one is then
-    the plan of the other)."""
-    return (a[1:3] == b[1:3] and [m.digest for m in a[0]] == [m.digest for m in b[0]]
-            and [m.digest for m in a[3]] == [m.digest for m in b[3]])
 
 
 def _restore_instructions(parsed: ParsedRequest, stored: bytes) -> None:
@@ -143,6 +74,7 @@ class Memory:
         self._engine = engine
         self.memory_id = memory_id
         self._history = history
+        self._assembly = Assembly(engine, memory_id, history)
 
     def __repr__(self) -> str:
         return f"Memory({self.memory_id!r})"
@@ -179,7 +111,7 @@ class Memory:
 
     def _decorate(self, parsed: ParsedRequest, fmt: Format, encoding: str, now: float,
                   pending: Pending | None, used: list[UsageRecord]) -> dict[str, Any]:
-        planned: _Planned | None = None
+        planned: Planned | None = None
         for attempt in range(1, C.CUT_RETRIES + 1):
             mark = self._history.mark()
             try:
@@ -187,14 +119,14 @@ class Memory:
                 return self._decorate_once(replace(parsed, request=dict(parsed.request)), fmt,
                                            encoding, now, pending, used, planned,
                                            inline=attempt == C.CUT_RETRIES)
-            except _PlanCut as need:
+            except PlanCut as need:
                 self._history.roll_back(mark)
-                planned = _Planned(need.read, run_sync(plan_read_cut(
+                planned = Planned(need.read, run_sync(plan_read_cut(
                     self._engine, need.read, deadline=time.monotonic() + C.INLINE_CUT_DEADLINE)))
         raise AssertionError("unreachable: the last attempt cuts inline")
 
     def _decorate_once(self, parsed: ParsedRequest, fmt: Format, encoding: str, now: float,
-                       pending: Pending | None, used: list[UsageRecord], planned: _Planned | None,
+                       pending: Pending | None, used: list[UsageRecord], planned: Planned | None,
                        inline: bool) -> dict[str, Any]:
         with self._writing() as tx:
             memory = self._open(tx, fmt, now)
@@ -208,7 +140,7 @@ class Memory:
             instructions = encode_json({"instructions": parsed.request.get("instructions"),
                                         "messages": parsed.instructions})
             episodes = mirror.episodes.sync(tx)
-            last_view = self._shown()
+            last_view = self._assembly.shown()
             start = align(parsed.history, sent_digests, mirror, memory.decorated_through,
                           last_view)
             new = self._entries(fmt, parsed.history, start, sent_digests)
@@ -221,15 +153,15 @@ class Memory:
             elif not has_instructions and memory.instructions is not None:
                 _restore_instructions(parsed, memory.instructions)
             tx.set_decorated_through(len(mirror))
-            out = self._forget_and_assemble(tx, parsed, memory, episodes, encoding, now, before,
-                                            planned=planned, inline=inline)
+            out = self._assembly.forget_and_assemble(tx, parsed, memory, episodes, encoding,
+                                                     now, before, planned=planned, inline=inline)
             self._record_request(tx, parsed, encoding, now, used, out.key)
         if took or out.sealed:
             self._engine._jobs_queued()
         return out.request
 
     def _record_request(self, tx: Transaction, parsed: ParsedRequest, encoding: str, now: float,
-                        used: list[UsageRecord], key: _Key) -> None:
+                        used: list[UsageRecord], key: Key) -> None:
         """Record a decorated request (what `report` finds it by), and the model calls made
         for it (recall's, and a cut's)."""
         tx.insert_usage(used, now)
@@ -241,164 +173,6 @@ class Memory:
 
     # -- forgetting and the view ------------------------------------------------------------
 
-    def _forget_and_assemble(self, tx: Transaction, parsed: ParsedRequest, memory: MemoryRecord,
-                             episodes: list[EpisodeRecord], encoding: str, now: float,
-                             before: int, *, planned: _Planned | None = None,
-                             inline: bool = True) -> _Assembled:
-        """Seal what was acknowledged, fade if the history is over its budget (or the turn
-        sleeps), and build the request around the view. `episodes` are as this call found them
-        (storing new messages does not change episodes). Also says whether episodes sealed
-        (their passages are then queued).
-
-        A fade that finds history uncut uses the `planned` cut when it was planned from the
-        same messages, cuts `inline` (the judge runs inside this transaction), or else raises
-        `_PlanCut` with what to plan the cut from."""
-        fmt, mirror = parsed.format, self._history
-        ratio = tx.last_kept_ratio(parsed.model) or 1.0
-        acks = tx.acks()
-        acked = {e for e, _ in acks}
-        facts = tx.facts()
-        graph = Graph.read(tx)
-        sealed_before = {e.n for e in episodes if e.state in ("sealed", "forgotten")}
-        seal = {e.n: "sealed" for e in episodes
-                if e.state == "leaving" and e.n in acked and e.last_turn < mirror.turn}
-        if seal:
-            tx.set_episode_states(seal)
-            episodes = mirror.episodes.sync(tx)
-        changed = bool(seal)
-        shown = self._shown()
-        since = mirror.turns[shown[0]] if shown else mirror.turn
-        fix_finals(tx, mirror, since, now)
-        if not any(e.state == "leaving" for e in episodes):
-            sizes = {seq: size for seq, (_, size) in
-                     blocks_in_view(tx, mirror, shown, since).items()}
-            faded = self._fade_if_needed(tx, parsed, shown, episodes, facts, acks, graph,
-                                         encoding, ratio, now, before, sizes, planned, inline)
-            if faded:
-                episodes, changed = mirror.episodes.sync(tx), True
-                shown = self._shown()
-        if changed or (memory.facts_order is None and facts):
-            order = self._facts_order(tx, episodes, facts, acks, graph, now)
-            block = facts_block_text(facts, order, graph)
-            tx.set_facts_order(encode_json(order).decode())
-            tx.set_facts_block(block)
-        elif memory.facts_block is not None or memory.facts_order is None:
-            block = memory.facts_block  # byte for byte as when it last changed
-        else:  # a store from before the block's text was kept
-            block = facts_block_text(facts, msgspec.json.decode(memory.facts_order), graph)
-        newly_sealed = {e.n for e in episodes if e.state == "sealed"} - sealed_before
-        if newly_sealed:
-            tx.enqueue("passages", b"{}", now)  # the job finds every sealed episode left
-        role = instruction_role(fmt, parsed.instructions)
-        accepted = {call_id: notes.parse_note_arguments(args) is not None
-                    for call_id, args in self._note_arguments().items()}
-        recalled = blocks_in_view(tx, mirror, shown, since)
-        history = history_view(fmt, mirror, shown, accepted,
-                               {seq: block_message(role, text)
-                                for seq, (text, _) in recalled.items()})
-        asking = [e for e in episodes if e.state == "leaving" and e.n not in acked]
-        request = parsed.request
-        extra: list[str] = []
-        if asking and view_mod.note_ask_allowed(request):
-            ask = blocks.note_ask(min(e.first_turn for e in asking),
-                                  max(e.last_turn for e in asking))
-            history = [*history, block_message(role, ask)]
-            request = view_mod.with_note_tool(fmt, request)
-            extra.append(ask)
-        instructions = [*parsed.instructions, *([block_message(role, block)] if block else [])]
-        out = ParsedRequest(fmt, request, instructions, history, parsed.model)
-        estimate = (tokens.fixed_request_tokens(out, encoding)
-                    + sum(map(mirror.tokens.__getitem__, shown))
-                    + sum(tokens.count_texts(encoding, extra))
-                    + sum(size for _, size in recalled.values()))
-        key = _Key(estimate, len(shown), mirror.digests[shown[-1]] if shown else None)
-        return _Assembled(formats.assemble(out, history), key, bool(newly_sealed))
-
-    def _note_arguments(self) -> dict[str, str]:
-        """Arguments of every note call in the stored history, by call id."""
-        out: dict[str, str] = {}
-        for seq in sorted(set(self._history.note_calls.values())):
-            body = plain(self._history.bodies[seq])
-            fmt = Format.RESPONSES if body.get("type") == "function_call" else Format.CHAT_COMPLETIONS
-            out.update(notes.find_note_calls(fmt, [body]))
-        return out
-
-    def _fade_if_needed(self, tx: Transaction, parsed: ParsedRequest, shown: list[int],
-                        episodes: Sequence[EpisodeRecord], facts: Sequence[FactRecord],
-                        acks: Sequence[tuple[int, int]], graph: Graph, encoding: str,
-                        ratio: float, now: float, before: int, block_sizes: dict[int, int],
-                        planned: _Planned | None, inline: bool) -> bool:
-        """Run a fade to the landing when the history is over its budget, or the turn sleeps.
-
-        `shown`, `episodes`, `facts` and `acks` are the memory's as this decorate stands (seals
-        applied): the seqs in view, the episodes, facts and acknowledgements. History is cut
-        first if it was not yet (`_forget_and_assemble` says how).
-        """
-        mirror, engine = self._history, self._engine
-        history_tokens = round((sum(map(mirror.tokens.__getitem__, shown))
-                                + sum(block_sizes.values())) * ratio)
-        sealed_facts = facts_of(episodes, facts, acks, states=("sealed",), graph=graph)
-        facts_tokens = {n: fact_tokens(fs, encoding, ratio) for n, fs in sealed_facts.items()}
-        fixed = round(tokens.fixed_request_tokens(parsed, encoding) * ratio)
-        block = sum(facts_tokens.values())
-        sizes, steps = turn_sizes(mirror, ratio)
-        typical, room = typical_turn(sizes), next_call_room(steps)
-        current = round(sum(mirror.tokens[mirror.turn_start:]) * ratio)
-        plan = budget(engine.ceiling, fixed + block, room, typical, current)
-        sleeping = sleeps(mirror, before)
-        if history_tokens <= plan.budget and not sleeping:
-            return False
-        if history_tokens <= plan.landing:
-            return False  # asleep, but already at the landing: nothing to fade
-        # History is cut once, when forgetting first needs it.
-        read = read_cut(tx, mirror.turn_start)
-        if read is not None:
-            if planned is not None and _same_read(planned.read, read):
-                commit_cut(tx, planned.cut, now)
-            elif inline:
-                commit_cut(tx, run_sync(plan_read_cut(
-                    engine, read, deadline=time.monotonic() + C.INLINE_CUT_DEADLINE)), now)
-            else:
-                raise _PlanCut(read)
-        if sleeping:
-            log.info("memory %r: the turn sleeps after %.1f h of silence; fading to the landing",
-                     self.memory_id, (mirror.ats[before] - mirror.ats[before - 1]) / 3600)
-        mirror.episodes.sync(tx)
-        mirror.trace_log.sync(tx)
-        picked = fade_episodes(
-            mirror.episodes.columns(), lambda numbers: mirror.trace_log.activation(numbers, now),
-            block_sizes, facts_tokens, ratio, history_tokens, block,
-            lambda b: landing(engine.ceiling, fixed + b, room, typical, current))
-        acked = {e for e, _ in acks}
-        states = {n: ("sealed" if n in acked else "leaving") if live else "forgotten"
-                  for n, live in zip(picked.numbers.tolist(), picked.live.tolist(), strict=True)}
-        history_tokens -= picked.history_cut
-        block -= picked.block_cut
-        plan = budget(engine.ceiling, fixed + block, room, typical, current)
-        if states:
-            tx.set_episode_states(states)
-            log.info("memory %r: fade to the landing (%d tokens), projected view %d tokens%s: %s",
-                     self.memory_id, plan.landing, history_tokens,
-                     "" if history_tokens <= plan.landing else " (nothing more to fade)",
-                     ", ".join(f"episode {n} {s}" for n, s in states.items()))
-        return bool(states)
-
-    def _facts_order(self, tx: Transaction, episodes: Sequence[EpisodeRecord],
-                     facts: Sequence[FactRecord], acks: Sequence[tuple[int, int]], graph: Graph,
-                     now: float) -> list[int]:
-        """The facts block's facts (those of sealed episodes, each as the held fact it stands
-        as, retired ones left out), most active first. A held fact's activation counts the
-        traces of the restatements merged into it."""
-        shown = {f.n for fs in facts_of(episodes, facts, acks, states=("sealed",),
-                                        graph=graph).values() for f in fs}
-        if not shown:
-            return []
-        ns = sorted(shown)
-        log = self._history.trace_log
-        log.sync(tx)
-        act = log.activation(ns, now, by="fact", fact_key=graph.root)
-        return [n for _, n in sorted(zip(act.tolist(), ns, strict=True), key=lambda p: (-p[0], -p[1]))]
-
     # -- notes -----------------------------------------------------------------------------
 
     def _take_notes(self, tx: Transaction, fmt: Format, since: int, now: float,
@@ -409,7 +183,7 @@ class Memory:
         if not calls:
             return False
         taken_ids = {n.call_id for n in tx.notes()}
-        args = self._note_arguments()
+        args = note_arguments(self._history)
         took = False
         for call_id in sorted(calls, key=lambda c: mirror.note_calls[c]):
             if call_id in taken_ids:
@@ -464,16 +238,12 @@ class Memory:
         try:
             with self._engine.store.write(self.memory_id) as tx:
                 yield tx
-        except _PlanCut:
+        except PlanCut:
             raise  # the caller rolls the mirrors back to where they stood
         except BaseException:
             if tx is not None and tx.wrote():
                 self._history.reset()
             raise
-
-    def _shown(self) -> list[int]:
-        """The seqs of the stored messages in view, by the episodes as last synced."""
-        return view_seqs(len(self._history), self._history.episodes.columns().hidden())
 
     def _sync(self, tx: Transaction) -> None:
         self._history.sync(tx.message_count(), tx.messages)
