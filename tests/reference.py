@@ -365,3 +365,20 @@ def bm25_reference(
                 scores[i] = scores.get(i, 0.0) + term
     order = sorted(scores, key=lambda i: (-scores[i], i))[:k]
     return order, [scores[i] for i in order]
+
+
+def facts_of_reference(episodes, facts, acks, states, graph=None):
+    """The facts of each episode in `states`, read literally from the store's lists: a note's
+    facts belong to every episode that acknowledged the note (with the graph: each as the held
+    fact it stands as, once, retired ones left out)."""
+    out = {}
+    for e in episodes:
+        if e.state not in states:
+            continue
+        notes = [note for episode, note in acks if episode == e.n]
+        if notes:
+            out[e.n] = [f for note in notes for f in facts if f.note == note]
+    if graph is None:
+        return out
+    by_n = {f.n: f for f in facts}
+    return {e: [by_n[n] for n in graph.shown(f.n for f in fs)] for e, fs in out.items()}

@@ -35,10 +35,10 @@ from .forgetting import (
     turn_sizes,
     typical_turn,
 )
-from .graph import Graph
+from .cache import MemoryCache
 from .history import History
 from .lane import run_sync
-from .model import EpisodeRecord, FactRecord, MemoryRecord, MessageRecord
+from .model import EpisodeRecord, MemoryRecord, MessageRecord
 from .recall_turns import blocks_in_view, fix_finals
 from .store import Transaction
 from .view import block_message, history_view, instruction_role, view_seqs
@@ -128,10 +128,10 @@ class Assembly:
         `PlanCut` with what to plan the cut from."""
         fmt, mirror = parsed.format, self.history
         ratio = tx.last_kept_ratio(parsed.model) or 1.0
-        acks = tx.acks()
-        acked = {e for e, _ in acks}
-        facts = tx.facts()
-        graph = Graph.read(tx)
+        known = mirror.cache  # facts, the graph and acknowledgements, kept in step
+        known.sync(tx)
+        acked = {e for e, _ in known.acks}
+        facts, graph = known.facts, known.graph
         sealed_before = {e.n for e in episodes if e.state in ("sealed", "forgotten")}
         seal = {e.n: "sealed" for e in episodes
                 if e.state == "leaving" and e.n in acked and e.last_turn < mirror.turn}
@@ -145,13 +145,13 @@ class Assembly:
         if not any(e.state == "leaving" for e in episodes):
             sizes = {seq: size for seq, (_, size) in
                      blocks_in_view(tx, mirror, shown, since).items()}
-            faded = self._fade_if_needed(tx, parsed, shown, episodes, facts, acks, graph,
-                                         encoding, ratio, now, before, sizes, planned, inline)
+            faded = self._fade_if_needed(tx, parsed, shown, episodes, known, encoding, ratio,
+                                         now, before, sizes, planned, inline)
             if faded:
                 episodes, changed = mirror.episodes.sync(tx), True
                 shown = self.shown()
         if changed or (memory.facts_order is None and facts):
-            order = self._facts_order(tx, episodes, facts, acks, graph, now)
+            order = self._facts_order(tx, episodes, known, now)
             block = facts_block_text(facts, order, graph)
             tx.set_facts_order(encode_json(order).decode())
             tx.set_facts_block(block)
@@ -188,20 +188,20 @@ class Assembly:
         return Assembled(formats.assemble(out, history), key, bool(newly_sealed))
 
     def _fade_if_needed(self, tx: Transaction, parsed: ParsedRequest, shown: list[int],
-                        episodes: Sequence[EpisodeRecord], facts: Sequence[FactRecord],
-                        acks: Sequence[tuple[int, int]], graph: Graph, encoding: str,
+                        episodes: Sequence[EpisodeRecord], known: MemoryCache, encoding: str,
                         ratio: float, now: float, before: int, block_sizes: dict[int, int],
                         planned: Planned | None, inline: bool) -> bool:
         """Run a fade to the landing when the history is over its budget, or the turn sleeps.
 
-        `shown`, `episodes`, `facts` and `acks` are the memory's as this decorate stands (seals
-        applied): the seqs in view, the episodes, facts and acknowledgements. History is cut
+        `shown`, `episodes` and `known` are the memory's as this decorate stands (seals
+        applied): the seqs in view, the episodes, and the facts, graph and acks. History is cut
         first if it was not yet (`forget_and_assemble` says how).
         """
         mirror, engine = self.history, self.engine
         history_tokens = round((sum(map(mirror.tokens.__getitem__, shown))
                                 + sum(block_sizes.values())) * ratio)
-        sealed_facts = facts_of(episodes, facts, acks, states=("sealed",), graph=graph)
+        sealed_facts = facts_of(episodes, known.facts, known.episode_facts, states=("sealed",),
+                                graph=known.graph)
         facts_tokens = {n: fact_tokens(fs, encoding, ratio) for n, fs in sealed_facts.items()}
         fixed = round(tokens.fixed_request_tokens(parsed, encoding) * ratio)
         block = sum(facts_tokens.values())
@@ -233,7 +233,7 @@ class Assembly:
             mirror.episodes.columns(), lambda numbers: mirror.trace_log.activation(numbers, now),
             block_sizes, facts_tokens, ratio, history_tokens, block,
             lambda b: landing(engine.ceiling, fixed + b, room, typical, current))
-        acked = {e for e, _ in acks}
+        acked = {e for e, _ in known.acks}
         states = {n: ("sealed" if n in acked else "leaving") if live else "forgotten"
                   for n, live in zip(picked.numbers.tolist(), picked.live.tolist(), strict=True)}
         history_tokens -= picked.history_cut
@@ -248,19 +248,19 @@ class Assembly:
         return bool(states)
 
     def _facts_order(self, tx: Transaction, episodes: Sequence[EpisodeRecord],
-                     facts: Sequence[FactRecord], acks: Sequence[tuple[int, int]], graph: Graph,
-                     now: float) -> list[int]:
+                     known: MemoryCache, now: float) -> list[int]:
         """The facts block's facts (those of sealed episodes, each as the held fact it stands
         as, retired ones left out), most active first. A held fact's activation counts the
         traces of the restatements merged into it."""
-        shown = {f.n for fs in facts_of(episodes, facts, acks, states=("sealed",),
-                                        graph=graph).values() for f in fs}
+        shown = {f.n for fs in facts_of(episodes, known.facts, known.episode_facts,
+                                        states=("sealed",), graph=known.graph).values()
+                 for f in fs}
         if not shown:
             return []
         ns = sorted(shown)
         log = self.history.trace_log
         log.sync(tx)
-        act = log.activation(ns, now, by="fact", fact_key=graph.root)
+        act = log.activation(ns, now, by="fact", fact_key=known.graph.root)
         return [n for _, n in sorted(zip(act.tolist(), ns, strict=True), key=lambda p: (-p[0], -p[1]))]
 
     def shown(self) -> list[int]:

@@ -27,6 +27,11 @@ class MemoryCache:
         self.episode_facts: dict[int, list[int]] = {}
         self._last_fact = self._last_episode = 0  # the highest numbers read so far
 
+    def position(self) -> tuple[int, ...]:
+        """How far this cache has read (it moves with every sync that finds something new)."""
+        return (self._last_fact, self._last_episode, len(self.acks), len(self.entities),
+                len(self.edges), len(self.retirements))
+
     def sync(self, tx: Transaction) -> None:
         facts = tx.facts(self._last_fact)
         entities = tx.entities(self.entities[-1].n if self.entities else 0)

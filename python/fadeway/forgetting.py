@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -162,34 +162,28 @@ def hidden_ranges(episodes: Sequence[EpisodeRecord]) -> list[tuple[int, int]]:
     return [(e.first_seq, e.last_seq) for e in episodes if e.state in ("sealed", "forgotten")]
 
 
-def facts_of(episodes: Sequence[EpisodeRecord], facts: Sequence[FactRecord],
-             acks: Sequence[tuple[int, int]], states: tuple[str, ...],
+def facts_of(episodes: Sequence[EpisodeRecord], facts: Mapping[int, FactRecord],
+             episode_facts: Mapping[int, Sequence[int]], states: tuple[str, ...],
              graph: Graph | None = None) -> dict[int, list[FactRecord]]:
-    """The facts of each episode in `states` (a note's facts belong to every episode it acked).
+    """The facts of each episode in `states`, from `facts` by number and `episode_facts`, the
+    numbers of the facts of the notes each episode acknowledged (a note's facts belong to every
+    episode it acked; `MemoryCache` keeps both).
 
     With the `graph`, each fact is given as the held fact it stands as, once per episode, and
     retired facts are left out."""
-    wanted = {e.n for e in episodes if e.state in states}
-    notes_of: dict[int, list[int]] = {}
-    for episode, note in acks:
-        if episode in wanted:
-            notes_of.setdefault(episode, []).append(note)
-    by_note: dict[int, list[FactRecord]] = {}
-    for f in facts:
-        by_note.setdefault(f.note, []).append(f)
-    out = {e: [f for note in ns for f in by_note.get(note, [])] for e, ns in notes_of.items()}
+    out = {e.n: [facts[n] for n in episode_facts[e.n]] for e in episodes
+           if e.state in states and e.n in episode_facts}
     if graph is None:
         return out
-    by_n = {f.n: f for f in facts}
-    return {e: [by_n[n] for n in graph.shown(f.n for f in fs) if n in by_n]
+    return {e: [facts[n] for n in graph.shown(f.n for f in fs) if n in facts]
             for e, fs in out.items()}
 
 
-def facts_block_text(facts: Sequence[FactRecord], order: Sequence[int],
+def facts_block_text(facts: Mapping[int, FactRecord], order: Sequence[int],
                      graph: Graph | None = None) -> str | None:
-    """The facts block of the facts numbered in `order`, under their entities' canonical names."""
-    by_n = {f.n: f for f in facts}
-    shown = [by_n[n] for n in order if n in by_n]
+    """The facts block of the facts numbered in `order` (`facts` by number), under their
+    entities' canonical names."""
+    shown = [facts[n] for n in order if n in facts]
 
     def block_fact(f: FactRecord) -> blocks.BlockFact:
         subject, obj = graph.names(f) if graph is not None else (f.subject, f.object)

@@ -15,6 +15,7 @@ from .formats import Format, Side, text_of
 from .formats.canonical import plain, to_plain
 from .model import MessageRecord, Unit
 from .notes import find_note_calls
+from .cache import MemoryCache
 from .episode_table import EpisodeTable
 from .trace_log import TraceLog
 
@@ -44,6 +45,8 @@ class History:
     trace_log: TraceLog = field(default_factory=TraceLog, repr=False, compare=False)
     #: The memory's episodes as records and columns, synced by whoever reads them.
     episodes: EpisodeTable = field(default_factory=EpisodeTable, repr=False, compare=False)
+    #: The memory's facts, graph and acknowledgements, synced by decorate.
+    cache: MemoryCache = field(default_factory=MemoryCache, repr=False, compare=False)
     #: Held by whoever reads or extends this mirror (one decorate or report at a time).
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -73,19 +76,22 @@ class History:
             start -= 1
         self.turn_start = start
 
-    def mark(self) -> tuple[int, int, int]:
+    def mark(self) -> tuple[int, int, int, tuple[int, ...]]:
         """Where the mirrors stand, to `roll_back` to after a write that rolled back."""
-        return len(self), self.trace_log.last, self.episodes.changes
+        return len(self), self.trace_log.last, self.episodes.changes, self.cache.position()
 
-    def roll_back(self, mark: tuple[int, int, int]) -> None:
+    def roll_back(self, mark: tuple[int, int, int, tuple[int, ...]]) -> None:
         """Bring the mirrors back to `mark`: the messages appended since are dropped, and a
-        mirror of the trace log or the episodes that read past it is read again whole."""
-        count, last, changes = mark
+        mirror of the trace log, the episodes or the facts that read past it is read again
+        whole."""
+        count, last, changes, position = mark
         self.truncate(count)
         if self.trace_log.last != last:
             self.trace_log.clear()
         if self.episodes.changes != changes:
             self.episodes.clear()
+        if self.cache.position() != position:
+            self.cache = MemoryCache()
 
     def reset(self) -> None:
         """Forget everything mirrored (after a write transaction that failed, whose rows the
@@ -93,6 +99,7 @@ class History:
         self.clear()
         self.trace_log.clear()
         self.episodes.clear()
+        self.cache = MemoryCache()
 
     def extend(self, rows: Iterable[MessageRecord]) -> None:
         for r in rows:
