@@ -166,26 +166,25 @@ class Assembly:
         accepted = {call_id: notes.parse_note_arguments(args) is not None
                     for call_id, args in note_arguments(self.history).items()}
         recalled = blocks_in_view(tx, mirror, shown, since)
-        history = history_view(fmt, mirror, shown, accepted,
-                               {seq: block_message(role, text)
-                                for seq, (text, _) in recalled.items()})
+        view = history_view(fmt, mirror, shown, accepted,
+                            {seq: block_message(role, text) for seq, (text, _) in recalled.items()})
         asking = [e for e in episodes if e.state == "leaving" and e.n not in acked]
         request = parsed.request
         extra: list[str] = []
         if asking and view_mod.note_ask_allowed(request):
             ask = blocks.note_ask(min(e.first_turn for e in asking),
                                   max(e.last_turn for e in asking))
-            history = [*history, block_message(role, ask)]
+            view = [*view, block_message(role, ask)]
             request = view_mod.with_note_tool(fmt, request)
             extra.append(ask)
         instructions = [*parsed.instructions, *([block_message(role, block)] if block else [])]
-        out = ParsedRequest(fmt, request, instructions, history, parsed.model)
+        out = ParsedRequest(fmt, request, instructions, view, parsed.model)
         estimate = (tokens.fixed_request_tokens(out, encoding)
                     + sum(map(mirror.tokens.__getitem__, shown))
                     + sum(tokens.count_texts(encoding, extra))
                     + sum(size for _, size in recalled.values()))
         key = Key(estimate, len(shown), mirror.digests[shown[-1]] if shown else None)
-        return Assembled(formats.assemble(out, history), key, bool(newly_sealed))
+        return Assembled(formats.assemble(out, view), key, bool(newly_sealed))
 
     def _fade_if_needed(self, tx: Transaction, parsed: ParsedRequest, shown: list[int],
                         episodes: Sequence[EpisodeRecord], known: MemoryCache, encoding: str,

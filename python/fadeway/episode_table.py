@@ -42,7 +42,6 @@ class EpisodeColumns:
         wanted[[_CODE[s] for s in states]] = True
         return np.flatnonzero(wanted[self.state])
 
-
     def hidden(self) -> np.ndarray:
         """The seq ranges out of view, one row (first, last) a sealed or forgotten episode."""
         at = self.where("sealed", "forgotten")
@@ -54,8 +53,8 @@ class EpisodeTable:
 
     `sync` reads the store's count of episode writes and, when it moved, only the episodes those
     writes touched. A count below the mirror's (the store replaced under it) reads them all again.
-    Whoever writes in a transaction that then fails must `clear` the mirror, since it may hold
-    what was rolled back.
+    A transaction that fails after this mirror read its writes leaves it holding what was rolled
+    back: `History.roll_back` and `History.reset` clear it then.
     """
 
     def __init__(self) -> None:

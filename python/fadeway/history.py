@@ -10,12 +10,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .cache import MemoryCache
 from .errors import HistoryConflictError
 from .formats import Format, Side, text_of
 from .formats.canonical import plain, to_plain
 from .model import MessageRecord, Unit
 from .notes import find_note_calls
-from .cache import MemoryCache
 from .episode_table import EpisodeTable
 from .trace_log import TraceLog
 

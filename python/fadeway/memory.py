@@ -1,7 +1,7 @@
 """A memory: one conversation, and the three calls on it (decorate, report, export).
 
 Orchestration only: parsing lives in `formats`, alignment and turns in `history`, sizes in
-`tokens`, persistence in `store`.
+`tokens`, a decorate's forgetting and view in `assembly`, persistence in `store`.
 """
 
 from __future__ import annotations
@@ -170,8 +170,6 @@ class Memory:
             n=(latest.n if latest else 0) + 1, at=now, model=parsed.model, encoding=encoding,
             estimate=key.estimate, view_len=key.length, view_last=key.last,
             history_through=len(self._history)))
-
-    # -- forgetting and the view ------------------------------------------------------------
 
     # -- notes -----------------------------------------------------------------------------
 
