@@ -81,6 +81,8 @@
 //! - Every episode of a block running the same number of masked chunks, the longest's, so that
 //!   the loop exit is predicted (a masked lane adds +0.0, which keeps the bits): 1.52, 2.14, 2.42.
 //!   The wasted chunks cost more than the mispredictions they save.
+//! - One codegen unit instead of the workspace's 16 (thin LTO either way): 10^5 on one thread
+//!   1.03-1.06 -> 1.11 in the scratch harness.
 //! - Not tried with runtime dispatch: segmented sums (eight lanes above were tried). Any other
 //!   order of adds changes the last bits of every activation against the previous version.
 //!
