@@ -4,16 +4,22 @@ the judge (perhaps a remote model) never runs while the store's write lock is he
 from __future__ import annotations
 
 import sqlite3
+import tempfile
 from pathlib import Path
 from unittest import mock
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fadeway
 from fadeway.history import History
 from fadeway.judge import ScriptedJudge
 from fadeway.assembly import Assembly
 
+from fadeway.formats.canonical import plain
+
+from conftest import Clock
 from helpers import call, chat_reply, note_call
 
 CEILING = 3_000
@@ -177,3 +183,45 @@ def test_rolling_the_mirror_back_is_as_if_it_was_never_extended(tmp_path, clock)
         fresh = History()
         fresh.extend(rows[:count])
         assert full == fresh, count
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(10, 24), st.sampled_from(["nothing", "a message", "a cut", "a crash"]))
+def test_whatever_happens_while_a_cut_is_planned_the_store_stays_whole(turns, meanwhile):
+    with tempfile.TemporaryDirectory() as tmp:
+        path, clock = Path(tmp) / "m.db", Clock()
+        others = open_engine(path, clock, ScriptedJudge(), ceiling=10_000_000)  # no fade there
+        prior = conversation(turns)[:-1]
+        others.memory("m").decorate({"model": "gpt-4.1", "messages": prior})
+        theirs = {"role": "user", "content": "From the other process."}
+
+        def other_writes():
+            if meanwhile == "a message":
+                others.memory("m").decorate({"model": "gpt-4.1", "messages": [theirs]})
+            elif meanwhile == "a cut":
+                others.memory("m").cut()
+
+        judge = LockProbe(path, then=other_writes, fail=meanwhile == "a crash")
+        ours = {"role": "user", "content": "And now?"}
+        with open_engine(path, clock, judge) as engine:
+            mem = engine.memory("m")
+            try:
+                mem.decorate({"model": "gpt-4.1", "messages": [ours]})
+            except RuntimeError:
+                assert meanwhile == "a crash"
+                # All or nothing: not a message, an episode or a request of this decorate.
+                assert len(mem.messages()) == len(prior) and not episodes_of(others)
+                judge.fail = False
+                mem.decorate({"model": "gpt-4.1", "messages": [ours]})
+            stored = [plain(m.body)["content"] for m in mem.messages()]
+            episodes = episodes_of(engine)
+            turn_start = max(i for i, m in enumerate(mem.messages()) if m.side == "user")
+        others.close()
+        assert judge.lock_free and all(judge.lock_free)
+        extra = [theirs["content"]] if meanwhile == "a message" else []
+        assert stored == [m["content"] for m in prior] + extra + [ours["content"]]
+        # The episodes tile the closed history from its start, never reach the turn in
+        # progress, and the fade ran on them.
+        assert episodes and episodes[0][0] == 0 and episodes[-1][1] < turn_start
+        assert all(a[1] + 1 == b[0] for a, b in zip(episodes, episodes[1:], strict=False))
+        assert "leaving" in {s for _, _, s in episodes}
