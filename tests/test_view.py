@@ -6,7 +6,8 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fadeway.view import view_seqs
+from fadeway import blocks
+from fadeway.view import last_sent, strip_own_additions, view_seqs
 
 ranges = st.lists(st.tuples(st.integers(-3, 70), st.integers(-3, 70)), max_size=12)
 
@@ -17,3 +18,23 @@ def test_view_seqs_leave_out_every_hidden_range(count, hidden):
     want = [i for i in range(count) if not any(first <= i <= last for first, last in hidden)]
     assert view_seqs(count, hidden) == want
     assert view_seqs(count, np.array(hidden, dtype=np.int64).reshape(-1, 2)) == want
+
+
+_own = [{"role": "system", "content": blocks.facts_block([blocks.BlockFact("a", "b", "c")], [])},
+        {"role": "tool", "tool_call_id": "note_1", "content": "noted"},
+        {"type": "function_call_output", "call_id": "note_1", "output": "noted"}]
+_theirs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
+           {"role": "tool", "tool_call_id": "call_1", "content": "42"},
+           {"role": "system", "content": "Be brief."}]
+
+
+@given(st.lists(st.sampled_from(_own + _theirs), max_size=12), st.booleans())
+def test_the_last_message_sent_is_the_last_one_stripping_keeps(messages, notes):
+    note_calls = {"note_1": 3} if notes else {}
+    kept = strip_own_additions(messages, note_calls)
+    last = last_sent(messages, note_calls)
+    if not kept:
+        assert last is None
+    else:
+        assert last is not None and last[1] is kept[-1] and messages[last[0]] is kept[-1]
+        assert all(m not in kept for m in messages[last[0] + 1:])

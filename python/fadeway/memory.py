@@ -49,7 +49,7 @@ from .export import export_memory
 from .search import search_memory
 from .usage import UsageRecord, UsageSummary, collecting, summarise_usage
 from .store import Transaction
-from .view import strip_own_additions
+from .view import last_sent, strip_own_additions
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -101,13 +101,13 @@ class Memory:
     def _recall(self, parsed: ParsedRequest) -> Pending | None:
         """Recall for the request's new user message, before it joins the history (and before
         the write transaction: the embedder and an inline walk may take a moment)."""
-        sent = strip_own_additions(parsed.history, self._history.note_calls)
-        if not sent or not is_user_message(sent[-1]):
+        last = last_sent(parsed.history, self._history.note_calls)
+        if last is None or not is_user_message(last[1]):
             return None
-        digest = digest_of(sent[-1], f"message {len(sent) - 1}")
+        digest = digest_of(last[1], f"message {last[0]}")
         with self._engine.store.read(self.memory_id) as tx:
             self._sync(tx)
-        return recall_for(self._engine, self.memory_id, self._history, sent[-1], digest)
+        return recall_for(self._engine, self.memory_id, self._history, last[1], digest)
 
     def _decorate(self, parsed: ParsedRequest, fmt: Format, encoding: str, now: float,
                   pending: Pending | None, used: list[UsageRecord]) -> dict[str, Any]:

@@ -20,8 +20,8 @@ from . import blocks, notes
 from .formats import Format
 from .history import History
 
-__all__ = ["instruction_role", "block_message", "strip_own_additions", "history_view", "view_seqs",
-           "with_note_tool", "note_ask_allowed"]
+__all__ = ["instruction_role", "block_message", "strip_own_additions", "last_sent", "history_view",
+           "view_seqs", "with_note_tool", "note_ask_allowed"]
 
 
 def instruction_role(fmt: Format, instructions: Sequence[Any]) -> str:
@@ -38,21 +38,30 @@ def block_message(role: str, text: str) -> dict[str, Any]:
     return {"role": role, "content": text}
 
 
+def _own_addition(m: Any, note_calls: dict[str, int]) -> bool:
+    """Whether a sent message is one of fadeway's blocks or its output for its own note call."""
+    if not isinstance(m, dict):
+        return False
+    role = m.get("role")
+    if role in ("system", "developer"):
+        return blocks.is_block(m.get("content"))
+    return bool(note_calls) and (
+        (role == "tool" and m.get("tool_call_id") in note_calls)
+        or (m.get("type") == "function_call_output" and m.get("call_id") in note_calls))
+
+
 def strip_own_additions(messages: Sequence[Any], note_calls: dict[str, int]) -> list[Any]:
     """`messages` without fadeway's blocks and its outputs for its own note calls."""
-    out = []
-    for m in messages:
-        if isinstance(m, dict):
-            role = m.get("role")
-            if role in ("system", "developer"):
-                if blocks.is_block(m.get("content")):
-                    continue
-            elif note_calls and (
-                    (role == "tool" and m.get("tool_call_id") in note_calls)
-                    or (m.get("type") == "function_call_output" and m.get("call_id") in note_calls)):
-                continue
-        out.append(m)
-    return out
+    return [m for m in messages if not _own_addition(m, note_calls)]
+
+
+def last_sent(messages: Sequence[Any], note_calls: dict[str, int]) -> tuple[int, Any] | None:
+    """The last of `messages` that is not one of fadeway's additions, and its index in
+    `messages` (None when there is none): `strip_own_additions(...)[-1]` without the copy."""
+    for i in range(len(messages) - 1, -1, -1):
+        if not _own_addition(messages[i], note_calls):
+            return i, messages[i]
+    return None
 
 
 def view_seqs(count: int, hidden: Sequence[tuple[int, int]] | np.ndarray) -> list[int]:
