@@ -3,6 +3,8 @@ the history is sent, and export → import → export is identical."""
 
 from __future__ import annotations
 
+from unittest import mock
+
 import msgspec
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -12,6 +14,7 @@ from strategies import chat_conversations, responses_conversations
 import fadeway
 from fadeway.formats import parse_request
 from fadeway.formats.canonical import digest_of
+from fadeway.history import digests_of_sent
 
 _settings = settings(max_examples=60, deadline=None,
                      suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -126,3 +129,40 @@ def test_jsonl_writer_streams_many_memories(engine, tmp_path):
     docs = list(fadeway.read_jsonl(buf))
     assert [d.memory_id for d in docs] == ["a", "b", "c"]
     assert buf.getvalue().count(b"\n") == 3
+
+
+@_settings
+@given(conversations, st.data())
+def test_the_digests_of_a_sent_history_are_digest_of_each_message(fresh, request_, data):
+    # Sent against a stored history: the same messages, some edited (a value changed, keys
+    # reordered, a null added), some dropped or repeated, in another order.
+    mem = fresh().memory("m")
+    mem.decorate(request_)
+    stored = mem._history
+    history = _history(request_)
+    assume(history)
+
+    def vary(m):
+        if not isinstance(m, dict):
+            return m
+        how = data.draw(st.sampled_from(["same", "edit", "reorder", "null"]))
+        if how == "edit":
+            return {**m, "content": "edited"}
+        if how == "reorder":
+            return dict(reversed(list(m.items())))
+        return {**m, "name": None} if how == "null" else m
+
+    sent = [vary(m) for m in data.draw(st.lists(st.sampled_from(history), max_size=8))]
+    view = data.draw(st.lists(st.integers(0, len(stored) - 1), max_size=len(sent)))
+    assert digests_of_sent(sent, stored, view) == [digest_of(m) for m in sent]
+
+
+def test_a_resent_history_is_recognised_without_hashing_it_again(engine):
+    mem = engine.memory("m")
+    history = [{"role": "user", "content": f"question {i}"} if i % 2 == 0 else
+               {"role": "assistant", "content": f"answer {i}", "refusal": None} for i in range(9)]
+    mem.decorate({"messages": history})
+    with mock.patch("fadeway.history.digest_of", wraps=digest_of) as hashed:
+        mem.decorate({"messages": [*history, {"role": "user", "content": "and now?"}]})
+    assert hashed.call_count == 1  # the new message only
+    assert len(mem.messages()) == 10

@@ -10,16 +10,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from .cache import MemoryCache
 from .errors import HistoryConflictError
 from .formats import Format, Side, text_of
-from .formats.canonical import plain, to_plain
+from .formats.canonical import digest_of, encode_json, plain, to_plain
 from .model import MessageRecord, Unit
 from .notes import find_note_calls
 from .episode_table import EpisodeTable
 from .trace_log import TraceLog
 
-__all__ = ["History", "align", "units", "next_turns"]
+__all__ = ["History", "align", "digests_of_sent", "units", "next_turns"]
 
 
 @dataclass
@@ -140,6 +142,25 @@ def _essence(message: Any) -> tuple:
     calls = [c.get("id") for c in message.get("tool_calls") or [] if isinstance(c, dict)]
     return (message.get("role"), message.get("type") or "message", tuple(text_of(message)),
             tuple(calls), message.get("call_id"))
+
+
+def digests_of_sent(sent: Sequence[Any], history: History, view: Sequence[int]) -> list[bytes]:
+    """The digest of each sent message, as `digest_of` gives it. A message whose JSON as sent is
+    byte for byte the stored body at its place (in the stored history, or in the last view) has
+    that message's digest: encoding it costs a fraction of canonicalising and hashing it, and a
+    caller that resends the whole history resends mostly such messages."""
+    out = []
+    for i, m in enumerate(sent):
+        places = [j for j in (i, view[i] if i < len(view) else -1) if 0 <= j < len(history)]
+        digest = None
+        if places:
+            try:
+                body = encode_json(m)
+            except (TypeError, msgspec.EncodeError, ValueError):
+                body = None  # digest_of says what is wrong with it
+            digest = next((history.digests[j] for j in places if history.bodies[j] == body), None)
+        out.append(digest if digest is not None else digest_of(m, f"message {i}"))
+    return out
 
 
 def align(sent: Sequence[Any], sent_digests: Sequence[bytes], history: History,

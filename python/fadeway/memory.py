@@ -21,7 +21,7 @@ from .errors import FormatMismatchError, InvalidRequestError
 from .formats import Entry, Format, ParsedRequest
 from .formats.canonical import digest_of, encode_json, plain
 from .episodes import commit_cut, plan_read_cut, prepare_cut, uncut_range
-from .history import History, align, next_turns, units
+from .history import History, align, digests_of_sent, next_turns, units
 from .lane import run_sync
 from .formats import text_of
 from .note_writer import LeavingMessage, NoteWriter
@@ -134,13 +134,13 @@ class Memory:
             mirror = self._history
             parsed.instructions = strip_own_additions(parsed.instructions, mirror.note_calls)
             parsed.history = strip_own_additions(parsed.history, mirror.note_calls)
-            sent_digests = [digest_of(m, f"message {i}") for i, m in enumerate(parsed.history)]
             has_instructions = bool(parsed.instructions) or (
                 parsed.request.get("instructions") is not None)
             instructions = encode_json({"instructions": parsed.request.get("instructions"),
                                         "messages": parsed.instructions})
             episodes = mirror.episodes.sync(tx)
             last_view = self._assembly.shown()
+            sent_digests = digests_of_sent(parsed.history, mirror, last_view)
             start = align(parsed.history, sent_digests, mirror, memory.decorated_through,
                           last_view)
             new = self._entries(fmt, parsed.history, start, sent_digests)
