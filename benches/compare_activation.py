@@ -284,11 +284,10 @@ def decision_memory(seed: int = SEED) -> tuple[I64, F64, F64, I64, I64, int, int
     return offsets, at, score, tie, sizes, view, view // 2
 
 
-def memory_store(offsets: I64, at: F64, score: F64, sizes: I64) -> SQLiteStore:
-    """A SQLite store (in a temporary directory) holding one memory with these episodes and
-    their traces, written in log order."""
-    store = SQLiteStore(Path(tempfile.mkdtemp(prefix="fadeway-bench-")) / "bench.db",
-                        synchronous="OFF")
+def memory_store(path: Path, offsets: I64, at: F64, score: F64, sizes: I64) -> SQLiteStore:
+    """A SQLite store at `path` holding one memory with these episodes and their traces,
+    written in log order."""
+    store = SQLiteStore(path, synchronous="OFF")
     group = np.repeat(np.arange(len(sizes)), np.diff(offsets))
     log_order = np.argsort(at, kind="stable")
     with store.write("bench") as tx:
@@ -313,29 +312,31 @@ def measure_decision() -> list[tuple[str, ...]]:
     def numpy() -> I64:
         return fade_numpy(activation_reduceat(offsets, at, score, NOW), tie, sizes, view, landing)
 
-    # What a decorate's fade runs on a memory (`Memory._fade_if_needed`): bring its mirrors of
+    # What a decorate's fade runs on a memory (`Assembly._fade_if_needed`): bring its mirrors of
     # the episodes and the trace log up to the store (one read of each count, as after any
     # earlier call), then activation by episode number, the order and the walk down it. All
     # episodes are live here, so the facts block stays and the landing with it.
-    store = memory_store(offsets, at, score, sizes)
     episodes, log = EpisodeTable(), TraceLog()
+    with tempfile.TemporaryDirectory(prefix="fadeway-bench-") as tmp:
+        store = memory_store(Path(tmp) / "bench.db", offsets, at, score, sizes)
 
-    def memory() -> I64:
-        with store.read("bench") as tx:
-            episodes.sync(tx)
-            log.sync(tx)
-        fade = forgetting.fade_episodes(
-            episodes.columns(), lambda numbers: log.activation(numbers, NOW), {}, {}, 1.0, view,
-            0, lambda block: forgetting.landing(view, block, 0, 0, 0))
-        return fade.numbers - 1
+        def memory() -> I64:
+            with store.read("bench") as tx:
+                episodes.sync(tx)
+                log.sync(tx)
+            fade = forgetting.fade_episodes(
+                episodes.columns(), lambda numbers: log.activation(numbers, NOW), {}, {}, 1.0,
+                view, 0, lambda block: forgetting.landing(view, block, 0, 0, 0))
+            return fade.numbers - 1
 
-    picked = rust()
-    assert np.array_equal(picked, numpy())
-    assert np.array_equal(memory(), picked)
-    runs = {"fadeway (Rust)": rust, "fadeway, on a memory (store and mirrors)": memory,
-            "numpy": numpy}
-    times = best_times(runs, {"fadeway (Rust)": 200, "fadeway, on a memory (store and mirrors)": 50,
-                              "numpy": 50})
+        picked = rust()
+        assert np.array_equal(picked, numpy())
+        assert np.array_equal(memory(), picked)
+        runs = {"fadeway (Rust)": rust, "fadeway, on a memory (store and mirrors)": memory,
+                "numpy": numpy}
+        times = best_times(runs, {"fadeway (Rust)": 200,
+                                  "fadeway, on a memory (store and mirrors)": 50, "numpy": 50})
+        store.close()
     base = times["fadeway (Rust)"]
     label = f"{DECISION_EPISODES:,} x {DECISION_TRACES_PER_EPISODE}"
     return [
