@@ -105,8 +105,8 @@ class TraceLog:
         every = np.bincount(group, weights=self._weight[: self._size], minlength=span)
         return every[keys_].astype(np.float64)
 
-    def _groups(self, keys: Sequence[int] | np.ndarray, by: str, fact_key: Callable[[int], int] | None,
-                ) -> tuple[np.ndarray, np.ndarray, int]:
+    def _groups(self, keys: Sequence[int] | np.ndarray, by: str,
+                fact_key: Callable[[int], int] | None) -> tuple[np.ndarray, np.ndarray, int]:
         """Each trace's group (the number it counts for), the keys, and how many groups."""
         if by not in ("episode", "fact"):
             raise ValueError(f"by must be 'episode' or 'fact', not {by!r}")
