@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -48,6 +49,35 @@ def test_demo_replays_the_sample_once_and_inspects_it(tmp_path):
     lines = [line for line in read_replay(fadeway_sample())]
     assert [m.at for m in messages] == [line.at for line in lines]
     assert msgspec.json.decode(messages[0].message) == lines[0].message
+
+
+_REPLAY_SLICE = """
+import sys
+import fadeway
+from fadeway.export import dumps
+from fadeway.note_writer import OfflineNoteWriter
+from fadeway.replay import read_replay, replay
+
+lines = list(read_replay(sys.argv[1]))[:300]
+with fadeway.open(sys.argv[2], background=False, ceiling=4000) as engine:
+    memory = engine.memory(lines[0].memory_id)
+    replay(memory, lines, note_writer=OfflineNoteWriter())
+    engine.drain()
+    sys.stdout.buffer.write(dumps(memory.export()))
+"""
+
+
+def test_a_replay_exports_the_same_bytes_whatever_the_hash_seed(tmp_path):
+    """String hashing differs between processes; a replay must not hang on it (a recall block's
+    group names once did, and through the block's size every later fade)."""
+    exports = []
+    for seed in ("1", "2"):
+        run = subprocess.run([sys.executable, "-c", _REPLAY_SLICE, str(fadeway_sample()),
+                              str(tmp_path / f"seed{seed}.db")], capture_output=True, text=True,
+                             env={**os.environ, "PYTHONHASHSEED": seed}, check=True)
+        exports.append(run.stdout)
+    assert '"recalls":[{' in exports[0] and '"state":"sealed"' in exports[0]
+    assert exports[0] == exports[1]
 
 
 def fadeway_sample():

@@ -174,7 +174,7 @@ def group_facts(snap: Snapshot, ns: Sequence[int]) -> list[blocks.RecallGroup]:
     for facts in members.values():
         degree: dict[Any, int] = {}
         for n in facts:
-            for end in set(ends[n]):
+            for end in dict.fromkeys(ends[n]):  # subject first: a tie names the group by it
                 degree[end] = degree.get(end, 0) + 1
         hub = max(degree, key=lambda e: (degree[e], -min(i for i, n in enumerate(ns)
                                                            if e in ends[n])))
