@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -147,3 +148,90 @@ def test_a_name_spoken_to_is_not_the_object_and_first_person_sentences_stay():
     painting = next(e for e in note.notes if "abstract painting" in e.note)
     assert painting.subject == "Caroline" and painting.object == "first abstract painting"
     assert painting.note == "Caroline: I finally finished my first abstract painting."
+
+
+# -- an agent's transcript: speakers that are only wire roles ---------------------------------
+
+AGENT = [
+    LeavingMessage(4, "user", "Where do the launch numbers stand, and who owns OPS-312?"),
+    LeavingMessage(4, "tool", '{"signups": 412, "paid": 131, "annual_pct": 42.7}',
+                   tool="query_metrics"),
+    LeavingMessage(4, "tool", '[{"id": "evt_7Qm2", "title": "Eng standup", '
+                              '"start": "2026-04-08T09:30:00+01:00"}]', tool="calendar_events"),
+    LeavingMessage(4, "assistant",
+                   "Paid: 131 (114 Team, 17 Business), against an average of 41.\n"
+                   "The longest delay was 39 minutes, from 13:52 to 14:33 UTC.\n"
+                   "Sent to Jonas and Ben: accept Datadog at $19,200 a year.\n"
+                   "It peaked at 388Mi against the 512Mi limit on Friday."),
+    LeavingMessage(5, "assistant", "Yes: I booked the refund of INV-20958 with Priya."),
+    LeavingMessage(5, "user", "I moved the Q2 budget review to 16 April at 10:00."),
+]
+
+
+def test_a_wire_role_is_the_subject_only_when_the_sentence_names_nothing_else():
+    note = write(AGENT)
+    by_object = {e.object: e for e in note.notes}
+    # A label names what its line is about; an opening noun phrase, what its sentence is about.
+    assert by_object["131"].subject == "Paid"
+    assert by_object["39"].subject == "longest delay"
+    # Past an opening verb and a day, the first named thing: never "assistant".
+    assert by_object["19,200"].subject == "Jonas and Ben"
+    # A quantity is no subject, nor a day: this sentence names nothing else, so it stays the
+    # assistant's, written so.
+    peak = by_object["388Mi"]
+    assert (peak.subject, peak.note) == ("assistant", "assistant: It peaked at 388Mi against "
+                                                      "the 512Mi limit on Friday.")
+    # A tool's record without a naming field is about the tool; one with an id, about the id
+    # (kept whole, as its timestamp is).
+    metrics = next(e for e in note.notes if "412" in e.note)
+    assert (metrics.subject, metrics.note) == ("query_metrics",
+                                               "query_metrics: signups 412, paid 131, "
+                                               "annual pct 42.7.")
+    standup = next(e for e in note.notes if "Eng standup" in e.note)
+    assert standup.subject == "evt_7Qm2"
+    # "Yes:" opens one of the assistant's two messages: no speaker's name, and no label.
+    refund = next(e for e in note.notes if "INV-20958" in e.note)
+    assert (refund.subject, refund.object, refund.note) == (
+        "INV-20958", "Priya", "Yes: I booked the refund of INV-20958 with Priya.")
+    # What the user says of themselves is about the user, written so in the note.
+    review = next(e for e in note.notes if "budget review" in e.note)
+    assert review.subject == "user" and review.note.startswith("user: I moved")
+    assert sum(e.subject in {"assistant", "tool"} for e in note.notes) == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["user", "assistant", "tool", "Caroline"]),
+                          st.text(st.characters(codec="utf-8"), max_size=160)
+                          | st.sampled_from([t.text for t in AGENT + TURNS])),
+                max_size=6))
+def test_every_subject_and_object_is_written_in_its_note(said):
+    messages = [LeavingMessage(i, role, text, tool="lookup" if role == "tool" else "")
+                for i, (role, text) in enumerate(said)]
+    for entry in write(messages).notes:
+        assert entry.subject in entry.note and entry.object in entry.note
+
+
+def test_leaving_messages_name_the_tool_each_output_answers():
+    from fadeway.model import MessageRecord
+    from fadeway.note_writer import leaving_messages
+
+    def record(seq, role, body, answers=None):
+        return MessageRecord(seq=seq, turn=1, at=0.0, role=role, kind="message",
+                             side="assistant", source="request", tokens=1, digest=b"",
+                             answers=answers, body=json.dumps(body).encode())
+
+    chat = [record(0, "assistant", {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function",
+                 "function": {"name": "read_doc", "arguments": "{}"}},
+                {"id": "c2", "type": "function",
+                 "function": {"name": "query_metrics", "arguments": "{}"}}]}),
+            record(1, "tool", {"role": "tool", "tool_call_id": "c2", "content": "paid 131"}, "c2"),
+            record(2, "tool", {"role": "tool", "tool_call_id": "c9", "content": "gone"}, "c9")]
+    responses = [record(0, "assistant", {"type": "function_call", "call_id": "r1",
+                                         "name": "calendar_events", "arguments": "{}"}),
+                 record(1, "tool", {"type": "function_call_output", "call_id": "r1",
+                                    "output": "Eng standup"}, "r1")]
+    assert [(m.role, m.tool, m.text) for m in leaving_messages(chat)[1:]] == [
+        ("tool", "query_metrics", "paid 131"), ("tool", "", "gone")]  # its call left earlier
+    assert leaving_messages(responses)[1].tool == "calendar_events"
+    assert leaving_messages(chat)[0].tool == ""

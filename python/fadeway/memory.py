@@ -23,8 +23,7 @@ from .formats.canonical import digest_of, encode_json, plain
 from .episodes import commit_cut, plan_read_cut, prepare_cut, uncut_range
 from .history import History, align, digests_of_sent, next_turns, units
 from .lane import run_sync
-from .formats import text_of
-from .note_writer import LeavingMessage, NoteWriter
+from .note_writer import NoteWriter, leaving_messages
 from .model import (
     EpisodeView,
     FactRecord,
@@ -376,8 +375,7 @@ class Memory:
             leaving = [m for e in awaiting for m in tx.messages(e.first_seq, e.last_seq + 1)]
         ask = blocks.note_ask(min(e.first_turn for e in awaiting),
                               max(e.last_turn for e in awaiting))
-        messages = [LeavingMessage(m.turn, m.role, " ".join(text_of(plain(m.body))))
-                    for m in leaving]
+        messages = leaving_messages(leaving)
         with collecting() as used:
             note = run_sync(writer.write(ask, messages,
                                          deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE))

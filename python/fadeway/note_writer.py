@@ -14,6 +14,7 @@ read by `notes.parse_note_arguments` exactly as a live model's are.
 from __future__ import annotations
 
 import abc
+import collections
 import json
 import logging
 import os
@@ -28,13 +29,16 @@ import msgspec
 from . import _constants as C
 from . import usage
 from .errors import EndpointError, FadewayError
+from .formats import text_of
 from .formats.base import Format
+from .formats.canonical import plain
 from .http import Endpoint
 from .judge.llm import ChatCompletion
+from .model import MessageRecord
 from .notes import NOTE_TOOL_NAME, Note, NoteEntry, note_tool, parse_note_arguments
 
-__all__ = ["LeavingMessage", "NoteWriter", "NoteWriterError", "OfflineNoteWriter",
-           "LLMNoteWriter", "note_writer_from"]
+__all__ = ["LeavingMessage", "leaving_messages", "NoteWriter", "NoteWriterError",
+           "OfflineNoteWriter", "LLMNoteWriter", "note_writer_from"]
 
 log = logging.getLogger("fadeway.note_writer")
 
@@ -46,6 +50,40 @@ class LeavingMessage:
     turn: int
     role: str  # user / assistant / tool / system / developer, or the speaker's name
     text: str
+    tool: str = ""  # for a tool output, the name of the tool whose call it answers
+
+
+#: The roles of the wire formats: who says a message, but no entity of the conversation.
+WIRE_ROLES = frozenset({"user", "assistant", "tool", "system", "developer"})
+
+
+def leaving_messages(records: Sequence[MessageRecord]) -> list[LeavingMessage]:
+    """The leaving turns' stored messages as a note writer reads them: their text, and for a
+    tool output the name of the tool it answers (from the call among `records`, if there)."""
+    values = [plain(m.body) for m in records]
+    names: dict[str, str] = {}
+    for value in values:
+        names.update(_call_names(value))
+    return [LeavingMessage(m.turn, m.role, " ".join(text_of(value)),
+                           names.get(m.answers, "") if m.answers else "")
+            for m, value in zip(records, values, strict=True)]
+
+
+def _call_names(value: Any) -> dict[str, str]:
+    """The tool name of each call `value` makes, by call id: a Chat Completions assistant
+    message's `tool_calls`, or a Responses call item."""
+    if not isinstance(value, dict):
+        return {}
+    call_id, name = value.get("call_id"), value.get("name")
+    if isinstance(call_id, str) and isinstance(name, str):
+        return {call_id: name}
+    out = {}
+    for call in value.get("tool_calls") or ():
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict) and isinstance(call.get("id"), str) \
+                and isinstance(function.get("name"), str):
+            out[call["id"]] = function["name"]
+    return out
 
 
 class NoteWriter(abc.ABC):
@@ -61,10 +99,14 @@ class NoteWriter(abc.ABC):
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])|\n+")
 _SPEAKER = re.compile(r"^([A-Z][\w.-]{0,30}):\s+")
-# Named things: capitalised phrases, identifiers with digits or dashes, numbers with units.
+# Named things: timestamps, quantities with a unit ("512Mi", "10am"), numbers, identifiers
+# with digits (dashed, capitalised or snake_case: "LEG-412", "Q2", "evt_7Qm2"), and capitalised
+# phrases, each from a word's start.
 _ENTITY = re.compile(
-    r"\b\d[\d,.:/-]*\d\b(?:\s?%)?|\b\d\b|[A-Z][\w-]*\d[\w-]*|\b\w+-\d+\b"
-    r"|(?:[A-Z][\w'-]+)(?:\s+(?:of|the|de|and|&)?\s*[A-Z][\w'-]+)*")
+    r"\b\d{4}-\d\d-\d\dT\d\d:\d\d(?::\d\d)?(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+    r"|\b\d[\d,.]*(?!st\b|nd\b|rd\b|th\b)[A-Za-z]{2,3}\b"
+    r"|\b\d[\d,.:/-]*\d\b(?:\s?%)?|\b\d\b|\b[a-z][a-z\d]*_\w*\d\w*|\b[A-Z][\w-]*\d[\w-]*"
+    r"|\b\w+-\d+\b|\b(?:[A-Z][\w'-]+)(?:\s+(?:of|the|de|and|&)?\s*[A-Z][\w'-]+)*")
 _MILESTONE = re.compile(
     r"\b(?:agreed|approved|decided|chose|chosen|rejected|done|finished|completed|shipped|"
     r"launched|merged|blocked|next|will|plan(?:s|ned)?|deadline|due)\b", re.IGNORECASE)
@@ -72,8 +114,8 @@ _STOP_ENTITIES = frozenset({"I", "I'm", "I've", "I'll", "I'd", "It", "It's", "Th
                             "That", "That's", "Here's", "There's", "You're", "We're", "Yes",
                             "No", "Ok", "OK", "Okay", "Hi", "Hey", "Hello", "Thanks", "Thank",
                             "Wow", "Oh", "So", "And", "But", "We", "You", "My", "Our", "Your",
-                            "Their", "His", "Her", "He", "She", "They", "These", "Those", "What",
-                            "How", "Great", "Sure", "Good"})
+                            "Their", "His", "Her", "He", "She", "They", "He's", "She's",
+                            "They're", "These", "Those", "What", "How", "Great", "Sure", "Good"})
 
 
 _NOUN_PHRASE = re.compile(
@@ -82,7 +124,8 @@ _NOUN_PHRASE = re.compile(
     r"was|were|on|in|at|by|of)\b))", re.IGNORECASE)
 
 
-_TRAILING = re.compile(r"\s+(?:too|also|again|though|anyway|now)$", re.IGNORECASE)
+_TRAILING = re.compile(r"\s+(?:too|also|again|though|anyway|now|still|already|just|only)$",
+                       re.IGNORECASE)
 
 
 def _object(subject: str, entities: list[str], sentence: str) -> str | None:
@@ -124,7 +167,18 @@ _OPENERS = frozenset("""
     Thankfully Hopefully Luckily Honestly Actually Anyway Anyways Besides Otherwise
     Last Next Happy Yeah Yep Glad Any All Each Wish Can't Let's Aw Aww Haha Awesome Congrats
     Nice Cool Really Just Also Maybe Well Sounds Love Sorry Check Appreciate Gonna Totally
-    Definitely
+    Definitely Four Five Six Seven Eight Nine Ten
+    """.split())
+# Past tenses that open an agent's report of what it did ("Sent Elena the resolution").
+_DID = frozenset("""
+    Sent Told Made Got Put Set Left Kept Took Gave Found Said Wrote Ran Met Paid Built Brought
+    Bought Thought Felt Heard Meant Saw Went Came Began Chose Held Led Lost Won Spent Sold
+    """.split())
+# Calendar words name a time, not whom a fact is about.
+_CALENDAR = frozenset("""
+    Monday Tuesday Wednesday Thursday Friday Saturday Sunday Mon Tue Tues Wed Thu Thur Thurs Fri
+    Sat Sun January February March April May June July August September October November
+    December Jan Feb Mar Apr Jun Jul Aug Sep Sept Oct Nov Dec UTC GMT
     """.split())
 _FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|My|me|we|We|our|Our|us)\b")
 _WORD_FORM = re.compile(r"(?:ing|ed|ly|ies|['\u2019](?:s|re|ll|d|ve|m|t))$")
@@ -159,7 +213,7 @@ def _opening_name(phrase: str, words: _Words) -> str:
         first = parts[0]
         if any(ch.isdigit() for ch in first) or not first[1:].islower() or first in words.names:
             break
-        if (first not in _STOP_ENTITIES and first not in _OPENERS
+        if (first not in _STOP_ENTITIES and first not in _OPENERS and first not in _DID
                 and first.lower() not in words.common and not _WORD_FORM.search(first)):
             break
         parts.pop(0)
@@ -235,6 +289,66 @@ def _score(sentence: str, entities: list[str]) -> float:
     return len(entities) * 2.0 + min(digits, 8) * 0.5 + (3.0 if _MILESTONE.search(sentence) else 0)
 
 
+def _speakers(messages: Sequence[LeavingMessage]) -> dict[str, str]:
+    """The speaker each role's messages name before their text ("Caroline: ..."), where most of
+    them do so with the same name: a transcript's convention, not a line's label ("Draft:")."""
+    prefixes: dict[str, list[str]] = {}
+    for message in messages:
+        if message.text.strip():
+            match = _SPEAKER.match(message.text.strip())
+            prefixes.setdefault(message.role, []).append(match.group(1) if match else "")
+    out = {}
+    for role, names in prefixes.items():
+        name, count = collections.Counter(names).most_common(1)[0]
+        if name and 2 * count > len(names):
+            out[role] = name
+    return out
+
+
+# A line's label ("Paid: 131 ...", "Checkout v2: at 100% ..."): a word before a colon, with
+# a second one that holds a digit or a capital.
+_LABEL = re.compile(r"([A-Z][\w&/.-]*(?: [\w&/.-]*[\dA-Z][\w&/.-]*)?):\s")
+# A sentence's opening noun phrase, up to the verb after it ("The longest delay was ...").
+_SUBJECT_PHRASE = re.compile(
+    r"(?:the|a|an|this|that|our|your|their|its|his|her)\s+((?:[\w'-]+\s+){0,2}?[\w'-]+)"
+    r"(?=\s+(?:is|are|was|were|has|have|had|will|would|can|could|should|may|might|must|does|"
+    r"did|\w+ed|\w+s)\b)", re.IGNORECASE)
+
+
+def _is_label(text: str) -> bool:
+    """Whether `text` before a colon names what its line is about ("Paid", "Checkout v2"),
+    not a common opener, a day, or what the speaker did ("Updated", "Told Priya")."""
+    first, *rest = text.split()
+    return (first not in _OPENERS | _STOP_ENTITIES | _CALENDAR and not first.endswith("ed")
+            and not (rest and first in _DID))
+
+
+def _subject(sentence: str, entities: list[str], who: str, named: bool) -> str:
+    """Whom or what a sentence is about: the named thing it opens with, else its speaker.
+
+    A speaker that is only a wire role (an agent's assistant, a tool) is no entity of the
+    conversation, and as every sentence's fallback it would join unrelated facts in the graph:
+    then the subject is taken from the sentence (its opening noun phrase, else the first named
+    thing that is not a number), and the speaker is kept only for what the user says of
+    themselves (first person) or a sentence that names nothing else.
+    """
+    if named:
+        return entities[0] if entities and sentence.startswith(entities[0]) else who
+    words = [e for e in entities if e[:1].isalpha()
+             and e.split()[0].removesuffix("'s") not in _CALENDAR]
+    label = _LABEL.match(sentence)
+    if label is not None and _is_label(label.group(1)):
+        return label.group(1)
+    if words and sentence.startswith(words[0]):
+        return words[0]
+    if who not in WIRE_ROLES or (who == "user" and _FIRST_PERSON.search(sentence)):
+        return who
+    phrase = _SUBJECT_PHRASE.match(sentence)
+    if phrase is not None:
+        return _TRAILING.sub("", phrase.group(1))
+    return words[0] if words else who
+
+
 class OfflineNoteWriter(NoteWriter):
     """Extractive, triple-shaped facts from the leaving turns' own sentences (no network)."""
 
@@ -248,13 +362,15 @@ class OfflineNoteWriter(NoteWriter):
         candidates: list[tuple[float, int, NoteEntry]] = []
         order = 0
         said = []  # (who said it, whether a "Name:" prefix named them, its sentences)
+        speakers = _speakers(messages)
         for message in messages:
             text = message.text.strip()
             speaker = _SPEAKER.match(text)
-            who = speaker.group(1) if speaker else message.role
-            if speaker:
+            named = speaker is not None and speakers.get(message.role) == speaker.group(1)
+            who = speaker.group(1) if named and speaker else message.tool or message.role
+            if named and speaker:
                 text = text[speaker.end():]
-            said.append((who, speaker is not None, [raw.strip() for raw in _sentences(text)]))
+            said.append((who, named, [raw.strip() for raw in _sentences(text)]))
         words = _Words.of([x for _, _, sentences in said for x in sentences],
                           {who for who, named, _ in said if named})
         for who, named, sentences in said:
@@ -264,13 +380,13 @@ class OfflineNoteWriter(NoteWriter):
                 entities = _entities(sentence, words)
                 if not entities and (sentence.endswith("?") or not _FIRST_PERSON.search(sentence)):
                     continue  # names nothing, and says nothing of the speaker
-                # The subject is the entity the sentence opens with, else who said it.
-                subject = entities[0] if entities and sentence.startswith(entities[0]) else who
+                subject = _subject(sentence, entities, who, named)
                 obj = _object(subject, entities, sentence)
                 if obj is None:
                     continue
                 milestone = bool(_MILESTONE.search(sentence))
-                note = sentence if subject != who or not named else f"{who}: {sentence}"
+                # A subject the sentence does not write is its speaker, written before it.
+                note = sentence if subject != who else f"{who}: {sentence}"
                 candidates.append((_score(sentence, entities), order,
                                    NoteEntry(note=note,
                                              subject=subject, object=obj,
