@@ -101,7 +101,10 @@
 //! hops between distant runs); runs shrinking as work is left (guided): the same. With the
 //! threads' code inlined into `grouped_split`, the extension's one-thread kernel ran 5-8% slower
 //! at 10^5 (1.06-1.10 against 1.00-1.02: the same code placed differently; loops aligned to 64
-//! bytes recovered most of it); kept out of line (`grouped_parallel`), 0.98-0.99. Log order cannot be split so:
+//! bytes recovered most of it); kept out of line (`grouped_parallel`), 0.98-0.99. Two threads
+//! from 2^15 traces instead of 2^17, to bring 10^5 under 1 ns: 0.93, 0.99 and 1.12 in three
+//! runs through Python (one thread: 1.04-1.05), no better on the median, and log order, which
+//! shares the threshold, went from 1.24 to 1.5-3.5 there. Not kept. Log order cannot be split so:
 //! its episodes' traces are spread over the whole log, so a split would change the order of adds.
 //!
 //! Log order on two threads (`log_order_pipelined`), from 2^17 traces: the second thread computes
