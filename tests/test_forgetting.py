@@ -371,3 +371,29 @@ def test_a_caller_that_sends_back_the_decorated_view_stores_nothing_twice(small,
         small.drain()
     assert len(mem.messages()) == sent
     assert {"sealed", "forgotten"} & set(_states(mem).values())
+
+
+def test_a_turns_size_counts_the_recall_block_it_carries_in_view(small, clock):
+    """A typical turn, and the turn in progress that the landing never goes below, weigh what
+    the view holds of them: their messages and the recall block before their user message."""
+    from fadeway.forgetting import turn_sizes
+
+    mem, history = small.memory("m"), []
+    for t in range(4):
+        clock.advance(60)
+        history.append(_user(t, words=10 * (t + 1)))
+        request = mem.decorate({"model": "gpt-4.1", "messages": history})
+        reply = chat_reply(f"answer {t}")
+        mem.report(request, reply)
+        history.append(reply["choices"][0]["message"])
+    mirror = mem._history
+    # The last turn is still the one in progress: only the turns before it are complete.
+    users = [seq for seq in range(mirror.turn_start) if mirror.sides[seq] == "user"]
+    assert len(users) == 3
+    plain_sizes, plain_steps = turn_sizes(mirror, 1.0)
+    blocks = {seq: 100 * (i + 1) for i, seq in enumerate(users)}
+    sizes, steps = turn_sizes(mirror, 2.0, blocks)
+    assert steps == [2 * s for s in plain_steps]  # a block is no part of the assistant's step
+    assert sizes == [2 * (s + blocks[seq]) for s, seq in zip(plain_sizes, users, strict=True)]
+    assert plain_sizes == [sum(mirror.tokens[i] for i in range(len(mirror))
+                               if mirror.turns[i] == mirror.turns[seq]) for seq in users]

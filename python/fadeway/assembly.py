@@ -204,9 +204,10 @@ class Assembly:
         facts_tokens = {n: fact_tokens(fs, encoding, ratio) for n, fs in sealed_facts.items()}
         fixed = round(tokens.fixed_request_tokens(parsed, encoding) * ratio)
         block = sum(facts_tokens.values())
-        sizes, steps = turn_sizes(mirror, ratio)
+        sizes, steps = turn_sizes(mirror, ratio, block_sizes)
         typical, room = typical_turn(sizes), next_call_room(steps)
-        current = round(sum(mirror.tokens[mirror.turn_start:]) * ratio)
+        current = round((sum(mirror.tokens[mirror.turn_start:])
+                         + block_sizes.get(mirror.turn_start, 0)) * ratio)
         plan = budget(engine.ceiling, fixed + block, room, typical, current)
         sleeping = sleeps(mirror, before)
         if history_tokens <= plan.budget and not sleeping:

@@ -193,9 +193,12 @@ def facts_block_text(facts: Mapping[int, FactRecord], order: Sequence[int],
                               [block_fact(f) for f in shown if f.milestone])
 
 
-def turn_sizes(history: History, ratio: float) -> tuple[list[int], list[int]]:
-    """Sizes of the last complete turns, and of their assistant steps (what follows the user
-    message: calls, outputs, replies), oldest first."""
+def turn_sizes(history: History, ratio: float, blocks: Mapping[int, int] | None = None
+               ) -> tuple[list[int], list[int]]:
+    """Sizes of the last complete turns as the view holds them, their recall blocks included
+    (`blocks`: sizes by the seq of the user message a block stands before), and of their
+    assistant steps (what follows the user message: calls, outputs, replies), oldest first."""
+    blocks = blocks or {}
     totals: dict[int, int] = {}
     steps: dict[int, int] = {}
     stop = history.turn_start
@@ -203,7 +206,7 @@ def turn_sizes(history: History, ratio: float) -> tuple[list[int], list[int]]:
         turn = history.turns[i]
         if turn not in totals and len(totals) >= C.TYPICAL_TURN_WINDOW:
             break
-        totals[turn] = totals.get(turn, 0) + history.tokens[i]
+        totals[turn] = totals.get(turn, 0) + history.tokens[i] + blocks.get(i, 0)
         if history.sides[i] != "user":
             steps[turn] = steps.get(turn, 0) + history.tokens[i]
     turns = sorted(t for t in totals if t > 0)
