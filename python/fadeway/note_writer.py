@@ -327,10 +327,11 @@ def _subject(sentence: str, entities: list[str], who: str, named: bool) -> str:
     """Whom or what a sentence is about: the named thing it opens with, else its speaker.
 
     A speaker that is only a wire role (an agent's assistant, a tool) is no entity of the
-    conversation, and as every sentence's fallback it would join unrelated facts in the graph:
-    then the subject is taken from the sentence (its opening noun phrase, else the first named
-    thing that is not a number), and the speaker is kept only for what the user says of
-    themselves (first person) or a sentence that names nothing else.
+    conversation, and as every sentence's fallback it would join unrelated facts in the graph.
+    Then the subject is taken from the sentence: its line's label, the named thing it opens
+    with, its opening noun phrase, else its first named thing that is neither a number nor a
+    day. The speaker stays the subject of what the user says of themselves (first person), of
+    a sentence that names nothing else, and of what a tool (by its name) outputs.
     """
     if named:
         return entities[0] if entities and sentence.startswith(entities[0]) else who
