@@ -25,6 +25,7 @@ MODEL = "writer-model"
 TURNS = [LeavingMessage(12, "user", "Export the pricing table for finance."),
          LeavingMessage(12, "assistant", "Dana took the checkout migration (FIN-77)."),
          LeavingMessage(13, "tool", '{"id": "LEG-412", "status": "approved"}'),
+         LeavingMessage(13, "tool", "paid 131", tool="query_metrics"),
          LeavingMessage(13, "Caroline", "I went to the support group.")]
 NOTE = {"notes": [{"note": "Dana owns the checkout migration FIN-77.", "subject": "Dana",
                    "object": "FIN-77", "milestone": False}]}
@@ -65,6 +66,7 @@ def test_the_ask_and_the_note_tool_go_as_the_live_model_gets_them(server, writer
         {"role": "user", "content": "Export the pricing table for finance."},
         {"role": "assistant", "content": "Dana took the checkout migration (FIN-77)."},
         {"role": "assistant", "content": '[tool output] {"id": "LEG-412", "status": "approved"}'},
+        {"role": "assistant", "content": "[query_metrics output] paid 131"},
         {"role": "user", "content": "Caroline: I went to the support group."},
         {"role": "system", "content": ask}]
     assert body["tools"] == [fadeway.notes.note_tool(fadeway.formats.Format.CHAT_COMPLETIONS)]

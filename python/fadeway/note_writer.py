@@ -419,13 +419,15 @@ class NoteWriterError(FadewayError):
 
 def _chat_message(message: LeavingMessage) -> dict[str, str]:
     """A leaving message as the writer's conversation holds it. Tool outputs become assistant
-    text (their calls are not replayed, and an output without its call is refused)."""
+    text named for their tool (their calls are not replayed, and an output without its call is
+    refused)."""
     if message.role in ("user", "assistant"):
         return {"role": message.role, "content": message.text}
     if message.role in ("system", "developer"):
         return {"role": "system", "content": message.text}
     if message.role == "tool":
-        return {"role": "assistant", "content": f"[tool output] {message.text}"}
+        return {"role": "assistant",
+                "content": f"[{message.tool or 'tool'} output] {message.text}"}
     return {"role": "user", "content": f"{message.role}: {message.text}"}
 
 
