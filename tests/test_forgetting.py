@@ -397,3 +397,45 @@ def test_a_turns_size_counts_the_recall_block_it_carries_in_view(small, clock):
     assert sizes == [2 * (s + blocks[seq]) for s, seq in zip(plain_sizes, users, strict=True)]
     assert plain_sizes == [sum(mirror.tokens[i] for i in range(len(mirror))
                                if mirror.turns[i] == mirror.turns[seq]) for seq in users]
+
+
+def test_a_notes_facts_are_judged_once_though_the_job_runs_again(small, clock):
+    """The score job finds a note's facts by the note, and a rerun (after a crash between its
+    apply and its done) appends no second set of traces."""
+    import asyncio
+
+    from fadeway.model import FactRecord, JobRecord, NoteRecord
+    from fadeway.scoring import ScoreJob
+
+    from helpers import converse_with_notes
+
+    mem = small.memory("m")
+    first = [("Dana owns the checkout.", "Dana", "checkout", False)]
+    second = [("Ben owns the tax table.", "Ben", "tax table", False),
+              ("Ben is back in May.", "Ben", "May", False)]
+    converse_with_notes(small, mem, clock, [first, second])
+    with small.store.write("m") as tx:
+        notes, facts = [n.n for n in tx.notes()], tx.facts()
+        assert len(notes) == 2
+        for k in notes:
+            assert tx.facts(note=k) == [f for f in facts if f.note == k]
+            assert tx.note_traced(k)
+        assert tx.facts(facts[-1].n - 1, note=notes[-1]) == facts[-1:]
+        # A note whose facts were not judged yet (its job still queued).
+        new = notes[-1] + 1
+        tx.insert_note(NoteRecord(n=new, at=clock(), call_id=None, source="test", arguments="{}"),
+                       [FactRecord(n=facts[-1].n + 1, note=new, text="Dana is back in June.",
+                                   subject="Dana", object="June", milestone=False, at=clock())],
+                       [])
+        assert not tx.note_traced(new)
+    job = JobRecord(n=1, kind="score", payload=msgspec.json.encode({"note": new}),
+                    created_at=clock())
+    prepared = asyncio.run(ScoreJob().prepare(small, "m", job))
+    assert prepared[1], "the judge gave no answer to append"
+    counts = []
+    for _ in range(2):
+        with small.store.write("m") as tx:
+            assert ScoreJob().apply(small, tx, job, prepared)
+            counts.append(tx.trace_count())
+            assert tx.note_traced(new)
+    assert counts[0] > 0 and counts[1] == counts[0]

@@ -36,7 +36,7 @@ class ScoreJob(JobHandler):
     async def prepare(self, engine: Engine, memory_id: str, job: JobRecord) -> Any:
         note = msgspec.json.decode(job.payload)["note"]
         with engine.store.read(memory_id) as tx:
-            facts = [f for f in tx.facts() if f.note == note]
+            facts = tx.facts(note=note)
             episodes = [e for e in tx.episodes() if e.state != "forgotten"]
             texts = [episode_text([m.body for m in tx.messages(e.first_seq, e.last_seq + 1)])
                      for e in episodes]
@@ -50,8 +50,7 @@ class ScoreJob(JobHandler):
 
     def apply(self, engine: Engine, tx: Transaction, job: JobRecord, prepared: Any) -> bool:
         note, answers = prepared
-        facts = {f.n for f in tx.facts() if f.note == note}
-        if any(t.fact in facts for t in tx.traces()):
+        if tx.note_traced(note):
             return True  # already scored (a rerun after a crash between apply and done)
         n = tx.trace_count()
         tx.append_traces([TraceRecord(n=n + i, episode=episode, fact=fact, kind="fact",

@@ -124,6 +124,10 @@ class Transaction(abc.ABC):
     def trace_count(self) -> int: ...
 
     @abc.abstractmethod
+    def note_traced(self, note: int) -> bool:
+        """Whether a trace links a fact of note `note` (its facts were judged)."""
+
+    @abc.abstractmethod
     def set_episode_states(self, states: dict[int, str]) -> None:
         """Move episodes to new states (the only change an episode allows; one write, counted
         in `episode_changes`)."""
@@ -139,8 +143,9 @@ class Transaction(abc.ABC):
         """Store a note, its facts, and the episodes it acknowledges."""
 
     @abc.abstractmethod
-    def facts(self, after: int = 0) -> list[FactRecord]:
-        """The facts numbered above `after` (every fact by default), in order."""
+    def facts(self, after: int = 0, *, note: int | None = None) -> list[FactRecord]:
+        """The facts numbered above `after` (every fact by default), or only those of `note`,
+        in order."""
 
     @abc.abstractmethod
     def fact_count(self) -> int:

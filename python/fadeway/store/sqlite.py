@@ -240,6 +240,13 @@ class _SQLiteTransaction(GraphQueries, Transaction):
                                     (self.memory_id,)).fetchone()
         return top or 0
 
+    def note_traced(self, note: int) -> bool:
+        (found,) = self._conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM traces WHERE memory_id = ? AND fact IN "
+            "(SELECT n FROM facts WHERE memory_id = ? AND note = ?))",
+            (self.memory_id, self.memory_id, note)).fetchone()
+        return bool(found)
+
     def set_episode_states(self, states: dict[int, str]) -> None:
         if not states:
             return
@@ -270,12 +277,14 @@ class _SQLiteTransaction(GraphQueries, Transaction):
         self._conn.executemany("INSERT INTO acks (memory_id, episode, note) VALUES (?, ?, ?)",
                                [(self.memory_id, e, note.n) for e in acknowledged])
 
-    def facts(self, after: int = 0) -> list[FactRecord]:
-        return [FactRecord(n=n, note=note, text=text, subject=subject, object=obj,
+    def facts(self, after: int = 0, *, note: int | None = None) -> list[FactRecord]:
+        where, args = ("", (self.memory_id, after)) if note is None else (
+            " AND note = ?", (self.memory_id, after, note))
+        return [FactRecord(n=n, note=note_, text=text, subject=subject, object=obj,
                            milestone=bool(milestone), at=at)
-                for n, note, text, subject, obj, milestone, at in self._conn.execute(
+                for n, note_, text, subject, obj, milestone, at in self._conn.execute(
                     "SELECT n, note, text, subject, object, milestone, at FROM facts "
-                    "WHERE memory_id = ? AND n > ? ORDER BY n", (self.memory_id, after))]
+                    f"WHERE memory_id = ? AND n > ?{where} ORDER BY n", args)]
 
     def fact_count(self) -> int:
         (top,) = self._conn.execute("SELECT MAX(n) FROM facts WHERE memory_id = ?",
