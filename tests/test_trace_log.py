@@ -75,9 +75,35 @@ class FakeTransaction:
     def trace_count(self) -> int:
         return self.log[-1].n if self.log else 0
 
-    def traces(self, after: int = 0) -> list[TraceRecord]:
+    def trace_columns(self, after: int = 0) -> np.ndarray:
         self.reads.append(after)
-        return [t for t in self.log if t.n > after]
+        return columns_of([t for t in self.log if t.n > after])
+
+
+def columns_of(traces: list[TraceRecord]) -> np.ndarray:
+    """What `Transaction.trace_columns` says of `traces`, from the records."""
+    return np.array([(t.episode, t.fact or 0, t.at, t.score if t.counted else 0.0)
+                     for t in traces], dtype=np.float64).reshape(-1, 4)
+
+
+def test_the_stores_trace_columns_are_its_trace_records(tmp_path, clock) -> None:
+    from fadeway.judge import ScriptedJudge
+
+    from helpers import converse_with_notes
+
+    with fadeway.open(tmp_path / "t.db", clock=clock, background=False, ceiling=3_000,
+                      judge=ScriptedJudge(), episode_min_tokens=100, episode_max_tokens=400,
+                      cut_after_tokens=600) as engine:
+        converse_with_notes(engine, engine.memory("m"), clock,
+                            [[("Dana owns the checkout.", "Dana", "checkout", False)]])
+        with engine.store.read("m") as tx:
+            traces = tx.traces()
+            assert {t.kind for t in traces} == {"encoding", "fact"}
+            assert {t.counted for t in traces} == {True, False}
+            for after in (0, 1, traces[-1].n // 2, traces[-1].n):
+                got = tx.trace_columns(after)
+                assert got.dtype == np.float64 and got.shape == (len(traces) - after, 4)
+                assert np.array_equal(got, columns_of([t for t in traces if t.n > after]))
 
 
 def test_sync_reads_only_what_is_new_and_starts_over_when_the_store_shrinks() -> None:

@@ -11,6 +11,8 @@ import abc
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 
+import numpy as np
+
 from ..usage import UsageRecord
 from ..model import (
     AliasRecord,
@@ -122,6 +124,12 @@ class Transaction(abc.ABC):
 
     @abc.abstractmethod
     def trace_count(self) -> int: ...
+
+    @abc.abstractmethod
+    def trace_columns(self, after: int = 0) -> np.ndarray:
+        """The trace log past trace number `after`, in order of writing, as what activation
+        reads of it: an (n, 4) float64 array of episode, fact (0 for an encoding trace), at,
+        and weight (the score when the trace counts, else 0). Numbers are exact in float64."""
 
     @abc.abstractmethod
     def note_traced(self, note: int) -> bool:

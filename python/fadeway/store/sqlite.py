@@ -7,6 +7,7 @@ failing half-way; readers see a consistent snapshot. Connections are per thread.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import sqlite3
@@ -16,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import msgspec
+import numpy as np
 
 from .. import _constants as C
 from ..errors import SchemaVersionError, StoreError
@@ -239,6 +241,14 @@ class _SQLiteTransaction(GraphQueries, Transaction):
         (top,) = self._conn.execute("SELECT MAX(n) FROM traces WHERE memory_id = ?",
                                     (self.memory_id,)).fetchone()
         return top or 0
+
+    def trace_columns(self, after: int = 0) -> np.ndarray:
+        # Four numbers a row, streamed into one array: no record, no list of rows (at 200,000
+        # traces, 130 ms where `traces` and its columns took 330).
+        rows = self._conn.execute(
+            "SELECT episode, COALESCE(fact, 0), at, CASE WHEN counted THEN score ELSE 0.0 END "
+            "FROM traces WHERE memory_id = ? AND n > ? ORDER BY n", (self.memory_id, after))
+        return np.fromiter(itertools.chain.from_iterable(rows), dtype=np.float64).reshape(-1, 4)
 
     def note_traced(self, note: int) -> bool:
         (found,) = self._conn.execute(
