@@ -165,6 +165,7 @@ AGENT = [
                    "It peaked at 388Mi against the 512Mi limit on Friday."),
     LeavingMessage(5, "assistant", "Yes: I booked the refund of INV-20958 with Priya."),
     LeavingMessage(5, "user", "I moved the Q2 budget review to 16 April at 10:00."),
+    LeavingMessage(6, "assistant", "The Q2 headcount plan marks REQ-031 as filled."),
 ]
 
 
@@ -197,6 +198,9 @@ def test_a_wire_role_is_the_subject_only_when_the_sentence_names_nothing_else():
     review = next(e for e in note.notes if "budget review" in e.note)
     assert review.subject == "user" and review.note.startswith("user: I moved")
     assert sum(e.subject in {"assistant", "tool"} for e in note.notes) == 1
+    # The object is never a part of the subject.
+    plan = next(e for e in note.notes if "headcount" in e.note)
+    assert (plan.subject, plan.object) == ("Q2 headcount plan", "REQ-031")
 
 
 @settings(max_examples=60, deadline=None)
@@ -204,11 +208,12 @@ def test_a_wire_role_is_the_subject_only_when_the_sentence_names_nothing_else():
                           st.text(st.characters(codec="utf-8"), max_size=160)
                           | st.sampled_from([t.text for t in AGENT + TURNS])),
                 max_size=6))
-def test_every_subject_and_object_is_written_in_its_note(said):
+def test_every_subject_and_object_is_written_in_its_note_and_apart(said):
     messages = [LeavingMessage(i, role, text, tool="lookup" if role == "tool" else "")
                 for i, (role, text) in enumerate(said)]
     for entry in write(messages).notes:
         assert entry.subject in entry.note and entry.object in entry.note
+        assert entry.object not in entry.subject or not entry.note  # "": nothing kept
 
 
 def test_leaving_messages_name_the_tool_each_output_answers():

@@ -130,8 +130,9 @@ _TRAILING = re.compile(r"\s+(?:too|also|again|though|anyway|now|still|already|ju
 
 def _object(subject: str, entities: list[str], sentence: str) -> str | None:
     """The fact's object: an identifier or number if the sentence has one (kept verbatim), else
-    its last other named thing, else its first noun phrase."""
-    others = [e for e in entities if e != subject]
+    its last other named thing, else its first noun phrase; never the subject or a part of it
+    ("Q2" of "Q2 headcount plan")."""
+    others = [e for e in entities if e not in subject]
     with_digits = [e for e in others if any(ch.isdigit() for ch in e)]
     if with_digits:
         return with_digits[-1] if len(with_digits) == 1 else with_digits[0]
@@ -141,7 +142,7 @@ def _object(subject: str, entities: list[str], sentence: str) -> str | None:
     if phrase is None:
         return None
     text = _TRAILING.sub("", phrase.group(1))
-    return text if text != subject else None
+    return text if text not in subject else None
 
 
 # A name is spoken to when it stands between a greeting or a comma (or the start) and a comma
