@@ -240,3 +240,18 @@ def test_leaving_messages_name_the_tool_each_output_answers():
         ("tool", "query_metrics", "paid 131"), ("tool", "", "gone")]  # its call left earlier
     assert leaving_messages(responses)[1].tool == "calendar_events"
     assert leaving_messages(chat)[0].tool == ""
+
+
+def test_each_speaker_of_a_group_chat_is_the_subject_of_what_they_say_of_themselves():
+    """Several names open one role's messages (a group chat mapped to "user"): each is a
+    speaker, also for a message's later sentences, which carry no prefix of their own."""
+    note = write([
+        LeavingMessage(1, "user", "Alice: The offsite moved to Lisbon. I booked it for June."),
+        LeavingMessage(1, "user", "Bob: The flights are with TAP. I paid the 400 EUR deposit."),
+        LeavingMessage(2, "user", "Alice: I will send the agenda to Priya."),
+        LeavingMessage(2, "user", "Bob: I asked Dana about the hotel in Alfama."),
+    ])
+    by_text = {e.note: e for e in note.notes}
+    assert by_text["Alice: I booked it for June."].subject == "Alice"
+    assert by_text["Bob: I paid the 400 EUR deposit."].subject == "Bob"
+    assert not any(e.subject == "user" for e in note.notes)

@@ -290,9 +290,11 @@ def _score(sentence: str, entities: list[str]) -> float:
     return len(entities) * 2.0 + min(digits, 8) * 0.5 + (3.0 if _MILESTONE.search(sentence) else 0)
 
 
-def _speakers(messages: Sequence[LeavingMessage]) -> dict[str, str]:
-    """The speaker each role's messages name before their text ("Caroline: ..."), where most of
-    them do so with the same name: a transcript's convention, not a line's label ("Draft:")."""
+def _speakers(messages: Sequence[LeavingMessage]) -> dict[str, set[str]]:
+    """The speakers each role's messages name before their text ("Caroline: ..."): a
+    transcript's convention, where most of the role's messages open so, with one name, or with
+    names that each open several (a group chat); not labels that open a line each ("Paid:",
+    "Draft:") in an agent's replies."""
     prefixes: dict[str, list[str]] = {}
     for message in messages:
         if message.text.strip():
@@ -300,9 +302,9 @@ def _speakers(messages: Sequence[LeavingMessage]) -> dict[str, str]:
             prefixes.setdefault(message.role, []).append(match.group(1) if match else "")
     out = {}
     for role, names in prefixes.items():
-        name, count = collections.Counter(names).most_common(1)[0]
-        if name and 2 * count > len(names):
-            out[role] = name
+        named = collections.Counter(name for name in names if name)
+        if 2 * named.total() > len(names):
+            out[role] = {name for name, count in named.items() if count > 1 or len(named) == 1}
     return out
 
 
@@ -368,7 +370,7 @@ class OfflineNoteWriter(NoteWriter):
         for message in messages:
             text = message.text.strip()
             speaker = _SPEAKER.match(text)
-            named = speaker is not None and speakers.get(message.role) == speaker.group(1)
+            named = speaker is not None and speaker.group(1) in speakers.get(message.role, ())
             who = speaker.group(1) if named and speaker else message.tool or message.role
             if named and speaker:
                 text = text[speaker.end():]
