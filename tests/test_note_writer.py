@@ -217,8 +217,11 @@ def test_every_subject_and_object_is_written_in_its_note_and_apart(said):
 
 
 def test_leaving_messages_name_the_tool_each_output_answers():
+    from fadeway.formats import Format
     from fadeway.model import MessageRecord
     from fadeway.note_writer import leaving_messages
+
+    CHAT, RESPONSES = Format.CHAT_COMPLETIONS, Format.RESPONSES
 
     def record(seq, role, body, answers=None):
         return MessageRecord(seq=seq, turn=1, at=0.0, role=role, kind="message",
@@ -236,10 +239,10 @@ def test_leaving_messages_name_the_tool_each_output_answers():
                                          "name": "calendar_events", "arguments": "{}"}),
                  record(1, "tool", {"type": "function_call_output", "call_id": "r1",
                                     "output": "Eng standup"}, "r1")]
-    assert [(m.role, m.tool, m.text) for m in leaving_messages(chat)[1:]] == [
+    assert [(m.role, m.tool, m.text) for m in leaving_messages(chat, CHAT)[1:]] == [
         ("tool", "query_metrics", "paid 131"), ("tool", "", "gone")]  # its call left earlier
-    assert leaving_messages(responses)[1].tool == "calendar_events"
-    assert leaving_messages(chat)[0].tool == ""
+    assert leaving_messages(responses, RESPONSES)[1].tool == "calendar_events"
+    assert leaving_messages(chat, CHAT)[0].tool == ""
 
 
 def test_each_speaker_of_a_group_chat_is_the_subject_of_what_they_say_of_themselves():

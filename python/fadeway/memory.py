@@ -373,9 +373,11 @@ class Memory:
             if not awaiting:
                 return False
             leaving = [m for e in awaiting for m in tx.messages(e.first_seq, e.last_seq + 1)]
+            memory = tx.memory()
+            assert memory is not None  # it holds episodes
         ask = blocks.note_ask(min(e.first_turn for e in awaiting),
                               max(e.last_turn for e in awaiting))
-        messages = leaving_messages(leaving)
+        messages = leaving_messages(leaving, Format(memory.format))
         with collecting() as used:
             note = run_sync(writer.write(ask, messages,
                                          deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE))

@@ -35,7 +35,14 @@ from .formats.canonical import plain
 from .http import Endpoint
 from .judge.llm import ChatCompletion
 from .model import MessageRecord
-from .notes import NOTE_TOOL_NAME, Note, NoteEntry, note_tool, parse_note_arguments
+from .notes import (
+    NOTE_TOOL_NAME,
+    Note,
+    NoteEntry,
+    call_names,
+    note_tool,
+    parse_note_arguments,
+)
 
 __all__ = ["LeavingMessage", "leaving_messages", "NoteWriter", "NoteWriterError",
            "OfflineNoteWriter", "LLMNoteWriter", "note_writer_from"]
@@ -57,33 +64,15 @@ class LeavingMessage:
 WIRE_ROLES = frozenset({"user", "assistant", "tool", "system", "developer"})
 
 
-def leaving_messages(records: Sequence[MessageRecord]) -> list[LeavingMessage]:
-    """The leaving turns' stored messages as a note writer reads them: their text, and for a
-    tool output the name of the tool it answers (from the call among `records`, if there)."""
+def leaving_messages(records: Sequence[MessageRecord], fmt: Format) -> list[LeavingMessage]:
+    """The leaving turns' stored messages (of a memory in format `fmt`) as a note writer reads
+    them: their text, and for a tool output the name of the tool it answers (from the call
+    among `records`, if there)."""
     values = [plain(m.body) for m in records]
-    names: dict[str, str] = {}
-    for value in values:
-        names.update(_call_names(value))
+    names = call_names(fmt, values)
     return [LeavingMessage(m.turn, m.role, " ".join(text_of(value)),
                            names.get(m.answers, "") if m.answers else "")
             for m, value in zip(records, values, strict=True)]
-
-
-def _call_names(value: Any) -> dict[str, str]:
-    """The tool name of each call `value` makes, by call id: a Chat Completions assistant
-    message's `tool_calls`, or a Responses call item."""
-    if not isinstance(value, dict):
-        return {}
-    call_id, name = value.get("call_id"), value.get("name")
-    if isinstance(call_id, str) and isinstance(name, str):
-        return {call_id: name}
-    out = {}
-    for call in value.get("tool_calls") or ():
-        function = call.get("function") if isinstance(call, dict) else None
-        if isinstance(function, dict) and isinstance(call.get("id"), str) \
-                and isinstance(function.get("name"), str):
-            out[call["id"]] = function["name"]
-    return out
 
 
 class NoteWriter(abc.ABC):

@@ -32,7 +32,7 @@ from .formats.base import Format
 __all__ = [
     "NOTED", "NOTE_NOT_READ", "NOTE_TOOL_NAME",
     "Note", "NoteEntry",
-    "find_note_calls", "is_note_call", "note_output", "note_tool", "parse_note_arguments",
+    "call_names", "find_note_calls", "is_note_call", "note_output", "note_tool", "parse_note_arguments",
     "without_note_calls",
 ]
 
@@ -169,6 +169,23 @@ def _calls(fmt: Format, items: Iterable[Any]) -> Iterable[Any]:
             calls = message.get("tool_calls")
             if isinstance(calls, list):
                 yield from calls
+
+
+def call_names(fmt: Format, items: Iterable[Any]) -> dict[str, str]:
+    """The tool name of each call in a history's (or a reply's) messages or items, by call id."""
+    out: dict[str, str] = {}
+    for call in _calls(fmt, items):
+        if not isinstance(call, dict):
+            continue
+        if fmt is Format.CHAT_COMPLETIONS:
+            function = call.get("function")
+            call_id = call.get("id")
+            name = function.get("name") if isinstance(function, dict) else None
+        else:
+            call_id, name = call.get("call_id"), call.get("name")
+        if isinstance(call_id, str) and isinstance(name, str):
+            out[call_id] = name
+    return out
 
 
 def find_note_calls(fmt: Format, items: Iterable[Any]) -> list[tuple[str, str]]:
