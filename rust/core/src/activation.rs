@@ -83,6 +83,17 @@
 //!   The wasted chunks cost more than the mispredictions they save.
 //! - One codegen unit instead of the workspace's 16 (thin LTO either way): 10^5 on one thread
 //!   1.03-1.06 -> 1.11 in the scratch harness.
+//! - What the compiler made of `masked_sum` until then: four scalar adds a chunk, and a branch
+//!   per lane for the mask (the source guarded each lane's load by `j + k < hi`, and the load
+//!   was not hoisted out of the guard). Loading the whole chunk first and then selecting each
+//!   lane gives a compare into a mask register and masked loads, no branch inside the chunk, the
+//!   same adds in the same order, so the same bits (checked against the previous build at
+//!   10^0-10^6 traces): 10^5 on one thread 1.04 -> 0.95, the old and new builds alternated in
+//!   one process. That loop also explains why 10^5 measured 0.97-0.99 in earlier sessions and
+//!   1.03-1.07 after the log-order pipeline's u32 slots (0ae28a6): both builds hold the same
+//!   instructions for it (perf annotate), but that commit moved the loop's head from a 64-byte
+//!   boundary to a 32-byte one. Through Python, at 10^5, 10^6 and 10^7: 1.05, 0.82, 0.89 ->
+//!   0.96, 0.75, 0.86.
 //! - Not tried with runtime dispatch: segmented sums (eight lanes above were tried). Any other
 //!   order of adds changes the last bits of every activation against the previous version.
 //!
@@ -764,15 +775,20 @@ const SUM_LANES: usize = 4;
 
 /// `terms[lo..hi]` summed in chunks of `SUM_LANES`, the last chunk masked rather than finished by
 /// a second loop: one loop exit per episode for the branch predictor to miss, not two, and four
-/// short chains of adds. `terms` must extend `SUM_LANES - 1` entries past `hi`.
+/// short chains of adds. Each chunk is loaded whole and its lanes past `hi` selected away, which
+/// compiles to a compare and masked loads rather than a branch per lane (see the design log).
+/// `terms` must extend `SUM_LANES - 1` entries past `hi`.
 #[inline(always)]
 fn masked_sum(terms: &[f64], lo: usize, hi: usize) -> f64 {
     let mut lanes = [0.0; SUM_LANES];
     let mut j = lo;
     while j < hi {
-        let chunk = &terms[j..j + SUM_LANES];
+        let chunk: [f64; SUM_LANES] = terms[j..j + SUM_LANES].try_into().expect("SUM_LANES long");
+        let left = (hi - j) as u64;
+        let kept: [f64; SUM_LANES] =
+            std::array::from_fn(|k| if (k as u64) < left { chunk[k] } else { 0.0 });
         for k in 0..SUM_LANES {
-            lanes[k] += if j + k < hi { chunk[k] } else { 0.0 };
+            lanes[k] += kept[k];
         }
         j += SUM_LANES;
     }
