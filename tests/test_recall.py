@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import msgspec
 import pytest
 
 import fadeway
@@ -290,3 +291,59 @@ def test_a_block_over_its_share_of_the_ceiling_leaves_out_the_least_first(tmp_pa
                 assert text[n] in part.block
         monkeypatch.setattr(C, "RECALL_BLOCK_SHARE", 1 / eng.ceiling)
         assert _recall(eng, "m", QUESTION).block is None  # nothing fits in one token
+
+
+def _several_new_messages(eng, clock, asked):
+    """A conversation with notes taken, then one request holding several new user messages."""
+    mem = eng.memory("m")
+    history = converse_with_notes(eng, mem, clock, [[OWNER, *OTHER], [LEAVE]])
+    with eng.store.write("m") as tx:
+        tx.set_facts_order("[]")  # nothing in the facts block: recall may show every fact
+    history += [{"role": "user", "content": q} for q in asked]
+    return mem, history
+
+
+ASKED = ["Who waters the office plants, and on which day?",
+         "Is the checkout migration on track?", QUESTION]
+
+
+def test_each_new_user_message_gets_its_own_block_and_a_fact_is_shown_once(tmp_path, clock):
+    """Several user messages before a reply (a group chat, say): each is a turn, recalled as
+    if it had come alone, with its block just before it; no fact stands in two blocks."""
+    with _open(tmp_path / "r.db", clock) as eng:
+        mem, history = _several_new_messages(eng, clock, ASKED)
+        request = mem.decorate({"model": "gpt-4.1", "messages": history})
+        again = mem.decorate({"model": "gpt-4.1", "messages": history})  # a resend
+        export = mem.export()
+    messages = request["messages"]
+    tail = messages[next(i for i, m in enumerate(messages) if m["content"] == ASKED[0]) - 1:]
+    shown = _blocks_before_users(tail)
+    # Each block stands just before one of the new messages; the first one's holds its answer.
+    assert all(tail[i + 1]["content"] in ASKED for i, _ in shown)
+    assert tail[1]["content"] == ASKED[0] and OTHER[0][0] in tail[0]["content"]
+    assert [m["content"] for m in tail if m["role"] == "user"] == ASKED
+    # Stored with the new messages' own turns, once: the resend recalled nothing more.
+    asked_seqs = [m.seq for m in export.messages
+                  if msgspec.json.decode(m.message).get("content") in ASKED]
+    new = [r for r in export.recalls if r.seq in asked_seqs]
+    assert [r.text for r in new] == [text for _, text in shown]
+    assert all(r.turn == export.messages[r.seq].turn for r in new)
+    assert len({r.turn for r in new}) == len(new) == len({r.seq for r in export.recalls} & set(
+        asked_seqs))
+    assert again["messages"] == request["messages"]
+    # No fact twice.
+    facts = [n for r in new for n in r.facts]
+    assert len(facts) == len(set(facts))
+
+
+def test_the_earlier_messages_get_no_block_once_their_time_is_spent(tmp_path, clock, caplog,
+                                                                     monkeypatch):
+    monkeypatch.setattr(C, "RECALL_EARLIER_DEADLINE", 0.0)
+    with _open(tmp_path / "r.db", clock) as eng:
+        mem, history = _several_new_messages(eng, clock, ASKED)
+        with caplog.at_level("WARNING", logger="fadeway"):
+            request = mem.decorate({"model": "gpt-4.1", "messages": history})
+    tail = request["messages"][-4:]
+    assert [m["content"] for m in tail[:2]] == ASKED[:2]
+    assert tail[2]["content"].startswith("[assistant_recent_memories]")
+    assert "2 earlier user message(s)" in caplog.text

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fadeway import blocks
-from fadeway.view import last_sent, strip_own_additions, view_seqs
+from fadeway.view import last_user_messages, strip_own_additions, view_seqs
 
 ranges = st.lists(st.tuples(st.integers(-3, 70), st.integers(-3, 70)), max_size=12)
 
@@ -29,12 +29,14 @@ _theirs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "
 
 
 @given(st.lists(st.sampled_from(_own + _theirs), max_size=12), st.booleans())
-def test_the_last_message_sent_is_the_last_one_stripping_keeps(messages, notes):
+def test_the_last_user_messages_are_the_user_messages_that_end_what_stripping_keeps(
+        messages, notes):
     note_calls = {"note_1": 3} if notes else {}
     kept = strip_own_additions(messages, note_calls)
-    last = last_sent(messages, note_calls)
-    if not kept:
-        assert last is None
-    else:
-        assert last is not None and last[1] is kept[-1] and messages[last[0]] is kept[-1]
-        assert all(m not in kept for m in messages[last[0] + 1:])
+    users = last_user_messages(messages, note_calls)
+    tail = len(kept)
+    while tail and kept[tail - 1].get("role") == "user":
+        tail -= 1
+    assert [m for _, m in users] == kept[tail:]
+    assert all(messages[i] is m for i, m in users)
+    assert [i for i, _ in users] == sorted(i for i, _ in users)

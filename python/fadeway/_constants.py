@@ -176,6 +176,9 @@ RECALL_SEARCH_THREADS = 2
 #: (embedding the queries included), in seconds.
 RECALL_WALK_DEADLINE = 2.0
 RECALL_DEADLINE = 5.0
+#: How long the recalls of a request's user messages before its last one may take together, in
+#: seconds (the last one, which the reply answers, has its own `RECALL_DEADLINE`).
+RECALL_EARLIER_DEADLINE = 2.0
 #: The offline judge's levels: hashing cosine with the dialogue's last LEVEL_DIALOGUE_CHARS at
 #: or above each threshold raises a fact one level.
 LEVEL_THRESHOLDS = (0.1, 0.2, 0.35)

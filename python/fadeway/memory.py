@@ -39,7 +39,6 @@ from .model import (
 )
 from .recall_turns import (
     Pending,
-    is_user_message,
     queue_after_reply,
     recall_for,
     store_recall,
@@ -48,7 +47,7 @@ from .export import export_memory
 from .search import search_memory
 from .usage import UsageRecord, UsageSummary, collecting, summarise_usage
 from .store import Transaction
-from .view import last_sent, strip_own_additions
+from .view import last_user_messages, strip_own_additions
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -97,19 +96,19 @@ class Memory:
             pending = self._recall(parsed)
             return self._decorate(parsed, fmt, encoding, now, pending, used)
 
-    def _recall(self, parsed: ParsedRequest) -> Pending | None:
-        """Recall for the request's new user message, before it joins the history (and before
-        the write transaction: the embedder and an inline walk may take a moment)."""
-        last = last_sent(parsed.history, self._history.note_calls)
-        if last is None or not is_user_message(last[1]):
-            return None
-        digest = digest_of(last[1], f"message {last[0]}")
+    def _recall(self, parsed: ParsedRequest) -> list[Pending]:
+        """Recall for each of the request's new user messages, before they join the history
+        (and before the write transaction: the embedder and an inline walk may take a moment)."""
+        users = last_user_messages(parsed.history, self._history.note_calls)
+        if not users:
+            return []
         with self._engine.store.read(self.memory_id) as tx:
             self._sync(tx)
-        return recall_for(self._engine, self.memory_id, self._history, last[1], digest)
+        return recall_for(self._engine, self.memory_id, self._history,
+                          [(digest_of(m, f"message {i}"), m) for i, m in users])
 
     def _decorate(self, parsed: ParsedRequest, fmt: Format, encoding: str, now: float,
-                  pending: Pending | None, used: list[UsageRecord]) -> dict[str, Any]:
+                  pending: list[Pending], used: list[UsageRecord]) -> dict[str, Any]:
         planned: Planned | None = None
         for attempt in range(1, C.CUT_RETRIES + 1):
             mark = self._history.mark()
@@ -125,7 +124,7 @@ class Memory:
         raise AssertionError("unreachable: the last attempt cuts inline")
 
     def _decorate_once(self, parsed: ParsedRequest, fmt: Format, encoding: str, now: float,
-                       pending: Pending | None, used: list[UsageRecord], planned: Planned | None,
+                       pending: list[Pending], used: list[UsageRecord], planned: Planned | None,
                        inline: bool) -> dict[str, Any]:
         with self._writing() as tx:
             memory = self._open(tx, fmt, now)

@@ -24,7 +24,7 @@ import asyncio
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -185,11 +185,14 @@ def group_facts(snap: Snapshot, ns: Sequence[int]) -> list[blocks.RecallGroup]:
 
 
 def recall(engine: Engine, memory_id: str, message: str, recent: str, *,
-           prepared_turn: int | None = None, deadline: float | None = None) -> RecallResult:
+           prepared_turn: int | None = None, deadline: float | None = None,
+           leave_out: Collection[int] = ()) -> RecallResult:
     """The recall block for `message` (the new user message), `recent` being the conversation
     ending with it. The walk the lane prepared after turn `prepared_turn` (the turn the new
-    message follows) is used when it is there. The block takes at most `RECALL_BLOCK_SHARE` of
-    the engine's ceiling. Reads the store and the indexes; writes nothing but index caches.
+    message follows) is used when it is there. The facts `leave_out` (another block of the same
+    request shows them) are left out as those of the facts block are. The block takes at most
+    `RECALL_BLOCK_SHARE` of the engine's ceiling. Reads the store and the indexes; writes
+    nothing but index caches.
 
     Synchronous: on decorate's usual path (a local embedder, a prepared walk) nothing waits on
     I/O, and an event loop would cost more than the searches it ran. An endpoint embedder or an
@@ -207,6 +210,7 @@ def recall(engine: Engine, memory_id: str, message: str, recent: str, *,
     with engine.store.read(memory_id) as tx:
         index.sync(tx)
         snap = Snapshot(tx, index.cache, prepared_turn)
+    snap.block_facts.update(leave_out)
     lap("read")
     if not snap.facts and not index.through.get("passage"):
         return RecallResult(None, timings=timings)  # nothing to recall yet

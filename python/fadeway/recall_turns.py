@@ -42,11 +42,6 @@ class Pending:
     result: RecallResult
 
 
-def is_user_message(message: Any) -> bool:
-    return isinstance(message, dict) and message.get("role") == "user" and (
-        message.get("type") in (None, "message"))
-
-
 def _text(body: Any) -> str:
     return " ".join(t for t in text_of(body) if t.strip())
 
@@ -70,39 +65,68 @@ def preview(engine: Engine, memory_id: str, message: str) -> RecallResult:
                   prepared_turn=history.turn, deadline=time.monotonic() + C.RECALL_DEADLINE)
 
 
-def recall_for(engine: Engine, memory_id: str, history: History, message: Any,
-               digest: bytes) -> Pending | None:
-    """Run recall for the new user `message` (before it joins the history). `history` is the
-    memory's mirror, synced; None when the message is already stored or holds no text."""
-    if len(history) and history.digests[-1] == digest:
-        return None  # the caller resent a stored turn: its block is stored already
-    text = _text(message)
-    if not text.strip():
-        return None
-    try:
-        result = recall(engine, memory_id, text, recent_text(history, text),
-                        prepared_turn=history.turn, deadline=time.monotonic() + C.RECALL_DEADLINE)
-    except (EndpointError, EmbedderMismatchError, JudgeTimeout, TimeoutError) as exc:
-        # The turn goes on without a block rather than fail: the caller's message is stored
-        # and answered. (mem.search raises the same error, for whoever looks.)
-        log.error("memory %r: recall failed, the turn gets no recall block: %s", memory_id, exc)
-        return None
-    return Pending(digest, result)
+def recall_for(engine: Engine, memory_id: str, history: History,
+               messages: Sequence[tuple[bytes, Any]]) -> list[Pending]:
+    """Run recall for each new user message, before they join the history. `messages` are the
+    user messages that end the request, as (digest, message) pairs in order; those up to the
+    last one already stored (a resend) are skipped, and so is one without text. `history` is
+    the memory's mirror, synced. The pending recalls come back in the messages' order.
+
+    Each message is recalled as if it had come alone after the ones before it: its recent
+    conversation ends with them, and facts an earlier one's block shows are left out of its
+    own. The messages before the last share `RECALL_EARLIER_DEADLINE`; one reached after it
+    has passed gets no block (logged). The last, the one the reply answers, always gets its
+    own `RECALL_DEADLINE`.
+    """
+    if len(history):
+        stored = [i for i, (digest, _) in enumerate(messages) if digest == history.digests[-1]]
+        if stored:
+            messages = messages[stored[-1] + 1:]  # the caller resent stored turns
+    texts = [_text(message) for _, message in messages]
+    earlier = time.monotonic() + C.RECALL_EARLIER_DEADLINE
+    pending: list[Pending] = []
+    shown: set[int] = set()
+    for j, text in enumerate(texts):
+        if not text.strip():
+            continue
+        last = j == len(texts) - 1
+        if not last and time.monotonic() >= earlier:
+            log.warning("memory %r: no time left for recall of %d earlier user message(s) of "
+                        "the request; they get no recall block", memory_id, len(texts) - 1 - j)
+            continue
+        recent = recent_text(history, "\n".join(t for t in texts[: j + 1] if t.strip()))
+        deadline = time.monotonic() + C.RECALL_DEADLINE if last else earlier
+        try:
+            result = recall(engine, memory_id, text, recent, prepared_turn=history.turn,
+                            deadline=deadline, leave_out=shown)
+        except (EndpointError, EmbedderMismatchError, JudgeTimeout, TimeoutError) as exc:
+            # The turn goes on without a block rather than fail: the caller's message is stored
+            # and answered. (mem.search raises the same error, for whoever looks.)
+            log.error("memory %r: recall failed, the turn gets no recall block: %s",
+                      memory_id, exc)
+            continue
+        if result.block is not None:
+            pending.append(Pending(messages[j][0], result))
+            shown.update(result.facts)
+    return pending
 
 
-def store_recall(tx: Transaction, history: History, pending: Pending | None, before: int,
+def store_recall(tx: Transaction, history: History, pending: Sequence[Pending], before: int,
                  now: float) -> None:
-    """Store the block with its turn, when its message is the last user message stored now."""
-    if pending is None or pending.result.block is None:
-        return
-    for seq in range(len(history) - 1, before - 1, -1):
-        if history.sides[seq] == "user":
-            if history.digests[seq] == pending.digest:
+    """Store each block with its turn, just before its user message, when that message is among
+    the user messages that end what was stored now (from seq `before` on); blocks and messages
+    are matched by digest, in order."""
+    k, seq = len(pending) - 1, len(history) - 1
+    while k >= 0 and seq >= before and history.sides[seq] == "user":
+        if history.digests[seq] == pending[k].digest:
+            result = pending[k].result
+            if result.block is not None:
                 tx.insert_recall(RecallRecord(
-                    turn=history.turns[seq], seq=seq, at=now, text=pending.result.block,
-                    tokens=block_tokens(pending.result.block), facts=pending.result.facts,
-                    passages=pending.result.passages))
-            return
+                    turn=history.turns[seq], seq=seq, at=now, text=result.block,
+                    tokens=block_tokens(result.block), facts=result.facts,
+                    passages=result.passages))
+            k -= 1
+        seq -= 1
 
 
 def fix_finals(tx: Transaction, history: History, since_turn: int, now: float) -> None:

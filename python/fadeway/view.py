@@ -20,8 +20,8 @@ from . import blocks, notes
 from .formats import Format
 from .history import History
 
-__all__ = ["instruction_role", "block_message", "strip_own_additions", "last_sent", "history_view",
-           "view_seqs", "with_note_tool", "note_ask_allowed"]
+__all__ = ["instruction_role", "block_message", "strip_own_additions", "is_user_message",
+           "last_user_messages", "history_view", "view_seqs", "with_note_tool", "note_ask_allowed"]
 
 
 def instruction_role(fmt: Format, instructions: Sequence[Any]) -> str:
@@ -55,13 +55,24 @@ def strip_own_additions(messages: Sequence[Any], note_calls: dict[str, int]) -> 
     return [m for m in messages if not _own_addition(m, note_calls)]
 
 
-def last_sent(messages: Sequence[Any], note_calls: dict[str, int]) -> tuple[int, Any] | None:
-    """The last of `messages` that is not one of fadeway's additions, and its index in
-    `messages` (None when there is none): `strip_own_additions(...)[-1]` without the copy."""
+def is_user_message(message: Any) -> bool:
+    return isinstance(message, dict) and message.get("role") == "user" and (
+        message.get("type") in (None, "message"))
+
+
+def last_user_messages(messages: Sequence[Any],
+                       note_calls: dict[str, int]) -> list[tuple[int, Any]]:
+    """The user messages that end `messages` once fadeway's additions are stripped, in order,
+    each with its index in `messages`: the messages no reply has followed yet (empty when the
+    last message is not a user's)."""
+    run: list[tuple[int, Any]] = []
     for i in range(len(messages) - 1, -1, -1):
-        if not _own_addition(messages[i], note_calls):
-            return i, messages[i]
-    return None
+        if _own_addition(messages[i], note_calls):
+            continue
+        if not is_user_message(messages[i]):
+            break
+        run.append((i, messages[i]))
+    return run[::-1]
 
 
 def view_seqs(count: int, hidden: Sequence[tuple[int, int]] | np.ndarray) -> list[int]:
