@@ -1,8 +1,9 @@
 """The spec's promises about forgetting, as properties over random conversations.
 
-A hypothesis-drawn run of turns (user messages of varied length, caller tool calls, silences
-from a minute to more than a day) goes through decorate and report under a low ceiling, with a
-scripted model that answers the note ask or ignores it as the draw says. After every call:
+A hypothesis-drawn run of turns (user messages of varied length, sometimes several before the
+model answers, caller tool calls, silences from a minute to more than a day) goes through
+decorate and report under a low ceiling, with a scripted model that answers the note ask or
+ignores it as the draw says. After every call:
 
 - a tool call is never separated from its output, and the turn in progress is never cut;
 - traces are never edited, and forgetting never deletes (messages, facts, traces stay);
@@ -41,6 +42,7 @@ class Turn:
     silence: float  # seconds since the previous message
     tool_calls: int  # caller tool calls the model makes before its answer
     answers_ask: bool  # whether the model answers a note ask this turn
+    users: int  # user messages sent before the model answers (each starts a turn)
 
 
 turns = st.lists(st.builds(
@@ -49,6 +51,7 @@ turns = st.lists(st.builds(
     silence=st.sampled_from([30.0, 60.0, 600.0, 7200.0, 23 * 3600.0, 25 * 3600.0]),
     tool_calls=st.integers(0, 2),
     answers_ask=st.booleans(),
+    users=st.sampled_from([1, 1, 1, 2, 3]),
 ), min_size=5, max_size=30)
 
 
@@ -128,7 +131,7 @@ def run(engine: fadeway.Engine, mem: fadeway.Memory, clock: Clock, log: FadeLog,
     facts: list = []
     for t, turn in enumerate(script):
         clock.advance(turn.silence)
-        history.append(user(t, turn.words))
+        history += [user(t * 10 + u, turn.words) for u in range(turn.users)]
         turn_start, calls_made, noted = len(history) - 1, 0, False
         while True:
             fades_before, sleeps_before = len(log.fades), log.sleeps
