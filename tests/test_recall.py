@@ -346,4 +346,5 @@ def test_the_earlier_messages_get_no_block_once_their_time_is_spent(tmp_path, cl
     tail = request["messages"][-4:]
     assert [m["content"] for m in tail[:2]] == ASKED[:2]
     assert tail[2]["content"].startswith("[assistant_recent_memories]")
+    assert caplog.text.count("no time left for recall") == 1
     assert "2 earlier user message(s)" in caplog.text

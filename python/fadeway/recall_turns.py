@@ -86,11 +86,13 @@ def recall_for(engine: Engine, memory_id: str, history: History,
     earlier = time.monotonic() + C.RECALL_EARLIER_DEADLINE
     pending: list[Pending] = []
     shown: set[int] = set()
+    out_of_time = False
     for j, text in enumerate(texts):
-        if not text.strip():
-            continue
         last = j == len(texts) - 1
+        if not text.strip() or (out_of_time and not last):
+            continue
         if not last and time.monotonic() >= earlier:
+            out_of_time = True
             log.warning("memory %r: no time left for recall of %d earlier user message(s) of "
                         "the request; they get no recall block", memory_id, len(texts) - 1 - j)
             continue

@@ -56,6 +56,7 @@ def strip_own_additions(messages: Sequence[Any], note_calls: dict[str, int]) -> 
 
 
 def is_user_message(message: Any) -> bool:
+    """Whether a sent item is a user's message (not a tool output or another kind of item)."""
     return isinstance(message, dict) and message.get("role") == "user" and (
         message.get("type") in (None, "message"))
 
