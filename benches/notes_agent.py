@@ -13,7 +13,10 @@ writer, at a ceiling low enough that most of it is noted, and reads the facts th
   person, and a first-person sentence of theirs is a fact about them;
 - subject in note / object in note: facts whose subject (object) is written in the fact's own
   text, which an extractive writer's triples should always be;
-- largest hub: the share of facts held by the commonest subject, and the graph's entity count.
+- largest hub: the share of facts held by the commonest subject, and the graph's entity count;
+- numbers cut short: facts whose object is a bare number that the text writes with its
+  currency or as part of a date ("1,200" of "$1,200", "18" of "18 May"): not verbatim, and a
+  poor entity, which joins every fact that happens to hold the same number.
 
 Run: python benches/notes_agent.py [--ceiling 8000] [--out benches/RESULTS-notes-agent.md]
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import re
 import tempfile
 import time
 from importlib import resources
@@ -33,6 +37,17 @@ from fadeway.replay import read_replay, replay
 
 ROLES = ("assistant", "tool", "system", "developer")
 USER = "user"
+MONTHS = ("Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec|January|February|March|April|"
+          "June|July|August|September|October|November|December")
+
+
+def cut_short(fact) -> bool:
+    """Whether the fact's object is a bare number its text writes with a currency or a month."""
+    if not re.fullmatch(r"[\d,.]+", fact.object):
+        return False
+    number = re.escape(fact.object)
+    return re.search(rf"[$£€¥]{number}(?![\d,.]*\d)|(?<![\d,.]){number}\s(?:{MONTHS})\b"
+                     rf"|\b(?:{MONTHS})\s{number}(?![\d,.]*\d)", fact.text) is not None
 
 
 def facts_of_sample(ceiling: int) -> tuple[list, int, int]:
@@ -64,6 +79,8 @@ def table(ceiling: int) -> tuple[str, list]:
         ("subject in note", _share(sum(1 for f in facts if f.subject in f.text), n)),
         ("object in note", _share(sum(1 for f in facts if f.object in f.text), n)),
         ("largest hub", f"{hub!r}, {_share(hub_count, n)}"),
+        ("numbers cut short (a currency or date's number alone)",
+         _share(sum(1 for f in facts if cut_short(f)), n)),
         ("distinct subjects / entities", f"{len(subjects)} / {entities}"),
     ]
     lines = [f"Ceiling {ceiling:,} tokens, offline judge and note writer; {elapsed:.1f} s.", "",

@@ -166,6 +166,7 @@ AGENT = [
     LeavingMessage(5, "assistant", "Yes: I booked the refund of INV-20958 with Priya."),
     LeavingMessage(5, "user", "I moved the Q2 budget review to 16 April at 10:00."),
     LeavingMessage(6, "assistant", "The Q2 headcount plan marks REQ-031 as filled."),
+    LeavingMessage(6, "assistant", "Lucía starts 18 May on £92k."),
 ]
 
 
@@ -175,8 +176,10 @@ def test_a_wire_role_is_the_subject_only_when_the_sentence_names_nothing_else():
     # A label names what its line is about; an opening noun phrase, what its sentence is about.
     assert by_object["131"].subject == "Paid"
     assert by_object["39"].subject == "longest delay"
-    # Past an opening verb and a day, the first named thing: never "assistant".
-    assert by_object["19,200"].subject == "Jonas and Ben"
+    # Past an opening verb and a day, the first named thing: never "assistant". An amount keeps
+    # its currency, and a date its month: "19,200" or "18" alone would join unrelated facts.
+    assert by_object["$19,200"].subject == "Jonas and Ben"
+    assert by_object["18 May"].subject == "Lucía"
     # A quantity is no subject, nor a day: this sentence names nothing else, so it stays the
     # assistant's, written so.
     peak = by_object["388Mi"]

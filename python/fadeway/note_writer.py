@@ -88,11 +88,18 @@ class NoteWriter(abc.ABC):
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])|\n+")
 _SPEAKER = re.compile(r"^([A-Z][\w.-]{0,30}):\s+")
-# Named things: timestamps, quantities with a unit ("512Mi", "10am"), numbers, identifiers
+_MONTH = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|"
+          r"Sept?(?:ember)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)")
+# Named things: timestamps, dates ("18 May", "April 20, 2026"), amounts with their currency
+# ("$1,200", "£92k"), quantities with a unit ("512Mi", "10am", "5k"), numbers, identifiers
 # with digits (dashed, capitalised or snake_case: "LEG-412", "Q2", "evt_7Qm2"), and capitalised
 # phrases, each from a word's start.
 _ENTITY = re.compile(
     r"\b\d{4}-\d\d-\d\dT\d\d:\d\d(?::\d\d)?(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+    rf"|\b\d\d?(?:st|nd|rd|th)?\s{_MONTH}\b(?:\s\d{{4}}\b)?"
+    rf"|\b{_MONTH}\s\d\d?(?:st|nd|rd|th)?\b(?:,?\s\d{{4}}\b)?"
+    r"|(?<![\w$£€¥])[$£€¥]\d(?:[\d,.]*\d)?(?:[kKMB]\b|bn\b)?"
+    r"|\b\d(?:[\d,.]*\d)?[kKMB]\b"
     r"|\b\d[\d,.]*(?!st\b|nd\b|rd\b|th\b)[A-Za-z]{2,3}\b"
     r"|\b\d[\d,.:/-]*\d\b(?:\s?%)?|\b\d\b|\b[a-z][a-z\d]*_\w*\d\w*|\b[A-Z][\w-]*\d[\w-]*"
     r"|\b\w+-\d+\b|\b(?:[A-Z][\w'-]+)(?:\s+(?:of|the|de|and|&)?\s*[A-Z][\w'-]+)*")
