@@ -30,6 +30,9 @@ PLAUSIBLE_RATIO = (0.5, 2.0)
 
 #: How many memories' stored histories an engine mirrors in memory (least recently used leave).
 HISTORY_CACHE_MEMORIES = 256
+#: How many bytes of message bodies those mirrors may hold together: past it the least recently
+#: used leave too, all but the one just asked for (whatever its size).
+HISTORY_CACHE_BYTES = 512 * 2**20
 
 # -- store ----------------------------------------------------------------------------------
 

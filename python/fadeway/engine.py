@@ -124,10 +124,12 @@ class Engine:
             history = self._histories.get(memory_id)
             if history is None:
                 history = self._histories[memory_id] = History()
-                if len(self._histories) > C.HISTORY_CACHE_MEMORIES:
-                    self._histories.popitem(last=False)
             else:
                 self._histories.move_to_end(memory_id)
+            held = sum(h.body_bytes for h in self._histories.values())
+            while len(self._histories) > 1 and (len(self._histories) > C.HISTORY_CACHE_MEMORIES
+                                                or held > C.HISTORY_CACHE_BYTES):
+                held -= self._histories.popitem(last=False)[1].body_bytes
         return Memory(self, memory_id, history)
 
     def index(self, memory_id: str) -> MemoryIndex:

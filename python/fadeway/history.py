@@ -38,6 +38,7 @@ class History:
     turns: list[int] = field(default_factory=list)
     sides: list[str] = field(default_factory=list)
     ats: list[float] = field(default_factory=list)
+    body_bytes: int = 0  # the bodies' total size, which an engine's mirrors share a budget of
     note_calls: dict[str, int] = field(default_factory=dict)  # note call id → seq of its message
     turn: int = 0  # the turn of the last stored message
     turn_start: int = 0  # seq of the first message of that turn: the turn in progress
@@ -59,7 +60,7 @@ class History:
         for part in (self.digests, self.sources, self.bodies, self.tokens, self.turns,
                      self.sides, self.ats, self.note_calls, self.calls, self.row_calls):
             part.clear()
-        self.turn = self.turn_start = 0
+        self.turn = self.turn_start = self.body_bytes = 0
 
     def truncate(self, count: int) -> None:
         """Drop the messages from seq `count` on, as if they had never been extended."""
@@ -67,6 +68,7 @@ class History:
             return
         for calls in self.row_calls[count:]:
             self.calls.difference_update(calls)
+        self.body_bytes -= sum(map(len, self.bodies[count:]))
         for part in (self.digests, self.sources, self.bodies, self.tokens, self.turns,
                      self.sides, self.ats, self.row_calls):
             del part[count:]
@@ -108,6 +110,7 @@ class History:
             self.digests.append(r.digest)
             self.sources.append(r.source)
             self.bodies.append(r.body)
+            self.body_bytes += len(r.body)
             self.tokens.append(r.tokens)
             self.turns.append(r.turn)
             self.sides.append(r.side)
