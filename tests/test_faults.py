@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fadeway
+from fadeway import _constants as C
 from fadeway.judge import ScriptedJudge
 from fadeway.store.sqlite import _SQLiteTransaction
 
@@ -58,7 +59,8 @@ class Faults:
 
 @contextlib.contextmanager
 def injected(faults: Faults) -> Iterator[None]:
-    """Every public method of the SQLite transaction ticks `faults` first."""
+    """Every public method of the SQLite transaction ticks `faults` first; a lane job is never
+    given up (the failures are as many as the draw says, and a job may meet several)."""
     names = {n for cls in _SQLiteTransaction.__mro__[:-1] for n, f in vars(cls).items()
              if callable(f) and not n.startswith("_")}
     saved = {n: getattr(_SQLiteTransaction, n) for n in names}
@@ -71,9 +73,11 @@ def injected(faults: Faults) -> Iterator[None]:
 
     for name, method in saved.items():
         setattr(_SQLiteTransaction, name, ticking(method))
+    attempts, C.JOB_MAX_ATTEMPTS = C.JOB_MAX_ATTEMPTS, 1_000
     try:
         yield
     finally:
+        C.JOB_MAX_ATTEMPTS = attempts
         for name, method in saved.items():
             setattr(_SQLiteTransaction, name, method)
 
