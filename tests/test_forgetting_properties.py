@@ -2,8 +2,9 @@
 
 A hypothesis-drawn run of turns (user messages of varied length, sometimes several before the
 model answers, caller tool calls, silences from a minute to more than a day) goes through
-decorate and report under a low ceiling, with a scripted model that answers the note ask or
-ignores it as the draw says. After every call:
+decorate and report under a low ceiling, in both wire formats, with a scripted model that
+answers the note ask or ignores it as the draw says (in Responses, sometimes with a reasoning
+item, and with the note call beside a call of the caller's). After every call:
 
 - a tool call is never separated from its output, and the turn in progress is never cut;
 - traces are never edited, and forgetting never deletes (messages, facts, traces stay);
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -43,6 +45,7 @@ class Turn:
     tool_calls: int  # caller tool calls the model makes before its answer
     answers_ask: bool  # whether the model answers a note ask this turn
     users: int  # user messages sent before the model answers (each starts a turn)
+    with_call: bool  # whether a note call comes beside a call of the caller's (Responses)
 
 
 turns = st.lists(st.builds(
@@ -52,6 +55,7 @@ turns = st.lists(st.builds(
     tool_calls=st.integers(0, 2),
     answers_ask=st.booleans(),
     users=st.sampled_from([1, 1, 1, 2, 3]),
+    with_call=st.booleans(),
 ), min_size=5, max_size=30)
 
 
@@ -70,28 +74,132 @@ class FadeLog(logging.Handler):
             self.sleeps += 1
 
 
-def note_call(call_id: str) -> dict:
-    arguments = {"notes": [{"note": f"Fact from {call_id}", "subject": "user",
-                            "object": "project", "milestone": False}]}
-    return call(call_id, "note", msgspec.json.encode(arguments).decode())
+def note_arguments(call_id: str) -> str:
+    return msgspec.json.encode({"notes": [{"note": f"Fact from {call_id}", "subject": "user",
+                                           "object": "project", "milestone": False}]}).decode()
 
 
-def asks(request: dict) -> bool:
-    return any(t.get("function", {}).get("name") == "note" for t in request.get("tools") or [])
+class Chat:
+    """Chat Completions: requests, replies and outputs as a caller sends and gets them."""
 
+    key = "messages"
 
-def check_calls_answered(messages: list[dict]) -> None:
-    """Every tool call in the request has its output right after its step, and every output
-    its call."""
-    open_calls: set[str] = set()
-    for m in messages:
-        if m.get("role") == "tool":
-            assert m["tool_call_id"] in open_calls, f"output without its call: {m}"
-            open_calls.discard(m["tool_call_id"])
+    @staticmethod
+    def request(history: list[dict]) -> dict:
+        return {"model": "gpt-4.1", "messages": history}
+
+    @staticmethod
+    def asks(request: dict) -> bool:
+        return any(t.get("function", {}).get("name") == "note" for t in request.get("tools") or [])
+
+    @staticmethod
+    def reply(t: int, step: int, text: bool, note: bool, calls: list[str],
+              reasoning: bool) -> tuple[dict, list[dict]]:
+        """The reply body and the items the caller keeps of it: a note call alone, the caller's
+        calls, or an answer."""
+        if note:
+            made = [call(f"note_{t}", "note", note_arguments(f"note_{t}"))]
+            body = chat_reply(None, tool_calls=made)
+        elif calls:
+            body = chat_reply(None, tool_calls=[call(c) for c in calls])
         else:
-            assert not open_calls, f"calls {open_calls} separated from their outputs"
-            open_calls = {c["id"] for c in m.get("tool_calls") or []}
-    assert not open_calls, f"calls {open_calls} left unanswered"
+            body = chat_reply(f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(20)))
+        return body, [body["choices"][0]["message"]]
+
+    @staticmethod
+    def output(call_id: str) -> dict:
+        return {"role": "tool", "tool_call_id": call_id, "content": "done"}
+
+    @staticmethod
+    def call_ids(result: fadeway.ReportResult) -> list[str]:
+        assert all(c["function"]["name"] != "note" for c in result.tool_calls)
+        return [c["id"] for c in result.tool_calls]
+
+    @staticmethod
+    def ours(m: dict) -> bool:
+        return m.get("role") in ("system", "developer") or m.get(
+            "tool_call_id", "").startswith("note_")
+
+    @staticmethod
+    def check_calls_answered(messages: list[dict]) -> None:
+        """Every tool call has its output right after its step, and every output its call."""
+        open_calls: set[str] = set()
+        for m in messages:
+            if m.get("role") == "tool":
+                assert m["tool_call_id"] in open_calls, f"output without its call: {m}"
+                open_calls.discard(m["tool_call_id"])
+            else:
+                assert not open_calls, f"calls {open_calls} separated from their outputs"
+                open_calls = {c["id"] for c in m.get("tool_calls") or []}
+        assert not open_calls, f"calls {open_calls} left unanswered"
+
+
+class Responses:
+    """The Responses API: items in and out."""
+
+    key = "input"
+
+    @staticmethod
+    def request(history: list[dict]) -> dict:
+        return {"model": "gpt-4.1", "input": history, "instructions": "Be brief."}
+
+    @staticmethod
+    def asks(request: dict) -> bool:
+        return any(t.get("name") == "note" for t in request.get("tools") or [])
+
+    @staticmethod
+    def reply(t: int, step: int, text: bool, note: bool, calls: list[str],
+              reasoning: bool) -> tuple[dict, list[dict]]:
+        """The reply: a reasoning item if drawn, the note call, the answer or the caller's
+        calls (beside the note call when both are drawn)."""
+        items: list[dict] = []
+        if reasoning:
+            items.append({"type": "reasoning", "id": f"rs_{t}_{step}", "summary": []})
+        if note:
+            items.append(Responses._call(f"note_{t}", "note", note_arguments(f"note_{t}")))
+        if text:
+            items.append({"type": "message", "id": f"msg_{t}_{step}", "role": "assistant",
+                          "status": "completed", "content": [{
+                              "type": "output_text", "annotations": [], "logprobs": [],
+                              "text": f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(20))}]})
+        items += [Responses._call(c, "lookup", "{}") for c in calls]
+        body = {"id": f"resp_{t}_{step}", "object": "response", "status": "completed",
+                "output": items,
+                "usage": {"input_tokens": 100, "output_tokens": 10, "total_tokens": 110}}
+        return body, items
+
+    @staticmethod
+    def _call(call_id: str, name: str, arguments: str) -> dict:
+        return {"type": "function_call", "id": f"fc_{call_id}", "call_id": call_id,
+                "name": name, "arguments": arguments, "status": "completed"}
+
+    @staticmethod
+    def output(call_id: str) -> dict:
+        return {"type": "function_call_output", "call_id": call_id, "output": "done"}
+
+    @staticmethod
+    def call_ids(result: fadeway.ReportResult) -> list[str]:
+        assert all(c["name"] != "note" for c in result.tool_calls)
+        return [c["call_id"] for c in result.tool_calls]
+
+    @staticmethod
+    def ours(m: dict) -> bool:
+        return m.get("role") in ("system", "developer") or m.get(
+            "call_id", "").startswith("note_")
+
+    @staticmethod
+    def check_calls_answered(items: list[dict]) -> None:
+        """Every function call is answered by an output after it, and every output answers a
+        call before it."""
+        made: list[str] = []
+        answered: list[str] = []
+        for m in items:
+            if m.get("type") == "function_call":
+                made.append(m["call_id"])
+            elif m.get("type") == "function_call_output":
+                assert m["call_id"] in made and m["call_id"] not in answered, m
+                answered.append(m["call_id"])
+        assert sorted(made) == sorted(answered), (made, answered)
 
 
 def check_forward(before: dict[int, str], after: dict[int, str]) -> None:
@@ -103,9 +211,10 @@ def user(t: int, words: int) -> dict:
     return {"role": "user", "content": f"Turn {t}: " + " ".join(f"w{t}_{i}" for i in range(words))}
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(turns)
-def test_forgetting_keeps_its_promises_over_random_conversations(script):
+@pytest.mark.parametrize("wire", [Chat, Responses], ids=["chat", "responses"])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(script=turns)
+def test_forgetting_keeps_its_promises_over_random_conversations(wire, script):
     clock, log = Clock(), FadeLog()
     logger = logging.getLogger("fadeway")
     logger.addHandler(log)
@@ -116,7 +225,7 @@ def test_forgetting_keeps_its_promises_over_random_conversations(script):
                               ceiling=CEILING, judge=ScriptedJudge(), episode_min_tokens=100,
                               episode_max_tokens=400, cut_after_tokens=600)
         try:
-            run(engine, engine.memory("m"), clock, log, script)
+            run(engine, engine.memory("m"), clock, log, script, wire)
         finally:
             engine.close()
             logger.removeHandler(log)
@@ -124,7 +233,7 @@ def test_forgetting_keeps_its_promises_over_random_conversations(script):
 
 
 def run(engine: fadeway.Engine, mem: fadeway.Memory, clock: Clock, log: FadeLog,
-        script: list[Turn]) -> None:
+        script: list[Turn], wire: type[Chat] | type[Responses]) -> None:
     history: list[dict] = []
     states: dict[int, str] = {}
     traces: list = []
@@ -132,10 +241,10 @@ def run(engine: fadeway.Engine, mem: fadeway.Memory, clock: Clock, log: FadeLog,
     for t, turn in enumerate(script):
         clock.advance(turn.silence)
         history += [user(t * 10 + u, turn.words) for u in range(turn.users)]
-        turn_start, calls_made, noted = len(history) - 1, 0, False
+        turn_start, calls_made, noted, step = len(history) - 1, 0, False, 0
         while True:
             fades_before, sleeps_before = len(log.fades), log.sleeps
-            request = mem.decorate({"model": "gpt-4.1", "messages": history})
+            request = mem.decorate(wire.request(history))
             after = {e.n: e.state for e in mem.episodes()}
             check_forward(states, after)
             # One fade at a time: while an earlier fade's episodes are still leaving, nothing
@@ -157,25 +266,25 @@ def run(engine: fadeway.Engine, mem: fadeway.Memory, clock: Clock, log: FadeLog,
                 assert turn.silence >= DAY and t > 0 and history[-1] is history[turn_start]
             # The turn in progress is never cut: its user message and every step since close
             # the view, in order (past the blocks and note outputs fadeway adds).
-            messages = request["messages"]
-            check_calls_answered(messages)
-            shown = [m for m in messages if m.get("role") not in ("system", "developer")
-                     and not m.get("tool_call_id", "").startswith("note_")]
-            assert shown[len(shown) - (len(history) - turn_start):] == history[turn_start:]
-            if asks(request) and turn.answers_ask and not noted:
-                reply, noted = chat_reply(None, tool_calls=[note_call(f"note_{t}")]), True
-            elif calls_made < turn.tool_calls:
-                reply = chat_reply(None, tool_calls=[call(f"call_{t}_{calls_made}")])
-                calls_made += 1
-            else:
-                reply = chat_reply(f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(20)))
+            items = request[wire.key]
+            wire.check_calls_answered(items)
+            shown = [m for m in items if not wire.ours(m)]
+            mine = [m for m in history[turn_start:] if not wire.ours(m)]
+            assert shown[len(shown) - len(mine):] == mine
+            note = wire.asks(request) and turn.answers_ask and not noted
+            calls = []
+            if calls_made < turn.tool_calls and (not note or (wire is Responses
+                                                             and turn.with_call)):
+                calls, calls_made = [f"call_{t}_{calls_made}"], calls_made + 1
+            text = not calls and (wire is Responses or not note)
+            reply, kept = wire.reply(t, step, text, note, calls, reasoning=turn.with_call)
+            noted, step = noted or note, step + 1
             result = mem.report(request, reply)
-            assert all(c["function"]["name"] != "note" for c in result.tool_calls)
-            history.append(reply["choices"][0]["message"])
-            history += [{"role": "tool", "tool_call_id": c["id"], "content": "done"}
-                        for c in result.tool_calls]
+            assert wire.call_ids(result) == calls
+            history += kept
+            history += [wire.output(c) for c in calls]
             engine.drain()
-            if not reply["choices"][0]["message"].get("tool_calls"):
+            if not calls and not (note and wire is Chat):
                 break
         doc = mem.export()
         # Forgetting never deletes, and traces are never edited: what was there stays as it was.
