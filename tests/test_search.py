@@ -164,3 +164,27 @@ def test_passages_carry_who_said_it_their_turn_time_and_episode():
     assert len(tool) > 1 and [r.part for r in tool] == list(range(len(tool)))
     assert all(r.text.startswith("tool: ") and r.turn == 3 and r.at == 102.0 for r in tool)
     assert not [r for r in rows if r.seq == 1]  # nothing to search in an empty call message
+
+
+def test_open_indexes_share_a_budget_of_vector_bytes_and_a_closed_one_loads_again(
+        tmp_path, clock, monkeypatch):
+    from fadeway import _constants as C
+
+    queries = [("vault code", "fact"), ("w2_7 w5_1", "passage")]
+    with _open(tmp_path / "s.db", clock) as eng:
+        for name in ("a", "b", "c"):
+            converse_with_notes(eng, eng.memory(name), clock, [VAULT])
+        found = {name: [eng.memory(name).search(q, kind=k) for q, k in queries]
+                 for name in ("a", "b", "c")}
+        vectors = sum(len(v) for v in eng.index("a").meaning.values())
+        sizes = {name: eng.index(name).nbytes for name in ("a", "b", "c")}  # c used last again
+        assert vectors and sizes["a"] >= vectors * 4 * EMBED_DIM
+        monkeypatch.setattr(C, "OPEN_INDEX_BYTES", sizes["b"] + sizes["c"])
+        eng.index("c")  # the three hold more than that: the least recently used closes
+        assert list(eng._indexes) == ["b", "c"]
+        monkeypatch.setattr(C, "OPEN_INDEX_BYTES", 0)
+        # The one asked for opens, whatever its size, from the files saved when it closed.
+        assert [eng.memory("a").search(q, kind=k) for q, k in queries] == found["a"]
+        assert list(eng._indexes) == ["a"]
+        assert eng.index("a").loaded == {"fact.bm25", "fact.hnsw", "passage.bm25",
+                                         "passage.hnsw"}

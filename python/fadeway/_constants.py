@@ -134,6 +134,9 @@ PASSAGE_OVERLAP_CHARS = 200
 EMBED_BATCH = 256
 #: Memories whose search indexes an engine keeps open.
 OPEN_INDEXES = 64
+#: How many bytes of vectors those indexes may hold together: past it the least recently used
+#: close too (saved, when the engine has a data directory), all but the one just asked for.
+OPEN_INDEX_BYTES = 1024 * 2**20
 #: A memory's changed indexes are saved at most this often (seconds), when it is evicted from
 #: the open ones, and when the engine closes; after a crash they catch up from the store.
 INDEX_SAVE_SECONDS = 60.0

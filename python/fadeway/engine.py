@@ -140,10 +140,14 @@ class Engine:
                 directory = index_dir(self.data_dir, memory_id) if self.data_dir else None
                 index = self._indexes[memory_id] = MemoryIndex(memory_id, directory,
                                                                  self.embedder)
-                if len(self._indexes) > C.OPEN_INDEXES:
-                    self._indexes.popitem(last=False)[1].save()
             else:
                 self._indexes.move_to_end(memory_id)
+            held = sum(i.nbytes for i in self._indexes.values())
+            while len(self._indexes) > 1 and (len(self._indexes) > C.OPEN_INDEXES
+                                              or held > C.OPEN_INDEX_BYTES):
+                closing = self._indexes.popitem(last=False)[1]
+                held -= closing.nbytes
+                closing.save()
         return index
 
     def memory_ids(self) -> list[str]:

@@ -86,6 +86,11 @@ class MemoryIndex:
         self._dirty = False
         self._saved_at = 0.0
 
+    @property
+    def nbytes(self) -> int:
+        """About the memory its vector indexes take (the largest part of a memory's indexes)."""
+        return sum(index.nbytes for index in self.meaning.values())
+
     # -- keeping in step --------------------------------------------------------------------
 
     def sync(self, tx: Transaction) -> None:

@@ -109,6 +109,14 @@ class VectorIndex:
     def capacity(self) -> int:
         return int(self._index.get_max_elements())
 
+    @property
+    def nbytes(self) -> int:
+        """About the memory the vectors take: hnswlib's row of each (the vector, its bottom-layer
+        links, its label) and, while the index is small, the exact search's copy."""
+        row = 4 * self.dim + 4 * (2 * HNSW_M + 1) + 8
+        exact = 0 if self._exact_rows is None else self._exact_rows.nbytes
+        return len(self._ids) * row + exact
+
     def add(self, ids: npt.ArrayLike, vectors: npt.ArrayLike) -> None:
         """Add (or replace) the vector of each id. `vectors` is (len(ids), dim), finite."""
         ids64 = np.ascontiguousarray(ids, dtype=np.int64).reshape(-1)
