@@ -88,8 +88,9 @@ class MemoryIndex:
 
     @property
     def nbytes(self) -> int:
-        """About the memory its vector indexes take (the largest part of a memory's indexes)."""
-        return sum(index.nbytes for index in self.meaning.values())
+        """About the memory its vector indexes take (the largest part of a memory's indexes).
+        Read without the index's lock, by the engine choosing which indexes stay open."""
+        return sum(index.nbytes for index in list(self.meaning.values()))
 
     # -- keeping in step --------------------------------------------------------------------
 

@@ -113,9 +113,9 @@ class VectorIndex:
     def nbytes(self) -> int:
         """About the memory the vectors take: hnswlib's row of each (the vector, its bottom-layer
         links, its label) and, while the index is small, the exact search's copy."""
-        row = 4 * self.dim + 4 * (2 * HNSW_M + 1) + 8
-        exact = 0 if self._exact_rows is None else self._exact_rows.nbytes
-        return len(self._ids) * row + exact
+        row = 4 * self.dim + 4 * (2 * int(self._index.M) + 1) + 8
+        exact = self._exact_rows
+        return len(self._ids) * row + (0 if exact is None else exact.nbytes)
 
     def add(self, ids: npt.ArrayLike, vectors: npt.ArrayLike) -> None:
         """Add (or replace) the vector of each id. `vectors` is (len(ids), dim), finite."""
