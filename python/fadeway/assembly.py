@@ -142,14 +142,17 @@ class Assembly:
         shown = self.shown()
         since = mirror.turns[shown[0]] if shown else mirror.turn
         fix_finals(tx, mirror, since, now)
+        recalled = blocks_in_view(tx, mirror, shown, since)
         if not any(e.state == "leaving" for e in episodes):
-            sizes = {seq: size for seq, (_, size) in
-                     blocks_in_view(tx, mirror, shown, since).items()}
+            sizes = {seq: size for seq, (_, size) in recalled.items()}
             faded = self._fade_if_needed(tx, parsed, shown, episodes, known, encoding, ratio,
                                          now, before, sizes, planned, inline)
             if faded:
                 episodes, changed = mirror.episodes.sync(tx), True
                 shown = self.shown()
+                # A fade writes no block: those still in view are the ones read above.
+                visible = set(shown)
+                recalled = {seq: b for seq, b in recalled.items() if seq in visible}
         if changed or (memory.facts_order is None and facts):
             order = self._facts_order(tx, episodes, known, now)
             block = facts_block_text(facts, order, graph)
@@ -165,7 +168,6 @@ class Assembly:
         role = instruction_role(fmt, parsed.instructions)
         accepted = {call_id: notes.parse_note_arguments(args) is not None
                     for call_id, args in note_arguments(self.history).items()}
-        recalled = blocks_in_view(tx, mirror, shown, since)
         view = history_view(fmt, mirror, shown, accepted,
                             {seq: block_message(role, text) for seq, (text, _) in recalled.items()})
         asking = [e for e in episodes if e.state == "leaving" and e.n not in acked]
