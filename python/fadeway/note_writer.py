@@ -88,8 +88,11 @@ class NoteWriter(abc.ABC):
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])|\n+")
 _SPEAKER = re.compile(r"^([A-Z][\w.-]{0,30}):\s+")
-_MONTH = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|"
-          r"Sept?(?:ember)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)")
+_MONTHS = frozenset("""
+    January February March April May June July August September October November December
+    Jan Feb Mar Apr Jun Jul Aug Sep Sept Oct Nov Dec
+    """.split())
+_MONTH = "(?:" + "|".join(sorted(_MONTHS, key=lambda m: (-len(m), m))) + ")"  # longest first
 # Named things: timestamps, dates ("18 May", "April 20, 2026"), amounts with their currency
 # ("$1,200", "£92k"), quantities with a unit ("512Mi", "10am", "5k"), numbers, identifiers
 # with digits (dashed, capitalised or snake_case: "LEG-412", "Q2", "evt_7Qm2"), and capitalised
@@ -172,10 +175,9 @@ _DID = frozenset("""
     Bought Thought Felt Heard Meant Saw Went Came Began Chose Held Led Lost Won Spent Sold
     """.split())
 # Calendar words name a time, not whom a fact is about.
-_CALENDAR = frozenset("""
+_CALENDAR = _MONTHS | frozenset("""
     Monday Tuesday Wednesday Thursday Friday Saturday Sunday Mon Tue Tues Wed Thu Thur Thurs Fri
-    Sat Sun January February March April May June July August September October November
-    December Jan Feb Mar Apr Jun Jul Aug Sep Sept Oct Nov Dec UTC GMT
+    Sat Sun UTC GMT
     """.split())
 _FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|My|me|we|We|our|Our|us)\b")
 _WORD_FORM = re.compile(r"(?:ing|ed|ly|ies|['\u2019](?:s|re|ll|d|ve|m|t))$")
