@@ -59,9 +59,23 @@ def openapi_path() -> Path | None:
     return next((p for p in candidates if p.is_file()), None)
 
 
-# OpenAPI's overlapping oneOf read as anyOf (see the module docstring).
+def _unless_nullable(keyword: str) -> Any:
+    """OpenAPI 3.0's `nullable: true` (which parts of the document still use, on the fields a
+    stream chunk sends as null): a null passes `type` and `enum` where the schema allows it."""
+    check = Draft202012Validator.VALIDATORS[keyword]
+
+    def validate(validator: Any, value: Any, instance: Any, schema: dict[str, Any]) -> Any:
+        if instance is None and schema.get("nullable") is True:
+            return
+        yield from check(validator, value, instance, schema)
+    return validate
+
+
+# OpenAPI's overlapping oneOf read as anyOf (see test_openapi_schema's docstring), and its
+# `nullable` honoured.
 _OpenAPIValidator = validators.extend(
-    Draft202012Validator, {"oneOf": Draft202012Validator.VALIDATORS["anyOf"]})
+    Draft202012Validator, {"oneOf": Draft202012Validator.VALIDATORS["anyOf"],
+                           "type": _unless_nullable("type"), "enum": _unless_nullable("enum")})
 
 
 class Schemas:

@@ -20,6 +20,7 @@ import openai
 import pytest
 
 import fadeway
+from streaming import chat_chunks, response_events, sse
 
 CREATED = 1_700_000_000
 WEATHER_TOOL_CHAT = {
@@ -146,8 +147,22 @@ class _Handler(BaseHTTPRequestHandler):
         if reply is None:
             self._send(404, {"error": {"message": f"no reply queued for {self.path}",
                                        "type": "invalid_request_error"}})
+        elif body.get("stream"):
+            self._stream(reply, chat=self.path.endswith("/chat/completions"),
+                         usage=bool((body.get("stream_options") or {}).get("include_usage")))
         else:
             self._send(200, reply)
+
+    def _stream(self, reply: dict[str, Any], *, chat: bool, usage: bool) -> None:
+        """The reply as the API streams it: server-sent events, the connection then closed."""
+        events = (chat_chunks(reply, include_usage=usage) if chat
+                  else response_events(reply))
+        data = sse(events, done=chat)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def _send(self, status: int, payload: dict[str, Any]) -> None:
         data = json.dumps(payload).encode()
@@ -351,11 +366,67 @@ def test_responses_function_call_loop_stores_nothing_twice(server, client, engin
                                                                           (True, True)]
 
 
+# -- streaming ------------------------------------------------------------------------------------
+
+def test_chat_stream_tool_loop_with_the_callers_own_accumulation(server, client, engine) -> None:
+    mem = engine.memory("chat-stream")
+    server.replies[CHAT_PATH] += [
+        lambda body, n: chat_completion(chat_tool_call("call_w1"), n, finish_reason="tool_calls"),
+        lambda body, n: chat_completion(chat_text("18 °C and sunny in Paris."), n),
+    ]
+    messages: list[Any] = [{"role": "user", "content": "Weather in Paris?"}]
+    request = {"model": "gpt-4.1", "messages": messages, "tools": [WEATHER_TOOL_CHAT],
+               "stream": True, "stream_options": {"include_usage": True}}
+
+    decorated = mem.decorate(request)
+    server.prompt_tokens = round(CLOSE_FACTOR * _estimate(mem))
+    chunks = []
+    for chunk in client.chat.completions.create(**decorated):  # shown to the user as it comes
+        chunks.append(chunk)
+    result = mem.report(decorated, chunks)
+    _assert_received(server, CHAT_PATH, decorated)
+    sent = server.sent[0]["choices"][0]["message"]
+    assert result.tool_calls == sent["tool_calls"]
+    record = mem.export().requests[-1]
+    assert record.provider_tokens == server.prompt_tokens and record.ratio_kept is True
+
+    # The caller's loop rebuilds the assistant message from the deltas its own way.
+    call = result.tool_calls[0]
+    messages += [{"role": "assistant", "content": None, "tool_calls": [
+                     {"id": call["id"], "type": "function", "function": call["function"]}]},
+                 {"role": "tool", "tool_call_id": call["id"], "content": "18 °C"}]
+    decorated = mem.decorate({**request, "messages": messages})
+    stream = client.chat.completions.create(**decorated)
+    result = mem.report(decorated, stream)  # the SDK's stream itself, read by report
+    assert result.tool_calls == []
+    stored = _stored(mem)
+    assert [m["role"] for m in stored] == ["user", "assistant", "tool", "assistant"]
+    assert stored[-1]["content"] == "18 °C and sunny in Paris."
+    assert stored[1]["tool_calls"] == sent["tool_calls"]
+
+
+def test_responses_stream_is_stored_as_the_response(server, client, engine) -> None:
+    mem = engine.memory("responses-stream")
+    server.replies[RESPONSES_PATH].append(
+        lambda body, n: response_object(output_function_call("call_w1"), n, body))
+    request = {"model": "gpt-4.1", "instructions": "Use the tools.", "stream": True,
+               "input": [{"role": "user", "content": "Weather in Paris?"}],
+               "tools": [WEATHER_TOOL_RESPONSES]}
+    decorated = mem.decorate(request)
+    server.prompt_tokens = round(CLOSE_FACTOR * _estimate(mem))
+    events = list(client.responses.create(**decorated))
+    assert events[-1].type == "response.completed"
+    result = mem.report(decorated, events)
+    assert result.tool_calls == [server.sent[0]["output"][1]]
+    assert _stored(mem)[1:] == server.sent[0]["output"]
+    assert mem.export().requests[-1].provider_tokens == server.prompt_tokens
+
+
 # -- async ----------------------------------------------------------------------------------------
 
 def test_async_client_with_async_twins(server, engine) -> None:
     mem = engine.memory("async")
-    server.replies[CHAT_PATH].append(lambda body, n: chat_completion(chat_text("Pong."), n))
+    server.replies[CHAT_PATH] += [lambda body, n: chat_completion(chat_text("Pong."), n)] * 2
     server.replies[RESPONSES_PATH].append(
         lambda body, n: response_object([output_message("Pong.")], n, body))
 
@@ -370,6 +441,14 @@ def test_async_client_with_async_twins(server, engine) -> None:
             result = await mem.areport(decorated, completion)
             assert result.tool_calls == []
             _assert_received(server, CHAT_PATH, decorated)
+
+            streamed = engine.memory("async-stream")
+            decorated = await streamed.adecorate(
+                {"model": "gpt-4.1", "stream": True,
+                 "messages": [{"role": "user", "content": "Ping?"}]})
+            stream = await client.chat.completions.create(**decorated)
+            assert (await streamed.areport(decorated, stream)).tool_calls == []
+            assert _stored(streamed)[-1] == {"role": "assistant", "content": "Pong."}
 
             other = engine.memory("async-responses")
             decorated = await other.adecorate({"model": "gpt-4.1", "input": "Ping?"})

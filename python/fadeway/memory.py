@@ -18,7 +18,7 @@ from . import _constants as C
 from . import blocks, formats, notes, tokens
 from .assembly import Assembly, Key, PlanCut, Planned, note_arguments
 from .errors import FormatMismatchError, InvalidRequestError
-from .formats import Entry, Format, ParsedRequest
+from .formats import Entry, Format, ParsedRequest, streams
 from .formats.canonical import digest_of, encode_json, plain
 from .episodes import commit_cut, plan_read_cut, prepare_cut, uncut_range
 from .history import History, align, digests_of_sent, next_turns, units
@@ -282,7 +282,8 @@ class Memory:
     def report(self, request: dict[str, Any], response: Any, *,
                at: float | None = None) -> ReportResult:
         """Store the provider's reply to a decorated `request`; `response` is an SDK object or a
-        dict, in the request's wire format. Returns the tool calls left for the caller to run.
+        dict in the request's wire format, or what a stream yielded (its chunks or events, as a
+        list or any iterable). Returns the tool calls left for the caller to run.
         """
         parsed = formats.parse_request(request)
         reply = formats.parse_response(parsed.format, response)
@@ -486,7 +487,9 @@ class Memory:
 
     async def areport(self, request: dict[str, Any], response: Any, *,
                       at: float | None = None) -> ReportResult:
-        """`report`, off the event loop."""
+        """`report`, off the event loop; an async stream (an SDK `AsyncStream`) is read here."""
+        if streams.is_async_stream(response):
+            response = [event async for event in response]
         return await asyncio.to_thread(self.report, request, response, at=at)
 
     async def aexport(self) -> MemoryExport:

@@ -17,7 +17,7 @@ from ..errors import (
     InvalidResponseError,
     ServerStateError,
 )
-from . import chat_completions, responses
+from . import chat_completions, responses, streams
 from .base import Entry, Format, ParsedRequest, Reply, Side, media_tokens_and_texts
 from .canonical import body_of, digest_of, plain, to_plain
 
@@ -86,9 +86,13 @@ def assemble(parsed: ParsedRequest, view: list[Any]) -> dict[str, Any]:
 
 
 def parse_response(fmt: Format, response: Any) -> Reply:
-    """The reply of a provider response (an SDK object or a plain dict) in format `fmt`."""
+    """The reply of a provider response in format `fmt`: an SDK object or a plain dict, or the
+    chunks or events of a streamed one (see `streams`)."""
     try:
-        data = to_plain(response, "the response")
+        if streams.is_stream(response):
+            data = streams.collect(fmt, [to_plain(e, "a streamed chunk") for e in response])
+        else:
+            data = to_plain(response, "the response")
     except InvalidRequestError as exc:
         raise InvalidResponseError(str(exc)) from None
     if not isinstance(data, dict):

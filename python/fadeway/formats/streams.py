@@ -1,0 +1,171 @@
+"""Streamed provider responses, collected into the response they stand for.
+
+A caller that streams (`"stream": true`) shows the model's words as they come and then passes
+`report` what it received: the chunks of a Chat Completions stream or the events of a Responses
+stream, as a list or any iterable of SDK objects or dicts. `collect` rebuilds the one response
+the provider would have sent without streaming, so that the reply is stored, its note taken and
+its tool calls handed back exactly as for a plain response.
+
+- Chat Completions: each choice's deltas are joined the way the provider's own SDK joins them:
+  text pieces (content, refusal, a tool call's arguments, a provider's reasoning text) are
+  concatenated, tool calls are merged by their `index` (which the final message leaves out),
+  identifiers and names are taken, not concatenated, since some providers repeat them in every
+  chunk. The usage comes from the chunk that carries it (only when the request asked for it with
+  `stream_options: {"include_usage": true}`; without it the estimate's correction is not updated).
+- Responses: the terminal event (`response.completed`, or `response.incomplete` when the output
+  was cut short) holds the whole response. A stream that ended before it (a dropped connection)
+  stands for the output items it finished (`response.output_item.done`), in output order. A
+  `response.failed` or `error` event is an error: the provider produced no reply to store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, Iterable, Mapping
+from typing import Any
+
+from ..errors import InvalidResponseError
+from .base import Format
+
+__all__ = ["is_stream", "is_async_stream", "collect"]
+
+#: Delta keys whose value names something: repeated as is, never concatenated.
+_NAMES = frozenset({"id", "type", "name", "role", "index", "call_id", "model", "object"})
+#: Responses events that end a stream with the whole response.
+_TERMINAL = frozenset({"response.completed", "response.incomplete"})
+
+
+def is_stream(response: Any) -> bool:
+    """Whether `response` is a stream of chunks or events (an iterable that is not itself one
+    JSON object or an SDK model)."""
+    return (isinstance(response, Iterable)
+            and not isinstance(response, (Mapping, str, bytes, bytearray))
+            and not callable(getattr(response, "model_dump", None)))
+
+
+def is_async_stream(response: Any) -> bool:
+    """Whether `response` is an async stream (an SDK `AsyncStream`), which `areport` collects."""
+    return isinstance(response, AsyncIterable) and not is_stream(response)
+
+
+def collect(fmt: Format, events: list[Any]) -> dict[str, Any]:
+    """The response that `events` (plain JSON values, in the order received) stand for."""
+    if not events:
+        raise InvalidResponseError("the streamed response is empty: pass the chunks or events "
+                                   "the stream yielded")
+    for i, event in enumerate(events):
+        if not isinstance(event, dict):
+            raise InvalidResponseError(
+                f"item {i} of the streamed response is a {type(event).__name__}, not an object")
+    return _chat(events) if fmt is Format.CHAT_COMPLETIONS else _responses(events)
+
+
+def _error_text(error: Any) -> str:
+    if isinstance(error, dict):
+        return str(error.get("message") or error.get("code") or error)
+    return str(error)
+
+
+# -- Chat Completions -----------------------------------------------------------------------
+
+def _chat(chunks: list[dict[str, Any]]) -> dict[str, Any]:
+    head: dict[str, Any] = {}
+    choices: dict[int, dict[str, Any]] = {}
+    usage = None
+    for i, chunk in enumerate(chunks):
+        if chunk.get("error"):
+            raise InvalidResponseError(
+                f"chunk {i} of the stream is an error: {_error_text(chunk['error'])}")
+        parts = chunk.get("choices")
+        if not isinstance(parts, list) or chunk.get("object", "chat.completion.chunk") != (
+                "chat.completion.chunk"):
+            raise InvalidResponseError(
+                f"chunk {i} of the stream is not a chat.completion.chunk (a Responses event "
+                "for a Chat Completions request?)")
+        for key in ("id", "created", "model", "service_tier", "system_fingerprint"):
+            if chunk.get(key) is not None:
+                head.setdefault(key, chunk[key])
+        if chunk.get("usage") is not None:
+            usage = chunk["usage"]
+        for part in parts:
+            index = part.get("index", 0) if isinstance(part, dict) else None
+            if not isinstance(index, int):
+                raise InvalidResponseError(f"chunk {i} of the stream holds a choice without an "
+                                           "integer index")
+            choice = choices.setdefault(index, {"index": index, "message": {},
+                                                "finish_reason": None})
+            delta = part.get("delta")
+            if isinstance(delta, dict):
+                _join(choice["message"], delta, f"chunk {i}")
+            if part.get("finish_reason") is not None:
+                choice["finish_reason"] = part["finish_reason"]
+            if isinstance(part.get("logprobs"), dict):
+                _join(choice.setdefault("logprobs", {}), part["logprobs"], f"chunk {i}")
+    if not choices:
+        raise InvalidResponseError("the stream holds no choice: no chunk carried a delta")
+    for choice in choices.values():
+        message = choice["message"]
+        message.setdefault("role", "assistant")
+        message.setdefault("content", None)
+        if "tool_calls" in message:
+            message["tool_calls"] = [{k: v for k, v in call.items() if k != "index"}
+                                     for _, call in sorted(message["tool_calls"].items())]
+    out = {"object": "chat.completion", **head,
+           "choices": [choices[k] for k in sorted(choices)]}
+    if usage is not None:
+        out["usage"] = usage
+    return out
+
+
+def _join(acc: dict[str, Any], delta: dict[str, Any], where: str) -> None:
+    """Add one delta to what its choice's message holds so far."""
+    for key, value in delta.items():
+        if value is None:
+            continue
+        held = acc.get(key)
+        if key == "tool_calls" and isinstance(value, list):
+            calls = acc.setdefault("tool_calls", {})
+            for call in value:
+                index = call.get("index") if isinstance(call, dict) else None
+                if not isinstance(index, int):
+                    raise InvalidResponseError(f"{where} of the stream holds a tool call delta "
+                                               "without an integer index")
+                _join(calls.setdefault(index, {}), call, where)
+        elif isinstance(value, str) and isinstance(held, str) and key not in _NAMES:
+            acc[key] = held + value
+        elif isinstance(value, dict) and isinstance(held, dict):
+            _join(held, value, where)
+        elif isinstance(value, list) and isinstance(held, list):
+            held.extend(value)
+        elif isinstance(value, dict):
+            acc[key] = {}
+            _join(acc[key], value, where)
+        else:
+            acc[key] = list(value) if isinstance(value, list) else value
+
+
+# -- Responses ------------------------------------------------------------------------------
+
+def _responses(events: list[dict[str, Any]]) -> dict[str, Any]:
+    done: dict[int, Any] = {}
+    for i, event in enumerate(events):
+        kind = event.get("type")
+        if not isinstance(kind, str) or "choices" in event:
+            raise InvalidResponseError(
+                f"item {i} of the stream is not a Responses event (a Chat Completions chunk "
+                "for a Responses request?)")
+        if kind in _TERMINAL and isinstance(event.get("response"), dict):
+            return event["response"]
+        if kind == "response.failed":
+            error = (event.get("response") or {}).get("error")
+            raise InvalidResponseError(f"the streamed response failed: {_error_text(error)}")
+        if kind == "error":
+            raise InvalidResponseError(f"the stream carried an error: {_error_text(event)}")
+        if kind == "response.output_item.done" and isinstance(event.get("item"), dict):
+            index = event.get("output_index")
+            done[index if isinstance(index, int) else len(done)] = event["item"]
+    if not done:
+        raise InvalidResponseError(
+            "the stream ended before its response was complete and finished no output item; "
+            "pass every event the stream yielded, up to response.completed")
+    return {"object": "response", "status": "incomplete",
+            "output": [done[k] for k in sorted(done)]}
