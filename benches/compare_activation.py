@@ -325,8 +325,8 @@ def measure_decision() -> list[tuple[str, ...]]:
                 episodes.sync(tx)
                 log.sync(tx)
             fade = forgetting.fade_episodes(
-                episodes.columns(), lambda numbers: log.activation(numbers, NOW), {}, {}, 1.0,
-                view, 0, lambda block: forgetting.landing(view, block, 0, 0, 0))
+                episodes.columns(), lambda numbers: log.activation(numbers, NOW), {}, {}, {},
+                1.0, view, 0, lambda block: forgetting.landing(view, block, 0, 0, 0))
             return fade.numbers - 1
 
         picked = rust()

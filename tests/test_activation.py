@@ -255,9 +255,9 @@ def test_fade_picks_walk_the_order_to_the_landing(shape, seed, sealed_share):
     block = int(block_cut.sum()) + int(rng.integers(0, 1000))
     history = int(rng.integers(0, 2 * int(history_cut.sum()) + 2))
     ceiling, typical, current = int(rng.integers(0, 60_000)), int(rng.integers(0, 2000)), 50
-    args = (history_cut, block_cut, history, block)
-    want = walk_reference(act.tolist(), tie.tolist(), *[a.tolist() for a in args[:2]],
-                          *args[2:], ceiling, typical, current)
+    args = (history_cut, lambda order: block_cut[order], history, block)
+    want = walk_reference(act.tolist(), tie.tolist(), history_cut.tolist(), block_cut.tolist(),
+                          history, block, ceiling, typical, current)
     got = forgetting.fade_picks(act, tie, *args,
                                 lambda b: forgetting.landing(ceiling, b, 0, typical, current))
     assert got.tolist() == want

@@ -22,8 +22,12 @@ def test_demo_replays_the_sample_once_and_inspects_it(tmp_path):
     with fadeway.open(db, background=False) as engine:
         doc = engine.memory("launch-week").export()
     states = {e.state for e in doc.episodes}
-    assert {"sealed", "forgotten"} <= states and doc.facts and doc.facts_block
-    assert doc.facts_block in first.stdout
+    assert "forgotten" in states and doc.facts
+    if doc.facts_block:
+        assert doc.facts_block in first.stdout
+    else:  # the last fade forgot every sealed episode before the newest one started leaving
+        assert "sealed" not in states
+        assert "(empty: no episode is sealed now; the forgotten ones' facts left" in first.stdout
     second = subprocess.run(run, capture_output=True, text=True, check=True)
     total = next(line for line in second.stdout.splitlines() if line.startswith("total"))
     assert total.split()[3:5] == ["999", "0"]  # nothing added the second time

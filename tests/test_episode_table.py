@@ -161,37 +161,62 @@ def test_episodes_inserted_out_of_order_are_held_in_order(tmp_path):
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(STATES), st.integers(1, 400), st.floats(0, 5)),
                 max_size=30),
-       st.dictionaries(st.integers(0, 40), st.integers(1, 300)),
+       st.dictionaries(st.integers(0, 40), st.lists(st.integers(1, 12), max_size=4)),
+       st.dictionaries(st.integers(1, 12), st.integers(1, 300)),
        st.dictionaries(st.integers(0, 90), st.integers(1, 50)),
        st.floats(0.5, 2.0), st.integers(0, 20_000), st.integers(0, 2_000))
-def test_the_fade_over_columns_takes_what_each_pick_frees(rows, facts_tokens, blocks, ratio,
-                                                        history, block):
+def test_the_fade_over_columns_takes_what_each_pick_frees(rows, sealed_facts, sizes, blocks,
+                                                        ratio, history, block):
     records = [episode(n, state, tokens) for n, (state, tokens, _) in enumerate(rows, start=1)]
     activation = {n: act for n, (_, _, act) in enumerate(rows, start=1)}
     table = EpisodeTable()
     table._apply(records)
     landing = history // 3
+    fact_sizes = {f: sizes.get(f, 5) for fs in sealed_facts.values() for f in fs}
 
     picked = forgetting.fade_episodes(
         table.columns(), lambda ns: np.array([activation[n] for n in ns.tolist()]), blocks,
-        facts_tokens, ratio, history, block, lambda b: np.full(len(b), landing))
+        sealed_facts, fact_sizes, ratio, history, block, lambda b: np.full(len(b), landing))
 
-    # By hand: what each live or sealed episode would take, and the walk least active first.
+    # By hand: the walk least active first; a live episode takes its messages and blocks out
+    # of the history, and a fact leaves the facts block with the last sealed episode holding it
+    # (a note's facts belong to every episode it acknowledged: the block shows each once).
+    state = {e.n: e.state for e in records}
+    holders = {f: {e for e, fs in sealed_facts.items() if f in fs and state.get(e) == "sealed"}
+               for f in fact_sizes}
     fadeable = [e for e in records if e.state in ("live", "sealed")]
-    frees = {e.n: ((round((e.tokens + sum(size for seq, size in blocks.items()
-                                          if e.first_seq <= seq <= e.last_seq)) * ratio), 0)
-                   if e.state == "live" else (0, facts_tokens.get(e.n, 0)))
-             for e in fadeable}
     want, left = [], history
     for e in sorted(fadeable, key=lambda e: (activation[e.n], e.n)):
         if left <= landing:
             break
         want.append(e)
-        left -= frees[e.n][0]
+        if e.state == "live":
+            left -= round((e.tokens + sum(size for seq, size in blocks.items()
+                                          if e.first_seq <= seq <= e.last_seq)) * ratio)
+    gone = {e.n for e in want}
+    freed = sum(fact_sizes[f] for f, held in holders.items() if held and held <= gone)
     assert picked.numbers.tolist() == [e.n for e in want]
     assert picked.live.tolist() == [e.state == "live" for e in want]
-    assert picked.history_cut == sum(frees[e.n][0] for e in want)
-    assert picked.block_cut == sum(frees[e.n][1] for e in want)
+    assert picked.history_cut == history - left
+    assert picked.block_cut == freed
+
+
+def test_a_fact_held_by_several_sealed_episodes_leaves_the_block_with_the_last():
+    # One note acknowledged episodes 1-3 (its two facts are theirs), another episode 4 alone.
+    records = [episode(n, "sealed", 100) for n in range(1, 5)]
+    table = EpisodeTable()
+    table._apply(records)
+    sealed_facts = {1: [1, 2], 2: [1, 2], 3: [1, 2], 4: [3]}
+    sizes = {1: 40, 2: 60, 3: 30}
+    order = forgetting.SharedFacts(4, {1: [0, 1, 2], 2: [0, 1, 2], 3: [3]}, sizes)
+    assert order.cut_along(np.array([0, 3, 1, 2])).tolist() == [0, 30, 0, 100]
+    assert order.cut_along(np.array([2, 0])).tolist() == [0, 0]  # episode 2 (index 1) stays
+    picked = forgetting.fade_episodes(
+        table.columns(), lambda ns: ns.astype(np.float64), {}, sealed_facts, sizes, 1.0,
+        100, 130, lambda b: np.maximum(0, 160 - b))  # landing rises as the block shrinks
+    # Forgetting 1 and 2 frees nothing (3 still holds their facts); 3 frees 100 tokens.
+    assert picked.numbers.tolist() == [1, 2, 3]
+    assert picked.block_cut == 100
 
 
 # -- a failed write ------------------------------------------------------------------------

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import msgspec
 import pytest
 
 import fadeway
-from fadeway import notes
+from fadeway import notes, tokens
+from fadeway.forgetting import fade_episodes as forgetting_fade_episodes
 from fadeway.judge import ScriptedJudge
 
 from helpers import chat_reply
@@ -169,6 +172,51 @@ def test_sealed_facts_stand_in_the_facts_block(small, clock):
             assert block is not None
             return
     pytest.fail("nothing ever sealed")
+
+
+def test_a_fade_counts_a_notes_facts_once_however_many_episodes_it_sealed(small, clock):
+    """One note acknowledges every leaving episode, so its facts belong to each of them; the
+    facts block shows each fact once, and a fade must count it once (it counted it once per
+    episode, and a budget shrunk tenfold forgot history no ceiling asked to forget)."""
+    mem = small.memory("m")
+    entries = [{"note": f"Service svc{k} runs on host h{k} with {k} replicas.",
+                "subject": f"svc{k}", "object": f"h{k}", "milestone": False} for k in range(8)]
+    counted: list[tuple[int, str]] = []  # (facts block size the fade used, the block it saw)
+    fade, block_text = forgetting_fade_episodes, ""
+
+    def spy(episodes, activation_of, block_sizes, sealed_facts, fact_sizes, *rest):
+        counted.append((rest[-2], block_text))
+        return fade(episodes, activation_of, block_sizes, sealed_facts, fact_sizes, *rest)
+
+    history: list = []
+    noted = 0
+    with mock.patch("fadeway.assembly.fade_episodes", spy):
+        for t in range(70):
+            clock.advance(60)
+            history.append(_user(t))
+            req = mem.decorate({"model": "gpt-4.1", "messages": history})
+            first = req["messages"][0]
+            block_text = first["content"] if first["content"].startswith("Recorded facts") else ""
+            calls = None
+            if _asks(req):
+                calls = [{"id": f"note_{t}", "type": "function", "function": {
+                    "name": "note", "arguments": msgspec.json.encode({"notes": entries}).decode()}}]
+                noted += 1
+            reply = chat_reply(f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)),
+                               tool_calls=calls)
+            mem.report(req, reply)
+            history.append(reply["choices"][0]["message"])
+            small.drain()
+    held = [(size, text) for size, text in counted if text]
+    assert noted >= 2 and held, "no fade ran while a facts block stood"
+    acks = mem.export().acks
+    by_note = max(sum(note == n for _, note in acks) for _, n in acks)
+    assert by_note >= 3  # the case at stake: one note acknowledged several episodes
+    for size, text in held:
+        lines = text.count("\n- ")
+        # What the block's lines weigh: each fact once (the header and names are extra).
+        assert size <= tokens.count_texts("o200k_base", [text])[0]
+        assert size >= 8 * lines
 
 
 @pytest.mark.parametrize(("hours", "fades"), [(25, True), (23, False)])

@@ -203,9 +203,11 @@ class Assembly:
                                 + sum(block_sizes.values())) * ratio)
         sealed_facts = facts_of(episodes, known.facts, known.episode_facts, states=("sealed",),
                                 graph=known.graph)
-        facts_tokens = {n: fact_tokens(fs, encoding, ratio) for n, fs in sealed_facts.items()}
+        # The block shows each fact once, however many sealed episodes hold it.
+        fact_sizes = fact_tokens(list({f.n: f for fs in sealed_facts.values() for f in fs}
+                                      .values()), encoding, ratio)
         fixed = round(tokens.fixed_request_tokens(parsed, encoding) * ratio)
-        block = sum(facts_tokens.values())
+        block = sum(fact_sizes.values())
         sizes, steps = turn_sizes(mirror, ratio, block_sizes)
         typical, room = typical_turn(sizes), next_call_room(steps)
         current = round((sum(mirror.tokens[mirror.turn_start:])
@@ -233,7 +235,8 @@ class Assembly:
         mirror.trace_log.sync(tx)
         picked = fade_episodes(
             mirror.episodes.columns(), lambda numbers: mirror.trace_log.activation(numbers, now),
-            block_sizes, facts_tokens, ratio, history_tokens, block,
+            block_sizes, {n: [f.n for f in fs] for n, fs in sealed_facts.items()}, fact_sizes,
+            ratio, history_tokens, block,
             lambda b: landing(engine.ceiling, fixed + b, room, typical, current))
         acked = {e for e, _ in known.acks}
         states = {n: ("sealed" if n in acked else "leaving") if live else "forgotten"

@@ -22,8 +22,8 @@ from .episode_table import STATES, EpisodeColumns
 from .model import EpisodeRecord, FactRecord
 
 __all__ = [
-    "Budget", "Fade", "budget", "landing", "blocks_within", "typical_turn", "next_call_room",
-    "fade_picks", "fade_episodes",
+    "Budget", "Fade", "SharedFacts", "budget", "landing", "blocks_within", "typical_turn",
+    "next_call_room", "fade_picks", "fade_episodes",
     "hidden_ranges", "facts_of", "facts_block_text", "turn_sizes", "sleeps", "fact_tokens",
 ]
 
@@ -79,15 +79,16 @@ def blocks_within(first: np.ndarray, last: np.ndarray, block_sizes: dict[int, in
 
 
 def fade_picks(activation: np.ndarray, tie: np.ndarray, history_cut: np.ndarray,
-               block_cut: np.ndarray, history: int, block: int,
+               block_cut_along: Callable[[np.ndarray], np.ndarray], history: int, block: int,
                landing_of: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
     """The episodes a fade picks, as indices in the order picked: least active first (ties by
     `tie`), while the projected history stands above the landing.
 
     Picking episode `i` takes `history_cut[i]` tokens from the history (a live episode's
-    messages leave the view) and `block_cut[i]` from the facts block (a sealed episode's facts
-    leave it); `landing_of` gives the landing for an array of facts block sizes, since a smaller
-    block leaves the history more room. `history` and `block` are the sizes before the fade.
+    messages leave the view); `block_cut_along(order)` gives the tokens that leave the facts
+    block at each pick of an order (a sealed episode's facts leave it, once no other sealed
+    episode holds them; see `SharedFacts`). `landing_of` gives the landing for an array of facts
+    block sizes, since a smaller block leaves the history more room. `history` and `block` are the sizes before the fade.
     The order is asked of Rust a prefix at a time and walked with running sums, so a fade that
     stops early never pays for ordering (or visiting) the rest. The first prefix holds the share
     of the episodes that the share of the history to shed suggests, with a quarter to spare (at
@@ -96,7 +97,6 @@ def fade_picks(activation: np.ndarray, tie: np.ndarray, history_cut: np.ndarray,
     activation = np.ascontiguousarray(activation, dtype=np.float64)
     tie = np.ascontiguousarray(tie, dtype=np.int64)
     history_cut = np.asarray(history_cut, dtype=np.int64)
-    block_cut = np.asarray(block_cut, dtype=np.int64)
     shed = history - int(landing_of(np.array([block]))[0])
     total = int(history_cut.sum())
     share = min(1.0, shed / total) if shed > 0 and total > 0 else 0.0
@@ -104,7 +104,9 @@ def fade_picks(activation: np.ndarray, tie: np.ndarray, history_cut: np.ndarray,
     order = np.empty(0, dtype=np.int64)
     while done < len(activation):
         order = _core.fade_order(activation, tie, limit=limit)
-        cut_h, cut_b = history_cut[order[done:]], block_cut[order[done:]]
+        # A longer prefix leaves the earlier picks' cuts as they were: a fact leaves the block
+        # at the last of its holders, wherever the order puts it.
+        cut_h, cut_b = history_cut[order[done:]], block_cut_along(order)[done:]
         after_h, after_b = history - np.cumsum(cut_h), block - np.cumsum(cut_b)
         # Each pick is considered with the sizes before it: after the ones ahead of it.
         reached = np.flatnonzero(after_h + cut_h <= landing_of(after_b + cut_b))
@@ -125,17 +127,49 @@ class Fade:
     block_cut: int  # and from the facts block
 
 
+class SharedFacts:
+    """The facts block's facts and the sealed episodes that hold them. A note's facts belong to
+    every episode it acknowledged, so one fact may stand for several episodes; the block shows
+    it once, and it leaves the block only when the last of them is forgotten."""
+
+    __slots__ = ("n", "holders", "starts", "sizes")
+
+    def __init__(self, n: int, holders_of: Mapping[int, Sequence[int]],
+                 sizes: Mapping[int, int]) -> None:
+        """`n` episodes (indices 0 to n − 1), `holders_of` each fact's holders by fact number,
+        `sizes` each fact's tokens by fact number."""
+        facts = [f for f, held in holders_of.items() if held]
+        self.n = n
+        self.holders = np.fromiter((i for f in facts for i in holders_of[f]), dtype=np.int64)
+        counts = np.fromiter((len(holders_of[f]) for f in facts), dtype=np.int64,
+                             count=len(facts))
+        self.starts = np.concatenate(([0], np.cumsum(counts)))[:-1].astype(np.int64)
+        self.sizes = np.fromiter((sizes[f] for f in facts), dtype=np.int64, count=len(facts))
+
+    def cut_along(self, order: np.ndarray) -> np.ndarray:
+        """The tokens that leave the block at each pick of `order` (episode indices)."""
+        if not len(self.sizes):
+            return np.zeros(len(order), dtype=np.int64)
+        position = np.full(self.n, len(order), dtype=np.int64)  # not in the order: never picked
+        position[order] = np.arange(len(order))
+        last = np.maximum.reduceat(position[self.holders], self.starts)
+        leaves = last < len(order)
+        return np.bincount(last[leaves], weights=self.sizes[leaves],
+                           minlength=len(order)).astype(np.int64)
+
+
 def fade_episodes(episodes: EpisodeColumns, activation_of: Callable[[np.ndarray], np.ndarray],
-                  block_sizes: dict[int, int], facts_tokens: dict[int, int], ratio: float,
-                  history: int, block: int,
+                  block_sizes: dict[int, int], sealed_facts: Mapping[int, Sequence[int]],
+                  fact_sizes: Mapping[int, int], ratio: float, history: int, block: int,
                   landing_of: Callable[[np.ndarray], np.ndarray]) -> Fade:
     """The fade of a memory whose episodes are `episodes`, down to the landing.
 
     Only live and sealed episodes can fade: a live one starts leaving, taking its messages (and
     the recall blocks among them, `block_sizes` by seq) out of the history; a sealed one is
-    forgotten, taking its facts (`facts_tokens` by episode number, corrected) out of the facts
-    block. `activation_of` gives the activations of an array of episode numbers; `history`,
-    `block` and `landing_of` are as `fade_picks` takes them.
+    forgotten, taking out of the facts block those of its facts (`sealed_facts`, fact numbers by
+    episode number) that no sealed episode left still holds (`fact_sizes`, corrected tokens by
+    fact number). `activation_of` gives the activations of an array of episode numbers;
+    `history`, `block` and `landing_of` are as `fade_picks` takes them.
     """
     at = episodes.where("live", "sealed")
     numbers = episodes.n[at]
@@ -144,17 +178,18 @@ def fade_episodes(episodes: EpisodeColumns, activation_of: Callable[[np.ndarray]
     if block_sizes:
         shown = shown + blocks_within(episodes.first_seq[at], episodes.last_seq[at], block_sizes)
     history_cut = np.where(live, np.rint(shown * ratio), 0).astype(np.int64)
-    block_cut = np.zeros(len(at), dtype=np.int64)
-    if facts_tokens and len(at):
-        keys = np.fromiter(facts_tokens, dtype=np.int64, count=len(facts_tokens))
-        sizes = np.fromiter(facts_tokens.values(), dtype=np.int64, count=len(facts_tokens))
-        where = np.minimum(np.searchsorted(numbers, keys), len(at) - 1)
-        found = (numbers[where] == keys) & ~live[where]
-        block_cut[where[found]] = sizes[found]
-    picks = fade_picks(activation_of(numbers), numbers, history_cut, block_cut, history, block,
-                       landing_of)
+    index = {n: i for i, n in enumerate(numbers.tolist())}
+    holders: dict[int, list[int]] = {}
+    for episode, facts in sealed_facts.items():
+        i = index.get(episode)
+        if i is not None and not live[i]:
+            for f in dict.fromkeys(facts):
+                holders.setdefault(f, []).append(i)
+    shared = SharedFacts(len(at), holders, fact_sizes)
+    picks = fade_picks(activation_of(numbers), numbers, history_cut, shared.cut_along, history,
+                       block, landing_of)
     return Fade(numbers[picks], live[picks], int(history_cut[picks].sum()),
-                int(block_cut[picks].sum()))
+                int(shared.cut_along(picks).sum()))
 
 
 def hidden_ranges(episodes: Sequence[EpisodeRecord]) -> list[tuple[int, int]]:
@@ -222,8 +257,9 @@ def sleeps(history: History, before: int) -> bool:
     return False
 
 
-def fact_tokens(facts: Sequence[FactRecord], encoding: str, ratio: float) -> int:
-    """What `facts` weigh in the facts block, corrected."""
+def fact_tokens(facts: Sequence[FactRecord], encoding: str, ratio: float) -> dict[int, int]:
+    """What each of `facts` weighs in the facts block, corrected, by fact number."""
     lines = [f"- {f.text} [{f.subject}, {f.object}]" for f in facts]
-    return round((sum(tokens.count_texts(encoding, lines)) + len(lines)) * ratio)
+    return {f.n: round((size + 1) * ratio)
+            for f, size in zip(facts, tokens.count_texts(encoding, lines), strict=True)}
 

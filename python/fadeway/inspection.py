@@ -106,5 +106,11 @@ def render(view: dict[str, Any]) -> str:
                 f"from {g['notes']} notes, {g['merged']} merged, {g['retired']} retired; "
                 f"{g['passages']} passages", "", "facts block (as the model sees it):"]
     block = view["facts_block"]
-    out.append(block if block else "(empty: no episode has sealed yet)")
+    if block:
+        out.append(block)
+    elif view["states"].get("forgotten"):
+        out.append("(empty: no episode is sealed now; the forgotten ones' facts left the block, "
+                   "and recall brings them back)")
+    else:
+        out.append("(empty: no episode has sealed yet)")
     return "\n".join(out)
