@@ -447,6 +447,50 @@ def test_a_turns_size_counts_the_recall_block_it_carries_in_view(small, clock):
                                if mirror.turns[i] == mirror.turns[seq]) for seq in users]
 
 
+@pytest.mark.parametrize("fmt", ["chat", "responses"])
+def test_the_room_for_the_next_call_is_one_step_not_a_whole_turn(small, clock, fmt):
+    """The spec's room is "one batch of tool outputs and the reply": in a turn of many tool
+    rounds, the largest round with its outputs, not all of them together."""
+    from fadeway.forgetting import next_call_room, turn_sizes
+
+    mem, history = small.memory(f"m-{fmt}"), []
+    rounds = [3, 12, 5]  # words of each round's output, in hundreds of tokens roughly
+    for t in range(2):
+        clock.advance(60)
+        history.append(_user(t, words=10))
+        for r, words in enumerate(rounds):
+            call_id = f"c{t}_{r}"
+            if fmt == "chat":
+                history += [{"role": "assistant", "content": None, "tool_calls": [
+                                {"id": call_id, "type": "function",
+                                 "function": {"name": "lookup", "arguments": "{}"}}]},
+                            {"role": "tool", "tool_call_id": call_id,
+                             "content": " ".join(f"o{r}_{i}" for i in range(50 * words))}]
+            else:
+                history += [{"type": "reasoning", "id": f"rs_{call_id}", "summary": []},
+                            {"type": "function_call", "id": f"fc_{call_id}", "call_id": call_id,
+                             "name": "lookup", "arguments": "{}"},
+                            {"type": "function_call_output", "call_id": call_id,
+                             "output": " ".join(f"o{r}_{i}" for i in range(50 * words))}]
+        history.append({"role": "assistant", "content": f"answer {t}"})
+    clock.advance(60)
+    history.append(_user(9, words=10))
+    key = "messages" if fmt == "chat" else "input"
+    mem.decorate({"model": "gpt-4.1", key: history})
+    mirror = mem._history
+    _, steps = turn_sizes(mirror, 1.0)
+    # Each step as sent: the call (with its reasoning item) and its output; then the answer.
+    width = 2 if fmt == "chat" else 3
+    turn_length = 1 + width * len(rounds) + 1
+    rounds_of = [[sum(mirror.tokens[t * turn_length + 1 + width * r:][:width])
+                  for r in range(len(rounds))] for t in range(2)]
+    answers = [mirror.tokens[(t + 1) * turn_length - 1] for t in range(2)]
+    assert steps == [max(*rounds_of[t], answers[t]) for t in range(2)]
+    assert next_call_room(steps) == max(rounds_of[0]) == rounds_of[0][1]
+    whole_turn = sum(rounds_of[0]) + answers[0]  # what the room was before: twice as much
+    assert next_call_room(steps) < 0.7 * whole_turn
+
+
 def test_a_notes_facts_are_judged_once_though_the_job_runs_again(small, clock):
     """The score job finds a note's facts by the note, and a rerun (after a crash between its
     apply and its done) appends no second set of traces."""

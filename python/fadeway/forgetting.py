@@ -47,7 +47,8 @@ def typical_turn(turn_sizes: Sequence[int]) -> int:
 
 
 def next_call_room(step_sizes: Sequence[int]) -> int:
-    """Room for the next call: the largest recent assistant step (calls, outputs, reply)."""
+    """Room for the next call: the largest recent assistant step (a reply with its calls and
+    their outputs)."""
     recent = list(step_sizes)[-C.TYPICAL_TURN_WINDOW:]
     return max(recent) if recent else C.DEFAULT_NEXT_CALL_TOKENS
 
@@ -231,19 +232,27 @@ def facts_block_text(facts: Mapping[int, FactRecord], order: Sequence[int],
 def turn_sizes(history: History, ratio: float, blocks: Mapping[int, int] | None = None
                ) -> tuple[list[int], list[int]]:
     """Sizes of the last complete turns as the view holds them, their recall blocks included
-    (`blocks`: sizes by the seq of the user message a block stands before), and of their
-    assistant steps (what follows the user message: calls, outputs, replies), oldest first."""
+    (`blocks`: sizes by the seq of the user message a block stands before), and of each turn's
+    largest assistant step (a reply with its tool calls, and the batch of outputs answering
+    them: what one call adds to the history), oldest first."""
     blocks = blocks or {}
     totals: dict[int, int] = {}
     steps: dict[int, int] = {}
-    stop = history.turn_start
-    for i in range(stop - 1, -1, -1):
+    sides = history.sides
+    step = 0
+    for i in range(history.turn_start - 1, -1, -1):
         turn = history.turns[i]
         if turn not in totals and len(totals) >= C.TYPICAL_TURN_WINDOW:
             break
         totals[turn] = totals.get(turn, 0) + history.tokens[i] + blocks.get(i, 0)
-        if history.sides[i] != "user":
-            steps[turn] = steps.get(turn, 0) + history.tokens[i]
+        if sides[i] != "user":
+            step += history.tokens[i]
+        # Read backwards, a step opens at the first assistant message after a user message or
+        # an output (a reasoning item and its calls are one step).
+        if sides[i] == "user" or (sides[i] == "assistant" and (i == 0 or sides[i - 1] != "assistant")):
+            if step:
+                steps[turn] = max(steps.get(turn, 0), step)
+            step = 0
     turns = sorted(t for t in totals if t > 0)
     return ([round(totals[t] * ratio) for t in turns],
             [round(steps.get(t, 0) * ratio) for t in turns])
