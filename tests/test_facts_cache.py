@@ -117,6 +117,8 @@ def test_decorate_keeps_its_cache_in_step_and_rolls_it_back(engine, clock):
         mem.report(request, reply)
         history.append(reply["choices"][0]["message"])
         engine.drain()
+    # The cache is brought up to the store by decorate (a note taken by report waits for it).
+    mem.decorate({"model": "gpt-4.1", "messages": history})
     cache = mem._history.cache
     with engine.store.read("m") as tx:
         fresh = MemoryCache()

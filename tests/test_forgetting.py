@@ -447,6 +447,37 @@ def test_a_turns_size_counts_the_recall_block_it_carries_in_view(small, clock):
                                if mirror.turns[i] == mirror.turns[seq]) for seq in users]
 
 
+def test_the_budget_holds_room_for_the_note_ask_a_fade_will_add(small, clock):
+    """The note ask and the note tool are part of what forgetting cannot shrink: a memory whose
+    requests let the ask go out fades a few turns earlier than one whose tool_choice keeps it
+    waiting, and the request carrying the ask stays under the ceiling but for its new message
+    and that message's recall block."""
+    first_fade = {}
+    for choice in ("auto", "none"):
+        mem, history = small.memory(f"m-{choice}"), []
+        for t in range(40):
+            clock.advance(60)
+            history.append(_user(t))
+            req = mem.decorate({"model": "gpt-4.1", "tool_choice": choice, "messages": history})
+            if "leaving" in _states(mem).values():
+                first_fade[choice] = t
+                break
+            reply = chat_reply(f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)))
+            mem.report(req, reply)
+            history.append(reply["choices"][0]["message"])
+        if choice == "auto":
+            assert _asks(req)
+            last = req["messages"][-2:]  # the new message's block (if any), then the ask
+            new = [m for m in req["messages"] if m.get("content") == history[-1]["content"]]
+            blocks_before = [m for m in req["messages"][:-1]
+                             if m["role"] == "system" and "[assistant_recent_memories]" in m["content"]]
+            extra = tokens.count_texts("o200k_base", [history[-1]["content"],
+                                                      *[m["content"] for m in blocks_before[-1:]]])
+            assert new and last[-1]["content"].startswith("History from turns")
+            assert mem.measure(req) <= CEILING + sum(extra) + 20
+    assert first_fade["auto"] < first_fade["none"]
+
+
 @pytest.mark.parametrize("fmt", ["chat", "responses"])
 def test_the_room_for_the_next_call_is_one_step_not_a_whole_turn(small, clock, fmt):
     """The spec's room is "one batch of tool outputs and the reply": in a turn of many tool

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
@@ -94,6 +95,15 @@ def same_read(a: CutRead, b: CutRead) -> bool:
     the plan of the other)."""
     return (a[1:3] == b[1:3] and [m.digest for m in a[0]] == [m.digest for m in b[0]]
             and [m.digest for m in a[3]] == [m.digest for m in b[3]])
+
+
+def note_ask_tokens(parsed: ParsedRequest, encoding: str, turn: int) -> int:
+    """What the note ask adds to `parsed`: its message and the note tool (raw tokens)."""
+    with_tool = ParsedRequest(parsed.format, view_mod.with_note_tool(parsed.format, parsed.request),
+                              parsed.instructions, [], parsed.model)
+    tool = (tokens.fixed_request_tokens(with_tool, encoding)
+            - tokens.fixed_request_tokens(replace(with_tool, request=parsed.request), encoding))
+    return tool + C.TOKENS_PER_MESSAGE + tokens.count_texts(encoding, [blocks.note_ask(turn, turn)])[0]
 
 
 def note_arguments(history: History) -> dict[str, str]:
@@ -183,7 +193,7 @@ class Assembly:
         out = ParsedRequest(fmt, request, instructions, view, parsed.model)
         estimate = (tokens.fixed_request_tokens(out, encoding)
                     + sum(map(mirror.tokens.__getitem__, shown))
-                    + sum(tokens.count_texts(encoding, extra))
+                    + sum(tokens.count_texts(encoding, extra)) + C.TOKENS_PER_MESSAGE * len(extra)
                     + sum(size for _, size in recalled.values()))
         key = Key(estimate, len(shown), mirror.digests[shown[-1]] if shown else None)
         return Assembled(formats.assemble(out, view), key, bool(newly_sealed))
@@ -206,7 +216,11 @@ class Assembly:
         # The block shows each fact once, however many sealed episodes hold it.
         fact_sizes = fact_tokens(list({f.n: f for fs in sealed_facts.values() for f in fs}
                                       .values()), encoding, ratio)
-        fixed = round(tokens.fixed_request_tokens(parsed, encoding) * ratio)
+        fixed = tokens.fixed_request_tokens(parsed, encoding)
+        if view_mod.note_ask_allowed(parsed.request):
+            # The request a fade sends episodes leaving in carries the ask and the note tool.
+            fixed += note_ask_tokens(parsed, encoding, mirror.turn)
+        fixed = round(fixed * ratio)
         block = sum(fact_sizes.values())
         sizes, steps = turn_sizes(mirror, ratio, block_sizes)
         typical, room = typical_turn(sizes), next_call_room(steps)
