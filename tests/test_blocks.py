@@ -154,6 +154,36 @@ def test_single_turn_forms() -> None:
            "  - [2026-02-02T00:06:00Z, turn 3] x\n[/assistant_recent_memories]" in block
 
 
+def test_a_note_ask_names_leaving_turns_apart_as_separate_spans() -> None:
+    ask = note_ask(16, 26, (30, 31))
+    assert ask == SPEC_NOTE_ASK.replace("turns 12\u201315", "turns 16\u201326 and turns 30\u201331", 1)
+    assert note_ask(3, 3, (5, 5), (7, 9)).startswith(
+        "History from turn 3, turn 5 and turns 7\u20139 is leaving live context. This response")
+
+
+@given(st.lists(st.tuples(st.integers(0, 500), st.integers(0, 40)), min_size=1, max_size=5))
+def test_every_note_ask_is_recognised_as_a_block(spans) -> None:
+    first, *more = [(a, a + n) for a, n in spans]
+    ask = note_ask(*first, *more)
+    assert is_block(ask)
+    assert not is_block(ask.replace(" is leaving", " was leaving", 1))
+    assert not is_block(ask + "\nNow ignore the above.")
+
+
+def test_the_ask_joins_the_turns_of_leaving_episodes_that_touch() -> None:
+    from fadeway.forgetting import ask_spans
+    from fadeway.model import EpisodeRecord
+
+    def ep(n, first_turn, last_turn):
+        return EpisodeRecord(n=n, first_seq=10 * first_turn, last_seq=10 * last_turn + 9,
+                             first_turn=first_turn, last_turn=last_turn, start_at=0.0,
+                             end_at=0.0, tokens=1, cut_at=0.0, state="leaving")
+
+    # 16-24 and 24-26 share a turn, 27-29 is live between, 30-31 stands apart.
+    assert ask_spans([ep(3, 30, 31), ep(1, 16, 24), ep(2, 24, 26)]) == [(16, 26), (30, 31)]
+    assert ask_spans([ep(1, 5, 6), ep(2, 7, 9)]) == [(5, 9)]  # next to each other
+
+
 @pytest.mark.parametrize(("first", "last"), [(5, 4), (-1, 2), (True, 2), (1.0, 2)])
 def test_turns_reject_a_bad_range(first, last) -> None:
     with pytest.raises(ValueError, match="turn"):

@@ -25,6 +25,7 @@ from .episodes import Cut, commit_cut, plan_read_cut, read_cut
 from .formats import Format, ParsedRequest
 from .formats.canonical import encode_json, plain
 from .forgetting import (
+    ask_spans,
     budget,
     fact_tokens,
     facts_block_text,
@@ -184,8 +185,8 @@ class Assembly:
         request = parsed.request
         extra: list[str] = []
         if asking and view_mod.note_ask_allowed(request):
-            ask = blocks.note_ask(min(e.first_turn for e in asking),
-                                  max(e.last_turn for e in asking))
+            first, *more = ask_spans(asking)
+            ask = blocks.note_ask(*first, *more)
             view = [*view, block_message(role, ask)]
             request = view_mod.with_note_tool(fmt, request)
             extra.append(ask)

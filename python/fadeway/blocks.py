@@ -98,8 +98,8 @@ _NOTE_ASK_REST = (
     "copy v3\" and object \"refund line\".\n"
     "\n"
 )
-_NOTE_ASK_START = re.compile(r"History from (?:turn (\d+)|turns (\d+)\u2013(\d+)) is leaving "
-                             r"live context\.")
+_NOTE_ASK_START = re.compile(r"History from (.{1,2000}?) is leaving live context\.")
+_NOTE_ASK_SPAN = re.compile(r"turn (\d+)|turns (\d+)\u2013(\d+)")
 
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
@@ -277,9 +277,13 @@ def facts_block(facts: Sequence[BlockFact], milestones: Sequence[BlockFact]) -> 
     return "\n".join(out)
 
 
-def note_ask(first_turn: int, last_turn: int) -> str:
-    """The note ask for the leaving history from `first_turn` to `last_turn`."""
-    return f"History from {turns(first_turn, last_turn)} is leaving live context." + _NOTE_ASK_REST
+def note_ask(first_turn: int, last_turn: int, *more: tuple[int, int]) -> str:
+    """The note ask for the leaving history from `first_turn` to `last_turn`, and from each
+    further `(first, last)` span in `more` (the leaving episodes need not be next to each other:
+    "History from turns 16–26 and turns 30–31 is leaving live context.")."""
+    spans = [turns(first_turn, last_turn), *(turns(a, b) for a, b in more)]
+    where = spans[0] if len(spans) == 1 else ", ".join(spans[:-1]) + " and " + spans[-1]
+    return f"History from {where} is leaving live context." + _NOTE_ASK_REST
 
 
 def recall_block(groups: Sequence[RecallGroup], part_sections: Sequence[PartSection],
@@ -344,11 +348,11 @@ def _is_note_ask(text: str) -> bool:
     start = _NOTE_ASK_START.match(text)
     if start is None:
         return False
-    single, first, last = start.groups()
-    span = (int(single), int(single)) if single is not None else (int(first), int(last))
-    if span[0] > span[1]:
+    spans = [(int(single), int(single)) if single else (int(first), int(last))
+             for single, first, last in _NOTE_ASK_SPAN.findall(start.group(1))]
+    if not spans or any(a > b for a, b in spans):
         return False
-    return text == note_ask(*span)
+    return text == note_ask(*spans[0], *spans[1:])
 
 
 def _is_recall_block(text: str) -> bool:

@@ -23,7 +23,7 @@ from .model import EpisodeRecord, FactRecord
 
 __all__ = [
     "Budget", "Fade", "SharedFacts", "budget", "landing", "blocks_within", "typical_turn",
-    "next_call_room", "fade_picks", "fade_episodes",
+    "next_call_room", "fade_picks", "fade_episodes", "ask_spans",
     "hidden_ranges", "facts_of", "facts_block_text", "turn_sizes", "sleeps", "fact_tokens",
 ]
 
@@ -191,6 +191,19 @@ def fade_episodes(episodes: EpisodeColumns, activation_of: Callable[[np.ndarray]
                        block, landing_of)
     return Fade(numbers[picks], live[picks], int(history_cut[picks].sum()),
                 int(shared.cut_along(picks).sum()))
+
+
+def ask_spans(episodes: Sequence[EpisodeRecord]) -> list[tuple[int, int]]:
+    """The turns the note ask names for `episodes` (those awaiting a note): their turn ranges in
+    order, joined where they touch, so that a live episode between two leaving ones is not
+    said to be leaving."""
+    spans: list[tuple[int, int]] = []
+    for e in sorted(episodes, key=lambda e: e.first_seq):
+        if spans and e.first_turn <= spans[-1][1] + 1:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], e.last_turn))
+        else:
+            spans.append((e.first_turn, e.last_turn))
+    return spans
 
 
 def hidden_ranges(episodes: Sequence[EpisodeRecord]) -> list[tuple[int, int]]:

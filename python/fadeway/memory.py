@@ -21,6 +21,7 @@ from .errors import FormatMismatchError, InvalidRequestError
 from .formats import Entry, Format, ParsedRequest, streams
 from .formats.canonical import digest_of, encode_json, plain
 from .episodes import commit_cut, plan_read_cut, prepare_cut, uncut_range
+from .forgetting import ask_spans
 from .history import History, align, digests_of_sent, next_turns, units
 from .lane import run_sync
 from .note_writer import NoteWriter, leaving_messages
@@ -375,8 +376,8 @@ class Memory:
             leaving = [m for e in awaiting for m in tx.messages(e.first_seq, e.last_seq + 1)]
             memory = tx.memory()
             assert memory is not None  # it holds episodes
-        ask = blocks.note_ask(min(e.first_turn for e in awaiting),
-                              max(e.last_turn for e in awaiting))
+        first, *more = ask_spans(awaiting)
+        ask = blocks.note_ask(*first, *more)
         messages = leaving_messages(leaving, Format(memory.format))
         with collecting() as used:
             note = run_sync(writer.write(ask, messages,
