@@ -219,8 +219,10 @@ def test_a_fade_counts_a_notes_facts_once_however_many_episodes_it_sealed(small,
         assert size >= 8 * lines
 
 
+@pytest.mark.parametrize("reports", [True, False], ids=["reported", "report skipped"])
 @pytest.mark.parametrize(("hours", "fades"), [(25, True), (23, False)])
-def test_sleep_fades_to_the_landing_after_a_day_of_silence(tmp_path, clock, hours, fades):
+def test_sleep_fades_to_the_landing_after_a_day_of_silence(tmp_path, clock, hours, fades,
+                                                           reports):
     eng = fadeway.open(tmp_path / "s.db", clock=clock, background=False, ceiling=16_000,
                        judge=ScriptedJudge(), episode_min_tokens=100, episode_max_tokens=400,
                        cut_after_tokens=10**9)
@@ -231,7 +233,8 @@ def test_sleep_fades_to_the_landing_after_a_day_of_silence(tmp_path, clock, hour
         history.append(_user(t))
         req = mem.decorate({"model": "gpt-4.1", "messages": history})
         reply = chat_reply(f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)))
-        mem.report(req, reply)
+        if reports:  # else the reply reaches fadeway only with the next request
+            mem.report(req, reply)
         history.append(reply["choices"][0]["message"])
     assert mem.episodes() == []  # under the ceiling, nothing was cut or faded
     clock.advance(hours * 3600)

@@ -272,11 +272,15 @@ def turn_sizes(history: History, ratio: float, blocks: Mapping[int, int] | None 
 
 
 def sleeps(history: History, before: int) -> bool:
-    """A user message arrived 24 hours or more after the message before it."""
-    for i in range(max(before, 1), len(history)):
-        if history.sides[i] == "user" and history.ats[i] - history.ats[i - 1] >= C.SLEEP_GAP_SECONDS:
-            return True
-    return False
+    """A user message among those stored from `before` on (this call's) arrived 24 hours or
+    more after the last message stored before them. Every message a call stores carries the
+    call's time, so a reply the caller sends back instead of reporting it tells nothing of when
+    the silence ended; the silence is measured from what was stored before the call."""
+    if before < 1:
+        return False
+    last = history.ats[before - 1]
+    return any(history.sides[i] == "user" and history.ats[i] - last >= C.SLEEP_GAP_SECONDS
+               for i in range(before, len(history)))
 
 
 def fact_tokens(facts: Sequence[FactRecord], encoding: str, ratio: float) -> dict[int, int]:
