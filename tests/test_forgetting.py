@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from unittest import mock
 
 import msgspec
@@ -422,6 +423,45 @@ def test_a_caller_that_sends_back_the_decorated_view_stores_nothing_twice(small,
         small.drain()
     assert len(mem.messages()) == sent
     assert {"sealed", "forgotten"} & set(_states(mem).values())
+
+
+def test_a_request_stays_under_the_ceiling_by_giving_up_its_own_recall_block(small, clock,
+                                                                              caplog):
+    """The request whose new message takes the history over its budget still holds the turns a
+    fade sends leaving, and the spec's room leaves out the new message and its block; that
+    block gives way (the least of it first) so the request stays under the ceiling, and what
+    is stored with the turn is what the request showed."""
+    mem, history = small.memory("m"), []
+    shrunk = []
+    with caplog.at_level(logging.INFO, logger="fadeway"):
+        for t in range(80):
+            clock.advance(60)
+            # Each message comes back to words of earlier turns, so recall finds their facts.
+            history.append({"role": "user", "content": f"Turn {t}: what about " + " ".join(
+                f"w{k}_{i}" for k in range(max(0, t - 12), t, 3) for i in range(6))})
+            req = mem.decorate({"model": "gpt-4.1", "messages": history})
+            turn_block = [m["content"] for m in req["messages"][:-1]
+                          if m["role"] == "system" and m["content"].startswith(
+                              "[assistant_recent_memories]")]
+            stored = {r.turn: r.text for r in mem.export().recalls}
+            if any("recall blocks shrunk" in r.getMessage() for r in caplog.records):
+                shrunk.append(t)
+                caplog.clear()
+            current = mem._history.turn
+            over = mem.measure(req) - CEILING
+            if over > 0:  # only by the new message itself, its block given up whole
+                assert current not in stored, f"turn {t} kept a block over the ceiling"
+                assert over <= tokens.count_texts("o200k_base", [history[-1]["content"]])[0] + 4
+            # The block shown before the new message is the one stored with its turn.
+            if current in stored:
+                assert stored[current] in turn_block
+            calls = [_note_call(req, f"note_{t}")] if _asks(req) else None
+            reply = chat_reply(f"answer {t} " + " ".join(f"w{t}_{i}" for i in range(40)),
+                               tool_calls=calls)
+            mem.report(req, reply)
+            history.append(reply["choices"][0]["message"])
+            small.drain()
+    assert shrunk, "no request needed its block shrunk: the test does not reach the case"
 
 
 def test_a_turns_size_counts_the_recall_block_it_carries_in_view(small, clock):

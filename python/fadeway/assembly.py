@@ -11,6 +11,7 @@ mirrors for them and writes what they decide.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -41,6 +42,7 @@ from .cache import MemoryCache
 from .history import History
 from .lane import run_sync
 from .model import EpisodeRecord, MemoryRecord, MessageRecord
+from .recall import RecallResult, block_tokens
 from .recall_turns import blocks_in_view, fix_finals
 from .store import Transaction
 from .view import block_message, history_view, instruction_role, view_seqs
@@ -66,11 +68,13 @@ CutRead = tuple[list[MessageRecord], int, int, list[MessageRecord]]  # what read
 
 
 class Assembled(NamedTuple):
-    """A decorated request, what identifies it, and whether episodes sealed on the way."""
+    """A decorated request, what identifies it, whether episodes sealed on the way, and the
+    recall blocks of this call's user messages as the request shows them (by seq)."""
 
     request: dict[str, Any]
     key: Key
     sealed: bool
+    recalls: dict[int, RecallResult]
 
 
 class PlanCut(Exception):
@@ -127,8 +131,8 @@ class Assembly:
 
     def forget_and_assemble(self, tx: Transaction, parsed: ParsedRequest, memory: MemoryRecord,
                             episodes: list[EpisodeRecord], encoding: str, now: float,
-                            before: int, *, planned: Planned | None = None,
-                            inline: bool = True) -> Assembled:
+                            before: int, current: dict[int, RecallResult] | None = None, *,
+                            planned: Planned | None = None, inline: bool = True) -> Assembled:
         """Seal what was acknowledged, fade if the history is over its budget (or the turn
         sleeps), and build the request around the view. `episodes` are as this call found them
         (storing new messages does not change episodes). Also says whether episodes sealed
@@ -154,6 +158,9 @@ class Assembly:
         since = mirror.turns[shown[0]] if shown else mirror.turn
         fix_finals(tx, mirror, since, now)
         recalled = blocks_in_view(tx, mirror, shown, since)
+        current = dict(current or {})  # this call's blocks, stored once the request is built
+        recalled.update((seq, (r.block, block_tokens(r.block))) for seq, r in current.items()
+                        if r.block is not None)
         if not any(e.state == "leaving" for e in episodes):
             sizes = {seq: size for seq, (_, size) in recalled.items()}
             faded = self._fade_if_needed(tx, parsed, shown, episodes, known, encoding, ratio,
@@ -179,25 +186,51 @@ class Assembly:
         role = instruction_role(fmt, parsed.instructions)
         accepted = {call_id: notes.parse_note_arguments(args) is not None
                     for call_id, args in note_arguments(self.history).items()}
-        view = history_view(fmt, mirror, shown, accepted,
-                            {seq: block_message(role, text) for seq, (text, _) in recalled.items()})
         asking = [e for e in episodes if e.state == "leaving" and e.n not in acked]
         request = parsed.request
         extra: list[str] = []
         if asking and view_mod.note_ask_allowed(request):
             first, *more = ask_spans(asking)
-            ask = blocks.note_ask(*first, *more)
-            view = [*view, block_message(role, ask)]
+            extra.append(blocks.note_ask(*first, *more))
             request = view_mod.with_note_tool(fmt, request)
-            extra.append(ask)
         instructions = [*parsed.instructions, *([block_message(role, block)] if block else [])]
-        out = ParsedRequest(fmt, request, instructions, view, parsed.model)
-        estimate = (tokens.fixed_request_tokens(out, encoding)
-                    + sum(map(mirror.tokens.__getitem__, shown))
-                    + sum(tokens.count_texts(encoding, extra)) + C.TOKENS_PER_MESSAGE * len(extra)
-                    + sum(size for _, size in recalled.values()))
+        fixed = (tokens.fixed_request_tokens(ParsedRequest(fmt, request, instructions, [],
+                                                           parsed.model), encoding)
+                 + sum(map(mirror.tokens.__getitem__, shown))
+                 + sum(tokens.count_texts(encoding, extra)) + C.TOKENS_PER_MESSAGE * len(extra))
+        over = round((fixed + sum(size for _, size in recalled.values())) * ratio) - self.engine.ceiling
+        if over > 0 and current:
+            current = self._within_ceiling(current, over, ratio)
+            recalled = {seq: b for seq, b in recalled.items() if seq not in current}
+            recalled.update((seq, (r.block, block_tokens(r.block))) for seq, r in current.items()
+                            if r.block is not None)
+        view = history_view(fmt, mirror, shown, accepted,
+                            {seq: block_message(role, text) for seq, (text, _) in recalled.items()})
+        view += [block_message(role, text) for text in extra]
+        estimate = fixed + sum(size for _, size in recalled.values())
         key = Key(estimate, len(shown), mirror.digests[shown[-1]] if shown else None)
-        return Assembled(formats.assemble(out, view), key, bool(newly_sealed))
+        out = ParsedRequest(fmt, request, instructions, view, parsed.model)
+        return Assembled(formats.assemble(out, view), key, bool(newly_sealed), current)
+
+    def _within_ceiling(self, current: dict[int, RecallResult], over: int,
+                        ratio: float) -> dict[int, RecallResult]:
+        """This call's recall blocks shrunk by `over` tokens (corrected) in all, so that the
+        request fits under the ceiling: the request that takes the history over its budget
+        still holds the turns a fade sends leaving, and the room for the next call leaves out
+        the new message and its block (spec: "The ceiling and the landing"). The blocks of
+        earlier messages give way first; the last message's, which the reply answers, last."""
+        out = dict(current)
+        left = math.ceil(over / ratio)
+        for seq in sorted(out):
+            if left <= 0:
+                break
+            size = block_tokens(out[seq].block)
+            out[seq] = out[seq].within(size - left)
+            left -= size - block_tokens(out[seq].block)
+        log.info("memory %r: this call's recall blocks shrunk by %d tokens (%d short) to keep the "
+                 "request within the ceiling", self.memory_id, math.ceil(over / ratio) - max(left, 0),
+                 max(left, 0))
+        return out
 
     def _fade_if_needed(self, tx: Transaction, parsed: ParsedRequest, shown: list[int],
                         episodes: Sequence[EpisodeRecord], known: MemoryCache, encoding: str,

@@ -40,6 +40,7 @@ from .model import (
 )
 from .recall_turns import (
     Pending,
+    place_recall,
     queue_after_reply,
     recall_for,
     store_recall,
@@ -145,7 +146,7 @@ class Memory:
             new = self._entries(fmt, parsed.history, start, sent_digests)
             before = len(mirror)
             self._append(tx, new, encoding, now, source="request")
-            store_recall(tx, mirror, pending, before, now)
+            placed = place_recall(mirror, pending, before)
             took = self._take_notes(tx, fmt, before, now, source="model")
             if has_instructions and memory.instructions != instructions:
                 tx.set_instructions(instructions)
@@ -153,7 +154,9 @@ class Memory:
                 _restore_instructions(parsed, memory.instructions)
             tx.set_decorated_through(len(mirror))
             out = self._assembly.forget_and_assemble(tx, parsed, memory, episodes, encoding,
-                                                     now, before, planned=planned, inline=inline)
+                                                     now, before, placed, planned=planned,
+                                                     inline=inline)
+            store_recall(tx, mirror, out.recalls, now)
             self._record_request(tx, parsed, encoding, now, used, out.key)
         if took or out.sealed:
             self._engine._jobs_queued()

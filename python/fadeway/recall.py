@@ -45,7 +45,7 @@ from .store import Transaction
 if TYPE_CHECKING:
     from .engine import Engine
 
-__all__ = ["RecallResult", "MemoryCache", "Snapshot", "recall", "walk", "group_facts", "block_tokens",
+__all__ = ["RecallResult", "BlockContents", "MemoryCache", "Snapshot", "recall", "walk", "group_facts", "block_tokens",
            "WalkJob", "DistillJob"]
 
 log = logging.getLogger("fadeway.recall")
@@ -64,6 +64,62 @@ class RecallResult:
     passages: list[int] = field(default_factory=list)  # passages quoted
     walk: str = "none"  # "prepared", "inline", "search hits" or "none" (no candidates)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
+    # What the block shows, to leave out more of it (see `within`).
+    contents: BlockContents | None = field(default=None, compare=False, repr=False)
+
+    def within(self, limit: int) -> RecallResult:
+        """This recall with a block of at most `limit` tokens (`block_tokens`): the least of
+        what it shows left out first, as when it passes its share of the ceiling; no block
+        when nothing fits."""
+        if self.block is None or block_tokens(self.block) <= limit or self.contents is None:
+            return self
+        contents = self.contents.copy()
+        block = contents.fit(limit)
+        return RecallResult(block, *contents.shown() if block else ([], []), walk=self.walk,
+                            timings=self.timings, contents=contents)
+
+
+@dataclass
+class BlockContents:
+    """The parts of a recall block, each list in the order it is given up: excerpts from the
+    last (with their facts), then the parts' sections, then the lowest ranked grouped facts."""
+
+    snap: Snapshot
+    grouped: list[int]
+    sections: list[blocks.PartSection]
+    section_facts: list[int]
+    excerpts: list[blocks.Excerpt]
+    excerpt_facts: list[int]
+    quoted: list[int]
+
+    def copy(self) -> BlockContents:
+        return BlockContents(self.snap, list(self.grouped), list(self.sections),
+                             list(self.section_facts), list(self.excerpts),
+                             list(self.excerpt_facts), list(self.quoted))
+
+    def render(self) -> str | None:
+        return blocks.recall_block(group_facts(self.snap, self.grouped), self.sections,
+                                   self.excerpts)
+
+    def fit(self, limit: float) -> str | None:
+        """The block, leaving out the least of what it shows, one at a time, until it takes at
+        most `limit` tokens."""
+        block = self.render()
+        while block is not None and block_tokens(block) > limit:
+            if self.excerpts:
+                del self.excerpt_facts[len(self.excerpt_facts) - len(self.excerpts.pop().facts):]
+                self.quoted.pop()
+            elif self.sections:
+                del self.section_facts[len(self.section_facts) - len(self.sections.pop().facts):]
+            else:
+                self.grouped.pop()
+            block = self.render()
+        return block
+
+    def shown(self) -> tuple[list[int], list[int]]:
+        """The facts shown, in the block's order, and the passages quoted."""
+        return (list(dict.fromkeys([*self.grouped, *self.section_facts, *self.excerpt_facts])),
+                list(self.quoted))
 
 
 class Snapshot:
@@ -254,7 +310,6 @@ def recall(engine: Engine, memory_id: str, message: str, recent: str, *,
     # Facts only a part found are shown under that part, not in the groups.
     only_parts = {m for hits in part_hits for m in hits} - set(message_hits)
     grouped = [n for n in ranked if n not in only_parts][:C.RECALL_FACTS]
-    groups = group_facts(snap, grouped)
     sections, section_facts = [], []
     for part, hits in zip(parts, part_hits, strict=True):
         facts = [n for n in snap.shown(hits) if kept.get(n, 0) >= C.KEEP_LEVEL]
@@ -267,21 +322,12 @@ def recall(engine: Engine, memory_id: str, message: str, recent: str, *,
     fact_rank = {n: i for i, n in enumerate(message_hits)}
     excerpts, excerpt_facts = _excerpts(snap, [passages[n] for n in quoted], fact_rank,
                                         shown=[*grouped, *section_facts])
-    block = blocks.recall_block(groups, sections, excerpts)
-    while block is not None and block_tokens(block) > engine.ceiling * C.RECALL_BLOCK_SHARE:
-        # Over its share of the ceiling: leave out the least of what it shows, one at a time.
-        if excerpts:
-            del excerpt_facts[len(excerpt_facts) - len(excerpts.pop().facts):]
-            quoted.pop()
-        elif sections:
-            del section_facts[len(section_facts) - len(sections.pop().facts):]
-        else:
-            grouped.pop()
-            groups = group_facts(snap, grouped)
-        block = blocks.recall_block(groups, sections, excerpts)
+    contents = BlockContents(snap, grouped, sections, section_facts, excerpts, excerpt_facts,
+                             quoted)
+    block = contents.fit(engine.ceiling * C.RECALL_BLOCK_SHARE)  # at most its share
     lap("block")
-    shown = list(dict.fromkeys([*grouped, *section_facts, *excerpt_facts]))
-    return RecallResult(block, shown, quoted, how, timings)
+    shown, quoted = contents.shown()
+    return RecallResult(block, shown, quoted, how, timings, contents)
 
 
 def _walked(judge: Judge, snap: Snapshot, dialogue: str, candidates: list[int],

@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("fadeway.recall")
 
-__all__ = ["Pending", "recall_for", "preview", "store_recall", "fix_finals", "blocks_in_view",
-           "queue_after_reply"]
+__all__ = ["Pending", "recall_for", "preview", "place_recall", "store_recall", "fix_finals",
+           "blocks_in_view", "queue_after_reply"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,22 +113,31 @@ def recall_for(engine: Engine, memory_id: str, history: History,
     return pending
 
 
-def store_recall(tx: Transaction, history: History, pending: Sequence[Pending], before: int,
-                 now: float) -> None:
-    """Store each block with its turn, just before its user message, when that message is among
-    the user messages that end what was stored now (from seq `before` on); blocks and messages
-    are matched by digest, in order."""
+def place_recall(history: History, pending: Sequence[Pending], before: int
+                 ) -> dict[int, RecallResult]:
+    """The seq of the user message each block stands before, when that message is among the
+    user messages that end what was stored now (from seq `before` on); blocks and messages are
+    matched by digest, in order."""
+    out = {}
     k, seq = len(pending) - 1, len(history) - 1
     while k >= 0 and seq >= before and history.sides[seq] == "user":
         if history.digests[seq] == pending[k].digest:
-            result = pending[k].result
-            if result.block is not None:
-                tx.insert_recall(RecallRecord(
-                    turn=history.turns[seq], seq=seq, at=now, text=result.block,
-                    tokens=block_tokens(result.block), facts=result.facts,
-                    passages=result.passages))
+            if pending[k].result.block is not None:
+                out[seq] = pending[k].result
             k -= 1
         seq -= 1
+    return out
+
+
+def store_recall(tx: Transaction, history: History, placed: dict[int, RecallResult],
+                 now: float) -> None:
+    """Store each block with its turn, just before its user message (`placed`, by the seq of
+    that message), as the request showed it."""
+    for seq, result in sorted(placed.items()):
+        if result.block is not None:
+            tx.insert_recall(RecallRecord(
+                turn=history.turns[seq], seq=seq, at=now, text=result.block,
+                tokens=block_tokens(result.block), facts=result.facts, passages=result.passages))
 
 
 def fix_finals(tx: Transaction, history: History, since_turn: int, now: float) -> None:
