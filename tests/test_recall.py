@@ -146,6 +146,44 @@ def test_distill_removes_a_block_whose_facts_were_all_said(tmp_path, clock):
     assert not nxt["messages"][index - 1]["content"].startswith("[assistant_recent_memories]")
 
 
+@pytest.mark.parametrize("keep", ["all", "every other"])
+def test_distill_rewrites_a_block_to_what_it_kept_and_nothing_more(tmp_path, clock, keep):
+    """A rewrite shows only the facts and excerpts distill kept, so it never grows the block it
+    shrinks (excerpts once took their episode's first facts, kept or not); keeping everything
+    keeps the block's text as it was."""
+    def judged(items, conversation):
+        return [keep == "all" or i % 2 == 0 for i in range(len(items))]
+
+    with _open(tmp_path / "r.db", clock, ScriptedJudge(distill=judged)) as eng:
+        mem = eng.memory("m")
+        history = converse_with_notes(eng, mem, clock, [[OWNER, LEAVE, *OTHER]])
+        with eng.store.write("m") as tx:
+            tx.set_facts_order("[]")  # nothing in the facts block: recall may show every fact
+        history.append({"role": "user", "content": QUESTION + " Also who waters the plants? "
+                        "As in w2_3 w2_4, w5_6 and w5_7."})  # words of passages too
+        request = mem.decorate({"model": "gpt-4.1", "messages": history})
+        reply = chat_reply("Let me check.")
+        mem.report(request, reply)
+        eng.drain()
+        export = mem.export()
+    [recalled] = [r for r in export.recalls if r.turn == max(r.turn for r in export.recalls)]
+    [distilled] = [d for d in export.distills if d.turn == recalled.turn]
+    facts = {f.n: f.text for f in export.facts}
+    assert len(recalled.facts) + len(recalled.passages) >= 3
+    if keep == "all":
+        assert distilled.text == recalled.text
+        return
+    kept = [n for i, n in enumerate(recalled.facts) if i % 2 == 0]
+    dropped = [n for i, n in enumerate(recalled.facts) if i % 2 == 1]
+    assert distilled.tokens < recalled.tokens
+    assert distilled.text is not None
+    assert all(facts[n] in distilled.text for n in kept)
+    assert not any(facts[n] in distilled.text for n in dropped if facts[n] not in
+                   [facts[k] for k in kept])
+    shown = [f for f in facts.values() if f in distilled.text]
+    assert set(shown) <= {facts[n] for n in recalled.facts}  # nothing the block did not show
+
+
 def test_requests_keep_their_prefix_and_the_facts_block_between_fades(tmp_path, clock):
     """Every decorated request repeats the previous request's prefix up to that previous
     turn's recall block; the facts block is byte-identical between fades."""
