@@ -156,7 +156,8 @@ def test_single_turn_forms() -> None:
 
 def test_a_note_ask_names_leaving_turns_apart_as_separate_spans() -> None:
     ask = note_ask(16, 26, (30, 31))
-    assert ask == SPEC_NOTE_ASK.replace("turns 12\u201315", "turns 16\u201326 and turns 30\u201331", 1)
+    assert ask == SPEC_NOTE_ASK.replace("turns 12\u201315",
+                                        "turns 16\u201326 and turns 30\u201331", 1)
     assert note_ask(3, 3, (5, 5), (7, 9)).startswith(
         "History from turn 3, turn 5 and turns 7\u20139 is leaving live context. This response")
 

@@ -512,8 +512,8 @@ def test_the_budget_holds_room_for_the_note_ask_a_fade_will_add(small, clock):
             assert _asks(req)
             last = req["messages"][-2:]  # the new message's block (if any), then the ask
             new = [m for m in req["messages"] if m.get("content") == history[-1]["content"]]
-            blocks_before = [m for m in req["messages"][:-1]
-                             if m["role"] == "system" and "[assistant_recent_memories]" in m["content"]]
+            blocks_before = [m for m in req["messages"][:-1] if m["role"] == "system"
+                             and "[assistant_recent_memories]" in m["content"]]
             extra = tokens.count_texts("o200k_base", [history[-1]["content"],
                                                       *[m["content"] for m in blocks_before[-1:]]])
             assert new and last[-1]["content"].startswith("History from turns")

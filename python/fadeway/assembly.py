@@ -104,11 +104,12 @@ def same_read(a: CutRead, b: CutRead) -> bool:
 
 def note_ask_tokens(parsed: ParsedRequest, encoding: str, turn: int) -> int:
     """What the note ask adds to `parsed`: its message and the note tool (raw tokens)."""
-    with_tool = ParsedRequest(parsed.format, view_mod.with_note_tool(parsed.format, parsed.request),
-                              parsed.instructions, [], parsed.model)
+    bare = ParsedRequest(parsed.format, parsed.request, parsed.instructions, [], parsed.model)
+    with_tool = replace(bare, request=view_mod.with_note_tool(parsed.format, parsed.request))
     tool = (tokens.fixed_request_tokens(with_tool, encoding)
-            - tokens.fixed_request_tokens(replace(with_tool, request=parsed.request), encoding))
-    return tool + C.TOKENS_PER_MESSAGE + tokens.count_texts(encoding, [blocks.note_ask(turn, turn)])[0]
+            - tokens.fixed_request_tokens(bare, encoding))
+    [ask] = tokens.count_texts(encoding, [blocks.note_ask(turn, turn)])
+    return tool + C.TOKENS_PER_MESSAGE + ask
 
 
 def note_arguments(history: History) -> dict[str, str]:
@@ -198,7 +199,8 @@ class Assembly:
                                                            parsed.model), encoding)
                  + sum(map(mirror.tokens.__getitem__, shown))
                  + sum(tokens.count_texts(encoding, extra)) + C.TOKENS_PER_MESSAGE * len(extra))
-        over = round((fixed + sum(size for _, size in recalled.values())) * ratio) - self.engine.ceiling
+        shown_blocks = sum(size for _, size in recalled.values())
+        over = round((fixed + shown_blocks) * ratio) - self.engine.ceiling
         if over > 0 and current:
             current = self._within_ceiling(current, over, ratio)
             recalled = {seq: b for seq, b in recalled.items() if seq not in current}
@@ -227,9 +229,10 @@ class Assembly:
             size = block_tokens(out[seq].block)
             out[seq] = out[seq].within(size - left)
             left -= size - block_tokens(out[seq].block)
+        short = max(left, 0)
         log.info("memory %r: this call's recall blocks shrunk by %d tokens (%d short) to keep the "
-                 "request within the ceiling", self.memory_id, math.ceil(over / ratio) - max(left, 0),
-                 max(left, 0))
+                 "request within the ceiling", self.memory_id, math.ceil(over / ratio) - short,
+                 short)
         return out
 
     def _fade_if_needed(self, tx: Transaction, parsed: ParsedRequest, shown: list[int],

@@ -89,11 +89,12 @@ def fade_picks(activation: np.ndarray, tie: np.ndarray, history_cut: np.ndarray,
     messages leave the view); `block_cut_along(order)` gives the tokens that leave the facts
     block at each pick of an order (a sealed episode's facts leave it, once no other sealed
     episode holds them; see `SharedFacts`). `landing_of` gives the landing for an array of facts
-    block sizes, since a smaller block leaves the history more room. `history` and `block` are the sizes before the fade.
-    The order is asked of Rust a prefix at a time and walked with running sums, so a fade that
-    stops early never pays for ordering (or visiting) the rest. The first prefix holds the share
-    of the episodes that the share of the history to shed suggests, with a quarter to spare (at
-    least `FADE_FIRST`); each next one is four times as long.
+    block sizes, since a smaller block leaves the history more room. `history` and `block` are
+    the sizes before the fade. The order is asked of Rust a prefix at a time and walked with
+    running sums, so a fade that stops early never pays for ordering (or visiting) the rest. The
+    first prefix holds the share of the episodes that the share of the history to shed
+    suggests, with a quarter to spare (at least `FADE_FIRST`); each next one is four times as
+    long.
     """
     activation = np.ascontiguousarray(activation, dtype=np.float64)
     tie = np.ascontiguousarray(tie, dtype=np.int64)
@@ -262,7 +263,8 @@ def turn_sizes(history: History, ratio: float, blocks: Mapping[int, int] | None 
             step += history.tokens[i]
         # Read backwards, a step opens at the first assistant message after a user message or
         # an output (a reasoning item and its calls are one step).
-        if sides[i] == "user" or (sides[i] == "assistant" and (i == 0 or sides[i - 1] != "assistant")):
+        opens = sides[i] == "assistant" and (i == 0 or sides[i - 1] != "assistant")
+        if sides[i] == "user" or opens:
             if step:
                 steps[turn] = max(steps.get(turn, 0), step)
             step = 0

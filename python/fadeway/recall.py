@@ -45,8 +45,8 @@ from .store import Transaction
 if TYPE_CHECKING:
     from .engine import Engine
 
-__all__ = ["RecallResult", "BlockContents", "MemoryCache", "Snapshot", "recall", "walk", "group_facts", "block_tokens",
-           "WalkJob", "DistillJob"]
+__all__ = ["RecallResult", "BlockContents", "MemoryCache", "Snapshot", "recall", "walk",
+           "group_facts", "block_tokens", "WalkJob", "DistillJob"]
 
 log = logging.getLogger("fadeway.recall")
 
