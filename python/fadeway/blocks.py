@@ -172,14 +172,22 @@ _OPEN_SAFE, _CLOSE_SAFE = "(", ")"
 _LINE_START = re.compile(r"[-#\[]")
 
 
+# Blank letters that render as a space or nothing (Hangul fillers, the Braille blank).
+_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
 def _folded(text: str) -> tuple[str, list[int] | None]:
     """A lower-cased NFKC copy of `text` and, unless the copy is aligned with it, the index in
-    `text` of each character of the copy."""
+    `text` of each character of the copy. Characters that show nothing of their own (format
+    characters such as tags and variation selectors, combining marks, blank letters) are left
+    out of the copy, so that they cannot hide a marker."""
     if text.isascii():
         return text.lower(), None
     chars: list[str] = []
     index: list[int] = []
     for i, ch in enumerate(text):
+        if ch in _BLANK_LETTERS or unicodedata.category(ch) in ("Cf", "Mn", "Me"):
+            continue
         folded = unicodedata.normalize("NFKC", ch).casefold()
         chars.append(folded)
         index.extend([i] * len(folded))
