@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 
 import msgspec
 import pytest
@@ -137,15 +138,67 @@ def test_a_stream_with_an_error_chunk_stores_nothing(engine):
     (["data: {}"], "item 0 of the streamed response is a str"),
     ([{"object": "chat.completion.chunk", "choices": []}], "no chunk carried a delta"),
     (response_events(responses_reply([output_text("hi")])), "not a chat.completion.chunk"),
-    ([{"object": "chat.completion.chunk",
-       "choices": [{"index": 0, "delta": {"tool_calls": [{"id": "c1"}]}}]}],
-     "tool call delta without an integer index"),
+    # Cut off in its tool call, before the finish reason, with no text: nothing to store.
+    (chat_chunks(chat_reply(None, tool_calls=[call("c1", "rm", '{"path": "/tmp/x"}')]))[:2],
+     "ended before its reply was complete"),
 ])
 def test_a_malformed_chat_stream_is_refused_before_anything_is_stored(engine, response, message):
     mem = engine.memory("m")
     req = mem.decorate({"messages": [user("q")]})
     with pytest.raises(InvalidResponseError, match=message):
         mem.report(req, response)
+    assert [m.source for m in mem.messages()] == ["request"]
+
+
+def test_provider_variants_of_chat_streams_join_as_openai_s(engine):
+    """Azure's chunks without choices (prompt and content filter results, a blank object), a
+    usage chunk without a choices key, tool call deltas without an index (as some compatible
+    endpoints send them), and a new call id at an index already in use."""
+    mem = engine.memory("m")
+    req = mem.decorate({"messages": [user("look both up")]})
+    calls = [call("a", "lookup", '{"q": "one"}'), call("b", "lookup", '{"q": "two"}')]
+    chunks = chat_chunks(chat_reply("Looking.", tool_calls=calls), include_usage=False)
+    azure = {"id": "", "object": "", "created": 0, "model": "", "choices": [],
+             "prompt_filter_results": [{"prompt_index": 0, "content_filter_results": {}}]}
+    for chunk in chunks:  # no index on any call delta: a new id starts a new call
+        for delta in chunk["choices"][0]["delta"].get("tool_calls", []):
+            del delta["index"]
+    usage = {"id": "chatcmpl-1", "usage": {"prompt_tokens": 11, "completion_tokens": 3,
+                                           "total_tokens": 14}}
+    result = mem.report(req, [azure, *chunks, usage])
+    assert result.tool_calls == calls
+    assert mem.export().requests[-1].provider_tokens == 11
+    same_index = chat_chunks(chat_reply(None, tool_calls=calls))
+    for chunk in same_index:
+        for delta in chunk["choices"][0]["delta"].get("tool_calls", []) if chunk["choices"] else []:
+            delta["index"] = 0
+    joined = streams.collect(Format.CHAT_COMPLETIONS, same_index)
+    assert joined["choices"][0]["message"]["tool_calls"] == calls
+
+
+def test_a_stream_cut_off_in_a_tool_call_keeps_its_text_and_hands_back_no_call(engine, caplog):
+    mem = engine.memory("m")
+    req = mem.decorate({"messages": [user("clean up")]})
+    chunks = chat_chunks(chat_reply("Removing the file.",
+                                    tool_calls=[call("c1", "rm", '{"path": "/tmp/x/y"}')]))
+    cut = [c for c in chunks if c["choices"] and c["choices"][0]["finish_reason"] is None]
+    with caplog.at_level(logging.WARNING, logger="fadeway"):
+        result = mem.report(req, cut[:-1])  # the connection dropped in the arguments
+    assert result.tool_calls == []
+    assert "left out (they may be cut short)" in caplog.text
+    assert _bodies(mem)[-1] == {"role": "assistant", "content": "Removing the file."}
+
+
+def test_an_async_stream_passed_to_report_says_to_use_areport(engine):
+    mem = engine.memory("m")
+    req = mem.decorate({"messages": [user("q")]})
+
+    async def stream():
+        for chunk in chat_chunks(chat_reply("hi")):
+            yield chunk
+
+    with pytest.raises(InvalidResponseError, match="areport"):
+        mem.report(req, stream())
     assert [m.source for m in mem.messages()] == ["request"]
 
 

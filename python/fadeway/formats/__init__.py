@@ -88,6 +88,9 @@ def assemble(parsed: ParsedRequest, view: list[Any]) -> dict[str, Any]:
 def parse_response(fmt: Format, response: Any) -> Reply:
     """The reply of a provider response in format `fmt`: an SDK object or a plain dict, or the
     chunks or events of a streamed one (see `streams`)."""
+    if streams.is_async_stream(response):
+        raise InvalidResponseError("the response is an async stream: pass it to `await "
+                                   "mem.areport(...)`, or collect its chunks into a list first")
     try:
         if streams.is_stream(response):
             data = streams.collect(fmt, [to_plain(e, "a streamed chunk") for e in response])

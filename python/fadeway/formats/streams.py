@@ -10,8 +10,12 @@ its tool calls handed back exactly as for a plain response.
   text pieces (content, refusal, a tool call's arguments, a provider's reasoning text) are
   concatenated, tool calls are merged by their `index` (which the final message leaves out),
   identifiers and names are taken, not concatenated, since some providers repeat them in every
-  chunk. The usage comes from the chunk that carries it (only when the request asked for it with
-  `stream_options: {"include_usage": true}`; without it the estimate's correction is not updated).
+  chunk. Providers' variants are read too: chunks without choices (Azure's filter results, with
+  a blank object), call deltas without an index (a new id starts a new call), a new id at an
+  index in use. A stream cut off before its finish reason keeps its text, but not its tool calls
+  (one may be cut short, and the caller must not run it). The usage comes from the chunk that
+  carries it (only when the request asked for it with `stream_options: {"include_usage":
+  true}`; without it the estimate's correction is not updated).
 - Responses: the terminal event (`response.completed`, or `response.incomplete` when the output
   was cut short) holds the whole response. A stream that ended before it (a dropped connection)
   stands for the output items it finished (`response.output_item.done`), in output order. A
@@ -20,6 +24,7 @@ its tool calls handed back exactly as for a plain response.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterable, Iterable, Mapping
 from typing import Any
 
@@ -27,6 +32,8 @@ from ..errors import InvalidResponseError
 from .base import Format
 
 __all__ = ["is_stream", "is_async_stream", "collect"]
+
+log = logging.getLogger("fadeway")
 
 #: Delta keys whose value names something: repeated as is, never concatenated.
 _NAMES = frozenset({"id", "type", "name", "role", "index", "call_id", "model", "object"})
@@ -70,19 +77,22 @@ def _error_text(error: Any) -> str:
 def _chat(chunks: list[dict[str, Any]]) -> dict[str, Any]:
     head: dict[str, Any] = {}
     choices: dict[int, dict[str, Any]] = {}
+    calls: dict[int, _Calls] = {}
     usage = None
     for i, chunk in enumerate(chunks):
         if chunk.get("error"):
             raise InvalidResponseError(
                 f"chunk {i} of the stream is an error: {_error_text(chunk['error'])}")
-        parts = chunk.get("choices")
-        if not isinstance(parts, list) or chunk.get("object", "chat.completion.chunk") != (
-                "chat.completion.chunk"):
+        parts = chunk.get("choices", [])
+        # Azure's first chunk (prompt filter results) and its content filter chunks have a
+        # blank object and no choices; a usage chunk may have no choices key at all.
+        if (not isinstance(parts, list) or "type" in chunk
+                or chunk.get("object") not in (None, "", "chat.completion.chunk")):
             raise InvalidResponseError(
                 f"chunk {i} of the stream is not a chat.completion.chunk (a Responses event "
                 "for a Chat Completions request?)")
         for key in ("id", "created", "model", "service_tier", "system_fingerprint"):
-            if chunk.get(key) is not None:
+            if chunk.get(key):
                 head.setdefault(key, chunk[key])
         if chunk.get("usage") is not None:
             usage = chunk["usage"]
@@ -95,20 +105,35 @@ def _chat(chunks: list[dict[str, Any]]) -> dict[str, Any]:
                                                 "finish_reason": None})
             delta = part.get("delta")
             if isinstance(delta, dict):
-                _join(choice["message"], delta, f"chunk {i}")
+                for call in delta.get("tool_calls") or []:
+                    if isinstance(call, dict):
+                        calls.setdefault(index, _Calls()).add(call)
+                _join(choice["message"], {k: v for k, v in delta.items() if k != "tool_calls"})
             if part.get("finish_reason") is not None:
                 choice["finish_reason"] = part["finish_reason"]
             if isinstance(part.get("logprobs"), dict):
-                _join(choice.setdefault("logprobs", {}), part["logprobs"], f"chunk {i}")
+                _join(choice.setdefault("logprobs", {}), part["logprobs"])
     if not choices:
         raise InvalidResponseError("the stream holds no choice: no chunk carried a delta")
-    for choice in choices.values():
+    for index, choice in choices.items():
         message = choice["message"]
         message.setdefault("role", "assistant")
         message.setdefault("content", None)
-        if "tool_calls" in message:
-            message["tool_calls"] = [{k: v for k, v in call.items() if k != "index"}
-                                     for _, call in sorted(message["tool_calls"].items())]
+        if index in calls:
+            message["tool_calls"] = calls[index].calls
+        if choice["finish_reason"] is None:
+            # Cut off (a dropped connection): a call may be cut short, and the caller must not
+            # run it. What text came is kept; with nothing else, there is no reply.
+            cut = [c.get("id") for c in message.pop("tool_calls", [])]
+            if message.pop("function_call", None) is not None:
+                cut.append("function_call")
+            if cut:
+                log.warning("a streamed reply ended before its finish reason; its tool calls "
+                            "%s are left out (they may be cut short)", cut)
+            if index == min(choices) and not message.get("content") and not message.get("refusal"):
+                raise InvalidResponseError(
+                    "the stream ended before its reply was complete (no finish reason) and "
+                    "holds no text: pass every chunk the stream yielded")
     out = {"object": "chat.completion", **head,
            "choices": [choices[k] for k in sorted(choices)]}
     if usage is not None:
@@ -116,29 +141,46 @@ def _chat(chunks: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _join(acc: dict[str, Any], delta: dict[str, Any], where: str) -> None:
+class _Calls:
+    """The tool calls of one choice, as their deltas come. A delta names its call by `index`;
+    one that has none (as from some providers' compatible endpoints) continues the last call,
+    or starts a new one when it brings a new id, and so does a new id at an index in use."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self._at: dict[int, int] = {}  # the provider's index -> position in `calls`
+
+    def add(self, delta: dict[str, Any]) -> None:
+        index, call_id = delta.get("index"), delta.get("id")
+        if isinstance(index, int) and index in self._at:
+            position = self._at[index]
+        else:
+            position = len(self.calls) - 1 if self.calls and not isinstance(index, int) else -1
+        if position >= 0 and call_id and self.calls[position].get("id") not in (None, call_id):
+            position = -1  # a new id: a new call
+        if position < 0:
+            self.calls.append({})
+            position = len(self.calls) - 1
+        if isinstance(index, int):
+            self._at[index] = position
+        _join(self.calls[position], {k: v for k, v in delta.items() if k != "index"})
+
+
+def _join(acc: dict[str, Any], delta: dict[str, Any]) -> None:
     """Add one delta to what its choice's message holds so far."""
     for key, value in delta.items():
         if value is None:
             continue
         held = acc.get(key)
-        if key == "tool_calls" and isinstance(value, list):
-            calls = acc.setdefault("tool_calls", {})
-            for call in value:
-                index = call.get("index") if isinstance(call, dict) else None
-                if not isinstance(index, int):
-                    raise InvalidResponseError(f"{where} of the stream holds a tool call delta "
-                                               "without an integer index")
-                _join(calls.setdefault(index, {}), call, where)
-        elif isinstance(value, str) and isinstance(held, str) and key not in _NAMES:
+        if isinstance(value, str) and isinstance(held, str) and key not in _NAMES:
             acc[key] = held + value
         elif isinstance(value, dict) and isinstance(held, dict):
-            _join(held, value, where)
+            _join(held, value)
         elif isinstance(value, list) and isinstance(held, list):
             held.extend(value)
         elif isinstance(value, dict):
             acc[key] = {}
-            _join(acc[key], value, where)
+            _join(acc[key], value)
         else:
             acc[key] = list(value) if isinstance(value, list) else value
 
