@@ -162,7 +162,8 @@ def test_a_note_ask_names_leaving_turns_apart_as_separate_spans() -> None:
         "History from turn 3, turn 5 and turns 7\u20139 is leaving live context. This response")
 
 
-@given(st.lists(st.tuples(st.integers(0, 500), st.integers(0, 40)), min_size=1, max_size=5))
+@given(st.lists(st.tuples(st.integers(0, 100_000), st.integers(0, 40)), min_size=1,
+                max_size=300))
 def test_every_note_ask_is_recognised_as_a_block(spans) -> None:
     first, *more = [(a, a + n) for a, n in spans]
     ask = note_ask(*first, *more)

@@ -153,3 +153,5 @@ def test_inspect_says_why_the_facts_block_is_empty(tmp_path):
     assert forgotten.endswith("(empty: no episode is sealed now; the forgotten ones' facts left "
                               "the block, and recall brings them back)")
     assert render({**view, "states": {"live": 3}}).endswith("(empty: no episode has sealed yet)")
+    assert render({**view, "states": {"sealed": 1, "forgotten": 2}}).endswith(
+        "(empty: the notes of the sealed episodes hold no facts)")

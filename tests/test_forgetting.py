@@ -448,6 +448,9 @@ def test_a_request_stays_under_the_ceiling_by_giving_up_its_own_recall_block(sma
                 shrunk.append(t)
                 caplog.clear()
             current = mem._history.turn
+            # The estimate the ceiling is checked with is the request's own measure: fadeway's
+            # outputs for its note calls and the ask counted as messages.
+            assert mem.export().requests[-1].estimate == mem.measure(req)
             over = mem.measure(req) - CEILING
             if over > 0:  # only by the new message itself, its block given up whole
                 assert current not in stored, f"turn {t} kept a block over the ceiling"

@@ -189,16 +189,22 @@ class Assembly:
                     for call_id, args in note_arguments(self.history).items()}
         asking = [e for e in episodes if e.state == "leaving" and e.n not in acked]
         request = parsed.request
-        extra: list[str] = []
+        ask = None
         if asking and view_mod.note_ask_allowed(request):
             first, *more = ask_spans(asking)
-            extra.append(blocks.note_ask(*first, *more))
+            ask = blocks.note_ask(*first, *more)
             request = view_mod.with_note_tool(fmt, request)
         instructions = [*parsed.instructions, *([block_message(role, block)] if block else [])]
+        # Messages of the request beside the stored ones and the blocks: the ask, and fadeway's
+        # outputs for its note calls in view.
+        visible = set(shown)
+        added = [*([ask] if ask else []),
+                 *(notes.NOTED if accepted.get(call_id, False) else notes.NOTE_NOT_READ
+                   for call_id, seq in mirror.note_calls.items() if seq in visible)]
         fixed = (tokens.fixed_request_tokens(ParsedRequest(fmt, request, instructions, [],
                                                            parsed.model), encoding)
                  + sum(map(mirror.tokens.__getitem__, shown))
-                 + sum(tokens.count_texts(encoding, extra)) + C.TOKENS_PER_MESSAGE * len(extra))
+                 + sum(tokens.count_texts(encoding, added)) + C.TOKENS_PER_MESSAGE * len(added))
         shown_blocks = sum(size for _, size in recalled.values())
         over = round((fixed + shown_blocks) * ratio) - self.engine.ceiling
         if over > 0 and current:
@@ -208,7 +214,8 @@ class Assembly:
                             if r.block is not None)
         view = history_view(fmt, mirror, shown, accepted,
                             {seq: block_message(role, text) for seq, (text, _) in recalled.items()})
-        view += [block_message(role, text) for text in extra]
+        if ask:
+            view.append(block_message(role, ask))
         estimate = fixed + sum(size for _, size in recalled.values())
         key = Key(estimate, len(shown), mirror.digests[shown[-1]] if shown else None)
         out = ParsedRequest(fmt, request, instructions, view, parsed.model)

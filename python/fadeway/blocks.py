@@ -98,7 +98,6 @@ _NOTE_ASK_REST = (
     "copy v3\" and object \"refund line\".\n"
     "\n"
 )
-_NOTE_ASK_START = re.compile(r"History from (.{1,2000}?) is leaving live context\.")
 _NOTE_ASK_SPAN = re.compile(r"turn (\d+)|turns (\d+)\u2013(\d+)")
 
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
@@ -353,11 +352,11 @@ def _is_facts_block(text: str) -> bool:
 
 
 def _is_note_ask(text: str) -> bool:
-    start = _NOTE_ASK_START.match(text)
-    if start is None:
+    head, found, _ = text.partition(" is leaving live context.")
+    if not found or not head.startswith("History from "):
         return False
     spans = [(int(single), int(single)) if single else (int(first), int(last))
-             for single, first, last in _NOTE_ASK_SPAN.findall(start.group(1))]
+             for single, first, last in _NOTE_ASK_SPAN.findall(head)]
     if not spans or any(a > b for a, b in spans):
         return False
     return text == note_ask(*spans[0], *spans[1:])

@@ -139,14 +139,15 @@ class SharedFacts:
     def __init__(self, n: int, holders_of: Mapping[int, Sequence[int]],
                  sizes: Mapping[int, int]) -> None:
         """`n` episodes (indices 0 to n − 1), `holders_of` each fact's holders by fact number,
-        `sizes` each fact's tokens by fact number."""
+        `sizes` each fact's tokens by fact number (none: it weighs nothing)."""
         facts = [f for f, held in holders_of.items() if held]
         self.n = n
         self.holders = np.fromiter((i for f in facts for i in holders_of[f]), dtype=np.int64)
         counts = np.fromiter((len(holders_of[f]) for f in facts), dtype=np.int64,
                              count=len(facts))
         self.starts = np.concatenate(([0], np.cumsum(counts)))[:-1].astype(np.int64)
-        self.sizes = np.fromiter((sizes[f] for f in facts), dtype=np.int64, count=len(facts))
+        self.sizes = np.fromiter((sizes.get(f, 0) for f in facts), dtype=np.int64,
+                                 count=len(facts))
 
     def cut_along(self, order: np.ndarray) -> np.ndarray:
         """The tokens that leave the block at each pick of `order` (episode indices)."""

@@ -108,6 +108,8 @@ def render(view: dict[str, Any]) -> str:
     block = view["facts_block"]
     if block:
         out.append(block)
+    elif view["states"].get("sealed"):
+        out.append("(empty: the notes of the sealed episodes hold no facts)")
     elif view["states"].get("forgotten"):
         out.append("(empty: no episode is sealed now; the forgotten ones' facts left the block, "
                    "and recall brings them back)")
