@@ -111,6 +111,34 @@ def test_without_a_prepared_walk_a_slow_judge_falls_back_to_the_hits(tmp_path, c
     assert OWNER[0] in block
 
 
+def test_after_a_change_of_topic_the_prepared_walk_gives_way_to_the_messages_own_hits(
+        tmp_path, clock):
+    """The walk prepared after the previous reply judged that exchange; the new message's own
+    search hits are added to it and shown first, so a block after a change of topic answers
+    the new message rather than the old topic (only RECALL_FACTS facts are grouped)."""
+    plants = [(f"The office plants on floor {i} get watered on Fridays by the plant team.",
+               "office plants", f"floor {i}", False) for i in range(5)]
+    with _open(tmp_path / "r.db", clock) as eng:
+        mem = eng.memory("m")
+        history = converse_with_notes(eng, mem, clock, [[*plants, OWNER]])
+        with eng.store.write("m") as tx:
+            tx.set_facts_order("[]")  # nothing in the facts block: recall may show every fact
+        eng.judge = ScriptedJudge(levels=_levels({p[0]: 3 for p in plants}))
+        clock.advance(60)
+        history.append({"role": "user", "content": "When do the office plants get watered?"})
+        request = mem.decorate({"model": "gpt-4.1", "messages": history})
+        reply = chat_reply("On Fridays, by the plant team, on every floor.")
+        mem.report(request, reply)
+        eng.drain()  # prepares the walk for the next message: the plants, central
+        history += [reply["choices"][0]["message"],
+                    {"role": "user", "content": "Who owns the checkout migration?"}]
+        request = mem.decorate({"model": "gpt-4.1", "messages": history})
+        [recalled] = [r for r in mem.export().recalls if r.turn == mem._history.turn]
+    block = request["messages"][-2]["content"]
+    assert block == recalled.text and OWNER[0] in block
+    assert sum(p[0] in block for p in plants) < C.RECALL_FACTS  # the walk's facts follow
+
+
 def _blocks_before_users(messages):
     """(index, text) of every recall block in a request."""
     return [(i, m["content"]) for i, m in enumerate(messages)

@@ -305,8 +305,13 @@ def recall(engine: Engine, memory_id: str, message: str, recent: str, *,
     lap("walk")
 
     order = {n: i for i, n in enumerate(candidates)}
-    ranked = sorted((n for n in kept if kept[n] >= C.KEEP_LEVEL),
-                    key=lambda n: (-kept[n], order.get(n, len(order))))
+    # A prepared walk judged the previous exchange, not this message: its own search hits come
+    # first, in their search order, then the walk's other facts by level.
+    if how == "prepared":
+        rank = lambda n: (0, order[n]) if n in order else (1, -kept[n])  # noqa: E731
+    else:
+        rank = lambda n: (-kept[n], order.get(n, len(order)))  # noqa: E731
+    ranked = sorted((n for n in kept if kept[n] >= C.KEEP_LEVEL), key=rank)
     # Facts only a part found are shown under that part, not in the groups.
     only_parts = {m for hits in part_hits for m in hits} - set(message_hits)
     grouped = [n for n in ranked if n not in only_parts][:C.RECALL_FACTS]
@@ -340,7 +345,7 @@ def _walked(judge: Judge, snap: Snapshot, dialogue: str, candidates: list[int],
         current = set(snap.shown([n for n, _ in snap.walk.levels]))
         levels = {n: level for n, level in snap.walk.levels if n in current}
         for n in candidates:
-            levels.setdefault(n, C.KEEP_LEVEL)
+            levels[n] = max(levels.get(n, 0), C.KEEP_LEVEL)
         return levels, "prepared"
     if not candidates:
         return {}, "none"
