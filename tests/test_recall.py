@@ -139,6 +139,60 @@ def test_after_a_change_of_topic_the_prepared_walk_gives_way_to_the_messages_own
     assert sum(p[0] in block for p in plants) < C.RECALL_FACTS  # the walk's facts follow
 
 
+def _blocks_of_the_turn(messages):
+    """(facts block, the recall block before the last user message) of a request."""
+    facts = next((m["content"] for m in messages if m["role"] == "system"
+                  and m["content"].startswith("Recorded facts")), "")
+    last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
+    before = messages[last_user - 1] if last_user else {}
+    recalled = before.get("content", "") if before.get("role") == "system" else ""
+    return facts, recalled if recalled.startswith("[assistant_recent_memories]") else ""
+
+
+def _note(t, entries):
+    notes = [{"note": n, "subject": s, "object": o, "milestone": m} for n, s, o, m in entries]
+    return [{"id": f"note_{t}", "type": "function",
+             "function": {"name": "note", "arguments": msgspec.json.encode(
+                 {"notes": notes}).decode()}}]
+
+
+def test_a_fact_sealed_or_forgotten_in_the_same_call_stands_in_one_block(tmp_path, clock):
+    """Recall runs before decorate seals and fades: a fact its block shows that this call
+    seals into the facts block leaves the recall block, and a fact the facts block held that
+    this call's fade forgets comes back in the recall block when the message asks for it."""
+    with _open(tmp_path / "r.db", clock) as eng:
+        mem = eng.memory("m")
+        history: list = []
+        seen = {"sealed": 0, "forgotten": 0}
+        for t in range(60):
+            clock.advance(60)
+            asks = "Who owns the checkout migration? " if t > 3 else ""
+            history.append({"role": "user", "content": asks + f"Turn {t}: " + " ".join(
+                f"w{t}_{i}" for i in range(40))})
+            states_before = {e.n: e.state for e in mem.episodes()}
+            request = mem.decorate({"model": "gpt-4.1", "messages": history})
+            facts, recalled = _blocks_of_the_turn(request["messages"])
+            assert not (OWNER[0] in facts and OWNER[0] in recalled), f"turn {t}: shown twice"
+            changed = {n: s for n, s in ((e.n, e.state) for e in mem.episodes())
+                       if states_before.get(n) != s}
+            if asks and "sealed" in changed.values() and OWNER[0] in facts:
+                seen["sealed"] += 1
+            if asks and "forgotten" in changed.values() and OWNER[0] not in facts:
+                assert OWNER[0] in recalled, f"turn {t}: forgotten here, and in neither block"
+                seen["forgotten"] += 1
+            calls = None
+            if any(x["function"]["name"] == "note" for x in request.get("tools") or []):
+                calls = _note(t, [OWNER] if t < 15 else [(f"Filler {t}.", f"filler {t}",
+                                                          f"thing {t}", False)])
+            reply = chat_reply(f"answer {t}", tool_calls=calls)
+            mem.report(request, reply)
+            history.append(reply["choices"][0]["message"])
+            eng.drain()
+            if all(seen.values()):
+                return
+    pytest.fail(f"the run did not reach both cases: {seen}")
+
+
 def _blocks_before_users(messages):
     """(index, text) of every recall block in a request."""
     return [(i, m["content"]) for i, m in enumerate(messages)

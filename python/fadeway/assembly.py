@@ -181,6 +181,13 @@ class Assembly:
             block = memory.facts_block  # byte for byte as when it last changed
         else:  # a store from before the block's text was kept
             block = facts_block_text(facts, msgspec.json.decode(memory.facts_order), graph)
+        if changed and current:
+            # Recall ran before this call sealed or faded: its blocks beside the new facts block.
+            in_block = set(order)
+            current = {seq: r.beside(in_block) for seq, r in current.items()}
+            recalled = {seq: b for seq, b in recalled.items() if seq not in current}
+            recalled.update((seq, (r.block, block_tokens(r.block))) for seq, r in current.items()
+                            if r.block is not None)
         newly_sealed = {e.n for e in episodes if e.state == "sealed"} - sealed_before
         if newly_sealed:
             tx.enqueue("passages", b"{}", now)  # the job finds every sealed episode left
@@ -233,6 +240,8 @@ class Assembly:
         for seq in sorted(out):
             if left <= 0:
                 break
+            if out[seq].block is None:
+                continue
             size = block_tokens(out[seq].block)
             out[seq] = out[seq].within(size - left)
             left -= size - block_tokens(out[seq].block)

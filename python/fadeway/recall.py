@@ -25,7 +25,7 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -67,6 +67,18 @@ class RecallResult:
     # What the block shows, to leave out more of it (see `within`).
     contents: BlockContents | None = field(default=None, compare=False, repr=False)
 
+    def beside(self, block_facts: Collection[int]) -> RecallResult:
+        """This recall beside a facts block that changed since it ran (a seal or a fade in the
+        same decorate): without the facts the block now holds, and with the message's own hits
+        that the block held then and has let go since."""
+        if self.contents is None:
+            return self
+        contents = self.contents.copy()
+        contents.beside(set(block_facts))
+        block = contents.render()
+        return RecallResult(block, *contents.shown() if block else ([], []), walk=self.walk,
+                            timings=self.timings, contents=contents)
+
     def within(self, limit: int) -> RecallResult:
         """This recall with a block of at most `limit` tokens (`block_tokens`): the least of
         what it shows left out first, as when it passes its share of the ceiling; no block
@@ -91,11 +103,37 @@ class BlockContents:
     excerpts: list[blocks.Excerpt]
     excerpt_facts: list[int]
     quoted: list[int]
+    held_back: list[int] = field(default_factory=list)  # the message's hits in the facts block
 
     def copy(self) -> BlockContents:
         return BlockContents(self.snap, list(self.grouped), list(self.sections),
                              list(self.section_facts), list(self.excerpts),
-                             list(self.excerpt_facts), list(self.quoted))
+                             list(self.excerpt_facts), list(self.quoted), list(self.held_back))
+
+    def beside(self, block_facts: set[int]) -> None:
+        """Leave out the facts `block_facts` holds, and group the held-back hits it does not."""
+        sections: list[blocks.PartSection] = []
+        section_facts: list[int] = []
+        k = 0
+        for section in self.sections:
+            ns, k = self.section_facts[k:k + len(section.facts)], k + len(section.facts)
+            kept = [(n, f) for n, f in zip(ns, section.facts, strict=True) if n not in block_facts]
+            if kept:
+                sections.append(replace(section, facts=[f for _, f in kept]))
+                section_facts += [n for n, _ in kept]
+        excerpts: list[blocks.Excerpt] = []
+        excerpt_facts: list[int] = []
+        k = 0
+        for excerpt in self.excerpts:
+            ns, k = self.excerpt_facts[k:k + len(excerpt.facts)], k + len(excerpt.facts)
+            kept = [(n, f) for n, f in zip(ns, excerpt.facts, strict=True) if n not in block_facts]
+            excerpts.append(replace(excerpt, facts=[f for _, f in kept]))
+            excerpt_facts += [n for n, _ in kept]
+        grouped = [n for n in self.grouped if n not in block_facts]
+        shown = {*grouped, *section_facts, *excerpt_facts}
+        grouped += [n for n in self.held_back if n not in block_facts and n not in shown]
+        self.grouped, self.sections, self.section_facts = grouped, sections, section_facts
+        self.excerpts, self.excerpt_facts = excerpts, excerpt_facts
 
     def render(self) -> str | None:
         return blocks.recall_block(group_facts(self.snap, self.grouped), self.sections,
@@ -327,8 +365,10 @@ def recall(engine: Engine, memory_id: str, message: str, recent: str, *,
     fact_rank = {n: i for i, n in enumerate(message_hits)}
     excerpts, excerpt_facts = _excerpts(snap, [passages[n] for n in quoted], fact_rank,
                                         shown=[*grouped, *section_facts])
+    held_back = list(dict.fromkeys(root for n in message_hits
+                                   if (root := snap.graph.root(n)) in snap.block_facts))
     contents = BlockContents(snap, grouped, sections, section_facts, excerpts, excerpt_facts,
-                             quoted)
+                             quoted, held_back)
     block = contents.fit(engine.ceiling * C.RECALL_BLOCK_SHARE)  # at most its share
     lap("block")
     shown, quoted = contents.shown()

@@ -107,7 +107,9 @@ def recall_for(engine: Engine, memory_id: str, history: History,
             log.error("memory %r: recall failed, the turn gets no recall block: %s",
                       memory_id, exc)
             continue
-        if result.block is not None:
+        # A recall with no block is kept when hits were held back for the facts block: a seal
+        # or fade in this decorate may let them go (`RecallResult.beside`).
+        if result.block is not None or (result.contents and result.contents.held_back):
             pending.append(Pending(messages[j][0], result))
             shown.update(result.facts)
     return pending
@@ -122,8 +124,7 @@ def place_recall(history: History, pending: Sequence[Pending], before: int
     k, seq = len(pending) - 1, len(history) - 1
     while k >= 0 and seq >= before and history.sides[seq] == "user":
         if history.digests[seq] == pending[k].digest:
-            if pending[k].result.block is not None:
-                out[seq] = pending[k].result
+            out[seq] = pending[k].result  # no block yet may get one beside a changed facts block
             k -= 1
         seq -= 1
     return out
