@@ -115,6 +115,33 @@ def test_a_corrupt_or_foreign_index_is_rebuilt_from_the_store(tmp_path, clock):
         assert eng.index("m").loaded == set()
 
 
+def test_indexes_left_beside_a_replaced_store_are_rebuilt(tmp_path, clock):
+    """The store at a path is replaced by an import of another run's export (the same memory id
+    and creation time, other facts); its old index directory is not taken as this store's."""
+    other_facts = [(f"Zelda signed vendor contract {i}.", "Zelda", f"contract {i}", False)
+                   for i in range(3)]
+    start = clock()
+    with _open(tmp_path / "other.db", clock) as eng:
+        converse_with_notes(eng, eng.memory("m"), clock, [other_facts])
+        doc = eng.memory("m").export()
+    clock.now = start  # the same times: two replays of one input
+    path = tmp_path / "s.db"
+    with _open(path, clock) as eng:
+        converse_with_notes(eng, eng.memory("m"), clock, [VAULT + SHARED + VAULT])
+        assert _texts(eng.memory("m").search("vault code"))  # saved at close
+        created = eng.memory("m").export().created_at
+    assert doc.created_at == created
+    for leftover in tmp_path.glob("s.db*"):
+        if leftover.is_file():
+            leftover.unlink()
+    with _open(path, clock) as eng:
+        eng.import_memory(doc)
+        mem = eng.memory("m")
+        assert "The vault code is 4417." not in _texts(mem.search("vault code"))
+        assert _texts(mem.search("Zelda contract"))[0].startswith("Zelda signed vendor contract")
+        assert "fact.bm25" not in eng.index("m").loaded
+
+
 def test_another_embedder_is_a_clear_error_until_reindexed(tmp_path, clock):
     with _open(tmp_path / "s.db", clock) as eng:
         mem = eng.memory("m")

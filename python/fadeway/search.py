@@ -11,6 +11,7 @@ corrupt, or made for another store are rebuilt from the store. Vectors are made 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
@@ -42,7 +43,7 @@ log = logging.getLogger("fadeway.search")
 #: What a memory's indexes hold: its facts and its passages.
 KINDS = ("fact", "passage")
 _STATE = "state.json"
-_STATE_FORMAT = 1
+_STATE_FORMAT = 2  # 2: with the documents' fingerprints
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,20 @@ class Hit:
 
     n: int
     score: float
+
+
+def fingerprint(tx: Transaction, kind: str, through: int) -> str:
+    """A digest of the `kind` documents a saved index was built from, read at a few places (1,
+    2, 4, ... and `through`): a saved index belongs to a store only when they are the same, so
+    that an index left beside a replaced store (an import of another run, with the same memory
+    id and creation time) is rebuilt, not trusted."""
+    at = sorted({*(1 << k for k in range(max(through, 1).bit_length()) if 1 << k <= through),
+                 through} - {0})
+    if kind == "fact":
+        docs = [(f.n, f"{f.text} [{f.subject}, {f.object}]") for f in tx.facts_at(at)]
+    else:
+        docs = [(p.n, p.text) for p in tx.passages_at(at)]
+    return hashlib.blake2b(json.dumps(docs).encode(), digest_size=16).hexdigest()
 
 
 def documents(tx: Transaction, kind: str, after: int = 0) -> list[tuple[int, str]]:
@@ -76,6 +91,7 @@ class MemoryIndex:
         self.embedder = embedder
         self._lock = threading.Lock()
         self._identity: float | None = None  # the memory's created_at, when opened
+        self._prints: dict[str, str] = {}  # each kind's `fingerprint` at its `through`
         self.words: dict[str, _core.Bm25Index] = {}
         self.through: dict[str, int] = {}
         self.meaning: dict[str, VectorIndex] = {}
@@ -104,7 +120,7 @@ class MemoryIndex:
         with self._lock:
             opening = self._identity != memory.created_at
             if opening:
-                self._open(memory.created_at)
+                self._open(tx, memory.created_at)
             for kind in KINDS:
                 self._dirty |= self._sync_words(tx, kind, check=opening)
                 self._dirty |= self._sync_meaning(tx, kind, check=opening)
@@ -118,9 +134,10 @@ class MemoryIndex:
             if self._dirty:
                 self._save()
 
-    def _open(self, created_at: float) -> None:
+    def _open(self, tx: Transaction, created_at: float) -> None:
         """Start from the saved indexes when they belong to this memory, else empty."""
         self._identity = created_at
+        self._prints = {}
         self.words = {k: _core.Bm25Index() for k in KINDS}
         self.through = dict.fromkeys(KINDS, 0)
         self.meaning = {k: VectorIndex(self.embedder.dim, self.embedder.name) for k in KINDS}
@@ -132,6 +149,12 @@ class MemoryIndex:
             return
         assert self.directory is not None
         for kind in KINDS:
+            through = int(state["through"][kind])
+            if through and state["prints"].get(kind) != fingerprint(tx, kind, through):
+                log.warning("memory %r: the saved %s indexes were built from other documents "
+                            "(a replaced store?); rebuilding them", self.memory_id, kind)
+                continue
+            self._prints[kind] = state["prints"][kind]
             try:
                 words = _core.Bm25Index.from_bytes((self.directory / f"{kind}.bm25").read_bytes())
             except (OSError, ValueError) as exc:
@@ -157,6 +180,7 @@ class MemoryIndex:
             return self._rebuild_words(tx, kind)
         self.words[kind].add(ids, [t for _, t in docs])
         self.through[kind] = int(ids[-1])
+        self._prints[kind] = fingerprint(tx, kind, self.through[kind])
         return True
 
     def _rebuild_words(self, tx: Transaction, kind: str) -> bool:
@@ -225,7 +249,7 @@ class MemoryIndex:
         # what the new files hold, so the next open catches up (or rebuilds) from the store.
         write_atomic(self.directory / _STATE, json.dumps(
             {"format": _STATE_FORMAT, "created_at": self._identity,
-             "through": self.through}).encode())
+             "through": self.through, "prints": self._prints}).encode())
         self._dirty, self._saved_at = False, time.monotonic()
 
     # -- searching --------------------------------------------------------------------------

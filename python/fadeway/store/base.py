@@ -197,6 +197,10 @@ class Transaction(abc.ABC):
         """Passages numbered above `after`, in order."""
 
     @abc.abstractmethod
+    def facts_at(self, ns: Sequence[int]) -> list[FactRecord]:
+        """The facts numbered `ns` (those that exist), in order."""
+
+    @abc.abstractmethod
     def passages_at(self, ns: Sequence[int]) -> list[PassageRecord]:
         """The passages numbered `ns` (those that exist), in order."""
 

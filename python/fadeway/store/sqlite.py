@@ -296,6 +296,19 @@ class _SQLiteTransaction(GraphQueries, Transaction):
                     "SELECT n, note, text, subject, object, milestone, at FROM facts "
                     f"WHERE memory_id = ? AND n > ?{where} ORDER BY n", args)]
 
+    def facts_at(self, ns: Sequence[int]) -> list[FactRecord]:
+        out: list[FactRecord] = []
+        wanted = sorted(set(ns))
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i:i + 500]
+            out += [FactRecord(n=n, note=note, text=text, subject=subject, object=obj,
+                               milestone=bool(milestone), at=at)
+                    for n, note, text, subject, obj, milestone, at in self._conn.execute(
+                        "SELECT n, note, text, subject, object, milestone, at FROM facts "
+                        f"WHERE memory_id = ? AND n IN ({', '.join('?' * len(chunk))}) ORDER BY n",
+                        (self.memory_id, *chunk))]
+        return out
+
     def fact_count(self) -> int:
         (top,) = self._conn.execute("SELECT MAX(n) FROM facts WHERE memory_id = ?",
                                     (self.memory_id,)).fetchone()
