@@ -467,6 +467,29 @@ def test_a_request_stays_under_the_ceiling_by_giving_up_its_own_recall_block(sma
     assert shrunk, "no request needed its block shrunk: the test does not reach the case"
 
 
+def test_two_note_calls_in_one_reply_are_taken_in_the_order_they_were_made(small, clock):
+    """The first note call of a reply answers the ask (its note acknowledges the episodes);
+    the order never hangs on a set's order, which changes with the process's string hashing."""
+    mem, history = small.memory("m"), []
+    for t in range(80):
+        clock.advance(60)
+        history.append(_user(t))
+        req = mem.decorate({"model": "gpt-4.1", "messages": history})
+        calls = None
+        if _asks(req):
+            # Ids whose order as strings is the reverse of the order they were made in.
+            calls = [{**_note_call(req, f"zz_{t}"), "id": f"zz_{t}"},
+                     {**_note_call(req, f"aa_{t}"), "id": f"aa_{t}"}]
+        reply = chat_reply(f"answer {t}", tool_calls=calls)
+        mem.report(req, reply)
+        history.append(reply["choices"][0]["message"])
+        if calls:
+            break
+    doc = mem.export()
+    assert [n.call_id for n in doc.notes] == [f"zz_{t}", f"aa_{t}"]
+    assert {note for _, note in doc.acks} == {doc.notes[0].n}
+
+
 def test_a_turns_size_counts_the_recall_block_it_carries_in_view(small, clock):
     """A typical turn, and the turn in progress that the landing never goes below, weigh what
     the view holds of them: their messages and the recall block before their user message."""

@@ -185,7 +185,8 @@ class Memory:
         taken_ids = {n.call_id for n in tx.notes()}
         args = note_arguments(self._history)
         took = False
-        for call_id in sorted(calls, key=lambda c: mirror.note_calls[c]):
+        found = {call_id: i for i, call_id in enumerate(mirror.note_calls)}  # message order
+        for call_id in sorted(calls, key=lambda c: (mirror.note_calls[c], found[c])):
             if call_id in taken_ids:
                 continue
             note = notes.parse_note_arguments(args.get(call_id, ""))
