@@ -228,6 +228,33 @@ def test_distill_removes_a_block_whose_facts_were_all_said(tmp_path, clock):
     assert not nxt["messages"][index - 1]["content"].startswith("[assistant_recent_memories]")
 
 
+def test_distill_reads_the_turns_tool_outputs_as_said(tmp_path, clock):
+    """A fact a tool output of the turn already stated is said: distill leaves it out."""
+    def unsaid(items, conversation):
+        return [item.text.split(": ", 1)[-1] not in conversation for item in items]
+
+    with _open(tmp_path / "r.db", clock, ScriptedJudge(distill=unsaid)) as eng:
+        mem = eng.memory("m")
+        history = converse_with_notes(eng, mem, clock, [[OWNER, *OTHER]])
+        with eng.store.write("m") as tx:
+            tx.set_facts_order("[]")  # nothing in the facts block: recall may show every fact
+        history.append({"role": "user", "content": QUESTION})
+        request = mem.decorate({"model": "gpt-4.1", "messages": history})
+        assert OWNER[0] in request["messages"][-2]["content"]
+        reply = chat_reply(None, tool_calls=[{"id": "c1", "type": "function", "function": {
+            "name": "lookup_owner", "arguments": "{}"}}])
+        mem.report(request, reply)
+        history += [reply["choices"][0]["message"],
+                    {"role": "tool", "tool_call_id": "c1", "content": OWNER[0]}]
+        request = mem.decorate({"model": "gpt-4.1", "messages": history})
+        mem.report(request, chat_reply("Yes, she can."))
+        eng.drain()
+        export = mem.export()
+    turn = max(r.turn for r in export.recalls)
+    [distilled] = [d for d in export.distills if d.turn == turn]
+    assert OWNER[0] not in (distilled.text or "")
+
+
 @pytest.mark.parametrize("keep", ["all", "every other"])
 def test_distill_rewrites_a_block_to_what_it_kept_and_nothing_more(tmp_path, clock, keep):
     """A rewrite shows only the facts and excerpts distill kept, so it never grows the block it

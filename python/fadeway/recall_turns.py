@@ -195,6 +195,10 @@ def queue_after_reply(tx: Transaction, history: History, now: float) -> bool:
     tx.enqueue("walk", encode_json(
         {"turn": turn, "dialogue": conversation[-C.RECALL_RECENT_CHARS:]}), now)
     if any(r.turn == turn for r in tx.recalls(turn)):
+        # Distill rereads the whole turn: what a tool output said is said too.
+        around = "\n".join([user, *(_text(plain(history.bodies[i]))
+                                     for i in range(start + 1, len(history))
+                                     if history.sides[i] in ("assistant", "output"))])
         tx.enqueue("distill", encode_json(
-            {"turn": turn, "conversation": conversation[-C.DISTILL_CONVERSATION_CHARS:]}), now)
+            {"turn": turn, "conversation": around[-C.DISTILL_CONVERSATION_CHARS:]}), now)
     return True
