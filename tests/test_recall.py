@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import UTC, datetime
 
 import msgspec
 import pytest
@@ -193,6 +194,27 @@ def test_a_fact_sealed_or_forgotten_in_the_same_call_stands_in_one_block(tmp_pat
     pytest.fail(f"the run did not reach both cases: {seen}")
 
 
+def test_a_restated_fact_is_dated_by_its_latest_statement(tmp_path, clock):
+    """A restatement merges into the held fact; the block dates the fact with the restatement's
+    time and turns, and orders its group by them ("newest first; newer facts win")."""
+    with _open(tmp_path / "r.db", clock) as eng:
+        mem = eng.memory("m")
+        converse_with_notes(eng, mem, clock, [[OWNER, OTHER[0]], [OTHER[1]], [OWNER]],
+                            turns=200)
+        with eng.store.write("m") as tx:
+            tx.set_facts_order("[]")  # nothing in the facts block: recall may show every fact
+        export = mem.export()
+        result = _recall(eng, "m", "Who owns the checkout migration, and who reviews refunds?")
+    owner = sorted(f.at for f in export.facts if f.text == OWNER[0])
+    assert len(owner) == 2 and owner[0] < owner[1]
+    assert any(e.merged_into is not None for e in export.edges)  # the second merged
+    lines = [line for line in result.block.splitlines() if line.startswith(("## ", "- ["))]
+    stamp = datetime.fromtimestamp(owner[1], UTC).strftime("%Y-%m-%d %H:%M UTC")
+    owner_line = next(line for line in lines if line.endswith(OWNER[0]))
+    assert owner_line.startswith(f"- [{stamp}, ")
+    assert lines[0] == "## Dana"  # restated last: the newest group
+
+
 def _blocks_before_users(messages):
     """(index, text) of every recall block in a request."""
     return [(i, m["content"]) for i, m in enumerate(messages)
@@ -366,7 +388,7 @@ def test_a_tie_names_the_group_by_its_first_facts_subject_whatever_the_hash_seed
     facts = {n: SimpleNamespace(subject=s, object=f"object {n}", at=float(n))
              for n, s in enumerate(subjects)}
     snap = SimpleNamespace(graph=SimpleNamespace(edges={}, entities={}), facts=facts,
-                           recalled=lambda n: n)
+                           recalled=lambda n: n, stated=lambda n: n)
     groups = group_facts(snap, sorted(facts))
     assert sorted(g.name for g in groups) == sorted(subjects)
 

@@ -179,6 +179,7 @@ class Snapshot:
                                if memory is not None and memory.facts_order else [])
         walks = tx.walks(prepared_turn) if prepared_turn is not None else []
         self.walk: WalkRecord | None = next((w for w in walks if w.turn == prepared_turn), None)
+        self._latest: dict[int, int] | None = None  # held fact -> its latest restatement
 
     def turns(self, fact: int) -> tuple[int, int]:
         """The turns a fact was written from (its note's episodes), or (0, 0) when unknown."""
@@ -191,9 +192,29 @@ class Snapshot:
         subject, obj = self.graph.names(self.facts[n])
         return FactText(self.facts[n].text, subject, obj)
 
+    def stated(self, n: int) -> int:
+        """The latest statement of held fact `n`: a restatement merged into it, or itself. A
+        restated fact is as new as its restatement ("newer facts win")."""
+        if self._latest is None:
+            self._latest = {}
+            for fact, edge in self.graph.edges.items():
+                if edge.merged_into is None or fact not in self.facts:
+                    continue
+                root = self.graph.root(fact)
+                best = self._latest.get(root, root)
+                if best not in self.facts or (self.facts[fact].at, fact) > (
+                        self.facts[best].at, best):
+                    self._latest[root] = fact
+        return self._latest.get(n, n)
+
     def recalled(self, n: int) -> blocks.RecalledFact:
-        first, last = self.turns(n)
-        return blocks.RecalledFact(self.facts[n].text, self.facts[n].at, first, last,
+        """Fact `n` as the block shows it: its text, dated with its latest statement's time and
+        turns."""
+        said = self.stated(n)
+        first, last = self.turns(said)
+        if (first, last) == (0, 0):
+            first, last = self.turns(n)
+        return blocks.RecalledFact(self.facts[n].text, self.facts[said].at, first, last,
                                    retired=n in self.graph.retired)
 
     def shown(self, ns: Sequence[int]) -> list[int]:
@@ -272,7 +293,7 @@ def group_facts(snap: Snapshot, ns: Sequence[int]) -> list[blocks.RecallGroup]:
                 degree[end] = degree.get(end, 0) + 1
         hub = max(degree, key=lambda e: (degree[e], -min(i for i, n in enumerate(ns)
                                                            if e in ends[n])))
-        newest = max(snap.facts[n].at for n in facts)
+        newest = max(snap.facts[snap.stated(n)].at for n in facts)
         groups.append((newest, names[hub], [snap.recalled(n) for n in facts]))
     groups.sort(key=lambda g: -g[0])
     return [blocks.RecallGroup(name, facts) for _, name, facts in groups]
