@@ -222,11 +222,13 @@ def _blocks_before_users(messages):
             and m["content"].startswith("[assistant_recent_memories]")]
 
 
-def test_distill_removes_a_block_whose_facts_were_all_said(tmp_path, clock):
-    def unsaid(items, conversation):
-        return [item.text.split(": ", 1)[-1] not in conversation for item in items]
+def _unsaid(items, conversation):
+    """A scripted distill: keep what the turn did not say word for word."""
+    return [item.text.split(": ", 1)[-1] not in conversation for item in items]
 
-    with _open(tmp_path / "r.db", clock, ScriptedJudge(distill=unsaid)) as eng:
+
+def test_distill_removes_a_block_whose_facts_were_all_said(tmp_path, clock):
+    with _open(tmp_path / "r.db", clock, ScriptedJudge(distill=_unsaid)) as eng:
         mem = eng.memory("m")
         history = converse_with_notes(eng, mem, clock, [[OWNER, *OTHER]])
         with eng.store.write("m") as tx:
@@ -252,10 +254,7 @@ def test_distill_removes_a_block_whose_facts_were_all_said(tmp_path, clock):
 
 def test_distill_reads_the_turns_tool_outputs_as_said(tmp_path, clock):
     """A fact a tool output of the turn already stated is said: distill leaves it out."""
-    def unsaid(items, conversation):
-        return [item.text.split(": ", 1)[-1] not in conversation for item in items]
-
-    with _open(tmp_path / "r.db", clock, ScriptedJudge(distill=unsaid)) as eng:
+    with _open(tmp_path / "r.db", clock, ScriptedJudge(distill=_unsaid)) as eng:
         mem = eng.memory("m")
         history = converse_with_notes(eng, mem, clock, [[OWNER, *OTHER]])
         with eng.store.write("m") as tx:

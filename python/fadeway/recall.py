@@ -112,23 +112,10 @@ class BlockContents:
 
     def beside(self, block_facts: set[int]) -> None:
         """Leave out the facts `block_facts` holds, and group the held-back hits it does not."""
-        sections: list[blocks.PartSection] = []
-        section_facts: list[int] = []
-        k = 0
-        for section in self.sections:
-            ns, k = self.section_facts[k:k + len(section.facts)], k + len(section.facts)
-            kept = [(n, f) for n, f in zip(ns, section.facts, strict=True) if n not in block_facts]
-            if kept:
-                sections.append(replace(section, facts=[f for _, f in kept]))
-                section_facts += [n for n, _ in kept]
-        excerpts: list[blocks.Excerpt] = []
-        excerpt_facts: list[int] = []
-        k = 0
-        for excerpt in self.excerpts:
-            ns, k = self.excerpt_facts[k:k + len(excerpt.facts)], k + len(excerpt.facts)
-            kept = [(n, f) for n, f in zip(ns, excerpt.facts, strict=True) if n not in block_facts]
-            excerpts.append(replace(excerpt, facts=[f for _, f in kept]))
-            excerpt_facts += [n for n, _ in kept]
+        sections, section_facts = _leave_out(self.sections, self.section_facts, block_facts,
+                                             keep_empty=False)
+        excerpts, excerpt_facts = _leave_out(self.excerpts, self.excerpt_facts, block_facts,
+                                             keep_empty=True)
         grouped = [n for n in self.grouped if n not in block_facts]
         shown = {*grouped, *section_facts, *excerpt_facts}
         grouped += [n for n in self.held_back if n not in block_facts and n not in shown]
@@ -252,6 +239,22 @@ async def walk(judge: Judge, snap: Snapshot, dialogue: str, seeds: Sequence[int]
                         reached.setdefault(m, None)
         frontier = list(reached)[:C.WALK_FANOUT]
     return levels
+
+
+def _leave_out(items: list[Any], ns: list[int], facts: set[int], *,
+               keep_empty: bool) -> tuple[list[Any], list[int]]:
+    """`items` (part sections or excerpts, whose facts are numbered `ns`, in order) without the
+    facts numbered in `facts`; an item left with none stays only when `keep_empty`."""
+    out: list[Any] = []
+    out_ns: list[int] = []
+    k = 0
+    for item in items:
+        mine, k = ns[k:k + len(item.facts)], k + len(item.facts)
+        kept = [(n, f) for n, f in zip(mine, item.facts, strict=True) if n not in facts]
+        if kept or keep_empty:
+            out.append(replace(item, facts=[f for _, f in kept]))
+            out_ns += [n for n, _ in kept]
+    return out, out_ns
 
 
 def group_facts(snap: Snapshot, ns: Sequence[int]) -> list[blocks.RecallGroup]:
