@@ -186,22 +186,29 @@ class Memory:
         args = note_arguments(self._history)
         took = False
         found = {call_id: i for i, call_id in enumerate(mirror.note_calls)}  # message order
+        answered: dict[int, list[int]] = {}  # by message: the episodes its notes answer
         for call_id in sorted(calls, key=lambda c: (mirror.note_calls[c], found[c])):
             if call_id in taken_ids:
                 continue
             note = notes.parse_note_arguments(args.get(call_id, ""))
             if note is None:
                 continue  # logged by the parser; the episodes stay leaving and the ask stands
-            self._write_note(tx, note, args[call_id], call_id, now, source)
+            # Note calls of one reply answer the same ask: their facts are those episodes'.
+            seq = mirror.note_calls[call_id]
+            answered[seq] = self._write_note(tx, note, args[call_id], call_id, now, source,
+                                             answered.get(seq))
             took = True
         return took
 
     def _write_note(self, tx: Transaction, note: notes.Note, arguments: str,
-                    call_id: str | None, now: float, source: str) -> None:
-        """Write a note's facts against every episode awaiting them, and acknowledge those."""
-        acked = {e for e, _ in tx.acks()}
-        awaiting = [e.n for e in self._history.episodes.sync(tx)
-                    if e.state == "leaving" and e.n not in acked]
+                    call_id: str | None, now: float, source: str,
+                    awaiting: list[int] | None = None) -> list[int]:
+        """Write a note's facts against every episode awaiting them (or `awaiting`), and
+        acknowledge those; returns them."""
+        if awaiting is None:
+            acked = {e for e, _ in tx.acks()}
+            awaiting = [e.n for e in self._history.episodes.sync(tx)
+                        if e.state == "leaving" and e.n not in acked]
         existing = tx.notes()
         n = (existing[-1].n if existing else 0) + 1
         first_fact = tx.fact_count() + 1
@@ -218,6 +225,7 @@ class Memory:
             tx.enqueue("embed", b"{}", now)
         log.info("memory %r: note %d took %d facts for episodes %s", self.memory_id, n,
                  len(facts), awaiting)
+        return awaiting
 
     def _open(self, tx: Transaction, fmt: Format, now: float) -> MemoryRecord:
         memory = tx.memory()
