@@ -467,23 +467,36 @@ def test_a_request_stays_under_the_ceiling_by_giving_up_its_own_recall_block(sma
     assert shrunk, "no request needed its block shrunk: the test does not reach the case"
 
 
-def test_two_note_calls_in_one_reply_answer_the_same_ask_in_the_order_made(small, clock):
+@pytest.mark.parametrize("fmt", ["chat", "responses"])
+def test_two_note_calls_in_one_reply_answer_the_same_ask_in_the_order_made(small, clock, fmt):
     """Note calls of one reply are taken in the order they were made (never a set's order,
-    which changes with the process's string hashing), and both are the leaving episodes'."""
+    which changes with the process's string hashing), and both are the leaving episodes'; in
+    Responses each call is an item of its own, and the reply is their run."""
     mem, history = small.memory("m"), []
     for t in range(80):
         clock.advance(60)
         history.append(_user(t))
-        req = mem.decorate({"model": "gpt-4.1", "messages": history})
-        calls = None
-        if _asks(req):
-            # Ids whose order as strings is the reverse of the order they were made in.
-            calls = [{**_note_call(req, f"zz_{t}"), "id": f"zz_{t}"},
-                     {**_note_call(req, f"aa_{t}"), "id": f"aa_{t}"}]
-        reply = chat_reply(f"answer {t}", tool_calls=calls)
+        key = "messages" if fmt == "chat" else "input"
+        req = mem.decorate({"model": "gpt-4.1", key: history})
+        asks = any((x.get("function") or x).get("name") == "note" for x in req.get("tools") or [])
+        # Ids whose order as strings is the reverse of the order they were made in.
+        ids = [f"zz_{t}", f"aa_{t}"] if asks else []
+        if fmt == "chat":
+            calls = [{**_note_call({"messages": req[key]}, i), "id": i} for i in ids] or None
+            reply = chat_reply(f"answer {t}", tool_calls=calls)
+            kept = [reply["choices"][0]["message"]]
+        else:
+            arguments = msgspec.json.encode({"notes": [{
+                "note": f"Turn {t} was noted.", "subject": "user", "object": f"turn {t}",
+                "milestone": False}]}).decode()
+            reply = _responses_reply(t)
+            reply["output"] += [{"type": "function_call", "id": f"fc_{i}", "call_id": i,
+                                 "name": "note", "arguments": arguments, "status": "completed"}
+                                for i in ids]
+            kept = reply["output"]
         mem.report(req, reply)
-        history.append(reply["choices"][0]["message"])
-        if calls:
+        history += kept
+        if ids:
             break
     doc = mem.export()
     assert [n.call_id for n in doc.notes] == [f"zz_{t}", f"aa_{t}"]

@@ -194,6 +194,41 @@ def test_a_fact_sealed_or_forgotten_in_the_same_call_stands_in_one_block(tmp_pat
     pytest.fail(f"the run did not reach both cases: {seen}")
 
 
+def test_a_fact_let_go_by_the_facts_block_comes_back_in_one_block_of_a_request(tmp_path, clock):
+    """Two new user messages both ask about a fact this call's fade takes out of the facts
+    block: it comes back in one of their blocks, not in both."""
+    with _open(tmp_path / "r.db", clock) as eng:
+        mem = eng.memory("m")
+        history: list = []
+        came_back = 0
+        for t in range(80):
+            clock.advance(60)
+            words = f"Turn {t}: " + " ".join(f"w{t}_{i}" for i in range(40))
+            if t > 3:
+                history += [{"role": "user", "content": f"Who owns the checkout migration? ({t})"},
+                            {"role": "user", "content": "Who owns the checkout migration? " + words}]
+            else:
+                history.append({"role": "user", "content": words})
+            request = mem.decorate({"model": "gpt-4.1", "messages": history})
+            recalled = [m["content"] for m in request["messages"] if m["role"] == "system"
+                        and m["content"].startswith("[assistant_recent_memories]")]
+            facts, _ = _blocks_of_the_turn(request["messages"])
+            if t > 3:
+                assert sum(OWNER[0] in b for b in recalled[-2:]) <= 1, f"turn {t}: twice"
+                came_back += OWNER[0] not in facts and any(OWNER[0] in b for b in recalled[-2:])
+            calls = None
+            if any(x["function"]["name"] == "note" for x in request.get("tools") or []):
+                calls = _note(t, [OWNER] if t < 15 else [(f"Filler {t}.", f"filler {t}",
+                                                          f"thing {t}", False)])
+            reply = chat_reply(f"answer {t}", tool_calls=calls)
+            mem.report(request, reply)
+            history.append(reply["choices"][0]["message"])
+            eng.drain()
+            if came_back:
+                return
+    pytest.fail("the fact never came back from the facts block")
+
+
 def test_a_restated_fact_is_dated_by_its_latest_statement(tmp_path, clock):
     """A restatement merges into the held fact; the block dates the fact with the restatement's
     time and turns, and orders its group by them ("newest first; newer facts win")."""

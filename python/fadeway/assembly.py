@@ -182,9 +182,13 @@ class Assembly:
         else:  # a store from before the block's text was kept
             block = facts_block_text(facts, msgspec.json.decode(memory.facts_order), graph)
         if changed and current:
-            # Recall ran before this call sealed or faded: its blocks beside the new facts block.
-            in_block = set(order)
-            current = {seq: r.beside(in_block) for seq, r in current.items()}
+            # Recall ran before this call sealed or faded: its blocks beside the new facts block
+            # (and no fact in two of them, as when they were recalled).
+            in_block, shown_earlier = set(order), set[int]()
+            limit = self.engine.ceiling * C.RECALL_BLOCK_SHARE
+            for seq in sorted(current):
+                current[seq] = current[seq].beside(in_block, shown_earlier, limit)
+                shown_earlier.update(current[seq].facts)
             recalled = {seq: b for seq, b in recalled.items() if seq not in current}
             recalled.update((seq, (r.block, block_tokens(r.block))) for seq, r in current.items()
                             if r.block is not None)

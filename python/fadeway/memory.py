@@ -193,8 +193,12 @@ class Memory:
             note = notes.parse_note_arguments(args.get(call_id, ""))
             if note is None:
                 continue  # logged by the parser; the episodes stay leaving and the ask stands
-            # Note calls of one reply answer the same ask: their facts are those episodes'.
+            # Note calls of one reply answer the same ask: their facts are those episodes'. A
+            # reply is the run of assistant items its call sits in (Responses gives each call
+            # an item of its own).
             seq = mirror.note_calls[call_id]
+            while seq > 0 and mirror.sides[seq - 1] == "assistant":
+                seq -= 1
             answered[seq] = self._write_note(tx, note, args[call_id], call_id, now, source,
                                              answered.get(seq))
             took = True

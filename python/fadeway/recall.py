@@ -67,15 +67,17 @@ class RecallResult:
     # What the block shows, to leave out more of it (see `within`).
     contents: BlockContents | None = field(default=None, compare=False, repr=False)
 
-    def beside(self, block_facts: Collection[int]) -> RecallResult:
+    def beside(self, block_facts: Collection[int], shown: Collection[int],
+               limit: float) -> RecallResult:
         """This recall beside a facts block that changed since it ran (a seal or a fade in the
         same decorate): without the facts the block now holds, and with the message's own hits
-        that the block held then and has let go since."""
+        that the block held then and has let go since (up to `RECALL_FACTS` grouped, none that
+        `shown`, another block of the request, shows), in at most `limit` tokens."""
         if self.contents is None:
             return self
         contents = self.contents.copy()
-        contents.beside(set(block_facts))
-        block = contents.render()
+        contents.beside(set(block_facts), set(shown))
+        block = contents.fit(limit)
         return RecallResult(block, *contents.shown() if block else ([], []), walk=self.walk,
                             timings=self.timings, contents=contents)
 
@@ -110,15 +112,18 @@ class BlockContents:
                              list(self.section_facts), list(self.excerpts),
                              list(self.excerpt_facts), list(self.quoted), list(self.held_back))
 
-    def beside(self, block_facts: set[int]) -> None:
-        """Leave out the facts `block_facts` holds, and group the held-back hits it does not."""
-        sections, section_facts = _leave_out(self.sections, self.section_facts, block_facts,
+    def beside(self, block_facts: set[int], elsewhere: set[int]) -> None:
+        """Leave out the facts `block_facts` holds, and group the held-back hits it does not
+        (while fewer than `RECALL_FACTS` are grouped), but none shown `elsewhere`."""
+        gone = block_facts | elsewhere
+        sections, section_facts = _leave_out(self.sections, self.section_facts, gone,
                                              keep_empty=False)
-        excerpts, excerpt_facts = _leave_out(self.excerpts, self.excerpt_facts, block_facts,
+        excerpts, excerpt_facts = _leave_out(self.excerpts, self.excerpt_facts, gone,
                                              keep_empty=True)
-        grouped = [n for n in self.grouped if n not in block_facts]
+        grouped = [n for n in self.grouped if n not in gone]
         shown = {*grouped, *section_facts, *excerpt_facts}
-        grouped += [n for n in self.held_back if n not in block_facts and n not in shown]
+        back = [n for n in self.held_back if n not in gone and n not in shown]
+        grouped += back[:max(0, C.RECALL_FACTS - len(grouped))]
         self.grouped, self.sections, self.section_facts = grouped, sections, section_facts
         self.excerpts, self.excerpt_facts = excerpts, excerpt_facts
 
@@ -328,6 +333,7 @@ def recall(engine: Engine, memory_id: str, message: str, recent: str, *,
     with engine.store.read(memory_id) as tx:
         index.sync(tx)
         snap = Snapshot(tx, index.cache, prepared_turn)
+    in_facts_block = set(snap.block_facts)
     snap.block_facts.update(leave_out)
     lap("read")
     if not snap.facts and not index.through.get("passage"):
@@ -390,7 +396,7 @@ def recall(engine: Engine, memory_id: str, message: str, recent: str, *,
     excerpts, excerpt_facts = _excerpts(snap, [passages[n] for n in quoted], fact_rank,
                                         shown=[*grouped, *section_facts])
     held_back = list(dict.fromkeys(root for n in message_hits
-                                   if (root := snap.graph.root(n)) in snap.block_facts))
+                                   if (root := snap.graph.root(n)) in in_facts_block))
     contents = BlockContents(snap, grouped, sections, section_facts, excerpts, excerpt_facts,
                              quoted, held_back)
     block = contents.fit(engine.ceiling * C.RECALL_BLOCK_SHARE)  # at most its share

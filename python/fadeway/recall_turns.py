@@ -195,10 +195,12 @@ def queue_after_reply(tx: Transaction, history: History, now: float) -> bool:
     tx.enqueue("walk", encode_json(
         {"turn": turn, "dialogue": conversation[-C.RECALL_RECENT_CHARS:]}), now)
     if any(r.turn == turn for r in tx.recalls(turn)):
-        # Distill rereads the whole turn: what a tool output said is said too.
-        around = "\n".join([user, *(_text(plain(history.bodies[i]))
-                                     for i in range(start + 1, len(history))
-                                     if history.sides[i] in ("assistant", "output"))])
-        tx.enqueue("distill", encode_json(
-            {"turn": turn, "conversation": around[-C.DISTILL_CONVERSATION_CHARS:]}), now)
+        # Distill rereads the whole turn: what a tool output said is said too. Past its length,
+        # the start of what followed the message gives way, never the message itself.
+        after = "\n".join(_text(plain(history.bodies[i])) for i in range(start + 1, len(history))
+                          if history.sides[i] in ("assistant", "output"))
+        head = user[:C.DISTILL_CONVERSATION_CHARS]
+        room = C.DISTILL_CONVERSATION_CHARS - len(head) - 1
+        around = head + ("\n" + after[-room:] if room > 0 and after else "")
+        tx.enqueue("distill", encode_json({"turn": turn, "conversation": around}), now)
     return True

@@ -149,12 +149,13 @@ class MemoryIndex:
             return
         assert self.directory is not None
         for kind in KINDS:
-            through = int(state["through"][kind])
-            if through and state["prints"].get(kind) != fingerprint(tx, kind, through):
+            through, saved = int(state["through"][kind]), state["prints"].get(kind)
+            if through and saved != fingerprint(tx, kind, through):
                 log.warning("memory %r: the saved %s indexes were built from other documents "
                             "(a replaced store?); rebuilding them", self.memory_id, kind)
                 continue
-            self._prints[kind] = state["prints"][kind]
+            if saved is not None:
+                self._prints[kind] = saved
             try:
                 words = _core.Bm25Index.from_bytes((self.directory / f"{kind}.bm25").read_bytes())
             except (OSError, ValueError) as exc:
