@@ -205,8 +205,9 @@ def test_a_fact_let_go_by_the_facts_block_comes_back_in_one_block_of_a_request(t
             clock.advance(60)
             words = f"Turn {t}: " + " ".join(f"w{t}_{i}" for i in range(40))
             if t > 3:
-                history += [{"role": "user", "content": f"Who owns the checkout migration? ({t})"},
-                            {"role": "user", "content": "Who owns the checkout migration? " + words}]
+                question = "Who owns the checkout migration?"
+                history += [{"role": "user", "content": f"{question} ({t})"},
+                            {"role": "user", "content": f"{question} {words}"}]
             else:
                 history.append({"role": "user", "content": words})
             request = mem.decorate({"model": "gpt-4.1", "messages": history})
