@@ -42,7 +42,7 @@ from .cache import MemoryCache
 from .history import History
 from .lane import run_sync
 from .model import EpisodeRecord, MemoryRecord, MessageRecord
-from .recall import RecallResult, block_tokens
+from .recall import RecallResult
 from .recall_turns import blocks_in_view, fix_finals
 from .store import Transaction
 from .view import block_message, history_view, instruction_role, view_seqs
@@ -112,6 +112,15 @@ def note_ask_tokens(parsed: ParsedRequest, encoding: str, turn: int) -> int:
     return tool + C.TOKENS_PER_MESSAGE + ask
 
 
+def _placed(recalled: dict[int, tuple[str, int]], current: dict[int, RecallResult]
+            ) -> dict[int, tuple[str, int]]:
+    """The blocks to show by seq (text and size): `recalled` with this call's `current` blocks
+    in place of what it held for their seqs."""
+    out = {seq: b for seq, b in recalled.items() if seq not in current}
+    out.update((seq, (r.block, r.size)) for seq, r in current.items() if r.block is not None)
+    return out
+
+
 def note_arguments(history: History) -> dict[str, str]:
     """Arguments of every note call in the stored history, by call id."""
     out: dict[str, str] = {}
@@ -158,10 +167,8 @@ class Assembly:
         shown = self.shown()
         since = mirror.turns[shown[0]] if shown else mirror.turn
         fix_finals(tx, mirror, since, now)
-        recalled = blocks_in_view(tx, mirror, shown, since)
         current = dict(current or {})  # this call's blocks, stored once the request is built
-        recalled.update((seq, (r.block, block_tokens(r.block))) for seq, r in current.items()
-                        if r.block is not None)
+        recalled = _placed(blocks_in_view(tx, mirror, shown, since), current)
         if not any(e.state == "leaving" for e in episodes):
             sizes = {seq: size for seq, (_, size) in recalled.items()}
             faded = self._fade_if_needed(tx, parsed, shown, episodes, known, encoding, ratio,
@@ -189,9 +196,7 @@ class Assembly:
             for seq in sorted(current):
                 current[seq] = current[seq].beside(in_block, shown_earlier, limit)
                 shown_earlier.update(current[seq].facts)
-            recalled = {seq: b for seq, b in recalled.items() if seq not in current}
-            recalled.update((seq, (r.block, block_tokens(r.block))) for seq, r in current.items()
-                            if r.block is not None)
+            recalled = _placed(recalled, current)
         newly_sealed = {e.n for e in episodes if e.state == "sealed"} - sealed_before
         if newly_sealed:
             tx.enqueue("passages", b"{}", now)  # the job finds every sealed episode left
@@ -220,9 +225,7 @@ class Assembly:
         over = round((fixed + shown_blocks) * ratio) - self.engine.ceiling
         if over > 0 and current:
             current = self._within_ceiling(current, over, ratio)
-            recalled = {seq: b for seq, b in recalled.items() if seq not in current}
-            recalled.update((seq, (r.block, block_tokens(r.block))) for seq, r in current.items()
-                            if r.block is not None)
+            recalled = _placed(recalled, current)
         view = history_view(fmt, mirror, shown, accepted,
                             {seq: block_message(role, text) for seq, (text, _) in recalled.items()})
         if ask:
@@ -246,9 +249,9 @@ class Assembly:
                 break
             if out[seq].block is None:
                 continue
-            size = block_tokens(out[seq].block)
+            size = out[seq].size
             out[seq] = out[seq].within(size - left)
-            left -= size - block_tokens(out[seq].block)
+            left -= size - out[seq].size
         short = max(left, 0)
         log.info("memory %r: this call's recall blocks shrunk by %d tokens (%d short) to keep the "
                  "request within the ceiling", self.memory_id, math.ceil(over / ratio) - short,

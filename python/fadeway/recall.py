@@ -21,6 +21,7 @@ Everything here reads; `memory.py` stores the block with its turn.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -77,20 +78,26 @@ class RecallResult:
             return self
         contents = self.contents.copy()
         contents.beside(set(block_facts), set(shown))
-        block = contents.fit(limit)
-        return RecallResult(block, *contents.shown() if block else ([], []), walk=self.walk,
-                            timings=self.timings, contents=contents)
+        return self._fitted(contents, limit)
 
     def within(self, limit: int) -> RecallResult:
         """This recall with a block of at most `limit` tokens (`block_tokens`): the least of
         what it shows left out first, as when it passes its share of the ceiling; no block
         when nothing fits."""
-        if self.block is None or block_tokens(self.block) <= limit or self.contents is None:
+        if self.block is None or self.size <= limit or self.contents is None:
             return self
-        contents = self.contents.copy()
+        return self._fitted(self.contents.copy(), limit)
+
+    def _fitted(self, contents: BlockContents, limit: float) -> RecallResult:
+        """This recall with `contents` (a copy of its own, changed) fitted to `limit`."""
         block = contents.fit(limit)
         return RecallResult(block, *contents.shown() if block else ([], []), walk=self.walk,
                             timings=self.timings, contents=contents)
+
+    @functools.cached_property
+    def size(self) -> int:
+        """The block's size as a message (`block_tokens`), counted once."""
+        return block_tokens(self.block)
 
 
 @dataclass

@@ -22,7 +22,7 @@ from .errors import EmbedderMismatchError, EndpointError
 from .history import History
 from .judge import JudgeTimeout
 from .model import BlockText, RecallRecord
-from .recall import RecallResult, block_tokens, recall
+from .recall import RecallResult, recall
 from .store import Transaction
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ def store_recall(tx: Transaction, history: History, placed: dict[int, RecallResu
         if result.block is not None:
             tx.insert_recall(RecallRecord(
                 turn=history.turns[seq], seq=seq, at=now, text=result.block,
-                tokens=block_tokens(result.block), facts=result.facts, passages=result.passages))
+                tokens=result.size, facts=result.facts, passages=result.passages))
 
 
 def fix_finals(tx: Transaction, history: History, since_turn: int, now: float) -> None:
