@@ -17,7 +17,7 @@ import numpy as np
 from . import _constants as C
 from . import _core, blocks, tokens
 from .graph import Graph
-from .history import History
+from .history import History, opens_unit
 from .episode_table import STATES, EpisodeColumns
 from .model import EpisodeRecord, FactRecord
 
@@ -262,9 +262,9 @@ def turn_sizes(history: History, ratio: float, blocks: Mapping[int, int] | None 
         totals[turn] = totals.get(turn, 0) + history.tokens[i] + blocks.get(i, 0)
         if sides[i] != "user":
             step += history.tokens[i]
-        # Read backwards, a step opens at the first assistant message after a user message or
-        # an output (a reasoning item and its calls are one step).
-        opens = sides[i] == "assistant" and (i == 0 or sides[i - 1] != "assistant")
+        # Read backwards, a step ends where its unit opens (a reasoning item and its calls are
+        # one step); a user message has none of its own.
+        opens = sides[i] == "assistant" and opens_unit(sides[i], sides[i - 1] if i else None)
         if sides[i] == "user" or opens:
             if step:
                 steps[turn] = max(steps.get(turn, 0), step)

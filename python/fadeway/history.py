@@ -21,7 +21,7 @@ from .notes import find_note_calls
 from .episode_table import EpisodeTable
 from .trace_log import TraceLog
 
-__all__ = ["History", "align", "digests_of_sent", "units", "next_turns"]
+__all__ = ["History", "align", "digests_of_sent", "opens_unit", "units", "next_turns"]
 
 
 @dataclass
@@ -221,6 +221,14 @@ def next_turns(turn: int, sides: Iterable[Side]) -> list[int]:
     return out
 
 
+def opens_unit(side: str, before: str | None) -> bool:
+    """Whether a message on `side`, after one on `before` (None: it is the first), starts a
+    unit: every user (or mid-history system) message, and the first item of an assistant step
+    (after a user message, a system message or an output). Sides compare as `Side` values."""
+    return before is None or side in (Side.USER, Side.SYSTEM) or (
+        side == Side.ASSISTANT and before in (Side.USER, Side.SYSTEM, Side.OUTPUT))
+
+
 def units(messages: Sequence[MessageRecord]) -> list[Unit]:
     """Cut stored messages into units: a user (or mid-history system) message alone, or an
     assistant step (consecutive assistant messages, calls and reasoning) with the outputs after it.
@@ -231,10 +239,7 @@ def units(messages: Sequence[MessageRecord]) -> list[Unit]:
     groups: list[list[MessageRecord]] = []
     unit_of_call: dict[str, int] = {}
     for i, m in enumerate(messages):
-        prev = messages[i - 1].side if i else None
-        opens = i == 0 or m.side in (Side.USER, Side.SYSTEM) or (
-            m.side == Side.ASSISTANT and prev in (Side.USER, Side.SYSTEM, Side.OUTPUT))
-        if opens:
+        if opens_unit(m.side, messages[i - 1].side if i else None):
             groups.append([])
         groups[-1].append(m)
         for call in m.calls:

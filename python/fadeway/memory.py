@@ -22,7 +22,7 @@ from .formats import Entry, Format, ParsedRequest, streams
 from .formats.canonical import digest_of, encode_json, plain
 from .episodes import commit_cut, plan_read_cut, prepare_cut, uncut_range
 from .forgetting import ask_spans
-from .history import History, align, digests_of_sent, next_turns, units
+from .history import History, align, digests_of_sent, next_turns, opens_unit, units
 from .lane import run_sync
 from .note_writer import NoteWriter, leaving_messages
 from .model import (
@@ -197,7 +197,7 @@ class Memory:
             # reply is the run of assistant items its call sits in (Responses gives each call
             # an item of its own).
             seq = mirror.note_calls[call_id]
-            while seq > 0 and mirror.sides[seq - 1] == "assistant":
+            while seq > 0 and not opens_unit(mirror.sides[seq], mirror.sides[seq - 1]):
                 seq -= 1
             answered[seq] = self._write_note(tx, note, args[call_id], call_id, now, source,
                                              answered.get(seq))
