@@ -114,10 +114,11 @@ def note_call(call_id: str, entries: list[tuple[str, str, str, bool]]) -> dict:
 
 
 def converse_with_notes(engine, memory, clock, notes: list, *, turns: int = 80,
-                        words: int = 40) -> list:
+                        words: int = 40, settle: bool = True) -> list:
     """Talk with `memory` (a small ceiling makes it ask), answering the note asks in order with
     `notes` (lists of note entries), draining the lane after every reply, until every note was
-    given and the next call has sealed them. Returns the history as sent."""
+    given and the next call has sealed them (or, without `settle`, until the last was given:
+    its episodes are still leaving). Returns the history as sent."""
     history: list = []
     queue = list(notes)
     for t in range(turns):
@@ -131,6 +132,6 @@ def converse_with_notes(engine, memory, clock, notes: list, *, turns: int = 80,
         memory.report(request, reply)
         history.append(reply["choices"][0]["message"])
         engine.drain()
-        if not queue and calls is None:
+        if not queue and (calls is None or not settle):
             return history
     raise AssertionError(f"{len(queue)} notes were never asked for in {turns} turns")

@@ -18,7 +18,7 @@ from fadeway.judge import OfflineJudge, ScriptedJudge
 from fadeway.lane import run_ready
 from fadeway.recall import Snapshot, block_tokens, group_facts, recall
 
-from helpers import chat_reply, converse_with_notes
+from helpers import chat_reply, converse_with_notes, note_call
 
 OWNER = ("Dana owns the checkout migration.", "Dana", "checkout migration", False)
 LEAVE = ("Dana is on parental leave until May.", "Dana", "parental leave", False)
@@ -33,6 +33,15 @@ def _open(path, clock, judge=None, **settings):
                         episode_max_tokens=400, cut_after_tokens=600, **settings)
 
 
+def _with_facts(eng, mem, clock, notes, **settings):
+    """Talk with `mem` until `notes` are taken and sealed (`converse_with_notes`), then empty
+    the facts block, so that recall may show every fact. Returns the history as sent."""
+    history = converse_with_notes(eng, mem, clock, notes, **settings)
+    with eng.store.write(mem.memory_id) as tx:
+        tx.set_facts_order("[]")
+    return history
+
+
 def _levels(scores):
     """A scripted walk: each fact's level by its text (unknown facts are unrelated)."""
     return lambda facts, dialogue: [scores.get(f.text, 0) for f in facts]
@@ -45,9 +54,7 @@ def _recall(engine, memory_id, message, **kw):
 def test_the_walk_reaches_a_bridge_fact_that_search_alone_misses(tmp_path, clock):
     with _open(tmp_path / "r.db", clock) as eng:
         mem = eng.memory("m")
-        converse_with_notes(eng, mem, clock, [[OWNER, *OTHER], [LEAVE]])
-        with eng.store.write("m") as tx:
-            tx.set_facts_order("[]")  # nothing in the facts block: recall may show every fact
+        _with_facts(eng, mem, clock, [[OWNER, *OTHER], [LEAVE]])
         eng.judge = ScriptedJudge(levels=_levels({OWNER[0]: 1}))  # keeps, never leads on
         plain = _recall(eng, "m", QUESTION)
         eng.judge = ScriptedJudge(levels=_levels({OWNER[0]: 3, LEAVE[0]: 2}))
@@ -94,9 +101,7 @@ def test_without_a_prepared_walk_a_slow_judge_falls_back_to_the_hits(tmp_path, c
     monkeypatch.setattr(C, "RECALL_WALK_DEADLINE", 0.3)
     with _open(tmp_path / "r.db", clock) as eng:
         mem = eng.memory("m")
-        history = converse_with_notes(eng, mem, clock, [[OWNER, *OTHER]])
-        with eng.store.write("m") as tx:
-            tx.set_facts_order("[]")  # nothing in the facts block: recall may show every fact
+        history = _with_facts(eng, mem, clock, [[OWNER, *OTHER]])
         eng.judge = ScriptedJudge(delay=5.0)
         history.append({"role": "user", "content": "Fine, thanks."})
         request = mem.decorate({"model": "gpt-4.1", "messages": history})
@@ -121,9 +126,7 @@ def test_after_a_change_of_topic_the_prepared_walk_gives_way_to_the_messages_own
                "office plants", f"floor {i}", False) for i in range(5)]
     with _open(tmp_path / "r.db", clock) as eng:
         mem = eng.memory("m")
-        history = converse_with_notes(eng, mem, clock, [[*plants, OWNER]])
-        with eng.store.write("m") as tx:
-            tx.set_facts_order("[]")  # nothing in the facts block: recall may show every fact
+        history = _with_facts(eng, mem, clock, [[*plants, OWNER]])
         eng.judge = ScriptedJudge(levels=_levels({p[0]: 3 for p in plants}))
         clock.advance(60)
         history.append({"role": "user", "content": "When do the office plants get watered?"})
@@ -150,11 +153,17 @@ def _blocks_of_the_turn(messages):
     return facts, recalled if recalled.startswith("[assistant_recent_memories]") else ""
 
 
-def _note(t, entries):
-    notes = [{"note": n, "subject": s, "object": o, "milestone": m} for n, s, o, m in entries]
-    return [{"id": f"note_{t}", "type": "function",
-             "function": {"name": "note", "arguments": msgspec.json.encode(
-                 {"notes": notes}).decode()}}]
+def _answer(eng, mem, history, request, t):
+    """The model's reply to turn `t`: the owner's fact in the notes of the first turns, filler
+    facts after, and the lane drained."""
+    calls = None
+    if any(x["function"]["name"] == "note" for x in request.get("tools") or []):
+        facts = [OWNER] if t < 15 else [(f"Filler {t}.", f"filler {t}", f"thing {t}", False)]
+        calls = [note_call(f"note_{t}", facts)]
+    reply = chat_reply(f"answer {t}", tool_calls=calls)
+    mem.report(request, reply)
+    history.append(reply["choices"][0]["message"])
+    eng.drain()
 
 
 def test_a_fact_sealed_or_forgotten_in_the_same_call_stands_in_one_block(tmp_path, clock):
@@ -181,14 +190,7 @@ def test_a_fact_sealed_or_forgotten_in_the_same_call_stands_in_one_block(tmp_pat
             if asks and "forgotten" in changed.values() and OWNER[0] not in facts:
                 assert OWNER[0] in recalled, f"turn {t}: forgotten here, and in neither block"
                 seen["forgotten"] += 1
-            calls = None
-            if any(x["function"]["name"] == "note" for x in request.get("tools") or []):
-                calls = _note(t, [OWNER] if t < 15 else [(f"Filler {t}.", f"filler {t}",
-                                                          f"thing {t}", False)])
-            reply = chat_reply(f"answer {t}", tool_calls=calls)
-            mem.report(request, reply)
-            history.append(reply["choices"][0]["message"])
-            eng.drain()
+            _answer(eng, mem, history, request, t)
             if all(seen.values()):
                 return
     pytest.fail(f"the run did not reach both cases: {seen}")
@@ -211,20 +213,12 @@ def test_a_fact_let_go_by_the_facts_block_comes_back_in_one_block_of_a_request(t
             else:
                 history.append({"role": "user", "content": words})
             request = mem.decorate({"model": "gpt-4.1", "messages": history})
-            recalled = [m["content"] for m in request["messages"] if m["role"] == "system"
-                        and m["content"].startswith("[assistant_recent_memories]")]
+            recalled = [text for _, text in _blocks_before_users(request["messages"])]
             facts, _ = _blocks_of_the_turn(request["messages"])
             if t > 3:
                 assert sum(OWNER[0] in b for b in recalled[-2:]) <= 1, f"turn {t}: twice"
                 came_back += OWNER[0] not in facts and any(OWNER[0] in b for b in recalled[-2:])
-            calls = None
-            if any(x["function"]["name"] == "note" for x in request.get("tools") or []):
-                calls = _note(t, [OWNER] if t < 15 else [(f"Filler {t}.", f"filler {t}",
-                                                          f"thing {t}", False)])
-            reply = chat_reply(f"answer {t}", tool_calls=calls)
-            mem.report(request, reply)
-            history.append(reply["choices"][0]["message"])
-            eng.drain()
+            _answer(eng, mem, history, request, t)
             if came_back:
                 return
     pytest.fail("the fact never came back from the facts block")
@@ -235,10 +229,7 @@ def test_a_restated_fact_is_dated_by_its_latest_statement(tmp_path, clock):
     time and turns, and orders its group by them ("newest first; newer facts win")."""
     with _open(tmp_path / "r.db", clock) as eng:
         mem = eng.memory("m")
-        converse_with_notes(eng, mem, clock, [[OWNER, OTHER[0]], [OTHER[1]], [OWNER]],
-                            turns=200)
-        with eng.store.write("m") as tx:
-            tx.set_facts_order("[]")  # nothing in the facts block: recall may show every fact
+        _with_facts(eng, mem, clock, [[OWNER, OTHER[0]], [OTHER[1]], [OWNER]], turns=200)
         export = mem.export()
         result = _recall(eng, "m", "Who owns the checkout migration, and who reviews refunds?")
     owner = sorted(f.at for f in export.facts if f.text == OWNER[0])
@@ -266,9 +257,7 @@ def _unsaid(items, conversation):
 def test_distill_removes_a_block_whose_facts_were_all_said(tmp_path, clock):
     with _open(tmp_path / "r.db", clock, ScriptedJudge(distill=_unsaid)) as eng:
         mem = eng.memory("m")
-        history = converse_with_notes(eng, mem, clock, [[OWNER, *OTHER]])
-        with eng.store.write("m") as tx:
-            tx.set_facts_order("[]")  # nothing in the facts block: recall may show every fact
+        history = _with_facts(eng, mem, clock, [[OWNER, *OTHER]])
         history.append({"role": "user", "content": QUESTION})
         request = mem.decorate({"model": "gpt-4.1", "messages": history})
         assert request["messages"][-1]["content"] == QUESTION
@@ -292,9 +281,7 @@ def test_distill_reads_the_turns_tool_outputs_as_said(tmp_path, clock):
     """A fact a tool output of the turn already stated is said: distill leaves it out."""
     with _open(tmp_path / "r.db", clock, ScriptedJudge(distill=_unsaid)) as eng:
         mem = eng.memory("m")
-        history = converse_with_notes(eng, mem, clock, [[OWNER, *OTHER]])
-        with eng.store.write("m") as tx:
-            tx.set_facts_order("[]")  # nothing in the facts block: recall may show every fact
+        history = _with_facts(eng, mem, clock, [[OWNER, *OTHER]])
         history.append({"role": "user", "content": QUESTION})
         request = mem.decorate({"model": "gpt-4.1", "messages": history})
         assert OWNER[0] in request["messages"][-2]["content"]
@@ -322,9 +309,7 @@ def test_distill_rewrites_a_block_to_what_it_kept_and_nothing_more(tmp_path, clo
 
     with _open(tmp_path / "r.db", clock, ScriptedJudge(distill=judged)) as eng:
         mem = eng.memory("m")
-        history = converse_with_notes(eng, mem, clock, [[OWNER, LEAVE, *OTHER]])
-        with eng.store.write("m") as tx:
-            tx.set_facts_order("[]")  # nothing in the facts block: recall may show every fact
+        history = _with_facts(eng, mem, clock, [[OWNER, LEAVE, *OTHER]])
         history.append({"role": "user", "content": QUESTION + " Also who waters the plants? "
                         "As in w2_3 w2_4, w5_6 and w5_7."})  # words of passages too
         request = mem.decorate({"model": "gpt-4.1", "messages": history})
@@ -383,11 +368,8 @@ def test_requests_keep_their_prefix_and_the_facts_block_between_fades(tmp_path, 
 
 def test_recall_never_reads_across_memories(tmp_path, clock):
     with _open(tmp_path / "r.db", clock) as eng:
-        converse_with_notes(eng, eng.memory("a"), clock, [[OWNER, LEAVE]])
-        converse_with_notes(eng, eng.memory("b"), clock, [OTHER])
-        for memory_id in ("a", "b"):
-            with eng.store.write(memory_id) as tx:
-                tx.set_facts_order("[]")  # nothing in the facts block: recall may show any fact
+        _with_facts(eng, eng.memory("a"), clock, [[OWNER, LEAVE]])
+        _with_facts(eng, eng.memory("b"), clock, [OTHER])
         in_b = _recall(eng, "b", QUESTION)
         in_a = _recall(eng, "a", QUESTION)
     assert in_a.block is not None and OWNER[0] in in_a.block
@@ -476,9 +458,7 @@ def test_a_block_over_its_share_of_the_ceiling_leaves_out_the_least_first(tmp_pa
              f"checkout step {i}", False) for i in range(8)]
     with _open(tmp_path / "r.db", clock) as eng:
         mem = eng.memory("m")
-        converse_with_notes(eng, mem, clock, [[OWNER, *OTHER], many[:4], [LEAVE, *many[4:]]])
-        with eng.store.write("m") as tx:
-            tx.set_facts_order("[]")  # nothing in the facts block: recall may show every fact
+        _with_facts(eng, mem, clock, [[OWNER, *OTHER], many[:4], [LEAVE, *many[4:]]])
         text = {f.n: f.text for f in mem.export().facts}
         monkeypatch.setattr(C, "RECALL_BLOCK_SHARE", 1.0)
         whole = _recall(eng, "m", QUESTION)
@@ -500,9 +480,7 @@ def test_a_block_over_its_share_of_the_ceiling_leaves_out_the_least_first(tmp_pa
 def _several_new_messages(eng, clock, asked):
     """A conversation with notes taken, then one request holding several new user messages."""
     mem = eng.memory("m")
-    history = converse_with_notes(eng, mem, clock, [[OWNER, *OTHER], [LEAVE]])
-    with eng.store.write("m") as tx:
-        tx.set_facts_order("[]")  # nothing in the facts block: recall may show every fact
+    history = _with_facts(eng, mem, clock, [[OWNER, *OTHER], [LEAVE]])
     history += [{"role": "user", "content": q} for q in asked]
     return mem, history
 

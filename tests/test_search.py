@@ -15,7 +15,7 @@ from fadeway.model import EpisodeRecord, MessageRecord
 from fadeway.passages import passages_of, windows
 from fadeway.paths import index_dir
 
-from helpers import chat_reply, converse_with_notes, note_call
+from helpers import converse_with_notes
 
 VAULT = [("The vault code is 4417.", "vault", "code 4417", False)]
 SHARED = [("Dana owns the checkout migration.", "Dana", "checkout migration", False)]
@@ -147,20 +147,7 @@ def test_a_memory_with_facts_and_no_passages_yet_reopens_its_saved_indexes(tmp_p
     (cut when episodes seal) not yet. The saved state has nothing to fingerprint for passages."""
     with _open(tmp_path / "s.db", clock) as eng:
         mem = eng.memory("m")
-        history: list = []
-        for t in range(80):
-            clock.advance(60)
-            history.append({"role": "user", "content": f"Turn {t}: " + " ".join(
-                f"w{t}_{i}" for i in range(40))})
-            request = mem.decorate({"model": "gpt-4.1", "messages": history})
-            asked = any(x["function"]["name"] == "note" for x in request.get("tools") or [])
-            reply = chat_reply(f"answer {t}", tool_calls=[note_call(f"note_{t}", VAULT)]
-                               if asked else None)
-            mem.report(request, reply)
-            history.append(reply["choices"][0]["message"])
-            eng.drain()
-            if asked:
-                break
+        converse_with_notes(eng, mem, clock, [VAULT], settle=False)
         assert _texts(mem.search("vault code")) == [VAULT[0][0]]
         assert eng.index("m").through["passage"] == 0
     with _open(tmp_path / "s.db", clock) as eng:
