@@ -647,3 +647,25 @@ def test_a_notes_facts_are_judged_once_though_the_job_runs_again(small, clock):
             counts.append(tx.trace_count())
             assert tx.note_traced(new)
     assert counts[0] > 0 and counts[1] == counts[0]
+
+
+def test_note_arguments_reads_only_the_messages_asked_for(small, clock):
+    """Decorate decodes the note calls in view, not every note the memory ever took: the
+    arguments come back for the messages named, and all of them when none are."""
+    import json
+
+    from fadeway.assembly import note_arguments
+
+    from helpers import converse_with_notes
+
+    mem = small.memory("m")
+    first = [("Dana owns the checkout.", "Dana", "checkout", False)]
+    second = [("Ben owns the tax table.", "Ben", "tax table", False)]
+    converse_with_notes(small, mem, clock, [first, second])
+    calls = mem._history.note_calls
+    assert len(calls) == 2
+    everything = note_arguments(mem._history)
+    assert [json.loads(a)["notes"][0]["subject"] for a in everything.values()] == ["Dana", "Ben"]
+    for call_id, seq in calls.items():
+        assert note_arguments(mem._history, {seq}) == {call_id: everything[call_id]}
+    assert note_arguments(mem._history, {seq + 1 for seq in calls.values()}) == {}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -121,10 +121,12 @@ def _placed(recalled: dict[int, tuple[str, int]], current: dict[int, RecallResul
     return out
 
 
-def note_arguments(history: History) -> dict[str, str]:
-    """Arguments of every note call in the stored history, by call id."""
+def note_arguments(history: History, seqs: Collection[int] | None = None) -> dict[str, str]:
+    """Arguments of the note calls in the stored history (those in the messages `seqs` when
+    given: a long memory holds many, and most left the view long ago), by call id."""
     out: dict[str, str] = {}
-    for seq in sorted(set(history.note_calls.values())):
+    held = set(history.note_calls.values())
+    for seq in sorted(held if seqs is None else held.intersection(seqs)):
         body = plain(history.bodies[seq])
         fmt = Format.RESPONSES if body.get("type") == "function_call" else Format.CHAT_COMPLETIONS
         out.update(notes.find_note_calls(fmt, [body]))
@@ -202,7 +204,7 @@ class Assembly:
             tx.enqueue("passages", b"{}", now)  # the job finds every sealed episode left
         role = instruction_role(fmt, parsed.instructions)
         accepted = {call_id: notes.parse_note_arguments(args) is not None
-                    for call_id, args in note_arguments(self.history).items()}
+                    for call_id, args in note_arguments(self.history, shown).items()}
         asking = [e for e in episodes if e.state == "leaving" and e.n not in acked]
         request = parsed.request
         ask = None

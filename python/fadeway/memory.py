@@ -183,7 +183,7 @@ class Memory:
         if not calls:
             return False
         taken_ids = {n.call_id for n in tx.notes()}
-        args = note_arguments(self._history)
+        args = note_arguments(self._history, {mirror.note_calls[c] for c in calls})
         took = False
         found = {call_id: i for i, call_id in enumerate(mirror.note_calls)}  # message order
         answered: dict[int, list[int]] = {}  # by message: the episodes its notes answer
