@@ -247,6 +247,41 @@ def test_sleep_fades_to_the_landing_after_a_day_of_silence(tmp_path, clock, hour
     eng.close()
 
 
+@pytest.mark.parametrize(("tools_until", "back_at", "fades"), [(20, 30, True), (2, 23, False)])
+def test_sleep_counts_from_the_user_message_before_not_the_tool_rounds_since(
+        tmp_path, clock, tools_until, back_at, fades):
+    """The silence is the user's: an agent that ran tools alone until hour 20 does not keep a
+    user who comes back at hour 30 from sleeping (spec: "since the last one")."""
+    from helpers import call
+
+    eng = fadeway.open(tmp_path / "s.db", clock=clock, background=False, ceiling=16_000,
+                       judge=ScriptedJudge(), episode_min_tokens=100, episode_max_tokens=400,
+                       cut_after_tokens=10**9)
+    mem = eng.memory("m")
+    for t in range(40):
+        clock.advance(60)
+        req = mem.decorate({"model": "gpt-4.1", "messages": [_user(t)]})
+        mem.report(req, chat_reply(f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30))))
+    start = clock()
+    req = mem.decorate({"model": "gpt-4.1", "messages": [_user(40)]})
+    mem.report(req, chat_reply(None, tool_calls=[call("c0")]))
+    for k in range(1, tools_until + 1):  # a tool round an hour
+        clock.advance(3600)
+        req = mem.decorate({"model": "gpt-4.1", "messages": [
+            {"role": "tool", "tool_call_id": f"c{k - 1}", "content": f"step {k} done"}]})
+        mem.report(req, chat_reply(None, tool_calls=[call(f"c{k}")]))
+    clock.advance(3600)
+    req = mem.decorate({"model": "gpt-4.1", "messages": [
+        {"role": "tool", "tool_call_id": f"c{tools_until}", "content": "all done"}]})
+    mem.report(req, chat_reply("Finished the job."))
+    assert "leaving" not in _states(mem).values()
+    clock.advance(start + back_at * 3600 - clock())
+    req = mem.decorate({"model": "gpt-4.1", "messages": [_user(41)]})
+    assert ("leaving" in _states(mem).values()) is fades
+    assert _asks(req) is fades
+    eng.close()
+
+
 def _unanswered(fmt, items):
     """Call ids made in a request's history that no output answers."""
     made, answered = [], set()

@@ -34,7 +34,7 @@ from .forgetting import (
     fade_episodes,
     landing,
     next_call_room,
-    sleeps,
+    silence,
     turn_sizes,
     typical_turn,
 )
@@ -289,7 +289,8 @@ class Assembly:
         current = round((sum(mirror.tokens[mirror.turn_start:])
                          + block_sizes.get(mirror.turn_start, 0)) * ratio)
         plan = budget(engine.ceiling, fixed + block, room, typical, current)
-        sleeping = sleeps(mirror, before)
+        silent = silence(mirror, before)
+        sleeping = silent >= C.SLEEP_GAP_SECONDS
         if history_tokens <= plan.budget and not sleeping:
             return False
         if history_tokens <= plan.landing:
@@ -306,7 +307,7 @@ class Assembly:
                 raise PlanCut(read)
         if sleeping:
             log.info("memory %r: the turn sleeps after %.1f h of silence; fading to the landing",
-                     self.memory_id, (mirror.ats[before] - mirror.ats[before - 1]) / 3600)
+                     self.memory_id, silent / 3600)
         mirror.episodes.sync(tx)
         mirror.trace_log.sync(tx)
         picked = fade_episodes(

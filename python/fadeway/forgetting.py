@@ -24,7 +24,7 @@ from .model import EpisodeRecord, FactRecord
 __all__ = [
     "Budget", "Fade", "SharedFacts", "budget", "landing", "blocks_within", "typical_turn",
     "next_call_room", "fade_picks", "fade_episodes", "ask_spans",
-    "hidden_ranges", "facts_of", "facts_block_text", "turn_sizes", "sleeps", "fact_tokens",
+    "hidden_ranges", "facts_of", "facts_block_text", "turn_sizes", "silence", "fact_tokens",
 ]
 
 
@@ -274,16 +274,23 @@ def turn_sizes(history: History, ratio: float, blocks: Mapping[int, int] | None 
             [round(steps.get(t, 0) * ratio) for t in turns])
 
 
-def sleeps(history: History, before: int) -> bool:
-    """A user message among those stored from `before` on (this call's) arrived 24 hours or
-    more after the last message stored before them. Every message a call stores carries the
-    call's time, so a reply the caller sends back instead of reporting it tells nothing of when
-    the silence ended; the silence is measured from what was stored before the call."""
-    if before < 1:
-        return False
-    last = history.ats[before - 1]
-    return any(history.sides[i] == "user" and history.ats[i] - last >= C.SLEEP_GAP_SECONDS
-               for i in range(before, len(history)))
+def silence(history: History, before: int) -> float:
+    """The longest the user was silent before a user message stored from `before` on (this
+    call's): seconds since the user message before it, 0 without one. The turn sleeps at 24
+    hours or more (spec: "When a user message arrives after 24 hours or more since the last
+    one"); tool rounds and replies in between do not end the silence. User messages are stored
+    by decorate alone, at their call's time."""
+    last, longest = None, 0.0
+    for i in range(before - 1, -1, -1):
+        if history.sides[i] == "user":
+            last = history.ats[i]
+            break
+    for i in range(before, len(history)):
+        if history.sides[i] == "user":
+            if last is not None:
+                longest = max(longest, history.ats[i] - last)
+            last = history.ats[i]
+    return longest
 
 
 def fact_tokens(facts: Sequence[FactRecord], encoding: str, ratio: float) -> dict[int, int]:
