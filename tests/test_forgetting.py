@@ -704,3 +704,39 @@ def test_note_arguments_reads_only_the_messages_asked_for(small, clock):
     for call_id, seq in calls.items():
         assert note_arguments(mem._history, {seq}) == {call_id: everything[call_id]}
     assert note_arguments(mem._history, {seq + 1 for seq in calls.values()}) == {}
+
+
+def test_a_notes_facts_are_judged_against_the_episodes_remembered_when_it_was_written(small,
+                                                                                      clock):
+    """The lane may run late: a day's silence seals and forgets the note's episodes before the
+    score job runs, and the facts are still judged against every episode remembered when they
+    were written (spec: "every time facts are written, each new fact is judged against every
+    episode still remembered")."""
+    from helpers import note_call
+
+    mem = small.memory("m")
+    history: list = []
+    for t in range(80):
+        clock.advance(60)
+        history.append(_user(t))
+        req = mem.decorate({"model": "gpt-4.1", "messages": history})
+        if _asks(req):
+            break
+        reply = chat_reply(f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)))
+        mem.report(req, reply)
+        history.append(reply["choices"][0]["message"])
+        small.drain()
+    reply = chat_reply(None, tool_calls=[note_call("n1", [("Dana owns w1_1.", "Dana", "w1_1",
+                                                           False)])])
+    mem.report(req, reply)
+    history.append(reply["choices"][0]["message"])
+    remembered = {n for n, s in _states(mem).items() if s != "forgotten"}
+    clock.advance(25 * 3600)  # the lane has not run; the next turn sleeps
+    history.append(_user(200))
+    mem.decorate({"model": "gpt-4.1", "messages": history})
+    assert remembered - {n for n, s in _states(mem).items() if s != "forgotten"}
+    small.drain()
+    doc = mem.export()
+    [fact] = doc.facts
+    judged = {t.episode for t in doc.traces if t.kind == "fact" and t.fact == fact.n}
+    assert judged == remembered

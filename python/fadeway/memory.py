@@ -50,6 +50,7 @@ from .search import search_memory
 from .usage import UsageRecord, UsageSummary, collecting, summarise_usage
 from .store import Transaction
 from .view import last_user_messages, strip_own_additions
+from .scoring import number_runs
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -225,7 +226,11 @@ class Memory:
             # The graph takes the facts first (merges and retirements), then they are scored
             # against the episodes and embedded for search.
             tx.enqueue("graph", encode_json({"note": n}), now)
-            tx.enqueue("score", encode_json({"note": n}), now)
+            # The episodes remembered now are the ones judged, though the lane may run after
+            # a later fade forgot some of them (ranges of episode numbers: compact).
+            remembered = [e.n for e in self._history.episodes.sync(tx) if e.state != "forgotten"]
+            tx.enqueue("score", encode_json({"note": n, "remembered": number_runs(remembered)}),
+                       now)
             tx.enqueue("embed", b"{}", now)
         log.info("memory %r: note %d took %d facts for episodes %s", self.memory_id, n,
                  len(facts), awaiting)

@@ -22,7 +22,7 @@ from .store import Transaction
 if TYPE_CHECKING:
     from .engine import Engine
 
-__all__ = ["ScoreJob", "episode_text"]
+__all__ = ["ScoreJob", "episode_text", "number_runs"]
 
 
 def episode_text(bodies: list[bytes]) -> str:
@@ -30,14 +30,31 @@ def episode_text(bodies: list[bytes]) -> str:
     return "\n\n".join(" ".join(text_of(msgspec.json.decode(b))) for b in bodies)
 
 
+def number_runs(numbers: list[int]) -> list[list[int]]:
+    """Ascending `numbers` as runs `[first, last]` of consecutive ones."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return runs
+
+
 class ScoreJob(JobHandler):
     """Judge a note's facts against every episode still remembered."""
 
     async def prepare(self, engine: Engine, memory_id: str, job: JobRecord) -> Any:
-        note = msgspec.json.decode(job.payload)["note"]
+        payload = msgspec.json.decode(job.payload)
+        note = payload["note"]
+        # The episodes remembered when the facts were written (a job queued before the payload
+        # held them: those remembered now).
+        remembered = payload.get("remembered")
+        judged = None if remembered is None else {n for a, b in remembered for n in range(a, b + 1)}
         with engine.store.read(memory_id) as tx:
             facts = tx.facts(note=note)
-            episodes = [e for e in tx.episodes() if e.state != "forgotten"]
+            episodes = [e for e in tx.episodes()
+                        if (e.state != "forgotten" if judged is None else e.n in judged)]
             texts = [episode_text([m.body for m in tx.messages(e.first_seq, e.last_seq + 1)])
                      for e in episodes]
         if not facts or not episodes:
