@@ -166,6 +166,21 @@ def digests_of_sent(sent: Sequence[Any], history: History, view: Sequence[int]) 
     return out
 
 
+def _without_note_calls(message: Any, note_calls: dict[str, int]) -> dict[str, Any] | None:
+    """A stored reply as a caller rebuilding it from `report`'s tool calls sends it: without
+    fadeway's note calls. None when nothing else is left (a Responses note call item, or a Chat
+    reply that held only the note)."""
+    if not isinstance(message, dict):
+        return message
+    if message.get("type") == "function_call":
+        return None if message.get("call_id") in note_calls else message
+    calls = [c for c in message.get("tool_calls") or []
+             if not (isinstance(c, dict) and c.get("id") in note_calls)]
+    if not calls and not text_of(message):
+        return None
+    return {**message, "tool_calls": calls}
+
+
 def align(sent: Sequence[Any], sent_digests: Sequence[bytes], history: History,
           decorated_through: int, view: Sequence[int] = ()) -> int:
     """How many leading messages of `sent` are already stored; the rest are new.
@@ -174,40 +189,60 @@ def align(sent: Sequence[Any], sent_digests: Sequence[bytes], history: History,
     history (or with the view the last decorate returned, whose sealed turns had left), the rest
     is new. When it does not, it is only the new messages, less an echo of the replies `report`
     stored since the last decorate. A reply the caller rebuilt by hand (same role, text and
-    calls) counts as the stored reply. A sent history that starts like the stored one and then
-    departs from it is an edited history, and an error.
+    calls) counts as the stored reply, and so does one rebuilt from `report`'s tool calls, which
+    leave out the note's: a stored reply item that held only note calls may be missing. A sent
+    history that starts like the stored one and then departs from it is an edited history, and
+    an error.
     """
     n_stored = len(history)
     if n_stored == 0 or not sent:
         return 0
+    noted = set(history.note_calls.values())
 
     def same(i: int, j: int) -> bool:
         if sent_digests[i] == history.digests[j]:
             return True
-        return history.sources[j] == "reply" and _essence(
-            to_plain(sent[i], "message")) == _essence(plain(history.bodies[j]))
+        if history.sources[j] != "reply":
+            return False
+        mine = _essence(to_plain(sent[i], "message"))
+        stored = plain(history.bodies[j])
+        return mine == _essence(stored) or (
+            j in noted and mine == _essence(_without_note_calls(stored, history.note_calls)))
+
+    def only_notes(j: int) -> bool:
+        return j in noted and history.sources[j] == "reply" and _without_note_calls(
+            plain(history.bodies[j]), history.note_calls) is None
+
+    def matched(seqs: Sequence[int], k: int, j: int) -> tuple[int, int]:
+        """Sent from `k` on against `seqs` from `j` on, as far as they agree: where each
+        stopped."""
+        while k < len(sent) and j < len(seqs):
+            if same(k, seqs[j]):
+                k, j = k + 1, j + 1
+            elif only_notes(seqs[j]):
+                j += 1
+            else:
+                break
+        if k == len(sent):
+            while j < len(seqs) and only_notes(seqs[j]):
+                j += 1
+        return k, j
 
     for seqs in (range(n_stored), view):
         if not seqs or not same(0, seqs[0]):
             continue
-        m = min(len(sent), len(seqs))
-        k = 1
-        while k < m and same(k, seqs[k]):
-            k += 1
-        if k < m:
+        k, j = matched(seqs, 1, 1)
+        if k < len(sent) and j < len(seqs):
             raise HistoryConflictError(
-                f"message {k} of the sent history differs from stored message {seqs[k]}; a "
+                f"message {k} of the sent history differs from stored message {seqs[j]}; a "
                 "history that starts like the stored one must continue it unchanged (earlier "
                 "messages cannot be edited). To send only new messages, leave out what was "
                 "sent before.")
-        if len(sent) >= len(seqs) or len(sent) >= decorated_through:
-            return min(len(sent), len(seqs))
+        if j == len(seqs) or j >= decorated_through:
+            return k
         # A short run equal to the stored head, sent after the history moved on: new messages.
         break
-    k = 0
-    while (k < len(sent) and decorated_through + k < n_stored
-           and history.sources[decorated_through + k] == "reply" and same(k, decorated_through + k)):
-        k += 1
+    k, _ = matched(range(decorated_through, n_stored), 0, 0)
     return k
 
 

@@ -19,7 +19,7 @@ from . import blocks, formats, notes, tokens
 from .assembly import Assembly, Key, PlanCut, Planned, note_arguments
 from .errors import FormatMismatchError, InvalidRequestError
 from .formats import Entry, Format, ParsedRequest, streams
-from .formats.canonical import digest_of, encode_json, plain
+from .formats.canonical import digest_of, encode_json, plain, to_plain
 from .episodes import commit_cut, plan_read_cut, prepare_cut, uncut_range
 from .forgetting import ask_spans
 from .history import History, align, digests_of_sent, next_turns, opens_unit, units
@@ -49,7 +49,7 @@ from .export import export_memory
 from .search import search_memory
 from .usage import UsageRecord, UsageSummary, collecting, summarise_usage
 from .store import Transaction
-from .view import last_user_messages, strip_own_additions
+from .view import caller_tools, last_user_messages, strip_own_additions
 from .scoring import number_runs
 
 if TYPE_CHECKING:
@@ -66,6 +66,14 @@ def _restore_instructions(parsed: ParsedRequest, stored: bytes) -> None:
     parsed.instructions = saved["messages"]
     if saved["instructions"] is not None:
         parsed.request["instructions"] = saved["instructions"]
+
+
+def _plain_or_none(message: Any) -> Any:
+    """An SDK object as plain JSON; None when it is not one (its entry says what is wrong)."""
+    try:
+        return to_plain(message, "message")
+    except InvalidRequestError:
+        return None
 
 
 class Memory:
@@ -92,6 +100,7 @@ class Memory:
         stored conversations.
         """
         parsed = formats.parse_request(request)
+        parsed.request = caller_tools(parsed.format, parsed.request)
         now = self._engine._now(at)
         encoding = tokens.encoding_for_model(parsed.model)
         fmt = parsed.format
@@ -99,10 +108,20 @@ class Memory:
             pending = self._recall(parsed)
             return self._decorate(parsed, fmt, encoding, now, pending, used)
 
+    def _note_calls(self, parsed: ParsedRequest) -> dict[str, int]:
+        """The note calls whose outputs are fadeway's: those stored, and those in the sent
+        history (a caller that skips `report` sends the reply back, and its loop may answer
+        every call in it, the note's too; that output is fadeway's to give, not stored)."""
+        sent = notes.find_note_calls(parsed.format, (
+            m if isinstance(m, dict) else _plain_or_none(m) for m in parsed.history))
+        if not sent:
+            return self._history.note_calls
+        return {**{call_id: -1 for call_id, _ in sent}, **self._history.note_calls}
+
     def _recall(self, parsed: ParsedRequest) -> list[Pending]:
         """Recall for each of the request's new user messages, before they join the history
         (and before the write transaction: the embedder and an inline walk may take a moment)."""
-        users = last_user_messages(parsed.history, self._history.note_calls)
+        users = last_user_messages(parsed.history, self._note_calls(parsed))
         if not users:
             return []
         with self._engine.store.read(self.memory_id) as tx:
@@ -133,8 +152,9 @@ class Memory:
             memory = self._open(tx, fmt, now)
             self._sync(tx)
             mirror = self._history
-            parsed.instructions = strip_own_additions(parsed.instructions, mirror.note_calls)
-            parsed.history = strip_own_additions(parsed.history, mirror.note_calls)
+            own = self._note_calls(parsed)
+            parsed.instructions = strip_own_additions(parsed.instructions, own)
+            parsed.history = strip_own_additions(parsed.history, own)
             has_instructions = bool(parsed.instructions) or (
                 parsed.request.get("instructions") is not None)
             instructions = encode_json({"instructions": parsed.request.get("instructions"),

@@ -17,11 +17,13 @@ import msgspec
 import numpy as np
 
 from . import blocks, notes
+from .errors import InvalidRequestError
 from .formats import Format
 from .history import History
 
 __all__ = ["instruction_role", "block_message", "strip_own_additions", "is_user_message",
-           "last_user_messages", "history_view", "view_seqs", "with_note_tool", "note_ask_allowed"]
+           "last_user_messages", "history_view", "view_seqs", "with_note_tool", "note_ask_allowed",
+           "caller_tools"]
 
 
 def instruction_role(fmt: Format, instructions: Sequence[Any]) -> str:
@@ -128,6 +130,36 @@ def note_ask_allowed(request: dict[str, Any]) -> bool:
             return False
         return name == notes.NOTE_TOOL_NAME
     return False
+
+
+def caller_tools(fmt: Format, request: dict[str, Any]) -> dict[str, Any]:
+    """`request` with the caller's own tools only: fadeway's note tool, in a decorated request
+    sent back, is left out (`with_note_tool` adds it again while a note is asked). The name
+    `note` is fadeway's: a tool of the caller's so named is refused, since its calls could not
+    be told from the note's, nor a request offer both."""
+    tools = request.get("tools")
+    if not isinstance(tools, list) or not tools:
+        return request
+    ours = notes.note_tool(fmt)
+    kept = []
+    for i, tool in enumerate(tools):
+        if tool == ours:
+            continue
+        if isinstance(tool, dict) and tool.get("type") == "function" and notes.NOTE_TOOL_NAME in (
+                tool.get("name"), (tool.get("function") or {}).get("name")):
+            raise InvalidRequestError(
+                f"tools[{i}] is named {notes.NOTE_TOOL_NAME!r}, the name of fadeway's note tool "
+                "(the model writes its notes with it while history leaves the view); give your "
+                "tool another name")
+        kept.append(tool)
+    if len(kept) == len(tools):
+        return request
+    out = dict(request)
+    if kept:
+        out["tools"] = kept
+    else:
+        del out["tools"]
+    return out
 
 
 def with_note_tool(fmt: Format, request: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,197 @@
+"""The note call in the caller's loop (ARCHITECTURE: "The note call in the caller's loop"): a loop
+that never knew the note tool exists goes on however it rebuilds its history, and the name
+`note` is fadeway's."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import fadeway
+from fadeway.errors import InvalidRequestError
+from fadeway.judge import ScriptedJudge
+
+from helpers import call, chat_reply, note_call
+
+FACT = [("Dana owns the checkout.", "Dana", "checkout", False)]
+KEY = {"chat": "messages", "responses": "input"}
+
+
+@pytest.fixture
+def small(tmp_path, clock):
+    eng = fadeway.open(tmp_path / "f.db", clock=clock, background=False, ceiling=3_000,
+                       judge=ScriptedJudge(), episode_min_tokens=100, episode_max_tokens=400,
+                       cut_after_tokens=600)
+    yield eng
+    eng.close()
+
+
+def _user(t: int, fmt: str = "chat") -> dict:
+    text = f"Turn {t}: " + " ".join(f"w{t}_{i}" for i in range(40))
+    if fmt == "chat":
+        return {"role": "user", "content": text}
+    return {"type": "message", "role": "user", "content": text}
+
+
+def _asks(request: dict) -> bool:
+    return any("note" in (t.get("name"), (t.get("function") or {}).get("name"))
+               for t in request.get("tools") or [])
+
+
+def _reply(fmt: str, t: int, text: str | None, calls: list[tuple[str, str, str]]) -> dict:
+    """A provider reply with `text` and calls (id, name, arguments), in `fmt`."""
+    if fmt == "chat":
+        return chat_reply(text, tool_calls=[call(i, n, a) for i, n, a in calls] or None)
+    output = [{"type": "message", "id": f"msg_{t}", "role": "assistant", "status": "completed",
+               "content": [{"type": "output_text", "annotations": [], "logprobs": [],
+                            "text": text}]}] if text else []
+    output += [{"type": "function_call", "id": f"fc_{i}", "call_id": i, "name": n,
+                "arguments": a, "status": "completed"} for i, n, a in calls]
+    return {"id": f"resp_{t}", "object": "response", "status": "completed", "output": output,
+            }
+
+
+def _sent_reply(fmt: str, reply: dict) -> list[dict]:
+    """The reply as a loop that appends the provider's message (or output items) sends it."""
+    if fmt == "chat":
+        return [reply["choices"][0]["message"]]
+    return list(reply["output"])
+
+
+def _rebuilt(fmt: str, t: int, text: str | None, tool_calls: list[dict]) -> list[dict]:
+    """The reply as a loop that rebuilds it from `report`'s result sends it: its text and the
+    tool calls left for it to run (the note's are not among them)."""
+    if fmt == "chat":
+        return [{"role": "assistant", "content": text, "tool_calls": tool_calls}]
+    return _sent_reply(fmt, _reply(fmt, t, text, [])) + tool_calls
+
+
+def _output(fmt: str, call_id: str, text: str) -> dict:
+    if fmt == "chat":
+        return {"role": "tool", "tool_call_id": call_id, "content": text}
+    return {"type": "function_call_output", "call_id": call_id, "output": text}
+
+
+def _until_ask(mem, clock, fmt: str, history: list, pending: list) -> tuple[dict, int]:
+    """Talk (text replies, reported) until a request asks for a note; that request and turn."""
+    for t in range(80):
+        clock.advance(60)
+        history.append(_user(t, fmt))
+        pending.append(history[-1])
+        req = mem.decorate({"model": "gpt-4.1", KEY[fmt]: list(pending)})
+        pending.clear()
+        if _asks(req):
+            return req, t
+        reply = _reply(fmt, t, f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)), [])
+        mem.report(req, reply)
+        history.extend(_sent_reply(fmt, reply))
+    raise AssertionError("no note was asked for")
+
+
+def _calls_and_outputs(fmt: str, items: list[dict]) -> tuple[list[str], list[str]]:
+    made, answered = [], []
+    for m in items:
+        if fmt == "chat":
+            made += [c["id"] for c in m.get("tool_calls") or []]
+            if m.get("role") == "tool":
+                answered.append(m["tool_call_id"])
+        elif m.get("type") == "function_call":
+            made.append(m["call_id"])
+        elif m.get("type") == "function_call_output":
+            answered.append(m["call_id"])
+    return made, answered
+
+
+@pytest.mark.parametrize("sends", ["whole history", "new messages"])
+@pytest.mark.parametrize("fmt", ["chat", "responses"])
+@pytest.mark.parametrize("with_call", [True, False], ids=["note beside a call", "note and text"])
+def test_a_loop_that_rebuilds_the_reply_from_report_goes_on(small, clock, fmt, sends,
+                                                            with_call):
+    """The loop appends the reply's text and `result.tool_calls` (the note call left out) and
+    the outputs of those calls: the memory takes it as the stored reply, stores nothing twice,
+    and every call in the next requests has exactly one output."""
+    mem = small.memory("m")
+    history: list = []
+    pending: list = []
+    req, t = _until_ask(mem, clock, fmt, history, pending)
+    note = note_call("note_1", FACT)["function"]
+    calls = [("note_1", "note", note["arguments"])]
+    calls += [("call_x", "lookup", '{"q": "x"}')] if with_call else []
+    text = None if with_call else "Here is the answer."
+    result = mem.report(req, _reply(fmt, t, text, calls))
+    assert [c.get("call_id") or c["id"] for c in result.tool_calls] == (
+        ["call_x"] if with_call else [])
+    stored = len(mem.messages())
+    new = _rebuilt(fmt, t, text, result.tool_calls)
+    new += [_output(fmt, "call_x", "x is 42")] if with_call else []
+    for turn in (t + 1, t + 2):
+        history.extend(new)
+        pending.extend(new)
+        clock.advance(60)
+        history.append(_user(turn, fmt))
+        pending.append(history[-1])
+        req = mem.decorate({"model": "gpt-4.1",
+                            KEY[fmt]: history if sends == "whole history" else list(pending)})
+        pending.clear()
+        made, answered = _calls_and_outputs(fmt, req[KEY[fmt]])
+        assert sorted(made) == sorted(answered) and len(set(made)) == len(made)
+        mem.report(req, reply := _reply(fmt, turn, f"answer {turn}", []))
+        new = _sent_reply(fmt, reply)
+    # Stored once each after the reply (as report stored it): the output, two user messages
+    # and their two replies.
+    assert len(mem.messages()) == stored + (1 if with_call else 0) + 4
+    assert [f.text for f in mem.export().facts] == ["Dana owns the checkout."]
+
+
+@pytest.mark.parametrize("fmt", ["chat", "responses"])
+def test_a_loop_that_skips_report_and_answers_the_note_call_itself(small, clock, fmt):
+    """A loop that skips `report` sends the reply back and answers every call in it, the note's
+    too ("unknown tool"): that output is fadeway's to give, so it is not stored, the request
+    holds one output per call, and the whole history can be sent again."""
+    mem = small.memory("m")
+    history: list = []
+    pending: list = []
+    _, t = _until_ask(mem, clock, fmt, history, pending)
+    note = note_call("note_1", FACT)["function"]
+    reply = _reply(fmt, t, None, [("note_1", "note", note["arguments"]),
+                                  ("call_x", "lookup", "{}")])
+    history += [*_sent_reply(fmt, reply), _output(fmt, "note_1", "error: unknown tool note"),
+                _output(fmt, "call_x", "x is 42")]
+    for turn in (t + 1, t + 2):
+        req = mem.decorate({"model": "gpt-4.1", KEY[fmt]: history})
+        made, answered = _calls_and_outputs(fmt, req[KEY[fmt]])
+        assert sorted(made) == sorted(answered) and len(set(made)) == len(made)
+        assert "error: unknown tool note" not in json.dumps(req)
+        history += _sent_reply(fmt, _reply(fmt, turn, f"answer {turn}", []))
+        clock.advance(60)
+        history.append(_user(turn, fmt))
+    assert not any(b"unknown tool" in m.body for m in mem.messages())
+    assert [f.text for f in mem.export().facts] == ["Dana owns the checkout."]
+
+
+@pytest.mark.parametrize("fmt", ["chat", "responses"])
+def test_a_tool_of_the_callers_named_note_is_refused_before_anything_is_stored(small, fmt):
+    mem = small.memory("m")
+    if fmt == "chat":
+        tool = {"type": "function", "function": {"name": "note", "parameters": {}}}
+    else:
+        tool = {"type": "function", "name": "note", "parameters": {}}
+    with pytest.raises(InvalidRequestError, match=r"tools\[1\] is named 'note'"):
+        mem.decorate({"model": "gpt-4.1", KEY[fmt]: [_user(0, fmt)],
+                      "tools": [{"type": "function", "name": "lookup", "parameters": {},
+                                 "function": {"name": "lookup", "parameters": {}}}, tool]})
+    assert mem.messages() == []
+
+
+@pytest.mark.parametrize("fmt", ["chat", "responses"])
+def test_a_decorated_request_sent_back_carries_the_note_tool_once(small, clock, fmt):
+    """A caller that reuses the decorated request (its tools included) for the next call: the
+    note tool is fadeway's own, recognised, and not offered twice."""
+    mem = small.memory("m")
+    req, t = _until_ask(mem, clock, fmt, [], [])
+    again = dict(req)
+    again[KEY[fmt]] = [*req[KEY[fmt]], _user(t + 1, fmt)]
+    out = mem.decorate(again)
+    names = [t.get("name") or t["function"]["name"] for t in out["tools"]]
+    assert names == ["note"]
