@@ -334,3 +334,33 @@ def test_a_local_sentence_transformer_model_embeds(tmp_path):
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
     np.testing.assert_array_equal(embedder.embed_sync(["cats", "tea rain"]), vectors)
     assert embed(embedder, []).shape == (0, 8)
+
+
+def test_an_engine_opened_with_an_embeddings_url_learns_the_dimension(server, tmp_path,
+                                                                      monkeypatch, caplog):
+    """`fadeway.open(embedder=URL)` cannot say the dimension: the memory's indexes ask the
+    endpoint for it when they first open. While the endpoint fails, a turn goes on without a
+    recall block; once it answers every turn recalls, with nothing lost in between."""
+    import fadeway
+    from fadeway.judge import ScriptedJudge
+
+    from helpers import chat_reply
+
+    monkeypatch.setenv("FADEWAY_EMBEDDINGS_MODEL", "test-model")
+    server.script(Reply(400, {"error": {"message": "the model is loading"}}))
+    with fadeway.open(tmp_path / "e.db", background=False, embedder=server.url,
+                      judge=ScriptedJudge()) as eng:
+        mem = eng.memory("m")
+        history: list = []
+        for t in range(4):
+            history.append({"role": "user", "content": f"Where is the demo on day {t}?"})
+            with caplog.at_level("ERROR", logger="fadeway"):
+                req = mem.decorate({"model": "gpt-4.1", "messages": history})
+            reply = chat_reply(f"The demo is in room {t}.")
+            mem.report(req, reply)
+            history.append(reply["choices"][0]["message"])
+        assert len(mem.messages()) == 8
+    failed = [r.getMessage() for r in caplog.records if "recall failed" in r.getMessage()]
+    assert len(failed) == 1 and "loading" in failed[0]
+    asked = [r for r in server.requests if r.path.endswith("/embeddings")]
+    assert len(asked) >= 2 and all(r.body["model"] == "test-model" for r in asked)

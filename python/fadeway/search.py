@@ -26,7 +26,8 @@ import numpy as np
 
 from . import _constants as C
 from . import _core
-from .lane import JobHandler, register_job
+from .errors import EndpointError
+from .lane import JobHandler, register_job, run_sync
 from .cache import MemoryCache
 from .model import JobRecord, SearchHit
 from .store import Transaction
@@ -135,12 +136,15 @@ class MemoryIndex:
                 self._save()
 
     def _open(self, tx: Transaction, created_at: float) -> None:
-        """Start from the saved indexes when they belong to this memory, else empty."""
+        """Start from the saved indexes when they belong to this memory, else empty. An
+        endpoint embedder whose dimension is not known yet is asked for it first; should that
+        fail, the index stays unopened and the next sync tries again."""
+        dim = self._dim()
         self._identity = created_at
         self._prints = {}
         self.words = {k: _core.Bm25Index() for k in KINDS}
         self.through = dict.fromkeys(KINDS, 0)
-        self.meaning = {k: VectorIndex(self.embedder.dim, self.embedder.name) for k in KINDS}
+        self.meaning = {k: VectorIndex(dim, self.embedder.name) for k in KINDS}
         self.cache = MemoryCache()
         self.loaded = set()
         self._dirty, self._saved_at = False, time.monotonic()
@@ -169,6 +173,15 @@ class MemoryIndex:
             if meaning is not None:
                 self.meaning[kind] = meaning
                 self.loaded.add(f"{kind}.hnsw")
+
+    def _dim(self) -> int:
+        """The embedder's dimension, asked of the endpoint (an empty request) when an endpoint
+        embedder was opened without `dim=`."""
+        try:
+            return self.embedder.dim
+        except EndpointError:
+            deadline = time.monotonic() + C.RECALL_DEADLINE
+            return int(run_sync(self.embedder.embed([], deadline=deadline)).shape[1])
 
     def _sync_words(self, tx: Transaction, kind: str, *, check: bool) -> bool:
         if check and self.through[kind] > _top(tx, kind):
