@@ -40,6 +40,26 @@ BAD_REQUESTS = [
     ({"input": "hi", "previous_response_id": "resp_1"}, errors.ServerStateError,
      "send the input items instead"),
     ("not a dict", errors.InvalidRequestError, "must be a dict"),
+    # A call's outputs come right after the reply that made it, once each (providers refuse
+    # anything else, and a stored history could never be sent again).
+    ({"messages": [OK, {"role": "assistant", "content": None, "tool_calls": [call("c1")]},
+                   {"role": "user", "content": "never mind"},
+                   {"role": "tool", "tool_call_id": "c1", "content": "x"}]},
+     errors.InvalidMessageError, "message 2 comes before the output of call 'c1' "
+     r"\(made in message 1\)"),
+    ({"messages": [OK, {"role": "assistant", "content": None,
+                        "tool_calls": [call("c1"), call("c2")]},
+                   {"role": "tool", "tool_call_id": "c1", "content": "x"},
+                   {"role": "assistant", "content": "and then"}]},
+     errors.InvalidMessageError, "message 3 comes before the output of call 'c2'"),
+    ({"messages": [OK, {"role": "assistant", "content": None, "tool_calls": [call("c1")]},
+                   {"role": "tool", "tool_call_id": "c1", "content": "x"},
+                   {"role": "tool", "tool_call_id": "c1", "content": "x again"}]},
+     errors.UnmatchedToolOutputError, "message 3 answers call 'c1', which is not waiting"),
+    ({"input": [{"role": "user", "content": "hi"},
+                {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+                {"role": "user", "content": "never mind"}]},
+     errors.InvalidMessageError, "message 2 comes before the output of call 'c1'"),
 ]
 
 
@@ -69,6 +89,36 @@ def test_tool_output_may_answer_a_call_stored_earlier(engine):
                                     "tool_calls": [call("c1")]}]})
     mem.decorate({"messages": [{"role": "tool", "tool_call_id": "c1", "content": "x"}]})
     assert [m.answers for m in mem.messages()] == [None, None, "c1"]
+
+
+def test_a_call_stored_by_report_waits_for_its_output_before_the_next_user_message(engine):
+    """The calls of a reported reply wait for their outputs: a user message sent instead is
+    refused (nothing stored), the outputs go through, a second output for a call is refused,
+    and a Responses reply may hold a message item after its call. fadeway's own note call
+    waits for nothing: it answers it itself."""
+    from helpers import chat_reply, note_call
+
+    mem = engine.memory("m")
+    req = mem.decorate({"model": "gpt-4.1", "messages": [OK]})
+    mem.report(req, chat_reply(None, tool_calls=[call("c1"), note_call("n1", [])]))
+    stored = len(mem.messages())
+    with pytest.raises(errors.InvalidMessageError, match="call 'c1' .made in stored message 1"):
+        mem.decorate({"model": "gpt-4.1", "messages": [{"role": "user", "content": "and?"}]})
+    assert len(mem.messages()) == stored
+    mem.decorate({"model": "gpt-4.1", "messages": [
+        {"role": "tool", "tool_call_id": "c1", "content": "x"}]})
+    with pytest.raises(errors.UnmatchedToolOutputError, match="'c1', which is not waiting"):
+        mem.decorate({"model": "gpt-4.1", "messages": [
+            {"role": "tool", "tool_call_id": "c1", "content": "x"}]})
+    mem.decorate({"model": "gpt-4.1", "messages": [{"role": "user", "content": "thanks"}]})
+    responses = engine.memory("r")
+    responses.decorate({"model": "gpt-4.1", "input": [
+        {"role": "user", "content": "hi"},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+        {"type": "message", "role": "assistant", "content": "Looking it up."},
+        {"type": "function_call_output", "call_id": "c1", "output": "x"},
+        {"role": "user", "content": "thanks"}]})
+    assert len(responses.messages()) == 5
 
 
 @pytest.mark.parametrize("memory_id", [None, 42, b"bytes", "", "x" * 1025, "a\ud800b"])

@@ -44,6 +44,7 @@ class History:
     turn_start: int = 0  # seq of the first message of that turn: the turn in progress
     calls: set[str] = field(default_factory=set)
     row_calls: list[tuple[str, ...]] = field(default_factory=list)  # the calls each message makes
+    row_answers: list[str | None] = field(default_factory=list)  # the call each output answers
     #: The memory's trace log as columns, synced by whoever reads it (the fade, the facts order).
     trace_log: TraceLog = field(default_factory=TraceLog, repr=False, compare=False)
     #: The memory's episodes as records and columns, synced by whoever reads them.
@@ -58,7 +59,8 @@ class History:
 
     def clear(self) -> None:
         for part in (self.digests, self.sources, self.bodies, self.tokens, self.turns,
-                     self.sides, self.ats, self.note_calls, self.calls, self.row_calls):
+                     self.sides, self.ats, self.note_calls, self.calls, self.row_calls,
+                     self.row_answers):
             part.clear()
         self.turn = self.turn_start = self.body_bytes = 0
 
@@ -70,7 +72,7 @@ class History:
             self.calls.difference_update(calls)
         self.body_bytes -= sum(map(len, self.bodies[count:]))
         for part in (self.digests, self.sources, self.bodies, self.tokens, self.turns,
-                     self.sides, self.ats, self.row_calls):
+                     self.sides, self.ats, self.row_calls, self.row_answers):
             del part[count:]
         for call_id in [c for c, seq in self.note_calls.items() if seq >= count]:
             del self.note_calls[call_id]
@@ -117,11 +119,26 @@ class History:
             self.ats.append(r.at)
             self.calls.update(r.calls)
             self.row_calls.append(r.calls)
+            self.row_answers.append(r.answers)
             if r.calls and b'"note"' in r.body:
                 for call_id in note_call_ids(r.body):
                     self.note_calls[call_id] = r.seq
             if r.turn != self.turn:
                 self.turn, self.turn_start = r.turn, r.seq
+
+    def open_calls(self) -> dict[str, int]:
+        """The calls of the turn in progress that no output answers yet, by id, with the seq of
+        the message that made them; fadeway's note calls are not among them (it answers those
+        itself)."""
+        out: dict[str, int] = {}
+        for seq in range(self.turn_start, len(self)):
+            for call_id in self.row_calls[seq]:
+                if call_id not in self.note_calls:
+                    out[call_id] = seq
+            answered = self.row_answers[seq]
+            if answered is not None:
+                out.pop(answered, None)
+        return out
 
     def sync(self, stored_count: int, fetch: Any) -> None:
         """Bring the mirror up to `stored_count` messages; `fetch(start)` returns the rows."""

@@ -17,12 +17,25 @@ from typing import TYPE_CHECKING, Any
 from . import _constants as C
 from . import blocks, formats, notes, tokens
 from .assembly import Assembly, Key, PlanCut, Planned, note_arguments
-from .errors import FormatMismatchError, InvalidRequestError
-from .formats import Entry, Format, ParsedRequest, streams
+from .errors import (
+    FormatMismatchError,
+    InvalidMessageError,
+    InvalidRequestError,
+    UnmatchedToolOutputError,
+)
+from .formats import Entry, Format, ParsedRequest, Side, streams
 from .formats.canonical import digest_of, encode_json, plain, to_plain
 from .episodes import commit_cut, plan_read_cut, prepare_cut, uncut_range
 from .forgetting import ask_spans
-from .history import History, align, digests_of_sent, next_turns, opens_unit, units
+from .history import (
+    History,
+    align,
+    digests_of_sent,
+    next_turns,
+    note_call_ids,
+    opens_unit,
+    units,
+)
 from .lane import run_sync
 from .note_writer import NoteWriter, leaving_messages
 from .model import (
@@ -74,6 +87,35 @@ def _plain_or_none(message: Any) -> Any:
         return to_plain(message, "message")
     except InvalidRequestError:
         return None
+
+
+def _call_list(waiting: dict[str, str]) -> str:
+    ids = ", ".join(repr(c) for c in list(waiting)[:5])
+    more = f" and {len(waiting) - 5} more" if len(waiting) > 5 else ""
+    return f"call{'s' if len(waiting) > 1 else ''} {ids}{more} ({next(iter(waiting.values()))})"
+
+
+def _check_pairing(fmt: Format, e: Entry, where: str, waiting: dict[str, str]) -> None:
+    """A call's output comes after it, once, before the next user message (in Chat
+    Completions, before any other message), as providers require. `waiting` holds the calls of
+    the turn in progress not answered yet (with where each was made), and is brought up to
+    date with `e`."""
+    if e.answers is not None:
+        if e.answers not in waiting:
+            raise UnmatchedToolOutputError(
+                f"{where} answers call {e.answers!r}, which is not waiting for an output: it "
+                "already has one, or belongs to an earlier turn (a call is answered once, "
+                "right after the reply that made it)")
+        del waiting[e.answers]
+        return
+    if waiting and (e.side is Side.USER or fmt is Format.CHAT_COMPLETIONS):
+        raise InvalidMessageError(
+            f"{where} comes before the output of {_call_list(waiting)}: the outputs of a "
+            "reply's calls come right after it (the provider refuses anything between); send "
+            "them first, or an output saying the call was not run")
+    if e.calls:
+        own = set(note_call_ids(e.body)) if b'"note"' in e.body else set()
+        waiting.update((c, f"made in {where}") for c in e.calls if c not in own)
 
 
 class Memory:
@@ -288,17 +330,24 @@ class Memory:
 
     def _entries(self, fmt: Format, sent: Sequence[Any], start: int,
                  digests: Sequence[bytes] | None = None, label: str = "message") -> list[Entry]:
-        """Validate the new messages `sent[start:]`; nothing is written if one is bad."""
+        """Validate the new messages `sent[start:]`; nothing is written if one is bad. A request
+        may end before the outputs of its last calls (a replay sends them one by one); what
+        comes after them is checked when it comes."""
         made: set[str] = set()
         known = self._history.calls
+        # The calls of the turn in progress that wait for their outputs.
+        waiting = {c: f"made in stored message {seq}"
+                   for c, seq in self._history.open_calls().items()}
 
         def known_call(call_id: str) -> bool:
             return call_id in known or call_id in made
 
         out = []
         for i in range(start, len(sent)):
-            e = formats.entry(fmt, sent[i], f"{label} {i}", known_call,
+            where = f"{label} {i}"
+            e = formats.entry(fmt, sent[i], where, known_call,
                               digest=digests[i] if digests else None)
+            _check_pairing(fmt, e, where, waiting)
             made.update(e.calls)
             out.append(e)
         return out
