@@ -90,6 +90,28 @@ def test_a_rebuilt_reply_counts_as_the_stored_reply(engine):
     assert bodies(mem)[1] == {"role": "assistant", "content": "a", "annotations": []}
 
 
+def test_a_reply_whose_call_arguments_were_reserialised_is_the_stored_reply(engine):
+    """Frameworks re-serialise a call's arguments (other spacing, other key order): the same
+    call, whether the whole history or only what is new is sent."""
+    mem = engine.memory("m")
+    req = mem.decorate({"messages": [user("q")]})
+    mem.report(req, chat_reply(None, tool_calls=[call("c1", "f", '{"q": "x", "n": 1}')]))
+    rebuilt = {"role": "assistant", "content": None,
+               "tool_calls": [call("c1", "f", '{"n":1,"q":"x"}')]}
+    output = {"role": "tool", "tool_call_id": "c1", "content": "42"}
+    mem.decorate({"messages": [user("q"), rebuilt, output]})
+    mem.report(req := mem.decorate({"messages": [user("q"), rebuilt, output, user("q2")]}),
+               chat_reply(None, tool_calls=[call("c2", "f", '{"q": "y"}')]))
+    mem.decorate({"messages": [{"role": "assistant", "content": None,
+                                "tool_calls": [call("c2", "f", '{"q":"y"}')]},
+                               {"role": "tool", "tool_call_id": "c2", "content": "43"}]})
+    assert [b["role"] for b in bodies(mem)] == ["user", "assistant", "tool", "user",
+                                                "assistant", "tool"]
+    with pytest.raises(HistoryConflictError, match="message 1 of the sent history differs"):
+        mem.decorate({"messages": [user("q"), {"role": "assistant", "content": None,
+                                               "tool_calls": [call("c1", "f", '{"q":"z"}')]}]})
+
+
 def test_only_new_messages_may_echo_the_reported_reply(engine):
     mem = engine.memory("m")
     req = mem.decorate({"messages": [user("q")]})

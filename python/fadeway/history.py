@@ -5,6 +5,7 @@ stored").
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -160,8 +161,20 @@ def _essence(message: Any) -> tuple:
     if not isinstance(message, dict):
         return ()
     calls = [c.get("id") for c in message.get("tool_calls") or [] if isinstance(c, dict)]
-    return (message.get("role"), message.get("type") or "message", tuple(text_of(message)),
-            tuple(calls), message.get("call_id"))
+    return (message.get("role"), message.get("type") or "message",
+            tuple(map(_json_text, text_of(message))), tuple(calls), message.get("call_id"))
+
+
+def _json_text(text: str) -> str:
+    """A text that is a JSON object or array (a call's arguments), as compact canonical JSON:
+    frameworks re-serialise arguments with other spacing or key order."""
+    if not text.startswith(("{", "[")):
+        return text
+    try:
+        return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"),
+                          ensure_ascii=False)
+    except ValueError:
+        return text
 
 
 def digests_of_sent(sent: Sequence[Any], history: History, view: Sequence[int]) -> list[bytes]:
