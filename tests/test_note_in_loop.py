@@ -195,3 +195,21 @@ def test_a_decorated_request_sent_back_carries_the_note_tool_once(small, clock, 
     out = mem.decorate(again)
     names = [t.get("name") or t["function"]["name"] for t in out["tools"]]
     assert names == ["note"]
+
+
+@pytest.mark.parametrize("fmt", ["chat", "responses"])
+def test_a_delta_caller_follows_call_again_with_nothing_new(small, clock, fmt):
+    """A reply that held only the note says `call_again`; a caller that sends only what is new
+    has nothing to send, and an empty list gets the view, the note answered by fadeway."""
+    mem = small.memory("m")
+    req, t = _until_ask(mem, clock, fmt, [], [])
+    note = note_call("note_1", FACT)["function"]
+    result = mem.report(req, _reply(fmt, t, None, [("note_1", "note", note["arguments"])]))
+    assert result.call_again and not result.tool_calls
+    stored = len(mem.messages())
+    again = mem.decorate({"model": "gpt-4.1", KEY[fmt]: []})
+    made, answered = _calls_and_outputs(fmt, again[KEY[fmt]])
+    assert "note_1" in made and sorted(made) == sorted(answered)
+    assert len(mem.messages()) == stored
+    with pytest.raises(fadeway.errors.EmptyRequestError, match="holds no history yet"):
+        small.memory("new").decorate({"model": "gpt-4.1", KEY[fmt]: []})

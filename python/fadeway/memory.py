@@ -18,6 +18,7 @@ from . import _constants as C
 from . import blocks, formats, notes, tokens
 from .assembly import Assembly, Key, PlanCut, Planned, note_arguments
 from .errors import (
+    EmptyRequestError,
     FormatMismatchError,
     InvalidMessageError,
     InvalidRequestError,
@@ -143,6 +144,15 @@ class Memory:
         """
         parsed = formats.parse_request(request)
         parsed.request = caller_tools(parsed.format, parsed.request)
+        if not parsed.history and not parsed.instructions:
+            # Nothing new is fine for a memory with history (a caller that sends only what is
+            # new, asked to call the model again): the request is its view.
+            with self._engine.store.read(self.memory_id) as tx:
+                if tx.message_count() == 0:
+                    key = "messages" if parsed.format is Format.CHAT_COMPLETIONS else "input"
+                    raise EmptyRequestError(
+                        f"the request's {key} list is empty and memory {self.memory_id!r} holds "
+                        "no history yet: there is nothing to send")
         now = self._engine._now(at)
         encoding = tokens.encoding_for_model(parsed.model)
         fmt = parsed.format

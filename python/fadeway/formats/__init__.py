@@ -51,14 +51,10 @@ def parse_request(request: Any) -> ParsedRequest:
         messages = request["messages"]
         if not isinstance(messages, list):
             raise InvalidRequestError(f"messages must be a list, not {type(messages).__name__}")
-        if not messages:
-            raise EmptyRequestError("the request's messages list is empty")
         instructions, history = chat_completions.split(messages)
         return ParsedRequest(Format.CHAT_COMPLETIONS, request, instructions, history, model)
     if "input" in request:
         items = responses.normalise_input(request["input"])
-        if not items:
-            raise EmptyRequestError("the request's input list is empty")
         instructions, history = responses.split(items)
         return ParsedRequest(Format.RESPONSES, request, instructions, history, model)
     raise EmptyRequestError("the request has neither messages (Chat Completions) nor input (Responses)")
