@@ -9,6 +9,7 @@ import json
 import pytest
 
 import fadeway
+import fadeway.note_writer
 from fadeway.errors import InvalidRequestError
 from fadeway.judge import ScriptedJudge
 
@@ -213,3 +214,58 @@ def test_a_delta_caller_follows_call_again_with_nothing_new(small, clock, fmt):
     assert len(mem.messages()) == stored
     with pytest.raises(fadeway.errors.EmptyRequestError, match="holds no history yet"):
         small.memory("new").decorate({"model": "gpt-4.1", KEY[fmt]: []})
+
+
+class _Failing(fadeway.note_writer.NoteWriter):
+    """A note writer whose endpoint is down for its first `down` calls."""
+
+    name = "flaky"
+
+    def __init__(self, down: int) -> None:
+        self.down, self.calls = down, 0
+        self.offline = fadeway.note_writer.OfflineNoteWriter()
+
+    async def write(self, ask, messages, *, deadline=None):
+        self.calls += 1
+        if self.calls <= self.down:
+            raise fadeway.errors.EndpointError("the note writer is down")
+        return await self.offline.write(ask, messages, deadline=deadline)
+
+
+@pytest.mark.parametrize("writer", ["offline", "flaky"])
+def test_an_engine_with_a_note_writer_answers_asks_in_the_lane_and_never_asks_the_model(
+        tmp_path, clock, writer):
+    """`fadeway.open(note_writer=...)`: the requests carry no note ask and no note tool; the
+    lane's note job answers the ask (again at the next call while the writer fails), and the
+    call after the note seals the episodes, their facts marked as the writer's."""
+    spec = "offline" if writer == "offline" else _Failing(down=3)
+    eng = fadeway.open(tmp_path / "w.db", clock=clock, background=False, ceiling=3_000,
+                       judge=ScriptedJudge(), episode_min_tokens=100, episode_max_tokens=400,
+                       cut_after_tokens=600, note_writer=spec)
+    mem = eng.memory("m")
+    history: list = []
+    leaving_seen = 0
+    for t in range(40):
+        clock.advance(60)
+        history.append(_user(t))
+        req = mem.decorate({"model": "gpt-4.1", "messages": history})
+        assert not _asks(req) and "History from turns" not in json.dumps(req)
+        leaving_seen += any(e.state == "leaving" for e in mem.episodes())
+        reply = chat_reply(f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)))
+        mem.report(req, reply)
+        history.append(reply["choices"][0]["message"])
+        eng.drain()
+    states = {e.state for e in mem.episodes()}
+    assert leaving_seen and states & {"sealed", "forgotten"}
+    doc = mem.export()
+    assert doc.notes and {n.source for n in doc.notes} == {f"note-writer:{writer}"}
+    assert doc.facts
+    if writer == "flaky":
+        assert spec.calls > 3  # failed three times (one job, retried), then asked again
+    eng.close()
+
+
+def test_a_bad_note_writer_is_refused_before_the_store_opens(tmp_path):
+    with pytest.raises(ValueError, match="unknown note writer 'carrier pigeon'"):
+        fadeway.open(tmp_path / "x.db", note_writer="carrier pigeon")
+    assert not (tmp_path / "x.db").exists()

@@ -68,12 +68,13 @@ CutRead = tuple[list[MessageRecord], int, int, list[MessageRecord]]  # what read
 
 
 class Assembled(NamedTuple):
-    """A decorated request, what identifies it, whether episodes sealed on the way, and the
-    recall blocks of this call's user messages as the request shows them (by seq)."""
+    """A decorated request, what identifies it, whether it queued lane work on the way
+    (episodes sealed, or a note for the engine's note writer), and the recall blocks of this
+    call's user messages as the request shows them (by seq)."""
 
     request: dict[str, Any]
     key: Key
-    sealed: bool
+    queued: bool
     recalls: dict[int, RecallResult]
 
 
@@ -208,7 +209,11 @@ class Assembly:
         asking = [e for e in episodes if e.state == "leaving" and e.n not in acked]
         request = parsed.request
         ask = None
-        if asking and view_mod.note_ask_allowed(request):
+        writer = self.engine.note_writer is not None  # it answers in the lane; no ask is sent
+        queued = bool(asking) and writer and tx.pending_job("note") is None
+        if queued:
+            tx.enqueue("note", b"{}", now)
+        if asking and not writer and view_mod.note_ask_allowed(request):
             first, *more = ask_spans(asking)
             ask = blocks.note_ask(*first, *more)
             request = view_mod.with_note_tool(fmt, request)
@@ -235,7 +240,7 @@ class Assembly:
         estimate = fixed + sum(size for _, size in recalled.values())
         key = Key(estimate, len(shown), mirror.digests[shown[-1]] if shown else None)
         out = ParsedRequest(fmt, request, instructions, view, parsed.model)
-        return Assembled(formats.assemble(out, view), key, bool(newly_sealed), current)
+        return Assembled(formats.assemble(out, view), key, bool(newly_sealed) or queued, current)
 
     def _within_ceiling(self, current: dict[int, RecallResult], over: int,
                         ratio: float) -> dict[int, RecallResult]:
@@ -279,7 +284,7 @@ class Assembly:
         fact_sizes = fact_tokens(list({f.n: f for fs in sealed_facts.values() for f in fs}
                                       .values()), encoding, ratio)
         fixed = tokens.fixed_request_tokens(parsed, encoding)
-        if view_mod.note_ask_allowed(parsed.request):
+        if self.engine.note_writer is None and view_mod.note_ask_allowed(parsed.request):
             # The request a fade sends episodes leaving in carries the ask and the note tool.
             fixed += note_ask_tokens(parsed, encoding, mirror.turn)
         fixed = round(fixed * ratio)

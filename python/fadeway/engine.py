@@ -20,13 +20,14 @@ from . import formats
 from .errors import ImportConflictError, InvalidExportError, InvalidMemoryIdError
 from .formats import Format
 # Each registers its lane job: fact traces, the graph, passages, and embeddings.
-from . import graph, passages, scoring  # noqa: F401
+from . import graph, note_taking, passages, scoring  # noqa: F401
 from .embed import Embedder, embedder_from
 from .episodes import CutSettings
 from .history import History
 from .judge import Judge, judge_from
 from .lane import BackgroundWorker, drain
 from .memory import Memory
+from .note_writer import LLMNoteWriter, NoteWriter, note_writer_from
 from .model import EXPORT_VERSION, MemoryExport, MessageRecord, RequestRecord
 from .paths import data_dir_for, index_dir
 from .search import MemoryIndex
@@ -64,7 +65,8 @@ class Engine:
                  background: bool = True,
                  lane_threads: int = C.LANE_THREADS,
                  lane_lease_seconds: float = C.LANE_LEASE_SECONDS,
-                 embedder: Embedder | str | None = None, data_dir: Path | None = None) -> None:
+                 embedder: Embedder | str | None = None, data_dir: Path | None = None,
+                 note_writer: NoteWriter | str | None = None) -> None:
         if not isinstance(ceiling, int) or ceiling <= 0:
             raise ValueError(f"ceiling must be a positive number of tokens, not {ceiling!r}")
         if lane_lease_seconds <= 0:
@@ -74,6 +76,8 @@ class Engine:
         self.clock: Callable[[], float] = clock or time.time
         self.judge: Judge = judge_from(judge, model=judge_model)
         self.embedder: Embedder = embedder_from(embedder)
+        #: Who answers the note asks instead of the decorated model (None: the model).
+        self.note_writer: NoteWriter | None = note_writer_from(note_writer, model=judge_model)
         #: Where each memory's search indexes are saved (None: kept in memory only).
         self.data_dir = data_dir
         self._indexes: OrderedDict[str, MemoryIndex] = OrderedDict()
@@ -100,6 +104,8 @@ class Engine:
             index.save()
         self.embedder.close()
         self.judge.close()
+        if isinstance(self.note_writer, LLMNoteWriter):
+            self.note_writer.close()
         self.store.close()
 
     def drain(self) -> int:
@@ -268,7 +274,8 @@ def open(url: str | os.PathLike[str] = "fadeway.db", *, ceiling: int = C.DEFAULT
          cut_after_tokens: int = C.CUT_AFTER_TOKENS, background: bool = True,
          lane_threads: int = C.LANE_THREADS,
          lane_lease_seconds: float = C.LANE_LEASE_SECONDS,
-         embedder: Embedder | str | None = None) -> Engine:
+         embedder: Embedder | str | None = None,
+         note_writer: NoteWriter | str | None = None) -> Engine:
     """Open (or create) a store of memories.
 
     url: a file path or `sqlite:///path` (the embedded default).
@@ -287,12 +294,17 @@ def open(url: str | os.PathLike[str] = "fadeway.db", *, ceiling: int = C.DEFAULT
     embedder: what facts and passages are embedded with for search (`fadeway.embed.embedder_from`
         names them): the offline hashing embedder by default, an OpenAI-compatible endpoint URL,
         or "local:<path>" for a sentence-transformers model on disk.
+    note_writer: who answers the note asks. None (the default): the decorated model, through
+        the note ask and the note tool. Else a note writer (`fadeway.note_writer.note_writer_from`
+        names them: "offline", an OpenAI-compatible API root URL, or a `NoteWriter`) answers
+        them in the lane, and the model is not asked.
 
     Search indexes are saved beside an SQLite file, in `<file>.indexes/`.
     """
     settings = CutSettings(episode_min_tokens, episode_max_tokens, cut_after_tokens)
     judge = judge_from(judge, model=judge_model)  # a bad spec fails before the store opens
+    note_writer = note_writer_from(note_writer, model=judge_model)
     return Engine(open_store(url, synchronous=synchronous), ceiling=ceiling, clock=clock,
                   judge=judge, cut_settings=settings, background=background,
                   lane_threads=lane_threads, lane_lease_seconds=lane_lease_seconds,
-                  embedder=embedder, data_dir=data_dir_for(url))
+                  embedder=embedder, data_dir=data_dir_for(url), note_writer=note_writer)

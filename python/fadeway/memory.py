@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from . import _constants as C
-from . import blocks, formats, notes, tokens
+from . import formats, notes, tokens
 from .assembly import Assembly, Key, PlanCut, Planned, note_arguments
 from .errors import (
     EmptyRequestError,
@@ -27,7 +27,6 @@ from .errors import (
 from .formats import Entry, Format, ParsedRequest, Side, streams
 from .formats.canonical import digest_of, encode_json, plain, to_plain
 from .episodes import commit_cut, plan_read_cut, prepare_cut, uncut_range
-from .forgetting import ask_spans
 from .history import (
     History,
     align,
@@ -38,11 +37,9 @@ from .history import (
     units,
 )
 from .lane import run_sync
-from .note_writer import NoteWriter, leaving_messages
+from .note_writer import NoteWriter
 from .model import (
     EpisodeView,
-    FactRecord,
-    NoteRecord,
     MemoryExport,
     MemoryRecord,
     MessageRecord,
@@ -64,7 +61,7 @@ from .search import search_memory
 from .usage import UsageRecord, UsageSummary, collecting, summarise_usage
 from .store import Transaction
 from .view import caller_tools, last_user_messages, strip_own_additions
-from .scoring import number_runs
+from .note_taking import awaiting_note, pending_ask, write_note
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -231,7 +228,7 @@ class Memory:
                                                      inline=inline)
             store_recall(tx, mirror, out.recalls, now)
             self._record_request(tx, parsed, encoding, now, used, out.key)
-        if took or out.sealed:
+        if took or out.queued:
             self._engine._jobs_queued()
         return out.request
 
@@ -283,29 +280,8 @@ class Memory:
         """Write a note's facts against every episode awaiting them (or `awaiting`), and
         acknowledge those; returns them."""
         if awaiting is None:
-            acked = {e for e, _ in tx.acks()}
-            awaiting = [e.n for e in self._history.episodes.sync(tx)
-                        if e.state == "leaving" and e.n not in acked]
-        existing = tx.notes()
-        n = (existing[-1].n if existing else 0) + 1
-        first_fact = tx.fact_count() + 1
-        facts = [FactRecord(n=first_fact + i, note=n, text=entry.note, subject=entry.subject,
-                            object=entry.object, milestone=entry.milestone, at=now)
-                 for i, entry in enumerate(e for e in note.notes if e.note.strip())]
-        tx.insert_note(NoteRecord(n=n, at=now, call_id=call_id, source=source,
-                                  arguments=arguments), facts, awaiting)
-        if facts:
-            # The graph takes the facts first (merges and retirements), then they are scored
-            # against the episodes and embedded for search.
-            tx.enqueue("graph", encode_json({"note": n}), now)
-            # The episodes remembered now are the ones judged, though the lane may run after
-            # a later fade forgot some of them (ranges of episode numbers: compact).
-            remembered = [e.n for e in self._history.episodes.sync(tx) if e.state != "forgotten"]
-            tx.enqueue("score", encode_json({"note": n, "remembered": number_runs(remembered)}),
-                       now)
-            tx.enqueue("embed", b"{}", now)
-        log.info("memory %r: note %d took %d facts for episodes %s", self.memory_id, n,
-                 len(facts), awaiting)
+            awaiting = awaiting_note(tx)
+        write_note(tx, self.memory_id, note, arguments, call_id, now, source, awaiting)
         return awaiting
 
     def _open(self, tx: Transaction, fmt: Format, now: float) -> MemoryRecord:
@@ -469,23 +445,18 @@ class Memory:
         """
         now = self._engine._now(at)
         with self._engine.store.read(self.memory_id) as tx:
-            acked = {e for e, _ in tx.acks()}
-            awaiting = [e for e in tx.episodes() if e.state == "leaving" and e.n not in acked]
-            if not awaiting:
-                return False
-            leaving = [m for e in awaiting for m in tx.messages(e.first_seq, e.last_seq + 1)]
-            memory = tx.memory()
-            assert memory is not None  # it holds episodes
-        first, *more = ask_spans(awaiting)
-        ask = blocks.note_ask(*first, *more)
-        messages = leaving_messages(leaving, Format(memory.format))
+            ask = pending_ask(tx)
+        if ask is None:
+            return False
         with collecting() as used:
-            note = run_sync(writer.write(ask, messages,
+            note = run_sync(writer.write(ask.text, ask.messages,
                                          deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE))
         with self._history.lock, self._writing() as tx:
-            self._write_note(tx, note, encode_json(note).decode(), None, now,
-                             f"note-writer:{writer.name}")
             tx.insert_usage(used, now)
+            if awaiting_note(tx) != ask.awaiting:
+                return False  # another note came meanwhile: its facts are those episodes'
+            write_note(tx, self.memory_id, note, encode_json(note).decode(), None, now,
+                       f"note-writer:{writer.name}", ask.awaiting)
         self._engine._jobs_queued()
         return True
 
