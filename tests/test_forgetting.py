@@ -740,3 +740,60 @@ def test_a_notes_facts_are_judged_against_the_episodes_remembered_when_it_was_wr
     [fact] = doc.facts
     judged = {t.episode for t in doc.traces if t.kind == "fact" and t.fact == fact.n}
     assert judged == remembered
+
+
+def test_the_facts_block_is_ordered_again_once_a_sealed_notes_facts_are_scored(tmp_path,
+                                                                            clock):
+    """A note-only reply's `call_again` decorate seals the episodes before the lane has judged
+    the note's facts, so the block is first ordered with no traces to go by; once they are
+    judged, the next call orders it most active first (spec: "The facts block lists facts most
+    active first"), and quiet turns after repeat that order."""
+    from fadeway.judge.base import Answer
+
+    from helpers import note_call
+
+    judge = ScriptedJudge(about=lambda f, e: Answer(f.startswith("Busy"), 1.0))
+    eng = fadeway.open(tmp_path / "o.db", clock=clock, background=False, ceiling=CEILING,
+                       judge=judge, episode_min_tokens=100, episode_max_tokens=400,
+                       cut_after_tokens=600)
+    mem = eng.memory("m")
+    history: list = []
+
+    def turn(message, reply):
+        history.append(message)
+        req = mem.decorate({"model": "gpt-4.1", "messages": history})
+        result = mem.report(req, reply)
+        history.append(reply["choices"][0]["message"])
+        return req, result
+
+    for t in range(200):
+        clock.advance(600)
+        history.append(_user(t))
+        req = mem.decorate({"model": "gpt-4.1", "messages": history})
+        history.pop()
+        if _asks(req):
+            break
+        turn(_user(t), chat_reply(f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30))))
+        eng.drain()
+    # Unjudged, the newer (Quiet) would lead.
+    facts = [("Busy fact about the project.", "user", "project", False),
+             ("Quiet fact about the cat.", "user", "cat", False)]
+    history.append(_user(t))
+    result = mem.report(req, reply := chat_reply(None, tool_calls=[note_call("n1", facts)]))
+    history.append(reply["choices"][0]["message"])
+    assert result.call_again
+    req = mem.decorate({"model": "gpt-4.1", "messages": history})  # seals, nothing judged yet
+    mem.report(req, reply := chat_reply(f"answer {t}"))
+    history.append(reply["choices"][0]["message"])
+    assert "sealed" in _states(mem).values()
+    eng.drain()  # the lane judges the note's facts now
+    blocks = []
+    for q in range(3):
+        clock.advance(60)
+        req, _ = turn({"role": "user", "content": f"quiet {q}"}, chat_reply("ok"))
+        eng.drain()
+        blocks.append(next(m["content"] for m in req["messages"]
+                           if (m["content"] or "").startswith("Recorded facts")))
+    assert blocks[0].index("Busy fact") < blocks[0].index("Quiet fact")
+    assert blocks[1] == blocks[0] == blocks[2]
+    eng.close()
