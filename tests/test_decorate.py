@@ -112,6 +112,20 @@ def test_a_reply_whose_call_arguments_were_reserialised_is_the_stored_reply(engi
                                                "tool_calls": [call("c1", "f", '{"q":"z"}')]}]})
 
 
+def test_a_resent_history_with_its_first_message_edited_is_an_error(engine):
+    """The first message differs but the ones after it are the stored ones: not new messages
+    (which would store the whole history again, call ids and all) but an edited history."""
+    mem = engine.memory("m")
+    history = [user("a"), {"role": "assistant", "content": "b"}, user("c"),
+               {"role": "assistant", "content": "d"}]
+    mem.decorate({"messages": history[:3]})
+    with pytest.raises(HistoryConflictError, match="message 0 of the sent history differs"):
+        mem.decorate({"messages": [user("A!"), *history[1:], user("e")]})
+    assert len(mem.messages()) == 3
+    mem.decorate({"messages": [user("a again"), user("e")]})  # a delta of new messages
+    assert len(mem.messages()) == 5
+
+
 def test_only_new_messages_may_echo_the_reported_reply(engine):
     mem = engine.memory("m")
     req = mem.decorate({"messages": [user("q")]})

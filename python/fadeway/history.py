@@ -211,6 +211,11 @@ def _without_note_calls(message: Any, note_calls: dict[str, int]) -> dict[str, A
     return {**message, "tool_calls": calls}
 
 
+#: Messages after a differing first one that, all equal to the stored ones, show a resent
+#: history with its first message edited (a delta holds new messages, not stored ones).
+_EDIT_EVIDENCE = 2
+
+
 def align(sent: Sequence[Any], sent_digests: Sequence[bytes], history: History,
           decorated_through: int, view: Sequence[int] = ()) -> int:
     """How many leading messages of `sent` are already stored; the rest are new.
@@ -259,7 +264,16 @@ def align(sent: Sequence[Any], sent_digests: Sequence[bytes], history: History,
         return k, j
 
     for seqs in (range(n_stored), view):
-        if not seqs or not same(0, seqs[0]):
+        if not seqs:
+            continue
+        if not same(0, seqs[0]):
+            if min(len(seqs), len(sent)) > _EDIT_EVIDENCE and all(
+                    same(k, seqs[k]) for k in range(1, _EDIT_EVIDENCE + 1)):
+                raise HistoryConflictError(
+                    f"message 0 of the sent history differs from stored message {seqs[0]}, "
+                    "though the messages after it are the stored ones: earlier messages "
+                    "cannot be edited. To send only new messages, leave out what was sent "
+                    "before.")
             continue
         k, j = matched(seqs, 1, 1)
         if k < len(sent) and j < len(seqs):
