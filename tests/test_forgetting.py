@@ -106,14 +106,20 @@ def test_a_scripted_model_that_answers_every_ask(small, clock, caplog):
     assert fact_traces, "facts were never judged against episodes"
 
 
-def test_a_model_that_ignores_the_ask_is_asked_again(small, clock):
+def test_a_model_that_ignores_the_ask_is_asked_again(small, clock, caplog):
     mem = small.memory("m")
     history: list = []
-    asked = []
+    asked, overs = [], 0
     for t in range(40):
         clock.advance(60)
         history.append(_user(t))
-        req = mem.decorate({"model": "gpt-4.1", "messages": history})
+        with caplog.at_level(logging.WARNING, logger="fadeway"):
+            req = mem.decorate({"model": "gpt-4.1", "messages": history})
+        over = mem.measure(req) > CEILING
+        warned = [r for r in caplog.records if "wait for a note (asked)" in r.getMessage()]
+        assert bool(warned) is over, "a request over the ceiling while a note waits says so"
+        overs += over
+        caplog.clear()
         asked.append(_asks(req))
         reply = chat_reply(f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)))
         mem.report(req, reply)
@@ -121,6 +127,7 @@ def test_a_model_that_ignores_the_ask_is_asked_again(small, clock):
         small.drain()
     first = asked.index(True)
     assert all(asked[first:]), "once asked, every later request asks until the note comes"
+    assert overs >= 10  # the history grew past the ceiling while the note waited
     leaving = [n for n, s in _states(mem).items() if s == "leaving"]
     assert leaving
     # Now the model answers: the episodes are acknowledged, and seal at the next call.

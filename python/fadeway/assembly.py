@@ -238,6 +238,13 @@ class Assembly:
         if ask:
             view.append(block_message(role, ask))
         estimate = fixed + sum(size for _, size in recalled.values())
+        if asking and round(estimate * ratio) > self.engine.ceiling:
+            log.warning("memory %r: the request stands at %d tokens, over the %d-token ceiling, "
+                        "while episodes %s wait for a note (%s); no fade starts until it comes",
+                        self.memory_id, round(estimate * ratio), self.engine.ceiling,
+                        [e.n for e in asking],
+                        "asked" if ask else "the note writer answers in the lane" if writer
+                        else "the ask waits for a tool_choice that lets it out")
         key = Key(estimate, len(shown), mirror.digests[shown[-1]] if shown else None)
         out = ParsedRequest(fmt, request, instructions, view, parsed.model)
         return Assembled(formats.assemble(out, view), key, bool(newly_sealed) or queued, current)
