@@ -32,3 +32,20 @@ def engine(tmp_path, clock) -> Iterator[fadeway.Engine]:
     eng = fadeway.open(tmp_path / "memories.db", clock=clock)
     yield eng
     eng.close()
+
+
+#: The ceiling of the `small` engine: a few turns of 40 words and a reply fill it.
+SMALL_CEILING = 3_000
+
+
+@pytest.fixture
+def small(tmp_path, clock) -> Iterator[fadeway.Engine]:
+    """An engine that forgets within a few dozen turns: a 3,000-token ceiling, episodes of
+    100-400 tokens cut after 600, a scripted judge, no background threads (`drain()`)."""
+    from fadeway.judge import ScriptedJudge
+
+    eng = fadeway.open(tmp_path / "small.db", clock=clock, background=False,
+                       ceiling=SMALL_CEILING, judge=ScriptedJudge(), episode_min_tokens=100,
+                       episode_max_tokens=400, cut_after_tokens=600)
+    yield eng
+    eng.close()

@@ -13,10 +13,10 @@ from fadeway import notes, tokens
 from fadeway.forgetting import fade_episodes as forgetting_fade_episodes
 from fadeway.judge import ScriptedJudge
 
+from conftest import SMALL_CEILING as CEILING
 from helpers import chat_reply
 
 ORDER = ["live", "leaving", "sealed", "forgotten"]
-CEILING = 3_000
 
 
 def _note_call(request, call_id):
@@ -33,15 +33,6 @@ def _note_call(request, call_id):
 def _asks(request):
     tools = request.get("tools") or []
     return any(t.get("function", {}).get("name") == "note" for t in tools)
-
-
-@pytest.fixture
-def small(tmp_path, clock):
-    eng = fadeway.open(tmp_path / "f.db", clock=clock, background=False, ceiling=CEILING,
-                       judge=ScriptedJudge(), episode_min_tokens=100, episode_max_tokens=400,
-                       cut_after_tokens=600)
-    yield eng
-    eng.close()
 
 
 def _user(t, words=40):

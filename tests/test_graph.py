@@ -34,15 +34,6 @@ SECOND = [
 ]
 
 
-@pytest.fixture
-def small(tmp_path, clock):
-    eng = fadeway.open(tmp_path / "g.db", clock=clock, background=False, ceiling=3_000,
-                       judge=ScriptedJudge(), episode_min_tokens=100, episode_max_tokens=400,
-                       cut_after_tokens=600)
-    yield eng
-    eng.close()
-
-
 def test_resolution_merge_and_retirement_on_the_spec_example(small, clock):
     mem = small.memory("pricing")
     history = converse_with_notes(small, mem, clock, [FIRST, SECOND])

@@ -19,15 +19,6 @@ FACT = [("Dana owns the checkout.", "Dana", "checkout", False)]
 KEY = {"chat": "messages", "responses": "input"}
 
 
-@pytest.fixture
-def small(tmp_path, clock):
-    eng = fadeway.open(tmp_path / "f.db", clock=clock, background=False, ceiling=3_000,
-                       judge=ScriptedJudge(), episode_min_tokens=100, episode_max_tokens=400,
-                       cut_after_tokens=600)
-    yield eng
-    eng.close()
-
-
 def _user(t: int, fmt: str = "chat") -> dict:
     text = f"Turn {t}: " + " ".join(f"w{t}_{i}" for i in range(40))
     if fmt == "chat":
