@@ -136,8 +136,20 @@ def test_a_loop_that_rebuilds_the_reply_from_report_goes_on(small, clock, fmt, s
     assert [f.text for f in mem.export().facts] == ["Dana owns the checkout."]
 
 
+def _as_sdk_objects(fmt: str, reply: dict) -> list:
+    """The reply's message (or output items) as the `openai` SDK's objects."""
+    openai = pytest.importorskip("openai")
+    if fmt == "chat":
+        return [openai.types.chat.ChatCompletion.model_validate(
+            {**reply, "created": 0, "model": "m"}).choices[0].message]
+    return list(openai.types.responses.Response.model_validate(
+        {**reply, "created_at": 0, "model": "m", "parallel_tool_calls": True, "tool_choice": "auto",
+         "tools": []}).output)
+
+
+@pytest.mark.parametrize("objects", ["dicts", "sdk objects"])
 @pytest.mark.parametrize("fmt", ["chat", "responses"])
-def test_a_loop_that_skips_report_and_answers_the_note_call_itself(small, clock, fmt):
+def test_a_loop_that_skips_report_and_answers_the_note_call_itself(small, clock, fmt, objects):
     """A loop that skips `report` sends the reply back and answers every call in it, the note's
     too ("unknown tool"): that output is fadeway's to give, so it is not stored, the request
     holds one output per call, and the whole history can be sent again."""
@@ -148,7 +160,8 @@ def test_a_loop_that_skips_report_and_answers_the_note_call_itself(small, clock,
     note = note_call("note_1", FACT)["function"]
     reply = _reply(fmt, t, None, [("note_1", "note", note["arguments"]),
                                   ("call_x", "lookup", "{}")])
-    history += [*_sent_reply(fmt, reply), _output(fmt, "note_1", "error: unknown tool note"),
+    sent = _sent_reply(fmt, reply) if objects == "dicts" else _as_sdk_objects(fmt, reply)
+    history += [*sent, _output(fmt, "note_1", "error: unknown tool note"),
                 _output(fmt, "call_x", "x is 42")]
     for turn in (t + 1, t + 2):
         req = mem.decorate({"model": "gpt-4.1", KEY[fmt]: history})

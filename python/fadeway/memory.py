@@ -80,7 +80,8 @@ def _restore_instructions(parsed: ParsedRequest, stored: bytes) -> None:
 
 
 def _plain_or_none(message: Any) -> Any:
-    """An SDK object as plain JSON; None when it is not one (its entry says what is wrong)."""
+    """An SDK object (a reply the caller sends back) as plain JSON; None when it is not one
+    (its entry says what is wrong)."""
     try:
         return to_plain(message, "message")
     except InvalidRequestError:
@@ -162,7 +163,9 @@ class Memory:
         history (a caller that skips `report` sends the reply back, and its loop may answer
         every call in it, the note's too; that output is fadeway's to give, not stored)."""
         sent = notes.find_note_calls(parsed.format, (
-            m if isinstance(m, dict) else _plain_or_none(m) for m in parsed.history))
+            m if isinstance(m, dict) else _plain_or_none(m) for m in parsed.history
+            if isinstance(m, dict) or getattr(m, "tool_calls", None)
+            or getattr(m, "type", None) == "function_call"))
         if not sent:
             return self._history.note_calls
         return {**{call_id: -1 for call_id, _ in sent}, **self._history.note_calls}
