@@ -25,7 +25,7 @@ from .errors import (
     UnmatchedToolOutputError,
 )
 from .formats import Entry, Format, ParsedRequest, Side, streams
-from .formats.canonical import digest_of, encode_json, plain, to_plain
+from .formats.canonical import digest_of, encode_json, plain
 from .episodes import commit_cut, plan_read_cut, prepare_cut, uncut_range
 from .history import (
     History,
@@ -77,15 +77,6 @@ def _restore_instructions(parsed: ParsedRequest, stored: bytes) -> None:
     parsed.instructions = saved["messages"]
     if saved["instructions"] is not None:
         parsed.request["instructions"] = saved["instructions"]
-
-
-def _plain_or_none(message: Any) -> Any:
-    """An SDK object (a reply the caller sends back) as plain JSON; None when it is not one
-    (its entry says what is wrong)."""
-    try:
-        return to_plain(message, "message")
-    except InvalidRequestError:
-        return None
 
 
 def _call_list(waiting: dict[str, str]) -> str:
@@ -158,22 +149,10 @@ class Memory:
             pending = self._recall(parsed)
             return self._decorate(parsed, fmt, encoding, now, pending, used)
 
-    def _note_calls(self, parsed: ParsedRequest) -> dict[str, int]:
-        """The note calls whose outputs are fadeway's: those stored, and those in the sent
-        history (a caller that skips `report` sends the reply back, and its loop may answer
-        every call in it, the note's too; that output is fadeway's to give, not stored)."""
-        sent = notes.find_note_calls(parsed.format, (
-            m if isinstance(m, dict) else _plain_or_none(m) for m in parsed.history
-            if isinstance(m, dict) or getattr(m, "tool_calls", None)
-            or getattr(m, "type", None) == "function_call"))
-        if not sent:
-            return self._history.note_calls
-        return {**{call_id: -1 for call_id, _ in sent}, **self._history.note_calls}
-
     def _recall(self, parsed: ParsedRequest) -> list[Pending]:
         """Recall for each of the request's new user messages, before they join the history
         (and before the write transaction: the embedder and an inline walk may take a moment)."""
-        users = last_user_messages(parsed.history, self._note_calls(parsed))
+        users = last_user_messages(parsed.history, self._history.note_calls)
         if not users:
             return []
         with self._engine.store.read(self.memory_id) as tx:
@@ -204,9 +183,8 @@ class Memory:
             memory = self._open(tx, fmt, now)
             self._sync(tx)
             mirror = self._history
-            own = self._note_calls(parsed)
-            parsed.instructions = strip_own_additions(parsed.instructions, own)
-            parsed.history = strip_own_additions(parsed.history, own)
+            parsed.instructions = strip_own_additions(parsed.instructions, mirror.note_calls)
+            parsed.history = strip_own_additions(parsed.history, mirror.note_calls)
             has_instructions = bool(parsed.instructions) or (
                 parsed.request.get("instructions") is not None)
             instructions = encode_json({"instructions": parsed.request.get("instructions"),
@@ -324,6 +302,7 @@ class Memory:
         comes after them is checked when it comes."""
         made: set[str] = set()
         known = self._history.calls
+        own = set(self._history.note_calls)  # fadeway answers these itself
         # The calls of the turn in progress that wait for their outputs.
         waiting = {c: f"made in stored message {seq}"
                    for c, seq in self._history.open_calls().items()}
@@ -336,8 +315,14 @@ class Memory:
             where = f"{label} {i}"
             e = formats.entry(fmt, sent[i], where, known_call,
                               digest=digests[i] if digests else None)
+            if e.answers in own:
+                # A loop that skipped `report` answered every call of the reply it sends back,
+                # the note's too: that output is fadeway's to give, not stored.
+                continue
             _check_pairing(fmt, e, where, waiting)
             made.update(e.calls)
+            if e.calls and b'"note"' in e.body:
+                own.update(note_call_ids(e.body))
             out.append(e)
         return out
 
