@@ -4,11 +4,6 @@ still remembered, and each answer is stored as a trace (MECHANISM: "Encoding and
 Runs in the lane. Only a yes counts; the raw score is kept as given; the trace's time is when
 the facts were written. A pair the judge left without an answer gets no trace: a trace records
 an answer, and none was given (it is logged by the judge).
-
-Cache stability (a deliberate widening of the contract "computed when the block changes, at a
-fade or a seal"): when the note's episodes sealed before this job ran, the facts block was
-ordered while its facts had no traces, so the job clears the stored order and the next decorate
-orders the block once more, most active first.
 """
 
 from __future__ import annotations
