@@ -73,15 +73,6 @@ class ScoreJob(JobHandler):
         tx.append_traces([TraceRecord(n=n + i, episode=episode, fact=fact, kind="fact",
                                       score=score, counted=yes, at=job.created_at)
                           for i, (fact, episode, yes, score) in enumerate(answers, 1)])
-        memory = tx.memory()
-        if any(yes for _, _, yes, _ in answers) and memory is not None and (
-                memory.facts_order is not None):
-            # The facts block was ordered while these facts had no traces yet (their episodes
-            # sealed before the lane ran): the next decorate orders it again, most active
-            # first now that they have an activation.
-            states = {e.n: e.state for e in tx.episodes()}
-            if any(states.get(e) == "sealed" for e, k in tx.acks(note - 1) if k == note):
-                tx.set_facts_order(None)
         return True
 
 
