@@ -119,6 +119,23 @@ def test_a_call_stored_by_report_waits_for_its_output_before_the_next_user_messa
         {"type": "function_call_output", "call_id": "c1", "output": "x"},
         {"role": "user", "content": "thanks"}]})
     assert len(responses.messages()) == 5
+    # A local shell call names itself by two ids and is answered by one; an MCP approval
+    # request the user never answers waits for nothing.
+    shell = engine.memory("shell")
+    shell.decorate({"model": "codex-mini-latest", "input": [
+        {"role": "user", "content": "list files"},
+        {"type": "local_shell_call", "id": "lsh_1", "call_id": "call_1", "status": "completed",
+         "action": {"type": "exec", "command": ["ls"], "env": {}}},
+        {"type": "local_shell_call_output", "id": "call_1", "output": "a.txt"},
+        {"type": "mcp_approval_request", "id": "mcpr_1", "server_label": "gh", "name": "list",
+         "arguments": "{}"},
+        {"role": "user", "content": "thanks, and skip the repo"}]})
+    assert len(shell.messages()) == 5
+    with pytest.raises(errors.InvalidMessageError, match="before the output of call 'call_2'"):
+        shell.decorate({"model": "codex-mini-latest", "input": [
+            {"type": "local_shell_call", "id": "lsh_2", "call_id": "call_2",
+             "status": "completed", "action": {"type": "exec", "command": ["ls"], "env": {}}},
+            {"role": "user", "content": "never mind"}]})
 
 
 @pytest.mark.parametrize("memory_id", [None, 42, b"bytes", "", "x" * 1025, "a\ud800b"])

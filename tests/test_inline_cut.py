@@ -178,11 +178,15 @@ def test_rolling_the_mirror_back_is_as_if_it_was_never_extended(tmp_path, clock)
     full = History()
     full.extend(rows)
     assert full.note_calls and full.calls  # what a roll back has to take out
+    waits = []
     for count in range(len(rows), -1, -1):
         full.truncate(count)
         fresh = History()
         fresh.extend(rows[:count])
         assert full == fresh, count
+        assert full.pending.waiting() == fresh.pending.waiting(), count
+        waits.append(bool(full.pending))
+    assert any(waits)  # at the count where call_1 waits for its output (the note does not)
 
 
 @settings(max_examples=20, deadline=None)

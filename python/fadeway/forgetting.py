@@ -7,6 +7,7 @@ the new states. Sizes here are corrected token estimates.
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
@@ -280,17 +281,10 @@ def silence(history: History, before: int) -> float:
     hours or more (spec: "When a user message arrives after 24 hours or more since the last
     one"); tool rounds and replies in between do not end the silence. User messages are stored
     by decorate alone, at their call's time."""
-    last, longest = None, 0.0
-    for i in range(before - 1, -1, -1):
-        if history.sides[i] == "user":
-            last = history.ats[i]
-            break
-    for i in range(before, len(history)):
-        if history.sides[i] == "user":
-            if last is not None:
-                longest = max(longest, history.ats[i] - last)
-            last = history.ats[i]
-    return longest
+    users = history.user_seqs
+    k = bisect.bisect_left(users, before)
+    ats = [history.ats[seq] for seq in users[max(k - 1, 0):]]
+    return max((b - a for a, b in zip(ats, ats[1:], strict=False)), default=0.0)
 
 
 def fact_tokens(facts: Sequence[FactRecord], encoding: str, ratio: float) -> dict[int, int]:

@@ -5,9 +5,10 @@ stored").
 
 from __future__ import annotations
 
+import bisect
 import json
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,12 +18,58 @@ from .cache import MemoryCache
 from .errors import HistoryConflictError
 from .formats import Format, Side, text_of
 from .formats.canonical import digest_of, encode_json, plain, to_plain
+from .formats.responses import CLIENT_CALL_TYPES
 from .model import MessageRecord, Unit
 from .notes import find_note_calls
 from .episode_table import EpisodeTable
 from .trace_log import TraceLog
 
 __all__ = ["History", "align", "digests_of_sent", "opens_unit", "units", "next_turns"]
+
+
+class PendingCalls:
+    """Calls waiting for their outputs, which providers require right after the reply that
+    made them: each Chat Completions tool call on its own, each Responses call item the caller
+    runs as one call (a `local_shell_call` names itself by two ids, either answers it). Items the
+    caller need not answer (an MCP approval request, server-side tools) and fadeway's own note
+    calls wait for nothing."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[str, tuple[str, str]] = {}  # id -> (the call's first id, where made)
+
+    def __bool__(self) -> bool:
+        return bool(self._by_id)
+
+    def copy(self) -> PendingCalls:
+        out = PendingCalls()
+        out._by_id = dict(self._by_id)
+        return out
+
+    def made(self, kind: str, calls: Sequence[str], where: str, own: Container[str]) -> None:
+        """A message (`kind` "message") or Responses item made `calls`, none of them `own`."""
+        groups: list[tuple[str, ...]]
+        if kind == "message":
+            groups = [(c,) for c in calls if c not in own]
+        elif kind in CLIENT_CALL_TYPES and not any(c in own for c in calls):
+            groups = [tuple(calls)]
+        else:
+            groups = []
+        for group in groups:
+            for call_id in group:
+                self._by_id[call_id] = (group[0], where)
+
+    def answer(self, call_id: str) -> bool:
+        """An output answers `call_id`; whether its call was waiting."""
+        hit = self._by_id.get(call_id)
+        if hit is None:
+            return False
+        for other in [c for c, (first, _) in self._by_id.items() if first == hit[0]]:
+            del self._by_id[other]
+        return True
+
+    def waiting(self) -> dict[str, str]:
+        """Each waiting call (by its first id) and where it was made."""
+        return {first: where for first, where in self._by_id.values()}
 
 
 @dataclass
@@ -46,6 +93,11 @@ class History:
     calls: set[str] = field(default_factory=set)
     row_calls: list[tuple[str, ...]] = field(default_factory=list)  # the calls each message makes
     row_answers: list[str | None] = field(default_factory=list)  # the call each output answers
+    row_kinds: list[str] = field(default_factory=list)  # "message", or the Responses item type
+    user_seqs: list[int] = field(default_factory=list)  # the user messages, in order
+    #: The calls of the turn in progress that wait for their outputs, kept as messages come.
+    pending: PendingCalls = field(default_factory=lambda: PendingCalls(), repr=False,
+                                  compare=False)
     #: The memory's trace log as columns, synced by whoever reads it (the fade, the facts order).
     trace_log: TraceLog = field(default_factory=TraceLog, repr=False, compare=False)
     #: The memory's episodes as records and columns, synced by whoever reads them.
@@ -61,8 +113,9 @@ class History:
     def clear(self) -> None:
         for part in (self.digests, self.sources, self.bodies, self.tokens, self.turns,
                      self.sides, self.ats, self.note_calls, self.calls, self.row_calls,
-                     self.row_answers):
+                     self.row_answers, self.row_kinds, self.user_seqs):
             part.clear()
+        self.pending = PendingCalls()
         self.turn = self.turn_start = self.body_bytes = 0
 
     def truncate(self, count: int) -> None:
@@ -73,15 +126,19 @@ class History:
             self.calls.difference_update(calls)
         self.body_bytes -= sum(map(len, self.bodies[count:]))
         for part in (self.digests, self.sources, self.bodies, self.tokens, self.turns,
-                     self.sides, self.ats, self.row_calls, self.row_answers):
+                     self.sides, self.ats, self.row_calls, self.row_answers, self.row_kinds):
             del part[count:]
         for call_id in [c for c, seq in self.note_calls.items() if seq >= count]:
             del self.note_calls[call_id]
+        del self.user_seqs[bisect.bisect_left(self.user_seqs, count):]
         self.turn = self.turns[-1] if count else 0
         start = count
         while start and self.turns[start - 1] == self.turn:
             start -= 1
         self.turn_start = start
+        self.pending = PendingCalls()
+        for seq in range(start, count):
+            self._pend(seq)
 
     def mark(self) -> tuple[int, int, int, tuple[int, ...]]:
         """Where the mirrors stand, to `roll_back` to after a write that rolled back."""
@@ -121,25 +178,26 @@ class History:
             self.calls.update(r.calls)
             self.row_calls.append(r.calls)
             self.row_answers.append(r.answers)
+            self.row_kinds.append(r.kind)
+            if r.side == Side.USER:
+                self.user_seqs.append(r.seq)
             if r.calls and b'"note"' in r.body:
                 for call_id in note_call_ids(r.body):
                     self.note_calls[call_id] = r.seq
             if r.turn != self.turn:
                 self.turn, self.turn_start = r.turn, r.seq
+            self._pend(r.seq)
 
-    def open_calls(self) -> dict[str, int]:
-        """The calls of the turn in progress that no output answers yet, by id, with the seq of
-        the message that made them; fadeway's note calls are not among them (it answers those
-        itself)."""
-        out: dict[str, int] = {}
-        for seq in range(self.turn_start, len(self)):
-            for call_id in self.row_calls[seq]:
-                if call_id not in self.note_calls:
-                    out[call_id] = seq
-            answered = self.row_answers[seq]
-            if answered is not None:
-                out.pop(answered, None)
-        return out
+    def _pend(self, seq: int) -> None:
+        """Bring `pending` up to date with stored message `seq`."""
+        answered = self.row_answers[seq]
+        if self.sides[seq] == Side.USER:
+            self.pending = PendingCalls()
+        elif answered is not None:
+            self.pending.answer(answered)
+        elif self.row_calls[seq]:
+            self.pending.made(self.row_kinds[seq], self.row_calls[seq],
+                              f"made in stored message {seq}", self.note_calls)
 
     def sync(self, stored_count: int, fetch: Any) -> None:
         """Bring the mirror up to `stored_count` messages; `fetch(start)` returns the rows."""

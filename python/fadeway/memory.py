@@ -29,6 +29,7 @@ from .formats.canonical import digest_of, encode_json, plain
 from .episodes import commit_cut, plan_read_cut, prepare_cut, uncut_range
 from .history import (
     History,
+    PendingCalls,
     align,
     digests_of_sent,
     next_turns,
@@ -85,27 +86,26 @@ def _call_list(waiting: dict[str, str]) -> str:
     return f"call{'s' if len(waiting) > 1 else ''} {ids}{more} ({next(iter(waiting.values()))})"
 
 
-def _check_pairing(fmt: Format, e: Entry, where: str, waiting: dict[str, str]) -> None:
+def _check_pairing(fmt: Format, e: Entry, where: str, pending: PendingCalls,
+                   own: set[str]) -> None:
     """A call's output comes after it, once, before the next user message (in Chat
-    Completions, before any other message), as providers require. `waiting` holds the calls of
-    the turn in progress not answered yet (with where each was made), and is brought up to
-    date with `e`."""
+    Completions, before any other message), as providers require. `pending` holds the calls of
+    the turn in progress not answered yet, and is brought up to date with `e`; `own` are
+    fadeway's note calls."""
     if e.answers is not None:
-        if e.answers not in waiting:
+        if not pending.answer(e.answers):
             raise UnmatchedToolOutputError(
                 f"{where} answers call {e.answers!r}, which is not waiting for an output: it "
                 "already has one, or belongs to an earlier turn (a call is answered once, "
                 "right after the reply that made it)")
-        del waiting[e.answers]
         return
-    if waiting and (e.side is Side.USER or fmt is Format.CHAT_COMPLETIONS):
+    if pending and (e.side is Side.USER or fmt is Format.CHAT_COMPLETIONS):
         raise InvalidMessageError(
-            f"{where} comes before the output of {_call_list(waiting)}: the outputs of a "
-            "reply's calls come right after it (the provider refuses anything between); send "
-            "them first, or an output saying the call was not run")
+            f"{where} comes before the output of {_call_list(pending.waiting())}: the outputs "
+            "of a reply's calls come right after it (the provider refuses anything between); "
+            "send them first, or an output saying the call was not run")
     if e.calls:
-        own = set(note_call_ids(e.body)) if b'"note"' in e.body else set()
-        waiting.update((c, f"made in {where}") for c in e.calls if c not in own)
+        pending.made(e.kind, e.calls, f"made in {where}", own)
 
 
 class Memory:
@@ -303,9 +303,7 @@ class Memory:
         made: set[str] = set()
         known = self._history.calls
         own = set(self._history.note_calls)  # fadeway answers these itself
-        # The calls of the turn in progress that wait for their outputs.
-        waiting = {c: f"made in stored message {seq}"
-                   for c, seq in self._history.open_calls().items()}
+        pending = self._history.pending.copy()  # the turn in progress's calls, unanswered
 
         def known_call(call_id: str) -> bool:
             return call_id in known or call_id in made
@@ -319,10 +317,10 @@ class Memory:
                 # A loop that skipped `report` answered every call of the reply it sends back,
                 # the note's too: that output is fadeway's to give, not stored.
                 continue
-            _check_pairing(fmt, e, where, waiting)
-            made.update(e.calls)
             if e.calls and b'"note"' in e.body:
                 own.update(note_call_ids(e.body))
+            _check_pairing(fmt, e, where, pending, own)
+            made.update(e.calls)
             out.append(e)
         return out
 
