@@ -273,3 +273,25 @@ def test_a_bad_note_writer_is_refused_before_the_store_opens(tmp_path):
     with pytest.raises(ValueError, match="unknown note writer 'carrier pigeon'"):
         fadeway.open(tmp_path / "x.db", note_writer="carrier pigeon")
     assert not (tmp_path / "x.db").exists()
+
+
+@pytest.mark.parametrize("fmt", ["chat", "responses"])
+def test_a_loop_that_rebuilds_replies_leaves_out_a_note_only_reply(small, clock, fmt):
+    """A reply that held only the note call leaves the rebuilding loop nothing to append
+    (`call_again`, no calls, no text): the whole history, resent without it, is the stored one."""
+    mem = small.memory("m")
+    history: list = []
+    req, t = _until_ask(mem, clock, fmt, history, [])
+    note = note_call("note_1", FACT)["function"]
+    result = mem.report(req, _reply(fmt, t, None, [("note_1", "note", note["arguments"])]))
+    assert result.call_again and not result.tool_calls
+    req = mem.decorate({"model": "gpt-4.1", KEY[fmt]: history})  # the call again
+    mem.report(req, reply := _reply(fmt, t, f"answer {t}", []))
+    history.extend(_sent_reply(fmt, reply))
+    stored = len(mem.messages())
+    clock.advance(60)
+    history.append(_user(t + 1, fmt))
+    req = mem.decorate({"model": "gpt-4.1", KEY[fmt]: history})
+    assert len(mem.messages()) == stored + 1
+    made, answered = _calls_and_outputs(fmt, req[KEY[fmt]])
+    assert sorted(made) == sorted(answered)

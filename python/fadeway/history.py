@@ -264,9 +264,10 @@ def _without_note_calls(message: Any, note_calls: dict[str, int]) -> dict[str, A
         return None if message.get("call_id") in note_calls else message
     calls = [c for c in message.get("tool_calls") or []
              if not (isinstance(c, dict) and c.get("id") in note_calls)]
-    if not calls and not text_of(message):
+    rest = {**message, "tool_calls": calls}
+    if not calls and not text_of(rest):  # the note's name and arguments are texts too
         return None
-    return {**message, "tool_calls": calls}
+    return rest
 
 
 #: Messages after a differing first one that, all equal to the stored ones, show a resent
