@@ -295,3 +295,28 @@ def test_a_loop_that_rebuilds_replies_leaves_out_a_note_only_reply(small, clock,
     assert len(mem.messages()) == stored + 1
     made, answered = _calls_and_outputs(fmt, req[KEY[fmt]])
     assert sorted(made) == sorted(answered)
+
+
+def test_the_note_jobs_facts_carry_the_time_of_the_call_that_asked(tmp_path, clock):
+    """Replayed at the messages' own times (`at=`), a note writer's note is dated when the
+    decorate that queued it ran, like every lane job's work, not when the lane got to it."""
+    eng = fadeway.open(tmp_path / "w.db", clock=clock, background=False, ceiling=3_000,
+                       judge=ScriptedJudge(), episode_min_tokens=100, episode_max_tokens=400,
+                       cut_after_tokens=600, note_writer="offline")
+    mem = eng.memory("m")
+    history: list = []
+    start = 1_577_836_800.0  # 2020-01-01, six years before the engine's clock
+    for t in range(40):
+        history.append(_user(t))
+        at = start + 60 * t
+        req = mem.decorate({"model": "gpt-4.1", "messages": history}, at=at)
+        reply = chat_reply(f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)))
+        mem.report(req, reply, at=at)
+        history.append(reply["choices"][0]["message"])
+        clock.advance(3600)  # the lane runs later, by the engine's clock
+        eng.drain()
+    doc = mem.export()
+    assert doc.notes and doc.facts
+    assert all(start <= n.at < start + 60 * 40 for n in doc.notes)
+    assert all(start <= f.at < start + 60 * 40 for f in doc.facts)
+    eng.close()

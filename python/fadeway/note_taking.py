@@ -111,7 +111,7 @@ class NoteJob(JobHandler):
         if awaiting_note(tx) != awaiting:
             return False  # a note came meanwhile, or a fade moved on: ask again
         write_note(tx, tx.memory_id, note, encode_json(note).decode(), None,
-                   engine._now(None), source, awaiting)
+                   job.created_at, source, awaiting)
         return True
 
 
