@@ -223,13 +223,15 @@ def test_fade_order_limit_is_a_prefix_of_the_reference(case, limit):
 
 def walk_reference(act: list[float], tie: list[int], history_cut: list[int],
                    block_cut: list[int], history: int, block: int, ceiling: int,
-                   typical: int, current: int) -> list[int]:
-    """memory.py's fade read literally: down the order while the history is above the landing,
-    the landing worked out again (`forgetting.budget`) whenever the facts block shrinks."""
+                   typical: int, current: int, fit: bool = False) -> list[int]:
+    """memory.py's fade read literally: down the order while the history is above the landing
+    (and, with `fit`, above the budget: the current turn may not fit beside a large facts
+    block), the landing worked out again (`forgetting.budget`) whenever the facts block
+    shrinks."""
     picked: list[int] = []
     plan = forgetting.budget(ceiling, block, 0, typical, current)
     for i in reference.fade_order_reference(act, tie):
-        if history <= plan.landing:
+        if history <= plan.landing and (not fit or history <= plan.budget):
             break
         picked.append(i)
         history -= history_cut[i]
@@ -261,6 +263,13 @@ def test_fade_picks_walk_the_order_to_the_landing(shape, seed, sealed_share):
     got = forgetting.fade_picks(act, tie, *args,
                                 lambda b: forgetting.landing(ceiling, b, 0, typical, current))
     assert got.tolist() == want
+    want_fit = walk_reference(act.tolist(), tie.tolist(), history_cut.tolist(),
+                              block_cut.tolist(), history, block, ceiling, typical, current,
+                              fit=True)
+    got_fit = forgetting.fade_picks(
+        act, tie, *args, lambda b: forgetting.landing(ceiling, b, 0, typical, current),
+        lambda b: np.maximum(0, ceiling - b))
+    assert got_fit.tolist() == want_fit and want_fit[:len(want)] == want
     # A fade that stops within the first prefix asks Rust for that prefix only.
     calls: list[int | None] = []
     order = _core.fade_order

@@ -184,7 +184,7 @@ def test_a_fade_counts_a_notes_facts_once_however_many_episodes_it_sealed(small,
     fade, block_text = forgetting_fade_episodes, ""
 
     def spy(episodes, activation_of, block_sizes, sealed_facts, fact_sizes, *rest):
-        counted.append((rest[-2], block_text))
+        counted.append((rest[2], block_text))  # (ratio, history, block, landing_of, ...)
         return fade(episodes, activation_of, block_sizes, sealed_facts, fact_sizes, *rest)
 
     history: list = []
@@ -738,3 +738,34 @@ def test_a_notes_facts_are_judged_against_the_episodes_remembered_when_it_was_wr
     [fact] = doc.facts
     judged = {t.episode for t in doc.traces if t.kind == "fact" and t.fact == fact.n}
     assert judged == remembered
+
+
+def test_a_facts_block_too_large_for_the_current_turn_is_forgotten_down_to_fit(tmp_path, clock):
+    """Notes as large as the turns they replace (the offline writer keeps a sentence whole, and
+    these turns are one long sentence each): sealing frees nothing, the facts block outgrows
+    the ceiling, and the landing stops at the current turn. The fade then forgets sealed
+    episodes (their facts leave the block) until the request fits: every request that does not
+    start a fade stands within the ceiling."""
+    eng = fadeway.open(tmp_path / "b.db", clock=clock, background=False, ceiling=CEILING,
+                       judge=ScriptedJudge(), episode_min_tokens=100, episode_max_tokens=400,
+                       cut_after_tokens=600, note_writer="offline")
+    mem = eng.memory("m")
+    history: list = []
+    over = []
+    for t in range(45):
+        clock.advance(60)
+        history.append(_user(t))
+        leaving = {n for n, s in _states(mem).items() if s == "leaving"}
+        req = mem.decorate({"model": "gpt-4.1", "messages": history})
+        starts = {n for n, s in _states(mem).items() if s == "leaving"} - leaving
+        if mem.measure(req) > CEILING and not starts:
+            over.append((t, mem.measure(req)))
+        reply = chat_reply(f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)))
+        mem.report(req, reply)
+        history.append(reply["choices"][0]["message"])
+        eng.drain()
+    assert not over
+    states = list(_states(mem).values())
+    assert states.count("forgotten") > states.count("sealed") > 0
+    assert len(mem.export().messages) == len(history)  # forgotten is not deleted
+    eng.close()

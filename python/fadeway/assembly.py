@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
+import numpy as np
 
 from . import _constants as C
 from . import blocks, formats, notes, tokens
@@ -326,7 +327,8 @@ class Assembly:
             mirror.episodes.columns(), lambda numbers: mirror.trace_log.activation(numbers, now),
             block_sizes, {n: [f.n for f in fs] for n, fs in sealed_facts.items()}, fact_sizes,
             ratio, history_tokens, block,
-            lambda b: landing(engine.ceiling, fixed + b, room, typical, current))
+            lambda b: landing(engine.ceiling, fixed + b, room, typical, current),
+            lambda b: np.maximum(0, engine.ceiling - fixed - b - room))
         acked = {e for e, _ in known.acks}
         states = {n: ("sealed" if n in acked else "leaving") if live else "forgotten"
                   for n, live in zip(picked.numbers.tolist(), picked.live.tolist(), strict=True)}
@@ -337,7 +339,8 @@ class Assembly:
             tx.set_episode_states(states)
             log.info("memory %r: fade to the landing (%d tokens), projected view %d tokens%s: %s",
                      self.memory_id, plan.landing, history_tokens,
-                     "" if history_tokens <= plan.landing else " (nothing more to fade)",
+                     "" if history_tokens <= min(plan.landing, plan.budget)
+                     else " (nothing more to fade)",
                      ", ".join(f"episode {n} {s}" for n, s in states.items()))
         return bool(states)
 

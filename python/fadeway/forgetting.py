@@ -82,9 +82,13 @@ def blocks_within(first: np.ndarray, last: np.ndarray, block_sizes: dict[int, in
 
 def fade_picks(activation: np.ndarray, tie: np.ndarray, history_cut: np.ndarray,
                block_cut_along: Callable[[np.ndarray], np.ndarray], history: int, block: int,
-               landing_of: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+               landing_of: Callable[[np.ndarray], np.ndarray],
+               budget_of: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
     """The episodes a fade picks, as indices in the order picked: least active first (ties by
-    `tie`), while the projected history stands above the landing.
+    `tie`), while the projected history stands above the landing, or above the budget
+    `budget_of` gives for the facts block left (a block so large that the current turn alone
+    does not fit beside it: the landing stops at the current turn, and the fade goes on
+    forgetting sealed episodes until the request fits).
 
     Picking episode `i` takes `history_cut[i]` tokens from the history (a live episode's
     messages leave the view); `block_cut_along(order)` gives the tokens that leave the facts
@@ -112,7 +116,11 @@ def fade_picks(activation: np.ndarray, tie: np.ndarray, history_cut: np.ndarray,
         cut_h, cut_b = history_cut[order[done:]], block_cut_along(order)[done:]
         after_h, after_b = history - np.cumsum(cut_h), block - np.cumsum(cut_b)
         # Each pick is considered with the sizes before it: after the ones ahead of it.
-        reached = np.flatnonzero(after_h + cut_h <= landing_of(after_b + cut_b))
+        before_h, before_b = after_h + cut_h, after_b + cut_b
+        fits = before_h <= landing_of(before_b)
+        if budget_of is not None:
+            fits &= before_h <= budget_of(before_b)
+        reached = np.flatnonzero(fits)
         if len(reached):
             return order[: done + int(reached[0])]
         history, block = int(after_h[-1]), int(after_b[-1])
@@ -165,7 +173,8 @@ class SharedFacts:
 def fade_episodes(episodes: EpisodeColumns, activation_of: Callable[[np.ndarray], np.ndarray],
                   block_sizes: dict[int, int], sealed_facts: Mapping[int, Sequence[int]],
                   fact_sizes: Mapping[int, int], ratio: float, history: int, block: int,
-                  landing_of: Callable[[np.ndarray], np.ndarray]) -> Fade:
+                  landing_of: Callable[[np.ndarray], np.ndarray],
+                  budget_of: Callable[[np.ndarray], np.ndarray] | None = None) -> Fade:
     """The fade of a memory whose episodes are `episodes`, down to the landing.
 
     Only live and sealed episodes can fade: a live one starts leaving, taking its messages (and
@@ -173,7 +182,7 @@ def fade_episodes(episodes: EpisodeColumns, activation_of: Callable[[np.ndarray]
     forgotten, taking out of the facts block those of its facts (`sealed_facts`, fact numbers by
     episode number) that no sealed episode left still holds (`fact_sizes`, corrected tokens by
     fact number). `activation_of` gives the activations of an array of episode numbers;
-    `history`, `block` and `landing_of` are as `fade_picks` takes them.
+    `history`, `block`, `landing_of` and `budget_of` are as `fade_picks` takes them.
     """
     at = episodes.where("live", "sealed")
     numbers = episodes.n[at]
@@ -191,7 +200,7 @@ def fade_episodes(episodes: EpisodeColumns, activation_of: Callable[[np.ndarray]
                 holders.setdefault(f, []).append(i)
     shared = SharedFacts(len(at), holders, fact_sizes)
     picks = fade_picks(activation_of(numbers), numbers, history_cut, shared.cut_along, history,
-                       block, landing_of)
+                       block, landing_of, budget_of)
     return Fade(numbers[picks], live[picks], int(history_cut[picks].sum()),
                 int(shared.cut_along(picks).sum()))
 
