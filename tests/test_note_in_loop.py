@@ -320,3 +320,41 @@ def test_the_note_jobs_facts_carry_the_time_of_the_call_that_asked(tmp_path, clo
     assert all(start <= n.at < start + 60 * 40 for n in doc.notes)
     assert all(start <= f.at < start + 60 * 40 for f in doc.facts)
     eng.close()
+
+
+def test_a_responses_delta_loop_with_reasoning_items_goes_on_past_a_seal(small, clock):
+    """A reasoning model's replies start with reasoning items whose summaries are empty; a
+    caller that sends what is new (the reported reply echoed, then the outputs) goes on after
+    the view starts at such an item: items are told apart by id, not taken for a resent view."""
+    mem = small.memory("m")
+    note = note_call("x", FACT)["function"]["arguments"]
+
+    def reply(t, calls, text=None):
+        out = _reply("responses", t, text, calls)
+        out["output"].insert(0, {"type": "reasoning", "id": f"rs_{t}", "summary": [],
+                                 "encrypted_content": "e"})
+        return out
+
+    pending: list = []
+    sealed = 0
+    for t in range(30):
+        clock.advance(60)
+        pending.append(_user(t, "responses"))
+        req = mem.decorate({"model": "o4-mini", "input": pending})
+        calls = [(f"call_{t}", "lookup", "{}")]
+        if _asks(req):
+            calls.insert(0, (f"note_{t}", "note", note))
+        first = reply(t, calls)
+        result = mem.report(req, first)
+        pending = [*first["output"], *(_output("responses", c["call_id"], "42")
+                                       for c in result.tool_calls)]
+        req = mem.decorate({"model": "o4-mini", "input": pending})
+        made, answered = _calls_and_outputs("responses", req["input"])
+        assert sorted(made) == sorted(answered)
+        second = reply(f"{t}b", [], f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)))
+        mem.report(req, second)
+        pending = list(second["output"])
+        small.drain()
+        sealed += any(e.state in ("sealed", "forgotten") for e in mem.episodes())
+    assert sealed >= 5  # it went on well past the first seal
+    assert len({m.digest for m in mem.messages()}) == len(mem.messages())  # nothing twice

@@ -215,12 +215,14 @@ def note_call_ids(body: bytes) -> list[str]:
 
 
 def _essence(message: Any) -> tuple:
-    """What makes a reply the same reply: role, kind, texts and call ids, nothing cosmetic."""
+    """What makes a reply the same reply: role, kind, texts and call ids, nothing cosmetic; a
+    reasoning item, whose summary may be empty, by its id (sent back as it came)."""
     if not isinstance(message, dict):
         return ()
+    kind = message.get("type") or "message"
     calls = [c.get("id") for c in message.get("tool_calls") or [] if isinstance(c, dict)]
-    return (message.get("role"), message.get("type") or "message",
-            tuple(map(_json_text, text_of(message))), tuple(calls), message.get("call_id"))
+    return (message.get("role"), kind, tuple(map(_json_text, text_of(message))), tuple(calls),
+            message.get("call_id"), message.get("id") if kind == "reasoning" else None)
 
 
 def _json_text(text: str) -> str:
