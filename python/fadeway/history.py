@@ -96,8 +96,7 @@ class History:
     row_kinds: list[str] = field(default_factory=list)  # "message", or the Responses item type
     user_seqs: list[int] = field(default_factory=list)  # the user messages, in order
     #: The calls of the turn in progress that wait for their outputs, kept as messages come.
-    pending: PendingCalls = field(default_factory=lambda: PendingCalls(), repr=False,
-                                  compare=False)
+    pending: PendingCalls = field(default_factory=PendingCalls, repr=False, compare=False)
     #: The memory's trace log as columns, synced by whoever reads it (the fade, the facts order).
     trace_log: TraceLog = field(default_factory=TraceLog, repr=False, compare=False)
     #: The memory's episodes as records and columns, synced by whoever reads them.
