@@ -285,3 +285,21 @@ def test_note_outputs() -> None:
         "type": "function_call_output", "call_id": "call_1", "output": NOTE_NOT_READ}
     assert NOTED == "Noted."
     assert "could not be read" in NOTE_NOT_READ and "again" in NOTE_NOT_READ
+
+
+def test_a_note_entry_needs_an_entity_to_be_a_fact(caplog):
+    """A blank side takes the other side's entity; an entry that names none (blank, or
+    punctuation only) is left out with a log line, so no nameless entity joins such facts."""
+    note = parse_note_arguments(json.dumps({"notes": [
+        {"note": "Dana resigned.", "subject": "Dana", "object": "", "milestone": True},
+        {"note": "It rained.", "subject": " ", "object": "...", "milestone": False},
+        {"note": "Q2 ends.", "subject": "", "object": "Q2", "milestone": False},
+        {"note": "", "subject": "A", "object": "B", "milestone": False},
+        {"note": "Ben owns tax.", "subject": "Ben", "object": "tax table", "milestone": False},
+    ]}))
+    with caplog.at_level("WARNING", logger="fadeway.notes"):
+        facts = note.facts
+    assert [(f.note, f.subject, f.object, f.milestone) for f in facts] == [
+        ("Dana resigned.", "Dana", "Dana", True), ("Q2 ends.", "Q2", "Q2", False),
+        ("Ben owns tax.", "Ben", "tax table", False)]
+    assert "1 note entries name no entity" in caplog.text and "It rained." in caplog.text

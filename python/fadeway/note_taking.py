@@ -73,7 +73,7 @@ def write_note(tx: Transaction, memory_id: str, note: Note, arguments: str,
     first_fact = tx.fact_count() + 1
     facts = [FactRecord(n=first_fact + i, note=n, text=entry.note, subject=entry.subject,
                         object=entry.object, milestone=entry.milestone, at=now)
-             for i, entry in enumerate(e for e in note.notes if e.note.strip())]
+             for i, entry in enumerate(note.facts)]
     tx.insert_note(NoteRecord(n=n, at=now, call_id=call_id, source=source,
                               arguments=arguments), facts, awaiting)
     if facts:

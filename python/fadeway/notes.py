@@ -104,8 +104,31 @@ class Note(msgspec.Struct, frozen=True):
 
     @property
     def facts(self) -> list[NoteEntry]:
-        """The entries that hold a fact (an entry with a blank note means "nothing to keep")."""
-        return [entry for entry in self.notes if entry.note.strip()]
+        """The entries that hold a fact: a note (blank means "nothing to keep") about entities
+        that name something (a letter or a digit). A side left blank ("Dana resigned.") takes
+        the other side's entity; an entry that names neither is no triple, and would join every
+        such fact through one nameless entity of the graph: it is logged and left out (the
+        note's arguments are stored whole)."""
+        out, unnamed = [], []
+        for entry in self.notes:
+            if not entry.note.strip():
+                continue
+            subject, object_ = _names(entry.subject), _names(entry.object)
+            if subject and object_:
+                out.append(entry)
+            elif subject or object_:
+                name = entry.subject if subject else entry.object
+                out.append(NoteEntry(entry.note, name, name, entry.milestone))
+            else:
+                unnamed.append(entry.note[:80])
+        if unnamed:
+            log.warning("%d note entries name no entity and are left out: %r", len(unnamed),
+                        unnamed[:3])
+        return out
+
+
+def _names(entity: str) -> bool:
+    return any(c.isalnum() for c in entity)
 
 
 _DECODER = msgspec.json.Decoder(Note)
