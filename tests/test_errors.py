@@ -131,6 +131,19 @@ def test_a_call_stored_by_report_waits_for_its_output_before_the_next_user_messa
          "arguments": "{}"},
         {"role": "user", "content": "thanks, and skip the repo"}]})
     assert len(shell.messages()) == 5
+    # Such items may be answered too, once: an approval, a client-run tool search's output.
+    shell.decorate({"model": "codex-mini-latest", "input": [
+        {"type": "mcp_approval_request", "id": "mcpr_2", "server_label": "gh", "name": "list",
+         "arguments": "{}"},
+        {"type": "mcp_approval_response", "approve": True, "approval_request_id": "mcpr_2"},
+        {"type": "tool_search_call", "id": "tsc_1", "call_id": "call_ts1", "execution": "client",
+         "arguments": {"query": "weather"}, "status": "completed"},
+        {"type": "tool_search_output", "id": "tso_1", "call_id": "call_ts1",
+         "execution": "client", "tools": [], "status": "completed"}]})
+    assert len(shell.messages()) == 9
+    with pytest.raises(errors.UnmatchedToolOutputError, match="'mcpr_2', which is not waiting"):
+        shell.decorate({"model": "codex-mini-latest", "input": [
+            {"type": "mcp_approval_response", "approve": True, "approval_request_id": "mcpr_2"}]})
     with pytest.raises(errors.InvalidMessageError, match="before the output of call 'call_2'"):
         shell.decorate({"model": "codex-mini-latest", "input": [
             {"type": "local_shell_call", "id": "lsh_2", "call_id": "call_2",
