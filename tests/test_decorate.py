@@ -126,6 +126,24 @@ def test_a_resent_history_with_its_first_message_edited_is_an_error(engine):
     assert len(mem.messages()) == 5
 
 
+def test_reasoning_items_are_told_by_id_or_encrypted_content(engine):
+    """A reasoning reply sent back without its ids (a stateless client) is the stored one, by
+    its encrypted content; one with another encrypted content is another item."""
+    mem = engine.memory("r")
+    history = [{"role": "user", "content": "hello"}]
+    req = mem.decorate({"model": "o4-mini", "input": history})
+    reply = [{"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "enc1"},
+             {"type": "message", "role": "assistant", "id": "msg_1",
+              "content": [{"type": "output_text", "text": "hi there"}]}]
+    mem.report(req, {"id": "resp_1", "output": reply})
+    echo = [{k: v for k, v in item.items() if k != "id"} for item in reply]
+    mem.decorate({"model": "o4-mini", "input": [*history, *echo, user("and now?")]})
+    assert [m.kind for m in mem.messages()] == ["message", "reasoning", "message", "message"]
+    other = {**echo[0], "encrypted_content": "enc2"}
+    with pytest.raises(HistoryConflictError, match="message 1 of the sent history differs"):
+        mem.decorate({"model": "o4-mini", "input": [*history, other, echo[1], user("and now?")]})
+
+
 def test_only_new_messages_may_echo_the_reported_reply(engine):
     mem = engine.memory("m")
     req = mem.decorate({"messages": [user("q")]})

@@ -219,14 +219,26 @@ def note_call_ids(body: bytes) -> list[str]:
 
 
 def _essence(message: Any) -> tuple:
-    """What makes a reply the same reply: role, kind, texts and call ids, nothing cosmetic; a
-    reasoning item, whose summary may be empty, by its id (sent back as it came)."""
+    """What makes a reply the same reply: role, kind, texts and call ids, nothing cosmetic."""
     if not isinstance(message, dict):
         return ()
-    kind = message.get("type") or "message"
     calls = [c.get("id") for c in message.get("tool_calls") or [] if isinstance(c, dict)]
-    return (message.get("role"), kind, tuple(map(_json_text, text_of(message))), tuple(calls),
-            message.get("call_id"), message.get("id") if kind == "reasoning" else None)
+    return (message.get("role"), message.get("type") or "message",
+            tuple(map(_json_text, text_of(message))), tuple(calls), message.get("call_id"))
+
+
+def _alike(sent: Any, stored: Any) -> bool:
+    """Whether a sent message stands for a stored reply (`_essence`). A reasoning item, whose
+    summary may be empty, is also told by its id or its encrypted content, the first that both
+    carry (some clients send reasoning back without its id)."""
+    if _essence(sent) != _essence(stored):
+        return False
+    if isinstance(sent, dict) and sent.get("type") == "reasoning":
+        for key in ("id", "encrypted_content"):
+            mine, theirs = sent.get(key), stored.get(key)
+            if mine is not None and theirs is not None:
+                return bool(mine == theirs)
+    return True
 
 
 def _json_text(text: str) -> str:
@@ -304,10 +316,10 @@ def align(sent: Sequence[Any], sent_digests: Sequence[bytes], history: History,
             return True
         if history.sources[j] != "reply":
             return False
-        mine = _essence(to_plain(sent[i], "message"))
+        mine = to_plain(sent[i], "message")
         stored = plain(history.bodies[j])
-        return mine == _essence(stored) or (
-            j in noted and mine == _essence(_without_note_calls(stored, history.note_calls)))
+        return _alike(mine, stored) or (
+            j in noted and _alike(mine, _without_note_calls(stored, history.note_calls)))
 
     def only_notes(j: int) -> bool:
         return j in noted and history.sources[j] == "reply" and _without_note_calls(
