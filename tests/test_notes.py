@@ -303,3 +303,9 @@ def test_a_note_entry_needs_an_entity_to_be_a_fact(caplog):
         ("Dana resigned.", "Dana", "Dana", True), ("Q2 ends.", "Q2", "Q2", False),
         ("Ben owns tax.", "Ben", "tax table", False)]
     assert "1 note entries name no entity" in caplog.text and "It rained." in caplog.text
+    # A note whose every fact names no entity keeps nothing: it is not read, the ask stands.
+    assert parse_note_arguments(json.dumps({"notes": [
+        {"note": "It rained.", "subject": "", "object": "-", "milestone": False}]})) is None
+    assert parse_note_arguments('{"notes": [{"note": "", "subject": "", "object": "", '
+                                '"milestone": false}]}') == Note(
+        [NoteEntry("", "", "", False)])  # nothing to keep, said as such: a note

@@ -149,17 +149,24 @@ def note_tool(fmt: Format) -> dict[str, Any]:
 
 
 def parse_note_arguments(arguments: str) -> Note | None:
-    """A note call's arguments, read strictly; None (and a log line) when they are malformed."""
+    """A note call's arguments, read strictly; None (and a log line) when they are malformed,
+    or when they hold facts and none of them names an entity (no fact could be kept: the ask
+    stands, and the model is told its note could not be read)."""
     if not isinstance(arguments, str | bytes):
         log.warning("note arguments are %s, not a JSON string; the ask stands",
                     type(arguments).__name__)
         return None
     try:
-        return _DECODER.decode(arguments)
+        note = _DECODER.decode(arguments)
     except (msgspec.DecodeError, UnicodeEncodeError) as error:  # lone surrogates fail to encode
         log.warning("note arguments could not be read (%s); the ask stands: %r",
                     error, arguments[:_LOG_EXCERPT_CHARS])
         return None
+    if any(entry.note.strip() for entry in note.notes) and not note.facts:
+        log.warning("no entry of the note names an entity; the ask stands: %r",
+                    arguments[:_LOG_EXCERPT_CHARS])
+        return None
+    return note
 
 
 def is_note_call(fmt: Format, call: Any) -> bool:
