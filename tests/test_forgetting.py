@@ -769,3 +769,57 @@ def test_a_facts_block_too_large_for_the_current_turn_is_forgotten_down_to_fit(t
     assert states.count("forgotten") > states.count("sealed") > 0
     assert len(mem.export().messages) == len(history)  # forgotten is not deleted
     eng.close()
+
+
+def test_a_facts_block_gives_way_when_only_the_current_turn_is_in_view(small, clock):
+    """An agent turn runs long after the earlier turns sealed: the view holds only that turn,
+    which fits under the ceiling on its own but not beside a large facts block. The block gives
+    way (sealed episodes are forgotten) though the history stands at the landing; a turn that
+    could not fit even beside an empty block is the next test."""
+    from helpers import call, note_call
+
+    mem = small.memory("m")
+    history: list = []
+    for t in range(200):
+        clock.advance(60)
+        words = 150 if t >= 25 else 40
+        history.append(_user(t, words))
+        req = mem.decorate({"model": "gpt-4.1", "messages": history})
+        if t >= 25 and _asks(req):
+            break
+        notes = [note_call(f"n{t}", [(f"Dana owns item {t}.", "Dana", f"item {t}", False)])]
+        reply = chat_reply(f"answer {t}", tool_calls=notes if _asks(req) else None)
+        mem.report(req, reply)
+        history.append(reply["choices"][0]["message"])
+        small.drain()
+    long = [(f"Fact {t}.{j}: " + " ".join(f"d{t}x{j}x{i}" for i in range(20)) + ".", "Dana",
+             f"item {t}.{j}", False) for j in range(8)]
+    reply = chat_reply(None, tool_calls=[note_call("nbig", long), call("c0")])
+    mem.report(req, reply)
+    history.append(reply["choices"][0]["message"])
+    small.drain()
+    for r in range(4):
+        history.append({"role": "tool", "tool_call_id": f"c{r}", "content": "done"})
+        req = mem.decorate({"model": "gpt-4.1", "messages": history})
+        assert sum(m["role"] == "user" for m in req["messages"]) == 1  # the current turn only
+        assert mem.measure(req) <= CEILING, f"round {r}: the block did not give way"
+        reply = chat_reply(None, tool_calls=[call(f"c{r + 1}")])
+        mem.report(req, reply)
+        history.append(reply["choices"][0]["message"])
+        small.drain()
+
+
+def test_a_turn_too_large_for_any_facts_block_does_not_empty_the_block(small, clock):
+    """A user message larger than the ceiling cannot fit beside any facts block: forgetting the
+    sealed episodes' facts would gain nothing, so the fade stops at the landing as before."""
+    from helpers import converse_with_notes
+
+    mem = small.memory("m")
+    notes = [[(f"Fact {k}: Dana owns item {k}.", "Dana", f"item {k}", False)] for k in range(3)]
+    history = converse_with_notes(small, mem, clock, notes, turns=200)
+    clock.advance(60)
+    history.append({"role": "user", "content": "Read: " + " ".join(f"z{i}" for i in range(1500))})
+    req = mem.decorate({"model": "gpt-4.1", "messages": history})
+    assert mem.measure(req) > CEILING
+    assert "sealed" in _states(mem).values()
+    assert any((m["content"] or "").startswith("Recorded facts") for m in req["messages"])

@@ -302,11 +302,15 @@ class Assembly:
         current = round((sum(mirror.tokens[mirror.turn_start:])
                          + block_sizes.get(mirror.turn_start, 0)) * ratio)
         plan = budget(engine.ceiling, fixed + block, room, typical, current)
+        # Whether the current turn fits beside a facts block forgetting could empty: then a
+        # block too large for it gives way (the fade goes on below the budget, not only the
+        # landing, which stops at the current turn); else forgetting the block gains nothing.
+        fits = current <= engine.ceiling - fixed - room
         silent = silence(mirror, before)
         sleeping = silent >= C.SLEEP_GAP_SECONDS
         if history_tokens <= plan.budget and not sleeping:
             return False
-        if history_tokens <= plan.landing:
+        if history_tokens <= plan.landing and (not fits or history_tokens <= plan.budget):
             return False  # asleep, but already at the landing: nothing to fade
         # History is cut once, when forgetting first needs it.
         read = read_cut(tx, mirror.turn_start)
@@ -328,7 +332,7 @@ class Assembly:
             block_sizes, {n: [f.n for f in fs] for n, fs in sealed_facts.items()}, fact_sizes,
             ratio, history_tokens, block,
             lambda b: landing(engine.ceiling, fixed + b, room, typical, current),
-            lambda b: np.maximum(0, engine.ceiling - fixed - b - room))
+            (lambda b: np.maximum(0, engine.ceiling - fixed - b - room)) if fits else None)
         acked = {e for e, _ in known.acks}
         states = {n: ("sealed" if n in acked else "leaving") if live else "forgotten"
                   for n, live in zip(picked.numbers.tolist(), picked.live.tolist(), strict=True)}
