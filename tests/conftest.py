@@ -38,14 +38,21 @@ def engine(tmp_path, clock) -> Iterator[fadeway.Engine]:
 SMALL_CEILING = 3_000
 
 
-@pytest.fixture
-def small(tmp_path, clock) -> Iterator[fadeway.Engine]:
+def open_small(path, clock, **settings) -> fadeway.Engine:
     """An engine that forgets within a few dozen turns: a 3,000-token ceiling, episodes of
-    100-400 tokens cut after 600, a scripted judge, no background threads (`drain()`)."""
+    100-400 tokens cut after 600, a scripted judge, no background threads (`drain()`);
+    `settings` add to or override these."""
     from fadeway.judge import ScriptedJudge
 
-    eng = fadeway.open(tmp_path / "small.db", clock=clock, background=False,
-                       ceiling=SMALL_CEILING, judge=ScriptedJudge(), episode_min_tokens=100,
-                       episode_max_tokens=400, cut_after_tokens=600)
+    return fadeway.open(path, **{"clock": clock, "background": False, "ceiling": SMALL_CEILING,
+                                 "judge": ScriptedJudge(), "episode_min_tokens": 100,
+                                 "episode_max_tokens": 400, "cut_after_tokens": 600,
+                                 **settings})
+
+
+@pytest.fixture
+def small(tmp_path, clock) -> Iterator[fadeway.Engine]:
+    """`open_small` on a temporary file."""
+    eng = open_small(tmp_path / "small.db", clock)
     yield eng
     eng.close()

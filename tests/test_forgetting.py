@@ -14,6 +14,7 @@ from fadeway.forgetting import fade_episodes as forgetting_fade_episodes
 from fadeway.judge import ScriptedJudge
 
 from conftest import SMALL_CEILING as CEILING
+from conftest import open_small
 from helpers import chat_reply
 
 ORDER = ["live", "leaving", "sealed", "forgotten"]
@@ -746,9 +747,7 @@ def test_a_facts_block_too_large_for_the_current_turn_is_forgotten_down_to_fit(t
     the ceiling, and the landing stops at the current turn. The fade then forgets sealed
     episodes (their facts leave the block) until the request fits: every request that does not
     start a fade stands within the ceiling."""
-    eng = fadeway.open(tmp_path / "b.db", clock=clock, background=False, ceiling=CEILING,
-                       judge=ScriptedJudge(), episode_min_tokens=100, episode_max_tokens=400,
-                       cut_after_tokens=600, note_writer="offline")
+    eng = open_small(tmp_path / "b.db", clock, note_writer="offline")
     mem = eng.memory("m")
     history: list = []
     over = []

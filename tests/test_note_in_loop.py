@@ -11,8 +11,8 @@ import pytest
 import fadeway
 import fadeway.note_writer
 from fadeway.errors import InvalidRequestError
-from fadeway.judge import ScriptedJudge
 
+from conftest import open_small
 from helpers import call, chat_reply, note_call
 
 FACT = [("Dana owns the checkout.", "Dana", "checkout", False)]
@@ -40,8 +40,7 @@ def _reply(fmt: str, t: int, text: str | None, calls: list[tuple[str, str, str]]
                             "text": text}]}] if text else []
     output += [{"type": "function_call", "id": f"fc_{i}", "call_id": i, "name": n,
                 "arguments": a, "status": "completed"} for i, n, a in calls]
-    return {"id": f"resp_{t}", "object": "response", "status": "completed", "output": output,
-            }
+    return {"id": f"resp_{t}", "object": "response", "status": "completed", "output": output}
 
 
 def _sent_reply(fmt: str, reply: dict) -> list[dict]:
@@ -243,9 +242,7 @@ def test_an_engine_with_a_note_writer_answers_asks_in_the_lane_and_never_asks_th
     lane's note job answers the ask (again at the next call while the writer fails), and the
     call after the note seals the episodes, their facts marked as the writer's."""
     spec = "offline" if writer == "offline" else _Failing(down=3)
-    eng = fadeway.open(tmp_path / "w.db", clock=clock, background=False, ceiling=3_000,
-                       judge=ScriptedJudge(), episode_min_tokens=100, episode_max_tokens=400,
-                       cut_after_tokens=600, note_writer=spec)
+    eng = open_small(tmp_path / "w.db", clock, note_writer=spec)
     mem = eng.memory("m")
     history: list = []
     leaving_seen = 0
@@ -300,9 +297,7 @@ def test_a_loop_that_rebuilds_replies_leaves_out_a_note_only_reply(small, clock,
 def test_the_note_jobs_facts_carry_the_time_of_the_call_that_asked(tmp_path, clock):
     """Replayed at the messages' own times (`at=`), a note writer's note is dated when the
     decorate that queued it ran, like every lane job's work, not when the lane got to it."""
-    eng = fadeway.open(tmp_path / "w.db", clock=clock, background=False, ceiling=3_000,
-                       judge=ScriptedJudge(), episode_min_tokens=100, episode_max_tokens=400,
-                       cut_after_tokens=600, note_writer="offline")
+    eng = open_small(tmp_path / "w.db", clock, note_writer="offline")
     mem = eng.memory("m")
     history: list = []
     start = 1_577_836_800.0  # 2020-01-01, six years before the engine's clock
