@@ -234,6 +234,14 @@ def test_facts_block_with_milestones_only() -> None:
         "- Pricing page copy v3 was approved by the user. [user, pricing page copy v3]"])
 
 
+def test_a_fact_about_one_entity_names_it_once() -> None:
+    block = facts_block([BlockFact("Dana resigned.", "Dana", "dana"),
+                         BlockFact("Dana owns checkout.", "Dana", "checkout")], [])
+    assert block is not None
+    assert block.split("\n")[1:] == ["- Dana resigned. [Dana]",
+                                      "- Dana owns checkout. [Dana, checkout]"]
+
+
 def test_facts_block_without_milestones_has_no_milestones_line() -> None:
     assert facts_block(SPEC_FACTS, []) == SPEC_FACTS_BLOCK.split("\nMilestones:")[0]
 

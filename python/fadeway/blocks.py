@@ -43,7 +43,7 @@ from datetime import UTC, datetime
 __all__ = [
     "FACTS_HEADER", "MILESTONES_HEADER", "RECALL_CLOSE", "RECALL_OPEN",
     "BlockFact", "Excerpt", "PartSection", "RecallGroup", "RecalledFact",
-    "facts_block", "is_block", "neutralise", "note_ask", "recall_block", "turns",
+    "entities", "facts_block", "is_block", "neutralise", "note_ask", "recall_block", "turns",
 ]
 
 FACTS_HEADER = ("Recorded facts from compacted history, most relevant first, resolved entities "
@@ -266,13 +266,19 @@ def _newest_first(facts: Iterable[RecalledFact]) -> list[RecalledFact]:
 # --- the blocks --------------------------------------------------------------------------------
 
 
+def entities(subject: str, object_: str) -> str:
+    """A fact's entities as its facts block line shows them in brackets: both, or one when the
+    fact is about a single entity (its subject and object the same)."""
+    return subject if subject.casefold() == object_.casefold() else f"{subject}, {object_}"
+
+
 def facts_block(facts: Sequence[BlockFact], milestones: Sequence[BlockFact]) -> str | None:
     """The facts block: facts (ordered by the caller, most active first), then milestones.
 
     None when there is nothing to show; a fact whose note is blank shows nothing and is skipped.
     """
     def lines(entries: Sequence[BlockFact]) -> list[str]:
-        return [f"- {neutralise(f.note)} [{neutralise(f.subject)}, {neutralise(f.object)}]"
+        return [f"- {neutralise(f.note)} [{entities(neutralise(f.subject), neutralise(f.object))}]"
                 for f in entries if neutralise(f.note)]
 
     shown, reached = lines(facts), lines(milestones)

@@ -298,7 +298,7 @@ def silence(history: History, before: int) -> float:
 
 def fact_tokens(facts: Sequence[FactRecord], encoding: str, ratio: float) -> dict[int, int]:
     """What each of `facts` weighs in the facts block, corrected, by fact number."""
-    lines = [f"- {f.text} [{f.subject}, {f.object}]" for f in facts]
+    lines = [f"- {f.text} [{blocks.entities(f.subject, f.object)}]" for f in facts]
     return {f.n: round((size + 1) * ratio)
             for f, size in zip(facts, tokens.count_texts(encoding, lines), strict=True)}
 
