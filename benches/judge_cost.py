@@ -19,7 +19,6 @@ LoCoMo is read from shared/data (or $FADEWAY_SHARED_DATA); it is never copied he
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -30,7 +29,8 @@ from helpers import shared_data  # noqa: E402
 from judge_answers import everything  # noqa: E402
 from openai_server import OpenAIServer, Recorded, Reply  # noqa: E402
 
-from fadeway import tokens  # noqa: E402
+from fadeway import formats, tokens  # noqa: E402
+from fadeway.formats import text_of  # noqa: E402
 from fadeway.batch import ReplaySettings, _note_writer, open_for_replay  # noqa: E402
 from fadeway.locomo import locomo_lines, read_locomo  # noqa: E402
 from fadeway.replay import replay_memory  # noqa: E402
@@ -44,28 +44,12 @@ KINDS = ["judge:boundaries", "judge:about", "judge:same_entity", "judge:relate",
 LABELS = {"judge:levels": "judge:levels (the walk)", "note": "note (replay only)"}
 
 
-def _texts(value: object) -> list[str]:
-    """Every string inside a JSON value (what a tokenizer would read of it, near enough)."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in _texts(v)]
-    if isinstance(value, list):
-        return [t for v in value for t in _texts(v)]
-    return []
-
-
 def _estimated(request: Recorded) -> Reply:
     """`everything`'s answer, with usage set to fadeway's estimate of request and answer."""
     reply = everything(request)
     body = dict(reply.body)
-    message = body["choices"][0]["message"]
-    tokens_in = sum(tokens.count_texts(ENCODING, _texts(request.body.get("messages", []))))
-    tokens_in += sum(tokens.count_texts(ENCODING, [json.dumps(request.body.get("tools", [])),
-                                                   json.dumps(request.body.get(
-                                                       "response_format", {}))]))
-    tokens_out = sum(tokens.count_texts(ENCODING, _texts(message.get("content") or "")
-                                        + _texts(message.get("tool_calls") or [])))
+    tokens_in = tokens.measure_parsed(formats.parse_request(request.body))
+    tokens_out = sum(tokens.count_texts(ENCODING, text_of(body["choices"][0]["message"])))
     body["usage"] = {"prompt_tokens": tokens_in, "completion_tokens": tokens_out,
                      "total_tokens": tokens_in + tokens_out}
     return Reply(body=body)

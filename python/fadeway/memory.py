@@ -464,12 +464,7 @@ class Memory:
     def measure(self, request: dict[str, Any]) -> int:
         """Our corrected token estimate of a whole request, as sent (no message is stored)."""
         parsed = formats.parse_request(request)
-        encoding = tokens.encoding_for_model(parsed.model)
-        # Measuring stores nothing, so a call made in the stored history counts as known.
-        entries = [formats.entry(parsed.format, m, f"message {i}", lambda _call: True)
-                   for i, m in enumerate(parsed.history)]
-        raw = tokens.request_estimate(parsed, sum(tokens.entry_tokens(encoding, entries)), encoding)
-        return round(raw * self.correction(parsed.model))
+        return round(tokens.measure_parsed(parsed) * self.correction(parsed.model))
 
     # -- inspection and export -------------------------------------------------------------
 

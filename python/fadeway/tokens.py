@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from . import _constants as C
 from . import _core
-from .formats import Entry, ParsedRequest, text_of
+from .formats import Entry, ParsedRequest, entry, text_of
 from .formats.canonical import encode_json, to_plain
 
 __all__ = [
     "encoding_for_model", "count_texts", "entry_tokens", "fixed_request_tokens", "request_estimate",
+    "measure_parsed",
 ]
 
 # Models that use cl100k_base; every other model (GPT-4o, 4.1, o-series, GPT-5, and models of
@@ -79,3 +80,12 @@ def fixed_request_tokens(parsed: ParsedRequest, encoding: str) -> int:
 def request_estimate(parsed: ParsedRequest, history_tokens: int, encoding: str) -> int:
     """Our raw estimate of a whole request whose history weighs `history_tokens`."""
     return fixed_request_tokens(parsed, encoding) + history_tokens
+
+
+def measure_parsed(parsed: ParsedRequest) -> int:
+    """Our raw estimate of a whole request as sent, its history counted message by message
+    (nothing is stored, so every call an output answers counts as known)."""
+    encoding = encoding_for_model(parsed.model)
+    entries = [entry(parsed.format, m, f"message {i}", lambda _call: True)
+               for i, m in enumerate(parsed.history)]
+    return request_estimate(parsed, sum(entry_tokens(encoding, entries)), encoding)
