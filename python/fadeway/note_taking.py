@@ -20,7 +20,7 @@ from .formats import Format
 from .formats.canonical import encode_json
 from .forgetting import ask_spans
 from .lane import JobHandler, register_job
-from .model import FactRecord, JobRecord, NoteRecord
+from .model import EpisodeRecord, FactRecord, JobRecord, NoteRecord
 from .note_writer import LeavingMessage, leaving_messages
 from .notes import Note
 from .scoring import number_runs
@@ -34,10 +34,14 @@ __all__ = ["PendingAsk", "pending_ask", "awaiting_note", "write_note", "NoteJob"
 log = logging.getLogger("fadeway.memory")
 
 
+def _awaiting(tx: Transaction) -> list[EpisodeRecord]:
+    acked = {e for e, _ in tx.acks()}
+    return [e for e in tx.episodes() if e.state == "leaving" and e.n not in acked]
+
+
 def awaiting_note(tx: Transaction) -> list[int]:
     """The episodes leaving without a note yet: those the next note is written against."""
-    acked = {e for e, _ in tx.acks()}
-    return [e.n for e in tx.episodes() if e.state == "leaving" and e.n not in acked]
+    return [e.n for e in _awaiting(tx)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,16 +55,14 @@ class PendingAsk:
 
 def pending_ask(tx: Transaction) -> PendingAsk | None:
     """The note ask that stands, with the leaving turns' messages; None when nothing awaits."""
-    awaiting = awaiting_note(tx)
+    awaiting = _awaiting(tx)
     if not awaiting:
         return None
-    episodes = {e.n: e for e in tx.episodes()}
-    spans = [episodes[n] for n in awaiting]
-    leaving = [m for e in spans for m in tx.messages(e.first_seq, e.last_seq + 1)]
+    leaving = [m for e in awaiting for m in tx.messages(e.first_seq, e.last_seq + 1)]
     memory = tx.memory()
     assert memory is not None  # it holds episodes
-    first, *more = ask_spans(spans)
-    return PendingAsk(awaiting, blocks.note_ask(*first, *more),
+    first, *more = ask_spans(awaiting)
+    return PendingAsk([e.n for e in awaiting], blocks.note_ask(*first, *more),
                       leaving_messages(leaving, Format(memory.format)))
 
 
