@@ -715,16 +715,7 @@ def test_a_notes_facts_are_judged_against_the_episodes_remembered_when_it_was_wr
 
     mem = small.memory("m")
     history: list = []
-    for t in range(80):
-        clock.advance(60)
-        history.append(_user(t))
-        req = mem.decorate({"model": "gpt-4.1", "messages": history})
-        if _asks(req):
-            break
-        reply = chat_reply(f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)))
-        mem.report(req, reply)
-        history.append(reply["choices"][0]["message"])
-        small.drain()
+    req, _ = _until_asked(mem, small, clock, history)
     reply = chat_reply(None, tool_calls=[note_call("n1", [("Dana owns w1_1.", "Dana", "w1_1",
                                                            False)])])
     mem.report(req, reply)

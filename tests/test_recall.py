@@ -42,6 +42,14 @@ def _with_facts(eng, mem, clock, notes, **settings):
     return history
 
 
+def _asked(eng, mem, clock):
+    """`_with_facts` for the owner's facts, then QUESTION decorated: the history as sent (the
+    question last) and the decorated request."""
+    history = [*_with_facts(eng, mem, clock, [[OWNER, *OTHER]]),
+               {"role": "user", "content": QUESTION}]
+    return history, mem.decorate({"model": "gpt-4.1", "messages": history})
+
+
 def _levels(scores):
     """A scripted walk: each fact's level by its text (unknown facts are unrelated)."""
     return lambda facts, dialogue: [scores.get(f.text, 0) for f in facts]
@@ -257,9 +265,7 @@ def _unsaid(items, conversation):
 def test_distill_removes_a_block_whose_facts_were_all_said(tmp_path, clock):
     with _open(tmp_path / "r.db", clock, ScriptedJudge(distill=_unsaid)) as eng:
         mem = eng.memory("m")
-        history = _with_facts(eng, mem, clock, [[OWNER, *OTHER]])
-        history.append({"role": "user", "content": QUESTION})
-        request = mem.decorate({"model": "gpt-4.1", "messages": history})
+        history, request = _asked(eng, mem, clock)
         assert request["messages"][-1]["content"] == QUESTION
         block = request["messages"][-2]["content"]
         assert OWNER[0] in block
@@ -281,9 +287,7 @@ def test_distill_reads_the_turns_tool_outputs_as_said(tmp_path, clock):
     """A fact a tool output of the turn already stated is said: distill leaves it out."""
     with _open(tmp_path / "r.db", clock, ScriptedJudge(distill=_unsaid)) as eng:
         mem = eng.memory("m")
-        history = _with_facts(eng, mem, clock, [[OWNER, *OTHER]])
-        history.append({"role": "user", "content": QUESTION})
-        request = mem.decorate({"model": "gpt-4.1", "messages": history})
+        history, request = _asked(eng, mem, clock)
         assert OWNER[0] in request["messages"][-2]["content"]
         reply = chat_reply(None, tool_calls=[{"id": "c1", "type": "function", "function": {
             "name": "lookup_owner", "arguments": "{}"}}])
