@@ -29,7 +29,7 @@ from . import _core
 from .errors import EndpointError
 from .lane import JobHandler, register_job, run_sync
 from .cache import MemoryCache
-from .model import JobRecord, SearchHit
+from .model import FactRecord, JobRecord, SearchHit
 from .store import Transaction
 from .vectors import VectorIndex, write_atomic
 
@@ -63,10 +63,15 @@ def fingerprint(tx: Transaction, kind: str, through: int) -> str:
     at = sorted({*(1 << k for k in range(max(through, 1).bit_length()) if 1 << k <= through),
                  through} - {0})
     if kind == "fact":
-        docs = [(f.n, f"{f.text} [{f.subject}, {f.object}]") for f in tx.facts_at(at)]
+        docs = [(f.n, _fact_text(f)) for f in tx.facts_at(at)]
     else:
         docs = [(p.n, p.text) for p in tx.passages_at(at)]
     return hashlib.blake2b(json.dumps(docs).encode(), digest_size=16).hexdigest()
+
+
+def _fact_text(fact: FactRecord) -> str:
+    """A fact as it is searched: its sentence and its two entities as written."""
+    return f"{fact.text} [{fact.subject}, {fact.object}]"
 
 
 def documents(tx: Transaction, kind: str, after: int = 0) -> list[tuple[int, str]]:
@@ -75,7 +80,7 @@ def documents(tx: Transaction, kind: str, after: int = 0) -> list[tuple[int, str
     A fact is searched by its sentence and its two entities as written; an entity (embedded
     for entity resolution, not searched here) by its canonical name."""
     if kind == "fact":
-        return [(f.n, f"{f.text} [{f.subject}, {f.object}]") for f in tx.facts(after)]
+        return [(f.n, _fact_text(f)) for f in tx.facts(after)]
     if kind == "passage":
         return [(p.n, p.text) for p in tx.passages(after)]
     if kind == "entity":
