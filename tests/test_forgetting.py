@@ -700,9 +700,9 @@ def test_note_arguments_reads_only_the_messages_asked_for(small, clock):
     assert len(calls) == 2
     everything = note_arguments(mem._history)
     assert [json.loads(a)["notes"][0]["subject"] for a in everything.values()] == ["Dana", "Ben"]
-    for call_id, seq in calls.items():
-        assert note_arguments(mem._history, {seq}) == {call_id: everything[call_id]}
-    assert note_arguments(mem._history, {seq + 1 for seq in calls.values()}) == {}
+    for seq, (call_id,) in calls.items():
+        assert note_arguments(mem._history, {seq}) == {(seq, call_id): everything[seq, call_id]}
+    assert note_arguments(mem._history, {seq + 1 for seq in calls}) == {}
 
 
 def test_a_notes_facts_are_judged_against_the_episodes_remembered_when_it_was_written(small,

@@ -177,7 +177,7 @@ def test_rolling_the_mirror_back_is_as_if_it_was_never_extended(tmp_path, clock)
         rows = mem.messages()
     full = History()
     full.extend(rows)
-    assert full.note_calls and full.calls  # what a roll back has to take out
+    assert full.note_calls and full.makers  # what a roll back has to take out
     waits = []
     for count in range(len(rows), -1, -1):
         full.truncate(count)

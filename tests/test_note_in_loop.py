@@ -353,3 +353,72 @@ def test_a_responses_delta_loop_with_reasoning_items_goes_on_past_a_seal(small, 
         sealed += any(e.state in ("sealed", "forgotten") for e in mem.episodes())
     assert sealed >= 5  # it went on well past the first seal
     assert len({m.digest for m in mem.messages()}) == len(mem.messages())  # nothing twice
+
+
+def _paired_by_position(fmt: str, items: list) -> bool:
+    """Whether each reply's calls are answered right after it, one output each, and no output
+    stands anywhere else: providers pair by position as much as by id, and ids may repeat."""
+    i = 0
+    while i < len(items):
+        made, _ = _calls_and_outputs(fmt, [items[i]])
+        _, answered = _calls_and_outputs(fmt, [items[i]])
+        if answered:
+            return False  # an output no reply just made
+        i += 1
+        if fmt == "responses":  # a reply's call items come one after another
+            while made and i < len(items) and items[i].get("type") == "function_call":
+                made += _calls_and_outputs(fmt, [items[i]])[0]
+                i += 1
+        got = []
+        while i < len(items) and _calls_and_outputs(fmt, [items[i]])[1]:
+            got += _calls_and_outputs(fmt, [items[i]])[1]
+            i += 1
+        if sorted(got) != sorted(made):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("sends", ["whole history", "new messages"])
+@pytest.mark.parametrize("fmt", ["chat", "responses"])
+def test_a_provider_that_reuses_call_ids_every_turn_goes_on(small, clock, fmt, sends):
+    """Some providers number a reply's calls from 0 again on every turn (Kimi's `lookup:0`,
+    some proxies' `call_0`), so a note call and a later call of the caller's share an id, and
+    so do two notes: each note is taken, each of the caller's outputs is stored, and every
+    request pairs every call with one output."""
+    mem = small.memory("m")
+    history: list = []
+    pending: list = []
+    notes_given = lookups = 0
+    for t in range(60):
+        clock.advance(60)
+        history.append(_user(t, fmt))
+        pending.append(history[-1])
+        for _ in range(3):  # the rounds of the turn: calls, then text
+            req = mem.decorate({"model": "gpt-4.1",
+                                KEY[fmt]: history if sends == "whole history" else list(pending)})
+            pending.clear()
+            assert _paired_by_position(fmt, req[KEY[fmt]]), f"turn {t}"
+            calls = []
+            if _asks(req):
+                note = note_call("x", [(f"Dana met Lee on day {t}.", "Dana", f"day {t}",
+                                        False)])
+                calls.append(("call_0", "note", note["function"]["arguments"]))
+                notes_given += 1
+            if t % 2 == 0 and not any(b'"lookup"' in m.body for m in mem.messages()[-3:]):
+                calls.append((f"call_{len(calls)}", "lookup", json.dumps({"q": t})))
+                lookups += 1
+            reply = _reply(fmt, t, None if calls else f"answer {t} " + " ".join(
+                f"r{t}_{i}" for i in range(30)), calls)
+            result = mem.report(req, reply)
+            new = _sent_reply(fmt, reply)
+            new += [_output(fmt, c["call_id"] if fmt == "responses" else c["id"], f"result {t}")
+                    for c in result.tool_calls]
+            history.extend(new)
+            pending.extend(new)
+            if not calls:
+                break
+    assert notes_given >= 3
+    assert len(mem.export().notes) == notes_given
+    outputs = [m.body for m in mem.messages() if m.answers is not None]
+    assert len(outputs) == lookups and all(b"result" in b for b in outputs)
+    assert {e.state for e in mem.episodes()} & {"sealed", "forgotten"}

@@ -1,13 +1,15 @@
-"""The seqs a view keeps: every stored message outside the hidden ranges."""
+"""The seqs a view keeps (every stored message outside the hidden ranges), and fadeway's own
+additions told apart in a sent history."""
 
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given
+import pytest
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from fadeway import blocks
-from fadeway.view import last_user_messages, strip_own_additions, view_seqs
+from fadeway.view import last_user_messages, own_additions, strip_own_additions, view_seqs
 
 ranges = st.lists(st.tuples(st.integers(-3, 70), st.integers(-3, 70)), max_size=12)
 
@@ -20,6 +22,20 @@ def test_view_seqs_leave_out_every_hidden_range(count, hidden):
     assert view_seqs(count, np.array(hidden, dtype=np.int64).reshape(-1, 2)) == want
 
 
+def _calls(fmt: str, call_id: str, name: str) -> dict:
+    if fmt == "chat":
+        return {"role": "assistant", "content": None, "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}]}
+    return {"type": "function_call", "call_id": call_id, "name": name, "arguments": "{}"}
+
+
+def _out(fmt: str, call_id: str) -> dict:
+    if fmt == "chat":
+        return {"role": "tool", "tool_call_id": call_id, "content": "x"}
+    return {"type": "function_call_output", "call_id": call_id, "output": "x"}
+
+
+#: fadeway's additions (the outputs, while the latest call of note_1 is the note).
 _own = [{"role": "system", "content": blocks.facts_block([blocks.BlockFact("a", "b", "c")], [])},
         {"role": "tool", "tool_call_id": "note_1", "content": "noted"},
         {"type": "function_call_output", "call_id": "note_1", "output": "noted"}]
@@ -28,15 +44,37 @@ _theirs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "
            {"role": "system", "content": "Be brief."}]
 
 
-@given(st.lists(st.sampled_from(_own + _theirs), max_size=12), st.booleans())
+#: Calls whose ids the outputs above answer, a note's or the caller's (ids may repeat).
+_makers = [_calls(fmt, "note_1", name) for fmt in ("chat", "responses") for name in ("note", "x")]
+
+
+@given(st.lists(st.sampled_from(_own + _theirs + _makers), max_size=12), st.booleans())
+@example([_makers[1], _theirs[0], _own[1], _theirs[0]], True)  # note_1 is the caller's call here
 def test_the_last_user_messages_are_the_user_messages_that_end_what_stripping_keeps(
         messages, notes):
-    note_calls = {"note_1": 3} if notes else {}
-    kept = strip_own_additions(messages, note_calls)
-    users = last_user_messages(messages, note_calls)
+    answers_note = {"note_1"}.__contains__ if notes else (lambda call_id: False)
+    kept = strip_own_additions(messages, answers_note)
+    users = last_user_messages(messages, answers_note)
     tail = len(kept)
     while tail and kept[tail - 1].get("role") == "user":
         tail -= 1
     assert [m for _, m in users] == kept[tail:]
     assert all(messages[i] is m for i, m in users)
     assert [i for i, _ in users] == sorted(i for i, _ in users)
+
+
+@pytest.mark.parametrize("fmt", ["chat", "responses"])
+def test_an_output_is_fadeways_when_the_latest_call_of_its_id_before_it_is_a_note(fmt):
+    """Providers that number every turn's calls from 0 again give a note call and a later call
+    of the caller's one id: each output answers the call of its id just before it, and one
+    whose call was not sent answers the stored history's latest call of that id."""
+    user = {"role": "user", "content": "hi"}
+    sent = [_calls(fmt, "call_0", "note"), _out(fmt, "call_0"), user,
+            _calls(fmt, "call_0", "lookup"), _out(fmt, "call_0"), user]
+    for stored_says in (True, False):
+        answers_note = (lambda call_id, says=stored_says: says)
+        assert own_additions(sent, answers_note) == [False, True, False, False, False, False]
+        assert last_user_messages(sent, answers_note) == [(5, user)]
+        assert own_additions(sent[1:2], answers_note) == [stored_says]  # its call not sent
+    assert last_user_messages(
+        [*sent[3:5], user, _out(fmt, "call_1")], {"call_1"}.__contains__) == [(2, user)]

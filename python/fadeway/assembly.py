@@ -123,15 +123,17 @@ def _placed(recalled: dict[int, tuple[str, int]], current: dict[int, RecallResul
     return out
 
 
-def note_arguments(history: History, seqs: Collection[int] | None = None) -> dict[str, str]:
+def note_arguments(history: History,
+                   seqs: Collection[int] | None = None) -> dict[tuple[int, str], str]:
     """Arguments of the note calls in the stored history (those in the messages `seqs` when
-    given: a long memory holds many, and most left the view long ago), by call id."""
-    out: dict[str, str] = {}
-    held = set(history.note_calls.values())
-    for seq in sorted(held if seqs is None else held.intersection(seqs)):
+    given: a long memory holds many, and most left the view long ago), by message and call id,
+    in the order made."""
+    out: dict[tuple[int, str], str] = {}
+    held = history.note_calls.keys()
+    for seq in sorted(held if seqs is None else held & set(seqs)):
         body = plain(history.bodies[seq])
         fmt = Format.RESPONSES if body.get("type") == "function_call" else Format.CHAT_COMPLETIONS
-        out.update(notes.find_note_calls(fmt, [body]))
+        out.update(((seq, call_id), args) for call_id, args in notes.find_note_calls(fmt, [body]))
     return out
 
 
@@ -205,8 +207,8 @@ class Assembly:
         if newly_sealed:
             tx.enqueue("passages", b"{}", now)  # the job finds every sealed episode left
         role = instruction_role(fmt, parsed.instructions)
-        accepted = {call_id: notes.parse_note_arguments(args) is not None
-                    for call_id, args in note_arguments(self.history, shown).items()}
+        accepted = {key: notes.parse_note_arguments(args) is not None
+                    for key, args in note_arguments(self.history, shown).items()}
         asking = [e for e in episodes if e.state == "leaving" and e.n not in acked]
         request = parsed.request
         ask = None
@@ -223,8 +225,8 @@ class Assembly:
         # outputs for its note calls in view.
         visible = set(shown)
         added = [*([ask] if ask else []),
-                 *(notes.NOTED if accepted.get(call_id, False) else notes.NOTE_NOT_READ
-                   for call_id, seq in mirror.note_calls.items() if seq in visible)]
+                 *(notes.NOTED if accepted.get((seq, call_id), False) else notes.NOTE_NOT_READ
+                   for seq, ids in mirror.note_calls.items() if seq in visible for call_id in ids)]
         fixed = (tokens.fixed_request_tokens(ParsedRequest(fmt, request, instructions, [],
                                                            parsed.model), encoding)
                  + sum(map(mirror.tokens.__getitem__, shown))

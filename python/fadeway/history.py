@@ -20,7 +20,7 @@ from .formats import Format, Side, text_of
 from .formats.canonical import digest_of, encode_json, plain, to_plain
 from .formats.responses import CLIENT_CALL_TYPES
 from .model import MessageRecord, Unit
-from .notes import find_note_calls
+from .notes import find_note_calls, is_note_call
 from .episode_table import EpisodeTable
 from .trace_log import TraceLog
 
@@ -92,10 +92,12 @@ class History:
     sides: list[str] = field(default_factory=list)
     ats: list[float] = field(default_factory=list)
     body_bytes: int = 0  # the bodies' total size, which an engine's mirrors share a budget of
-    note_calls: dict[str, int] = field(default_factory=dict)  # note call id → seq of its message
+    #: The messages that make note calls: seq → the ids of its note calls. Some providers number
+    #: calls from 0 again every turn, so an id alone does not tell which call it is.
+    note_calls: dict[int, tuple[str, ...]] = field(default_factory=dict)
     turn: int = 0  # the turn of the last stored message
     turn_start: int = 0  # seq of the first message of that turn: the turn in progress
-    calls: set[str] = field(default_factory=set)
+    makers: dict[str, int] = field(default_factory=dict)  # call id → seq of its latest call
     row_calls: list[tuple[str, ...]] = field(default_factory=list)  # the calls each message makes
     row_answers: list[str | None] = field(default_factory=list)  # the call each output answers
     row_kinds: list[str] = field(default_factory=list)  # "message", or the Responses item type
@@ -116,7 +118,7 @@ class History:
 
     def clear(self) -> None:
         for part in (self.digests, self.sources, self.bodies, self.tokens, self.turns,
-                     self.sides, self.ats, self.note_calls, self.calls, self.row_calls,
+                     self.sides, self.ats, self.note_calls, self.makers, self.row_calls,
                      self.row_answers, self.row_kinds, self.user_seqs):
             part.clear()
         self.pending = PendingCalls()
@@ -126,14 +128,14 @@ class History:
         """Drop the messages from seq `count` on, as if they had never been extended."""
         if count >= len(self):
             return
-        for calls in self.row_calls[count:]:
-            self.calls.difference_update(calls)
         self.body_bytes -= sum(map(len, self.bodies[count:]))
         for part in (self.digests, self.sources, self.bodies, self.tokens, self.turns,
                      self.sides, self.ats, self.row_calls, self.row_answers, self.row_kinds):
             del part[count:]
-        for call_id in [c for c, seq in self.note_calls.items() if seq >= count]:
-            del self.note_calls[call_id]
+        for seq in [s for s in self.note_calls if s >= count]:
+            del self.note_calls[seq]
+        if any(seq >= count for seq in self.makers.values()):
+            self.makers = {c: s for s, calls in enumerate(self.row_calls) for c in calls}
         del self.user_seqs[bisect.bisect_left(self.user_seqs, count):]
         self.turn = self.turns[-1] if count else 0
         start = count
@@ -179,15 +181,14 @@ class History:
             self.turns.append(r.turn)
             self.sides.append(r.side)
             self.ats.append(r.at)
-            self.calls.update(r.calls)
+            self.makers.update(dict.fromkeys(r.calls, r.seq))
             self.row_calls.append(r.calls)
             self.row_answers.append(r.answers)
             self.row_kinds.append(r.kind)
             if r.side == Side.USER:
                 self.user_seqs.append(r.seq)
-            if r.calls and b'"note"' in r.body:
-                for call_id in note_call_ids(r.body):
-                    self.note_calls[call_id] = r.seq
+            if r.calls and b'"note"' in r.body and (ids := note_call_ids(r.body)):
+                self.note_calls[r.seq] = tuple(ids)
             if r.turn != self.turn:
                 self.turn, self.turn_start = r.turn, r.seq
             self._pend(r.seq)
@@ -201,7 +202,11 @@ class History:
             self.pending.answer(answered)
         elif self.row_calls[seq]:
             self.pending.made(self.row_kinds[seq], self.row_calls[seq],
-                              f"made in stored message {seq}", self.note_calls)
+                              f"made in stored message {seq}", self.note_calls.get(seq, ()))
+
+    def answers_note(self, call_id: str) -> bool:
+        """Whether an output for `call_id` answers a note call: the latest stored call so named."""
+        return call_id in self.note_calls.get(self.makers.get(call_id, -1), ())
 
     def sync(self, stored_count: int, fetch: Any) -> None:
         """Bring the mirror up to `stored_count` messages; `fetch(start)` returns the rows."""
@@ -272,16 +277,16 @@ def digests_of_sent(sent: Sequence[Any], history: History, view: Sequence[int]) 
     return out
 
 
-def _without_note_calls(message: Any, note_calls: dict[str, int]) -> dict[str, Any] | None:
+def _without_note_calls(message: Any) -> dict[str, Any] | None:
     """A stored reply as a caller rebuilding it from `report`'s tool calls sends it: without
     fadeway's note calls. None when nothing else is left (a Responses note call item, or a Chat
     reply that held only the note)."""
     if not isinstance(message, dict):
         return message
     if message.get("type") == "function_call":
-        return None if message.get("call_id") in note_calls else message
+        return None if is_note_call(Format.RESPONSES, message) else message
     calls = [c for c in message.get("tool_calls") or []
-             if not (isinstance(c, dict) and c.get("id") in note_calls)]
+             if not is_note_call(Format.CHAT_COMPLETIONS, c)]
     rest = {**message, "tool_calls": calls}
     if not calls and not text_of(rest):  # the note's name and arguments are texts too
         return None
@@ -309,7 +314,7 @@ def align(sent: Sequence[Any], sent_digests: Sequence[bytes], history: History,
     n_stored = len(history)
     if n_stored == 0 or not sent:
         return 0
-    noted = set(history.note_calls.values())
+    noted = history.note_calls
 
     def same(i: int, j: int) -> bool:
         if sent_digests[i] == history.digests[j]:
@@ -319,11 +324,11 @@ def align(sent: Sequence[Any], sent_digests: Sequence[bytes], history: History,
         mine = to_plain(sent[i], "message")
         stored = plain(history.bodies[j])
         return _alike(mine, stored) or (
-            j in noted and _alike(mine, _without_note_calls(stored, history.note_calls)))
+            j in noted and _alike(mine, _without_note_calls(stored)))
 
     def only_notes(j: int) -> bool:
         return j in noted and history.sources[j] == "reply" and _without_note_calls(
-            plain(history.bodies[j]), history.note_calls) is None
+            plain(history.bodies[j])) is None
 
     def matched(seqs: Sequence[int], k: int, j: int) -> tuple[int, int]:
         """Sent from `k` on against `seqs` from `j` on, as far as they agree: where each

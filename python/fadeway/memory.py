@@ -87,11 +87,11 @@ def _call_list(waiting: dict[str, str]) -> str:
 
 
 def _check_pairing(fmt: Format, e: Entry, where: str, pending: PendingCalls,
-                   own: set[str]) -> None:
+                   own: Sequence[str]) -> None:
     """A call's output comes after it, once, before the next user message (in Chat
     Completions, before any other message), as providers require. `pending` holds the calls of
-    the turn in progress not answered yet, and is brought up to date with `e`; `own` are
-    fadeway's note calls."""
+    the turn in progress not answered yet, and is brought up to date with `e`; `own` are the
+    ids of `e`'s note calls, which fadeway answers."""
     if e.answers is not None:
         if not pending.answer(e.answers):
             raise UnmatchedToolOutputError(
@@ -152,7 +152,7 @@ class Memory:
     def _recall(self, parsed: ParsedRequest) -> list[Pending]:
         """Recall for each of the request's new user messages, before they join the history
         (and before the write transaction: the embedder and an inline walk may take a moment)."""
-        users = last_user_messages(parsed.history, self._history.note_calls)
+        users = last_user_messages(parsed.history, self._history.answers_note)
         if not users:
             return []
         with self._engine.store.read(self.memory_id) as tx:
@@ -183,8 +183,8 @@ class Memory:
             memory = self._open(tx, fmt, now)
             self._sync(tx)
             mirror = self._history
-            parsed.instructions = strip_own_additions(parsed.instructions, mirror.note_calls)
-            parsed.history = strip_own_additions(parsed.history, mirror.note_calls)
+            parsed.instructions = strip_own_additions(parsed.instructions, mirror.answers_note)
+            parsed.history = strip_own_additions(parsed.history, mirror.answers_note)
             has_instructions = bool(parsed.instructions) or (
                 parsed.request.get("instructions") is not None)
             instructions = encode_json({"instructions": parsed.request.get("instructions"),
@@ -228,30 +228,27 @@ class Memory:
 
     def _take_notes(self, tx: Transaction, fmt: Format, since: int, now: float,
                     source: str) -> bool:
-        """Take the note calls in messages stored from `since` on; each call is taken once."""
+        """Take the note calls in the messages stored from `since` on."""
         mirror = self._history
-        calls = {cid for cid, seq in mirror.note_calls.items() if seq >= since}
-        if not calls:
+        seqs = [seq for seq in mirror.note_calls if seq >= since]
+        if not seqs:
             return False
-        taken_ids = {n.call_id for n in tx.notes()}
-        args = note_arguments(self._history, {mirror.note_calls[c] for c in calls})
         took = False
-        found = {call_id: i for i, call_id in enumerate(mirror.note_calls)}  # message order
         answered: dict[int, list[int]] = {}  # by message: the episodes its notes answer
-        for call_id in sorted(calls, key=lambda c: (mirror.note_calls[c], found[c])):
-            if call_id in taken_ids:
-                continue
-            note = notes.parse_note_arguments(args.get(call_id, ""))
+        # In the order made. Each is new, as stored now: an id may repeat (some providers number
+        # every turn's calls from 0 again), so an earlier note of the same id is another note.
+        for (seq, call_id), arguments in note_arguments(mirror, seqs).items():
+            note = notes.parse_note_arguments(arguments)
             if note is None:
                 continue  # logged by the parser; the episodes stay leaving and the ask stands
             # Note calls of one reply answer the same ask: their facts are those episodes'. A
             # reply is the run of assistant items its call sits in (Responses gives each call
             # an item of its own).
-            seq = mirror.note_calls[call_id]
-            while seq > 0 and not opens_unit(mirror.sides[seq], mirror.sides[seq - 1]):
-                seq -= 1
-            answered[seq] = self._write_note(tx, note, args[call_id], call_id, now, source,
-                                             answered.get(seq))
+            start = seq
+            while start > 0 and not opens_unit(mirror.sides[start], mirror.sides[start - 1]):
+                start -= 1
+            answered[start] = self._write_note(tx, note, arguments, call_id, now, source,
+                                               answered.get(start))
             took = True
         return took
 
@@ -300,27 +297,28 @@ class Memory:
         """Validate the new messages `sent[start:]`; nothing is written if one is bad. A request
         may end before the outputs of its last calls (a replay sends them one by one); what
         comes after them is checked when it comes."""
-        made: set[str] = set()
-        known = self._history.calls
-        own = set(self._history.note_calls)  # fadeway answers these itself
-        pending = self._history.pending.copy()  # the turn in progress's calls, unanswered
+        history = self._history
+        made: dict[str, bool] = {}  # calls made by the new messages: whether each is a note's
+        pending = history.pending.copy()  # the turn in progress's calls, unanswered
 
         def known_call(call_id: str) -> bool:
-            return call_id in known or call_id in made
+            return call_id in made or call_id in history.makers
+
+        def answers_note(call_id: str) -> bool:
+            return made[call_id] if call_id in made else history.answers_note(call_id)
 
         out = []
         for i in range(start, len(sent)):
             where = f"{label} {i}"
             e = formats.entry(fmt, sent[i], where, known_call,
                               digest=digests[i] if digests else None)
-            if e.answers in own:
+            if e.answers is not None and answers_note(e.answers):
                 # A loop that skipped `report` answered every call of the reply it sends back,
                 # the note's too: that output is fadeway's to give, not stored.
                 continue
-            if e.calls and b'"note"' in e.body:
-                own.update(note_call_ids(e.body))
+            own = note_call_ids(e.body) if e.calls and b'"note"' in e.body else []
             _check_pairing(fmt, e, where, pending, own)
-            made.update(e.calls)
+            made.update((c, c in own) for c in e.calls)
             out.append(e)
         return out
 
@@ -359,7 +357,7 @@ class Memory:
                     "decorate first")
             self._check_format(memory.format, parsed.format)
             self._sync(tx)
-            sent = strip_own_additions(parsed.history, self._history.note_calls)
+            sent = strip_own_additions(parsed.history, self._history.answers_note)
             last_digest = digest_of(sent[-1], "the request's last message") if sent else None
             result = ReportResult(
                 tool_calls=notes.without_note_calls(parsed.format, reply.tool_calls))

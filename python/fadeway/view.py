@@ -10,7 +10,7 @@ stored as the caller's messages.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -19,9 +19,12 @@ import numpy as np
 from . import blocks, notes
 from .errors import InvalidRequestError
 from .formats import Format
+from .formats.canonical import to_plain
+from .formats.responses import CLIENT_CALL_TYPES
 from .history import History
 
-__all__ = ["instruction_role", "block_message", "strip_own_additions", "is_user_message",
+__all__ = ["instruction_role", "block_message", "own_additions", "strip_own_additions",
+           "is_user_message",
            "last_user_messages", "history_view", "view_seqs", "with_note_tool", "note_ask_allowed",
            "caller_tools"]
 
@@ -40,21 +43,76 @@ def block_message(role: str, text: str) -> dict[str, Any]:
     return {"role": role, "content": text}
 
 
-def _own_addition(m: Any, note_calls: dict[str, int]) -> bool:
-    """Whether a sent message is one of fadeway's blocks or its output for its own note call."""
+def _made_calls(m: Any) -> dict[str, bool]:
+    """The calls a sent message or item makes, by id: whether each is a note call."""
     if not isinstance(m, dict):
-        return False
-    role = m.get("role")
-    if role in ("system", "developer"):
-        return blocks.is_block(m.get("content"))
-    return bool(note_calls) and (
-        (role == "tool" and m.get("tool_call_id") in note_calls)
-        or (m.get("type") == "function_call_output" and m.get("call_id") in note_calls))
+        if not (getattr(m, "tool_calls", None) or getattr(m, "type", None) in CLIENT_CALL_TYPES):
+            return {}
+        m = to_plain(m, "message")  # an SDK object's calls count as made all the same
+    if m.get("role") == "assistant" and isinstance(m.get("tool_calls"), list):
+        return {c["id"]: notes.is_note_call(Format.CHAT_COMPLETIONS, c) for c in m["tool_calls"]
+                if isinstance(c, dict) and isinstance(c.get("id"), str)}
+    if m.get("type") in CLIENT_CALL_TYPES and isinstance(m.get("call_id"), str):
+        return {m["call_id"]: notes.is_note_call(Format.RESPONSES, m)}
+    return {}
 
 
-def strip_own_additions(messages: Sequence[Any], note_calls: dict[str, int]) -> list[Any]:
-    """`messages` without fadeway's blocks and its outputs for its own note calls."""
-    return [m for m in messages if not _own_addition(m, note_calls)]
+def _answered(m: Any) -> str | None:
+    """The call a sent tool output answers; None for anything else."""
+    if not isinstance(m, dict):
+        return None
+    call_id = m.get("tool_call_id") if m.get("role") == "tool" else (
+        m.get("call_id") if m.get("type") == "function_call_output" else None)
+    return call_id if isinstance(call_id, str) else None
+
+
+def _is_block(m: Any) -> bool:
+    return isinstance(m, dict) and m.get("role") in ("system", "developer") and blocks.is_block(
+        m.get("content"))
+
+
+def own_additions(messages: Sequence[Any], answers_note: Callable[[str], bool]) -> list[bool]:
+    """For each sent message, whether it is one of fadeway's additions: a block, or fadeway's
+    output for a note call. An output answers the latest call of its id before it in `messages`
+    or, when `messages` makes none, the one `answers_note(call_id)` tells of (the stored
+    history's latest): some providers give every turn's calls the same ids again."""
+    latest: dict[str, bool] = {}  # call id → whether its latest call so far is a note call
+    out = [False] * len(messages)
+    for i, m in enumerate(messages):  # one pass over a long history: kept to plain lookups
+        if type(m) is not dict:
+            latest.update(_made_calls(m))
+            continue
+        role = m.get("role")
+        if role == "tool" or (role is None and m.get("type") == "function_call_output"):
+            answered = _answered(m)
+            if answered is not None:
+                out[i] = latest[answered] if answered in latest else answers_note(answered)
+        elif role == "system" or role == "developer":
+            out[i] = blocks.is_block(m.get("content"))
+        elif (role == "assistant" and m.get("tool_calls")) or (
+                role is None and m.get("type") in CLIENT_CALL_TYPES):
+            latest.update(_made_calls(m))
+    return out
+
+
+def _own_at(messages: Sequence[Any], i: int, answers_note: Callable[[str], bool]) -> bool:
+    """`own_additions(messages, answers_note)[i]`, looking back from `i` only as far as needed."""
+    answered = _answered(messages[i])
+    if answered is None:
+        return _is_block(messages[i])
+    for j in range(i - 1, -1, -1):
+        made = _made_calls(messages[j])
+        if answered in made:
+            return made[answered]
+    return answers_note(answered)
+
+
+def strip_own_additions(messages: Sequence[Any],
+                        answers_note: Callable[[str], bool]) -> list[Any]:
+    """`messages` without fadeway's blocks and its outputs for its own note calls
+    (`own_additions`)."""
+    own = own_additions(messages, answers_note)
+    return [m for m, mine in zip(messages, own, strict=True) if not mine]
 
 
 def is_user_message(message: Any) -> bool:
@@ -64,13 +122,13 @@ def is_user_message(message: Any) -> bool:
 
 
 def last_user_messages(messages: Sequence[Any],
-                       note_calls: dict[str, int]) -> list[tuple[int, Any]]:
+                       answers_note: Callable[[str], bool]) -> list[tuple[int, Any]]:
     """The user messages that end `messages` once fadeway's additions are stripped, in order,
     each with its index in `messages`: the messages no reply has followed yet (empty when the
     last message is not a user's)."""
     run: list[tuple[int, Any]] = []
     for i in range(len(messages) - 1, -1, -1):
-        if _own_addition(messages[i], note_calls):
+        if _own_at(messages, i, answers_note):
             continue
         if not is_user_message(messages[i]):
             break
@@ -92,7 +150,8 @@ def view_seqs(count: int, hidden: Sequence[tuple[int, int]] | np.ndarray) -> lis
     return np.flatnonzero(np.cumsum(marks[:-1]) <= 0).tolist()
 
 
-def history_view(fmt: Format, history: History, seqs: Sequence[int], accepted: dict[str, bool],
+def history_view(fmt: Format, history: History, seqs: Sequence[int],
+                 accepted: dict[tuple[int, str], bool],
                  before: dict[int, Any] | None = None) -> list[Any]:
     """The stored messages `seqs` (what `view_seqs` leaves in view), each note call followed by
     fadeway's output for it, and the `before` messages (recall blocks) just before the seqs
@@ -102,17 +161,14 @@ def history_view(fmt: Format, history: History, seqs: Sequence[int], accepted: d
     view = msgspec.json.decode(b"[" + b",".join(map(history.bodies.__getitem__, seqs)) + b"]")
     if not history.note_calls and not before:
         return view
-    by_seq: dict[int, list[str]] = {}
-    for call_id, seq in history.note_calls.items():
-        by_seq.setdefault(seq, []).append(call_id)
     out: list[Any] = []
     before = before or {}
     for message, seq in zip(view, seqs, strict=True):
         if seq in before:
             out.append(before[seq])
         out.append(message)
-        for call_id in by_seq.get(seq, ()):
-            out.append(notes.note_output(fmt, call_id, accepted.get(call_id, False)))
+        for call_id in history.note_calls.get(seq, ()):
+            out.append(notes.note_output(fmt, call_id, accepted.get((seq, call_id), False)))
     return out
 
 
