@@ -761,6 +761,47 @@ def test_a_facts_block_too_large_for_the_current_turn_is_forgotten_down_to_fit(t
     eng.close()
 
 
+def test_a_facts_block_stays_bounded_when_the_room_for_the_next_call_is_large(small, clock):
+    """A large tool output every fifth turn (half the ceiling) makes the room for the next call
+    so large that no current turn fits beside it and the fixed part, even with an empty facts
+    block. The block still gives way, as far as the room allows: it does not grow with every
+    note, and a request that starts no fade stands within the ceiling."""
+    from helpers import call, note_call
+
+    mem = small.memory("m")
+    history: list = []
+    over, largest_block = [], 0
+    for t in range(90):
+        clock.advance(60)
+        history.append(_user(t))
+        while True:
+            leaving = {n for n, s in _states(mem).items() if s == "leaving"}
+            req = mem.decorate({"model": "gpt-4.1", "messages": history})
+            starts = {n for n, s in _states(mem).items() if s == "leaving"} - leaving
+            if mem.measure(req) > CEILING and not starts:
+                over.append((t, mem.measure(req)))
+            block = req["messages"][0]["content"] if req["messages"][0]["role"] == "system" else ""
+            largest_block = max(largest_block, len(block))
+            made = [note_call(f"n{t}_{len(history)}", [
+                (f"Dana{t}x{k} met Lee about item {k}.", f"Dana{t}x{k}", f"item {k}", False)
+                for k in range(4)])] if _asks(req) else []
+            if t % 5 == 0 and history[-1]["role"] == "user":
+                made.append(call(f"read_{t}", "read_file", '{"path": "big.txt"}'))
+            reply = chat_reply(f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)),
+                               tool_calls=made or None)
+            result = mem.report(req, reply)
+            history.append(reply["choices"][0]["message"])
+            history += [{"role": "tool", "tool_call_id": c["id"], "content": " ".join(
+                ["alpha beta gamma delta"] * 375) + f" t{t}"} for c in result.tool_calls]
+            small.drain()
+            if not result.tool_calls:
+                break
+    assert not over
+    assert "forgotten" in _states(mem).values()
+    assert largest_block < 4 * CEILING  # characters: the block never outgrows the ceiling
+    assert len(mem.export().messages) == len(history)  # forgotten is not deleted
+
+
 def test_a_facts_block_gives_way_when_only_the_current_turn_is_in_view(small, clock):
     """An agent turn runs long after the earlier turns sealed: the view holds only that turn,
     which fits under the ceiling on its own but not beside a large facts block. The block gives

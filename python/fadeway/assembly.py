@@ -306,8 +306,10 @@ class Assembly:
         plan = budget(engine.ceiling, fixed + block, room, typical, current)
         # Whether the current turn fits beside a facts block forgetting could empty: then a
         # block too large for it gives way (the fade goes on below the budget, not only the
-        # landing, which stops at the current turn); else forgetting the block gains nothing.
-        fits = current <= engine.ceiling - fixed - room
+        # landing, which stops at the current turn), keeping what room for the next call it can
+        # (a large recent step may leave none); else forgetting the block gains nothing.
+        fits = current <= engine.ceiling - fixed
+        room_left = min(room, engine.ceiling - fixed - current)
         silent = silence(mirror, before)
         sleeping = silent >= C.SLEEP_GAP_SECONDS
         if history_tokens <= plan.budget and not sleeping:
@@ -334,7 +336,7 @@ class Assembly:
             block_sizes, {n: [f.n for f in fs] for n, fs in sealed_facts.items()}, fact_sizes,
             ratio, history_tokens, block,
             lambda b: landing(engine.ceiling, fixed + b, room, typical, current),
-            (lambda b: np.maximum(0, engine.ceiling - fixed - b - room)) if fits else None)
+            (lambda b: np.maximum(0, engine.ceiling - fixed - b - room_left)) if fits else None)
         acked = {e for e, _ in known.acks}
         states = {n: ("sealed" if n in acked else "leaving") if live else "forgotten"
                   for n, live in zip(picked.numbers.tolist(), picked.live.tolist(), strict=True)}
