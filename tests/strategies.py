@@ -340,6 +340,10 @@ def responses_conversations(draw: st.DrawFn, *, max_turns: int = 3, max_tool_ste
         _maybe(draw, "temperature", st.floats(0, 2, allow_nan=False), request)
         _maybe(draw, "max_output_tokens", st.integers(16, 4096), request)
         _maybe(draw, "store", st.booleans(), request)
+        if request.get("store") is False and isinstance(request["input"], list):
+            # Nothing is kept provider-side: reasoning goes back with its encrypted content.
+            request["input"] = [{**i, "encrypted_content": f"enc-{i['id']}"}
+                                if i.get("type") == "reasoning" else i for i in request["input"]]
         _maybe(draw, "metadata", st.dictionaries(st.text(_NAME_ALPHABET, min_size=1, max_size=8),
                                                  texts(max_size=10), max_size=2), request)
         if draw(st.booleans()):

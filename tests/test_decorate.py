@@ -144,6 +144,70 @@ def test_reasoning_items_are_told_by_id_or_encrypted_content(engine):
         mem.decorate({"model": "o4-mini", "input": [*history, other, echo[1], user("and now?")]})
 
 
+def _reasoned(fmt: str, calls: bool) -> tuple[dict, list[dict], list[dict]]:
+    """A reasoning model's reply (DeepSeek's `reasoning_content`, or a Responses reasoning item
+    without encrypted content), its items as a caller that strips the reasoning sends them back,
+    and the outputs of its calls."""
+    if fmt == "chat":
+        message = {"role": "assistant", "content": None if calls else "4",
+                   "reasoning_content": "2 + 2 is 4."}
+        if calls:
+            message["tool_calls"] = [call("c1")]
+        stripped = [{k: v for k, v in message.items() if k != "reasoning_content"}]
+        outputs = [{"role": "tool", "tool_call_id": "c1", "content": "42"}] if calls else []
+        return chat_reply(None) | {"choices": [{"index": 0, "finish_reason": "stop",
+                                                "message": message}]}, stripped, outputs
+    items = [{"type": "reasoning", "id": "rs_1", "summary": []}]
+    items += [{"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "lookup",
+               "arguments": "{}", "status": "completed"}] if calls else [
+        {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": "4", "annotations": []}]}]
+    outputs = [{"type": "function_call_output", "call_id": "c1", "output": "42"}] if calls else []
+    return {"id": "resp_1", "output": items}, items[1:], outputs
+
+
+@pytest.mark.parametrize("sends", ["whole history", "new messages"])
+@pytest.mark.parametrize("calls", [False, True], ids=["text", "calls"])
+@pytest.mark.parametrize("fmt", ["chat", "responses"])
+def test_a_reply_sent_back_without_its_reasoning_is_the_stored_reply(engine, fmt, calls, sends):
+    """DeepSeek's older docs told callers to drop `reasoning_content`, many frameworks keep only
+    role, content and calls, and a stateless Responses caller cannot send back a reasoning item
+    it holds no encrypted content for: the reply without its reasoning is the stored one, not
+    an edit (a conflict) nor new messages (stored twice)."""
+    mem = engine.memory("m")
+    key = "messages" if fmt == "chat" else "input"
+    history = [user("What is 2+2?")]
+    req = mem.decorate({"model": "m", key: history})
+    response, stripped, outputs = _reasoned(fmt, calls)
+    mem.report(req, response)
+    stored = len(mem.messages())
+    new = [*stripped, *outputs, user("And 3+3?")]
+    mem.decorate({"model": "m", key: [*history, *new] if sends == "whole history" else new})
+    assert len(mem.messages()) == stored + len(outputs) + 1
+    assert [m.source for m in mem.messages()][-len(outputs) - 1:] == ["request"] * (
+        len(outputs) + 1)
+
+
+def test_a_stateless_responses_request_gets_no_reasoning_it_cannot_resolve(engine):
+    """With `store: false` the provider keeps no items, so a reasoning item sent back by id
+    alone is refused ("Item with id 'rs_...' not found"): the view leaves out stored reasoning
+    items without encrypted content, and keeps those with it. With items stored (the default),
+    an id is enough."""
+    mem = engine.memory("m")
+    history = [user("What is 2+2?")]
+    req = mem.decorate({"model": "m", "input": history, "store": False})
+    plain = {"type": "reasoning", "id": "rs_1", "summary": []}
+    sealed = {"type": "reasoning", "id": "rs_2", "summary": [], "encrypted_content": "enc"}
+    answer = {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+              "content": [{"type": "output_text", "text": "4", "annotations": []}]}
+    mem.report(req, {"id": "resp_1", "output": [plain, sealed, answer]})
+    ask = [user("And 3+3?")]
+    stateless = mem.decorate({"model": "m", "input": ask, "store": False})
+    assert [i.get("id") for i in stateless["input"]] == [None, "rs_2", "msg_1", None]
+    stored = mem.decorate({"model": "m", "input": []})
+    assert [i.get("id") for i in stored["input"]] == [None, "rs_1", "rs_2", "msg_1", None]
+
+
 def test_only_new_messages_may_echo_the_reported_reply(engine):
     mem = engine.memory("m")
     req = mem.decorate({"messages": [user("q")]})

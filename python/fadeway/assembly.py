@@ -46,7 +46,7 @@ from .model import EpisodeRecord, MemoryRecord, MessageRecord
 from .recall import RecallResult
 from .recall_turns import blocks_in_view, fix_finals
 from .store import Transaction
-from .view import block_message, history_view, instruction_role, view_seqs
+from .view import block_message, history_view, instruction_role, stateless, view_seqs
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -237,7 +237,8 @@ class Assembly:
             current = self._within_ceiling(current, over, ratio)
             recalled = _placed(recalled, current)
         view = history_view(fmt, mirror, shown, accepted,
-                            {seq: block_message(role, text) for seq, (text, _) in recalled.items()})
+                            {seq: block_message(role, text) for seq, (text, _) in recalled.items()},
+                            keeps_items=not stateless(fmt, request))
         if ask:
             view.append(block_message(role, ask))
         estimate = fixed + sum(size for _, size in recalled.values())

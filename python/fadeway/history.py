@@ -223,13 +223,20 @@ def note_call_ids(body: bytes) -> list[str]:
     return [call_id for call_id, _ in find_note_calls(fmt, [message])]
 
 
+#: Fields of a Chat Completions reply that hold the model's reasoning (DeepSeek, vLLM,
+#: OpenRouter): callers and frameworks that keep only role, content and calls leave them out.
+_REASONING_FIELDS = frozenset({"reasoning_content", "reasoning", "reasoning_details", "thinking"})
+
+
 def _essence(message: Any) -> tuple:
-    """What makes a reply the same reply: role, kind, texts and call ids, nothing cosmetic."""
+    """What makes a reply the same reply: role, kind, texts and call ids, nothing cosmetic nor
+    the reasoning beside its text."""
     if not isinstance(message, dict):
         return ()
     calls = [c.get("id") for c in message.get("tool_calls") or [] if isinstance(c, dict)]
+    said = {k: v for k, v in message.items() if k not in _REASONING_FIELDS}
     return (message.get("role"), message.get("type") or "message",
-            tuple(map(_json_text, text_of(message))), tuple(calls), message.get("call_id"))
+            tuple(map(_json_text, text_of(said))), tuple(calls), message.get("call_id"))
 
 
 def _alike(sent: Any, stored: Any) -> bool:
@@ -326,9 +333,14 @@ def align(sent: Sequence[Any], sent_digests: Sequence[bytes], history: History,
         return _alike(mine, stored) or (
             j in noted and _alike(mine, _without_note_calls(stored)))
 
-    def only_notes(j: int) -> bool:
-        return j in noted and history.sources[j] == "reply" and _without_note_calls(
-            plain(history.bodies[j])) is None
+    def may_be_missing(j: int) -> bool:
+        """A stored reply item a rebuilt history may leave out: one that held only note calls,
+        or a reasoning item (a client without its encrypted content cannot send it back)."""
+        if history.sources[j] != "reply":
+            return False
+        if history.row_kinds[j] == "reasoning":
+            return True
+        return j in noted and _without_note_calls(plain(history.bodies[j])) is None
 
     def matched(seqs: Sequence[int], k: int, j: int) -> tuple[int, int]:
         """Sent from `k` on against `seqs` from `j` on, as far as they agree: where each
@@ -336,19 +348,23 @@ def align(sent: Sequence[Any], sent_digests: Sequence[bytes], history: History,
         while k < len(sent) and j < len(seqs):
             if same(k, seqs[j]):
                 k, j = k + 1, j + 1
-            elif only_notes(seqs[j]):
+            elif may_be_missing(seqs[j]):
                 j += 1
             else:
                 break
         if k == len(sent):
-            while j < len(seqs) and only_notes(seqs[j]):
+            while j < len(seqs) and may_be_missing(seqs[j]):
                 j += 1
         return k, j
 
     for seqs in (range(n_stored), view):
         if not seqs:
             continue
-        if not same(0, seqs[0]):
+        first = 0  # a view may open with items the sent history leaves out
+        while first + 1 < len(seqs) and not same(0, seqs[first]) and may_be_missing(
+                seqs[first]):
+            first += 1
+        if not same(0, seqs[first]):
             if min(len(seqs), len(sent)) > _EDIT_EVIDENCE and all(
                     same(k, seqs[k]) for k in range(1, _EDIT_EVIDENCE + 1)):
                 raise HistoryConflictError(
@@ -357,7 +373,7 @@ def align(sent: Sequence[Any], sent_digests: Sequence[bytes], history: History,
                     "cannot be edited. To send only new messages, leave out what was sent "
                     "before.")
             continue
-        k, j = matched(seqs, 1, 1)
+        k, j = matched(seqs, 1, first + 1)
         if k < len(sent) and j < len(seqs):
             raise HistoryConflictError(
                 f"message {k} of the sent history differs from stored message {seqs[j]}; a "

@@ -24,9 +24,8 @@ from .formats.responses import CLIENT_CALL_TYPES
 from .history import History
 
 __all__ = ["instruction_role", "block_message", "own_additions", "strip_own_additions",
-           "is_user_message",
-           "last_user_messages", "history_view", "view_seqs", "with_note_tool", "note_ask_allowed",
-           "caller_tools"]
+           "is_user_message", "last_user_messages", "history_view", "stateless", "view_seqs",
+           "with_note_tool", "note_ask_allowed", "caller_tools"]
 
 
 def instruction_role(fmt: Format, instructions: Sequence[Any]) -> str:
@@ -150,12 +149,29 @@ def view_seqs(count: int, hidden: Sequence[tuple[int, int]] | np.ndarray) -> lis
     return np.flatnonzero(np.cumsum(marks[:-1]) <= 0).tolist()
 
 
+def stateless(fmt: Format, request: dict[str, Any]) -> bool:
+    """Whether the provider keeps no items for `request` (Responses with `store: false`), so a
+    reasoning item sent back by id alone is refused ("Item with id 'rs_...' not found")."""
+    return fmt is Format.RESPONSES and request.get("store") is False
+
+
+def _unresolvable(history: History, seq: int) -> bool:
+    """A stored reasoning item without its encrypted content: the provider resolves it by id
+    only from the items it stored."""
+    return history.row_kinds[seq] == "reasoning" and not msgspec.json.decode(
+        history.bodies[seq]).get("encrypted_content")
+
+
 def history_view(fmt: Format, history: History, seqs: Sequence[int],
                  accepted: dict[tuple[int, str], bool],
-                 before: dict[int, Any] | None = None) -> list[Any]:
+                 before: dict[int, Any] | None = None, *, keeps_items: bool = True
+                 ) -> list[Any]:
     """The stored messages `seqs` (what `view_seqs` leaves in view), each note call followed by
     fadeway's output for it, and the `before` messages (recall blocks) just before the seqs
-    they belong to."""
+    they belong to. For a provider that keeps no items (`keeps_items` false, see
+    `stateless`), reasoning items without encrypted content are left out."""
+    if not keeps_items:
+        seqs = [seq for seq in seqs if not _unresolvable(history, seq)]
     if not seqs:
         return []
     view = msgspec.json.decode(b"[" + b",".join(map(history.bodies.__getitem__, seqs)) + b"]")
