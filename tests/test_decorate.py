@@ -206,6 +206,25 @@ def test_a_stateless_responses_request_gets_no_reasoning_it_cannot_resolve(engin
     assert [i.get("id") for i in stateless["input"]] == [None, "rs_2", "msg_1", None]
     stored = mem.decorate({"model": "m", "input": []})
     assert [i.get("id") for i in stored["input"]] == [None, "rs_1", "rs_2", "msg_1", None]
+    # The stateless request is the one decorate returned: report finds it, once, and the request
+    # itself resent (a retry) is the stored history.
+    stateless = mem.decorate({"model": "m", "input": [], "store": False})
+    count = len(mem.messages())
+    answer2 = {**answer, "id": "msg_2"}
+    for _ in range(2):
+        mem.report(stateless, {"id": "resp_2", "output": [answer2]})
+    assert len(mem.messages()) == count + 1
+    more = [user("And 4+4?")]
+    again = mem.decorate({**stateless, "input": [*stateless["input"], answer2, *more]})
+    assert len(mem.messages()) == count + 2 and again["input"][-2:] == [answer2, *more]
+    # A caller that skips report sends the reply items itself: the same, from its request.
+    other = engine.memory("other")
+    sent = other.decorate({"model": "m", "input": [*history, plain, answer, *ask],
+                           "store": False})
+    assert [i.get("id") for i in sent["input"]] == [None, "msg_1", None]
+    other.decorate({**sent, "input": [*sent["input"], answer2, *more]})
+    assert [m.kind for m in other.messages()] == ["message", "reasoning", "message", "message",
+                                                  "message", "message"]
 
 
 def test_only_new_messages_may_echo_the_reported_reply(engine):

@@ -4,7 +4,8 @@ A hypothesis-drawn run of turns (user messages of varied length, sometimes sever
 model answers, caller tool calls, silences from a minute to more than a day) goes through
 decorate and report under a low ceiling, in both wire formats, with a scripted model that
 answers the note ask or ignores it as the draw says (in Responses, sometimes with a reasoning
-item, and with the note call beside a call of the caller's). After every call:
+item, and with the note call beside a call of the caller's), with call ids unique or, as some
+providers give them, numbered from 0 again in every reply. After every call:
 
 - a tool call is never separated from its output, and the turn in progress is never cut;
 - traces are never edited, and forgetting never deletes (messages, facts, traces stay);
@@ -93,12 +94,12 @@ class Chat:
         return any(t.get("function", {}).get("name") == "note" for t in request.get("tools") or [])
 
     @staticmethod
-    def reply(t: int, step: int, text: bool, note: bool, calls: list[str],
+    def reply(t: int, step: int, text: bool, note: str | None, calls: list[str],
               reasoning: bool) -> tuple[dict, list[dict]]:
-        """The reply body and the items the caller keeps of it: a note call alone, the caller's
-        calls, or an answer."""
+        """The reply body and the items the caller keeps of it: a note call alone (`note`, its
+        id), the caller's calls, or an answer."""
         if note:
-            made = [call(f"note_{t}", "note", note_arguments(f"note_{t}"))]
+            made = [call(note, "note", note_arguments(f"note_{t}"))]
             body = chat_reply(None, tool_calls=made)
         elif calls:
             body = chat_reply(None, tool_calls=[call(c) for c in calls])
@@ -116,9 +117,13 @@ class Chat:
         return [c["id"] for c in result.tool_calls]
 
     @staticmethod
-    def ours(m: dict) -> bool:
-        return m.get("role") in ("system", "developer") or m.get(
-            "tool_call_id", "").startswith("note_")
+    def made(m: dict) -> dict[str, bool]:
+        """The calls a message makes, by id: whether each is a note call."""
+        return {c["id"]: c["function"]["name"] == "note" for c in m.get("tool_calls") or []}
+
+    @staticmethod
+    def answers(m: dict) -> str | None:
+        return m.get("tool_call_id")
 
     @staticmethod
     def check_calls_answered(messages: list[dict]) -> None:
@@ -148,15 +153,15 @@ class Responses:
         return any(t.get("name") == "note" for t in request.get("tools") or [])
 
     @staticmethod
-    def reply(t: int, step: int, text: bool, note: bool, calls: list[str],
+    def reply(t: int, step: int, text: bool, note: str | None, calls: list[str],
               reasoning: bool) -> tuple[dict, list[dict]]:
-        """The reply: a reasoning item if drawn, the note call, the answer or the caller's
-        calls (beside the note call when both are drawn)."""
+        """The reply: a reasoning item if drawn, the note call (`note`, its id), the answer or
+        the caller's calls (beside the note call when both are drawn)."""
         items: list[dict] = []
         if reasoning:
             items.append({"type": "reasoning", "id": f"rs_{t}_{step}", "summary": []})
         if note:
-            items.append(Responses._call(f"note_{t}", "note", note_arguments(f"note_{t}")))
+            items.append(Responses._call(note, "note", note_arguments(f"note_{t}")))
         if text:
             items.append({"type": "message", "id": f"msg_{t}_{step}", "role": "assistant",
                           "status": "completed", "content": [{
@@ -183,23 +188,42 @@ class Responses:
         return [c["call_id"] for c in result.tool_calls]
 
     @staticmethod
-    def ours(m: dict) -> bool:
-        return m.get("role") in ("system", "developer") or m.get(
-            "call_id", "").startswith("note_")
+    def made(m: dict) -> dict[str, bool]:
+        return {m["call_id"]: m["name"] == "note"} if m.get("type") == "function_call" else {}
+
+    @staticmethod
+    def answers(m: dict) -> str | None:
+        return m["call_id"] if m.get("type") == "function_call_output" else None
 
     @staticmethod
     def check_calls_answered(items: list[dict]) -> None:
-        """Every function call is answered by an output after it, and every output answers a
-        call before it."""
-        made: list[str] = []
-        answered: list[str] = []
+        """Every function call is answered once, after its reply's calls and before anything
+        else (ids may repeat across replies), and every output answers such a call."""
+        waiting: set[str] = set()
         for m in items:
             if m.get("type") == "function_call":
-                made.append(m["call_id"])
+                assert m["call_id"] not in waiting, m
+                waiting.add(m["call_id"])
             elif m.get("type") == "function_call_output":
-                assert m["call_id"] in made and m["call_id"] not in answered, m
-                answered.append(m["call_id"])
-        assert sorted(made) == sorted(answered), (made, answered)
+                assert m["call_id"] in waiting, m
+                waiting.discard(m["call_id"])
+            elif m.get("type") != "reasoning":
+                assert not waiting, f"calls {waiting} separated from their outputs"
+        assert not waiting, f"calls {waiting} left unanswered"
+
+
+def theirs(items: list[dict], wire: type[Chat] | type[Responses]) -> list[dict]:
+    """`items` without fadeway's blocks and its outputs for its note calls: an output answers
+    the latest call of its id before it."""
+    note: dict[str, bool] = {}
+    out = []
+    for m in items:
+        answered = wire.answers(m)
+        if m.get("role") in ("system", "developer") or (answered and note.get(answered)):
+            continue
+        note.update(wire.made(m))
+        out.append(m)
+    return out
 
 
 def check_forward(before: dict[int, str], after: dict[int, str]) -> None:
@@ -213,8 +237,8 @@ def user(t: int, words: int) -> dict:
 
 @pytest.mark.parametrize("wire", [Chat, Responses], ids=["chat", "responses"])
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(script=turns)
-def test_forgetting_keeps_its_promises_over_random_conversations(wire, script):
+@given(script=turns, reused_ids=st.booleans())
+def test_forgetting_keeps_its_promises_over_random_conversations(wire, script, reused_ids):
     clock, log = Clock(), FadeLog()
     logger = logging.getLogger("fadeway")
     logger.addHandler(log)
@@ -225,7 +249,7 @@ def test_forgetting_keeps_its_promises_over_random_conversations(wire, script):
                               ceiling=CEILING, judge=ScriptedJudge(), episode_min_tokens=100,
                               episode_max_tokens=400, cut_after_tokens=600)
         try:
-            run(engine, engine.memory("m"), clock, log, script, wire)
+            run(engine, engine.memory("m"), clock, log, script, wire, reused_ids)
         finally:
             engine.close()
             logger.removeHandler(log)
@@ -233,7 +257,7 @@ def test_forgetting_keeps_its_promises_over_random_conversations(wire, script):
 
 
 def run(engine: fadeway.Engine, mem: fadeway.Memory, clock: Clock, log: FadeLog,
-        script: list[Turn], wire: type[Chat] | type[Responses]) -> None:
+        script: list[Turn], wire: type[Chat] | type[Responses], reused_ids: bool) -> None:
     history: list[dict] = []
     states: dict[int, str] = {}
     traces: list = []
@@ -268,16 +292,18 @@ def run(engine: fadeway.Engine, mem: fadeway.Memory, clock: Clock, log: FadeLog,
             # the view, in order (past the blocks and note outputs fadeway adds).
             items = request[wire.key]
             wire.check_calls_answered(items)
-            shown = [m for m in items if not wire.ours(m)]
-            mine = [m for m in history[turn_start:] if not wire.ours(m)]
+            shown = theirs(items, wire)
+            mine = history[turn_start:]
             assert shown[len(shown) - len(mine):] == mine
             note = wire.asks(request) and turn.answers_ask and not noted
             calls = []
             if calls_made < turn.tool_calls and (not note or (wire is Responses
                                                              and turn.with_call)):
-                calls, calls_made = [f"call_{t}_{calls_made}"], calls_made + 1
+                calls = [f"call_{int(note)}" if reused_ids else f"call_{t}_{calls_made}"]
+                calls_made += 1
             text = not calls and (wire is Responses or not note)
-            reply, kept = wire.reply(t, step, text, note, calls, reasoning=turn.with_call)
+            note_id = ("call_0" if reused_ids else f"note_{t}") if note else None
+            reply, kept = wire.reply(t, step, text, note_id, calls, reasoning=turn.with_call)
             noted, step = noted or note, step + 1
             result = mem.report(request, reply)
             assert wire.call_ids(result) == calls

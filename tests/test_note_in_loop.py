@@ -422,3 +422,20 @@ def test_a_provider_that_reuses_call_ids_every_turn_goes_on(small, clock, fmt, s
     outputs = [m.body for m in mem.messages() if m.answers is not None]
     assert len(outputs) == lookups and all(b"result" in b for b in outputs)
     assert {e.state for e in mem.episodes()} & {"sealed", "forgotten"}
+
+
+@pytest.mark.parametrize("fmt", ["chat", "responses"])
+def test_a_reply_that_gives_two_calls_one_id_is_refused_before_anything_is_stored(small, clock,
+                                                                                  fmt):
+    """Ids may repeat across replies, not within one: two outputs for one id could not be told
+    apart (a note's and a lookup's, or two notes'), so the reply is refused rather than one of
+    them lost."""
+    mem = small.memory("m")
+    req, t = _until_ask(mem, clock, fmt, [], [])
+    stored = len(mem.messages())
+    note = note_call("x", FACT)["function"]["arguments"]
+    for second in ("lookup", "note"):
+        reply = _reply(fmt, t, None, [("call_0", "note", note), ("call_0", second, note)])
+        with pytest.raises(fadeway.errors.InvalidMessageError, match="'call_0', an id its reply"):
+            mem.report(req, reply)
+        assert len(mem.messages()) == stored and not mem.export().notes

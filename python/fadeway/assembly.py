@@ -46,7 +46,8 @@ from .model import EpisodeRecord, MemoryRecord, MessageRecord
 from .recall import RecallResult
 from .recall_turns import blocks_in_view, fix_finals
 from .store import Transaction
-from .view import block_message, history_view, instruction_role, stateless, view_seqs
+from .view import (block_message, history_view, instruction_role, resolvable, stateless,
+                   view_seqs)
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -206,6 +207,8 @@ class Assembly:
         newly_sealed = {e.n for e in episodes if e.state == "sealed"} - sealed_before
         if newly_sealed:
             tx.enqueue("passages", b"{}", now)  # the job finds every sealed episode left
+        if stateless(fmt, parsed.request):
+            shown = resolvable(mirror, shown)  # the request, its size and its key without them
         role = instruction_role(fmt, parsed.instructions)
         accepted = {key: notes.parse_note_arguments(args) is not None
                     for key, args in note_arguments(self.history, shown).items()}
@@ -237,8 +240,7 @@ class Assembly:
             current = self._within_ceiling(current, over, ratio)
             recalled = _placed(recalled, current)
         view = history_view(fmt, mirror, shown, accepted,
-                            {seq: block_message(role, text) for seq, (text, _) in recalled.items()},
-                            keeps_items=not stateless(fmt, request))
+                            {seq: block_message(role, text) for seq, (text, _) in recalled.items()})
         if ask:
             view.append(block_message(role, ask))
         estimate = fixed + sum(size for _, size in recalled.values())

@@ -334,13 +334,13 @@ def align(sent: Sequence[Any], sent_digests: Sequence[bytes], history: History,
             j in noted and _alike(mine, _without_note_calls(stored)))
 
     def may_be_missing(j: int) -> bool:
-        """A stored reply item a rebuilt history may leave out: one that held only note calls,
-        or a reasoning item (a client without its encrypted content cannot send it back)."""
-        if history.sources[j] != "reply":
-            return False
+        """A stored item a rebuilt history may leave out: a reasoning item (a client without its
+        encrypted content cannot send it back, nor does a `store: false` view hold it), or a
+        reply item that held only note calls."""
         if history.row_kinds[j] == "reasoning":
             return True
-        return j in noted and _without_note_calls(plain(history.bodies[j])) is None
+        return j in noted and history.sources[j] == "reply" and _without_note_calls(
+            plain(history.bodies[j])) is None
 
     def matched(seqs: Sequence[int], k: int, j: int) -> tuple[int, int]:
         """Sent from `k` on against `seqs` from `j` on, as far as they agree: where each

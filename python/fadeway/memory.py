@@ -308,10 +308,22 @@ class Memory:
             return made[call_id] if call_id in made else history.answers_note(call_id)
 
         out = []
+        step: set[str] = set()  # ids the reply in progress (a run of assistant items) made
         for i in range(start, len(sent)):
             where = f"{label} {i}"
             e = formats.entry(fmt, sent[i], where, known_call,
                               digest=digests[i] if digests else None)
+            if e.side is not Side.ASSISTANT:
+                step = set()
+            elif e.calls:
+                again = next((c for j, c in enumerate(e.calls) if c in step or (
+                    e.kind == "message" and c in e.calls[:j])), None)
+                if again is not None:
+                    raise InvalidMessageError(
+                        f"{where} makes call {again!r}, an id its reply already gave another "
+                        "call: the outputs of the two could not be told apart (ids may repeat "
+                        "across replies, not within one)")
+                step.update(e.calls)
             if e.answers is not None and answers_note(e.answers):
                 # A loop that skipped `report` answered every call of the reply it sends back,
                 # the note's too: that output is fadeway's to give, not stored.

@@ -24,7 +24,7 @@ from .formats.responses import CLIENT_CALL_TYPES
 from .history import History
 
 __all__ = ["instruction_role", "block_message", "own_additions", "strip_own_additions",
-           "is_user_message", "last_user_messages", "history_view", "stateless", "view_seqs",
+           "is_user_message", "last_user_messages", "history_view", "resolvable", "stateless", "view_seqs",
            "with_note_tool", "note_ask_allowed", "caller_tools"]
 
 
@@ -82,15 +82,25 @@ def own_additions(messages: Sequence[Any], answers_note: Callable[[str], bool]) 
             latest.update(_made_calls(m))
             continue
         role = m.get("role")
-        if role == "tool" or (role is None and m.get("type") == "function_call_output"):
-            answered = _answered(m)
-            if answered is not None:
-                out[i] = latest[answered] if answered in latest else answers_note(answered)
+        answered = None
+        if role == "user":
+            continue
+        if role == "assistant":
+            for c in m.get("tool_calls") or ():
+                if type(c) is dict and type(call_id := c.get("id")) is str:
+                    latest[call_id] = notes.is_note_call(Format.CHAT_COMPLETIONS, c)
+        elif role == "tool":
+            answered = m.get("tool_call_id")
+        elif role is None:
+            kind = m.get("type")
+            if kind == "function_call_output":
+                answered = m.get("call_id")
+            elif kind in CLIENT_CALL_TYPES:
+                latest.update(_made_calls(m))
         elif role == "system" or role == "developer":
             out[i] = blocks.is_block(m.get("content"))
-        elif (role == "assistant" and m.get("tool_calls")) or (
-                role is None and m.get("type") in CLIENT_CALL_TYPES):
-            latest.update(_made_calls(m))
+        if type(answered) is str:
+            out[i] = latest[answered] if answered in latest else answers_note(answered)
     return out
 
 
@@ -155,23 +165,19 @@ def stateless(fmt: Format, request: dict[str, Any]) -> bool:
     return fmt is Format.RESPONSES and request.get("store") is False
 
 
-def _unresolvable(history: History, seq: int) -> bool:
-    """A stored reasoning item without its encrypted content: the provider resolves it by id
-    only from the items it stored."""
-    return history.row_kinds[seq] == "reasoning" and not msgspec.json.decode(
-        history.bodies[seq]).get("encrypted_content")
+def resolvable(history: History, seqs: Sequence[int]) -> list[int]:
+    """`seqs` without the stored reasoning items that carry no encrypted content, which a
+    provider keeping no items cannot resolve by their id (see `stateless`)."""
+    return [seq for seq in seqs if history.row_kinds[seq] != "reasoning"
+            or msgspec.json.decode(history.bodies[seq]).get("encrypted_content")]
 
 
 def history_view(fmt: Format, history: History, seqs: Sequence[int],
                  accepted: dict[tuple[int, str], bool],
-                 before: dict[int, Any] | None = None, *, keeps_items: bool = True
-                 ) -> list[Any]:
+                 before: dict[int, Any] | None = None) -> list[Any]:
     """The stored messages `seqs` (what `view_seqs` leaves in view), each note call followed by
     fadeway's output for it, and the `before` messages (recall blocks) just before the seqs
-    they belong to. For a provider that keeps no items (`keeps_items` false, see
-    `stateless`), reasoning items without encrypted content are left out."""
-    if not keeps_items:
-        seqs = [seq for seq in seqs if not _unresolvable(history, seq)]
+    they belong to."""
     if not seqs:
         return []
     view = msgspec.json.decode(b"[" + b",".join(map(history.bodies.__getitem__, seqs)) + b"]")
