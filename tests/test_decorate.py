@@ -366,3 +366,30 @@ def test_the_mirrors_share_a_byte_budget_and_an_evicted_one_reads_the_store_agai
     assert [m["content"] for m in sent["messages"]] == [m["content"] for m in talk["a"]]
     assert len(mem.messages()) == 3
     assert engine._histories["a"].body_bytes == sum(len(m.body) for m in mem.messages())
+
+
+def test_a_view_that_opens_with_reasoning_is_aligned_past_it():
+    """A view may open with a reasoning item (its episode's first unit) that the caller's resend
+    leaves out: the resend is aligned from the item after it, and an edited first message there
+    is still an edit, not new messages."""
+    from fadeway.formats.canonical import digest_of
+    from fadeway.history import History, align
+    from fadeway.model import MessageRecord
+
+    said = [user("a"), {"type": "reasoning", "id": "rs_1", "summary": []},
+            {"role": "assistant", "content": "b"}, user("c"),
+            {"role": "assistant", "content": "d"}, user("e")]
+    kinds = ["message", "reasoning", "message", "message", "message", "message"]
+    history = History()
+    history.extend(MessageRecord(
+        seq=i, turn=1 + (i >= 3) + (i >= 5), at=0.0, role=m.get("role", "assistant"),
+        kind=kinds[i], side="user" if m.get("role") == "user" else "assistant",
+        source="request" if m.get("role") == "user" else "reply", tokens=1,
+        digest=digest_of(m), body=msgspec.json.encode(m)) for i, m in enumerate(said))
+    view = [1, 2, 3, 4, 5]  # the first turn's user message sealed
+    resend = [said[2], said[3], said[4], said[5], user("f")]
+    assert align(resend, [digest_of(m) for m in resend], history, 6, view) == 4
+    edited = [{"role": "assistant", "content": "B!"}, *resend[1:]]
+    with pytest.raises(HistoryConflictError, match="message 0 of the sent history differs "
+                                                   "from stored message 2"):
+        align(edited, [digest_of(m) for m in edited], history, 6, view)

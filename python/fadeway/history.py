@@ -365,10 +365,10 @@ def align(sent: Sequence[Any], sent_digests: Sequence[bytes], history: History,
                 seqs[first]):
             first += 1
         if not same(0, seqs[first]):
-            if min(len(seqs), len(sent)) > _EDIT_EVIDENCE and all(
-                    same(k, seqs[k]) for k in range(1, _EDIT_EVIDENCE + 1)):
+            if min(len(seqs) - first, len(sent)) > _EDIT_EVIDENCE and all(
+                    same(k, seqs[first + k]) for k in range(1, _EDIT_EVIDENCE + 1)):
                 raise HistoryConflictError(
-                    f"message 0 of the sent history differs from stored message {seqs[0]}, "
+                    f"message 0 of the sent history differs from stored message {seqs[first]}, "
                     "though the messages after it are the stored ones: earlier messages "
                     "cannot be edited. To send only new messages, leave out what was sent "
                     "before.")
