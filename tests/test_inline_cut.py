@@ -25,6 +25,11 @@ from helpers import call, chat_reply, note_call
 CEILING = 3_000
 
 
+class Killed(BaseException):
+    """The process dying mid-call (as a signal would end it), which no fallback catches; an
+    ordinary error of the judge's falls back to sizes instead."""
+
+
 class LockProbe(ScriptedJudge):
     """A judge that, on every boundaries call, tries to take the store's write lock from
     another connection; `then` runs once after the first call (another process's write)."""
@@ -45,7 +50,7 @@ class LockProbe(ScriptedJudge):
         finally:
             conn.close()
         if self.fail:
-            raise RuntimeError("the judge's process was killed")
+            raise Killed("the judge's process was killed")
         if self.then is not None:
             then, self.then = self.then, None
             then()
@@ -155,7 +160,7 @@ def test_a_decorate_that_dies_while_planning_writes_nothing(tmp_path, clock):
     judge = LockProbe(path, fail=True)
     with open_engine(path, clock, judge) as engine:
         mem = engine.memory("m")
-        with pytest.raises(RuntimeError, match="killed"):
+        with pytest.raises(Killed, match="killed"):
             mem.decorate({"model": "gpt-4.1", "messages": conversation(20)})
         assert mem.messages() == [] and not episodes_of(engine)  # all or nothing
         judge.fail = False
@@ -211,7 +216,7 @@ def test_whatever_happens_while_a_cut_is_planned_the_store_stays_whole(turns, me
             mem = engine.memory("m")
             try:
                 mem.decorate({"model": "gpt-4.1", "messages": [ours]})
-            except RuntimeError:
+            except Killed:
                 assert meanwhile == "a crash"
                 # All or nothing: not a message, an episode or a request of this decorate.
                 assert len(mem.messages()) == len(prior) and not episodes_of(others)

@@ -534,3 +534,47 @@ def test_the_earlier_messages_get_no_block_once_their_time_is_spent(tmp_path, cl
     assert tail[2]["content"].startswith("[assistant_recent_memories]")
     assert caplog.text.count("no time left for recall") == 1
     assert "2 earlier user message(s)" in caplog.text
+
+
+def test_a_judge_that_raises_its_own_clients_errors_costs_decorate_nothing(tmp_path, clock,
+                                                                             caplog):
+    """A judge of the caller's wraps some HTTP client, whose errors are not fadeway's: while it
+    is down, decorate's inline cut falls back to sizes and its walk to the search hits, and
+    the conversation goes on (the lane's jobs fail and are retried, as for any judge)."""
+    from conftest import open_small
+    from helpers import chat_reply, note_call
+
+    class Down(ScriptedJudge):
+        down = False
+
+        async def boundaries(self, *args, **kwargs):
+            if self.down:
+                raise ConnectionError("judge unreachable")
+            return await super().boundaries(*args, **kwargs)
+
+        async def levels(self, *args, **kwargs):
+            if self.down:
+                raise ConnectionError("judge unreachable")
+            return await super().levels(*args, **kwargs)
+
+    judge = Down()
+    eng = open_small(tmp_path / "d.db", clock, judge=judge)
+    mem = eng.memory("m")
+    history: list = []
+    with caplog.at_level("INFO", logger="fadeway"):
+        for t in range(60):
+            judge.down = t >= 30
+            clock.advance(60)
+            history.append({"role": "user", "content": f"Turn {t}: Dana and Lee " + " ".join(
+                f"w{t}_{i}" for i in range(40))})
+            req = mem.decorate({"model": "gpt-4.1", "messages": history})
+            asked = any(x.get("function", {}).get("name") == "note" for x in req.get("tools", []))
+            reply = chat_reply(f"answer {t}", tool_calls=[note_call(
+                f"n{t}", [(f"Dana said {t}.", "Dana", f"w{t}_1", False)])] if asked else None)
+            mem.report(req, reply)
+            history.append(reply["choices"][0]["message"])
+            eng.drain()
+    assert "ConnectionError" in caplog.text and "by size alone" in caplog.text
+    assert "the judge failed; the search hits are used" in caplog.text
+    assert max(e.last_turn for e in mem.episodes()) > 35  # cut on while the judge was down
+    eng.close()

@@ -105,11 +105,12 @@ async def plan_cut(tail: Sequence[MessageRecord], start: int, closed_end: int,
         scores = await judge.boundaries(_texts(tail, closed),
                                         before=_texts(before, prior) if prior else (),
                                         after=_texts(tail, rest), deadline=deadline)
-    except (JudgeTimeout, EndpointError) as exc:
+    except Exception as exc:  # a caller's judge may raise its own client's errors
         if not fallback:
             raise
-        log.warning("cut: the judge gave no boundaries (%s); cutting %d units by size alone",
-                    exc, len(closed))
+        log.warning("cut: the judge gave no boundaries (%s: %s); cutting %d units by size alone",
+                    type(exc).__name__, exc, len(closed),
+                    exc_info=not isinstance(exc, (JudgeTimeout, EndpointError)))
         scores = Boundaries([0.0] * len(closed), [0.0] * len(closed))
     sizes = np.fromiter((u.tokens for u in closed), dtype=np.int64, count=len(closed))
     cuts = _core.split_episodes(sizes, np.asarray(scores.slots(), dtype=np.float64),

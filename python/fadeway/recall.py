@@ -439,6 +439,10 @@ def _walked(judge: Judge, snap: Snapshot, dialogue: str, candidates: list[int],
         log.info("recall: no walk by the deadline (%s); the search hits are used as they are",
                  exc or "timed out")
         return dict.fromkeys(candidates, C.KEEP_LEVEL), "search hits"
+    except Exception:  # a caller's judge may raise its own client's errors: the turn goes on
+        log.warning("recall: the judge failed; the search hits are used as they are",
+                    exc_info=True)
+        return dict.fromkeys(candidates, C.KEEP_LEVEL), "search hits"
 
 
 def _excerpts(snap: Snapshot, passages: Sequence[Any], fact_rank: dict[int, int],
