@@ -166,3 +166,44 @@ def test_a_resent_history_is_recognised_without_hashing_it_again(engine):
         mem.decorate({"messages": [*history, {"role": "user", "content": "and now?"}]})
     assert hashed.call_count == 1  # the new message only
     assert len(mem.messages()) == 10
+
+
+def test_an_export_carries_the_work_its_lane_had_still_to_do(tmp_path, clock):
+    """Exported while the lane is behind (right after a note, a crash, or with background
+    lanes): the copy queues the same pending jobs, so once both lanes have run, the copy holds
+    the same graph and traces; export → import → export stays identical."""
+    from conftest import open_small
+    from helpers import chat_reply, note_call
+
+    source = open_small(tmp_path / "a.db", clock)
+    mem = source.memory("m")
+    history: list = []
+    for t in range(60):
+        clock.advance(60)
+        history.append({"role": "user", "content": f"Turn {t}: " + " ".join(
+            f"w{t}_{i}" for i in range(40))})
+        req = mem.decorate({"model": "gpt-4.1", "messages": history})
+        if any(x.get("function", {}).get("name") == "note" for x in req.get("tools", [])):
+            mem.report(req, chat_reply(None, tool_calls=[note_call("n1", [
+                ("Dana owns the checkout.", "Dana", "checkout", False)])]))
+            break  # the lane has not run since the note
+        mem.report(req, reply := chat_reply(f"answer {t}"))
+        history.append(reply["choices"][0]["message"])
+        source.drain()
+    doc = mem.export()
+    assert {"graph", "score"} <= {j.kind for j in doc.jobs}
+    copy = open_small(tmp_path / "b.db", clock)
+    copy.import_memory(fadeway.dumps(doc))
+    assert fadeway.dumps(copy.memory("m").export()) == fadeway.dumps(doc)
+    source.drain()
+    copy.drain()
+    done = [source.memory("m").export(), copy.memory("m").export()]
+    assert done[0].entities and done[0].traces and not done[0].jobs
+    assert [(d.entities, d.edges, d.traces) for d in done] == [(done[0].entities,
+                                                              done[0].edges, done[0].traces)] * 2
+    with pytest.raises(fadeway.errors.InvalidExportError, match=r"unknown kind \['teleport'\]"):
+        copy.import_memory(msgspec.structs.replace(doc, memory_id="x", jobs=[
+            fadeway.model.ExportedJob(kind="teleport", payload=msgspec.Raw(b"{}"),
+                                      created_at=0.0)]))
+    source.close()
+    copy.close()

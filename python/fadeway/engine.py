@@ -25,7 +25,7 @@ from .embed import Embedder, embedder_from
 from .episodes import CutSettings
 from .history import History
 from .judge import Judge, judge_from
-from .lane import BackgroundWorker, drain
+from .lane import BackgroundWorker, drain, job_kinds
 from .memory import Memory
 from .note_writer import LLMNoteWriter, NoteWriter, note_writer_from
 from .model import EXPORT_VERSION, MemoryExport, MessageRecord, RequestRecord
@@ -182,6 +182,9 @@ class Engine:
         nothing is written if one is bad.
         """
         export = _load_export(doc)
+        unknown = sorted({j.kind for j in export.jobs} - job_kinds())
+        if unknown:
+            raise InvalidExportError(f"the export queues jobs of unknown kind {unknown}")
         memory = self.memory(export.memory_id)
         fmt = Format(export.format)
         with memory._history.lock, self.store.write(export.memory_id) as tx:
@@ -233,10 +236,12 @@ class Engine:
             for u in export.usage:
                 tx.insert_usage([UsageRecord(kind=u.kind, model=u.model, tokens_in=u.tokens_in,
                                              tokens_out=u.tokens_out, seconds=0.0)], u.at)
+            for job in export.jobs:  # the work the source had still to do
+                tx.enqueue(job.kind, bytes(job.payload), job.created_at)
             if export.facts or export.passages:
                 # Vectors are not exported (the embedder remakes them): queue their making.
                 tx.enqueue("embed", b"{}", self.clock())
-        if export.facts or export.passages:
+        if export.facts or export.passages or export.jobs:
             self._jobs_queued()
         return memory
 

@@ -15,6 +15,7 @@ from .errors import FadewayError, ImportConflictError, InvalidExportError
 from .formats import Format
 from .model import (
     EXPORT_VERSION,
+    ExportedJob,
     ExportedMessage,
     ExportedRequest,
     ExportedUsage,
@@ -81,6 +82,8 @@ def export_memory(tx: Transaction, memory_id: str) -> MemoryExport:
         walks=recalls[3],
         usage=[ExportedUsage(at=u.at, kind=u.kind, model=u.model, tokens_in=u.tokens_in,
                              tokens_out=u.tokens_out) for u in usage],
+        jobs=[ExportedJob(kind=j.kind, payload=msgspec.Raw(j.payload), created_at=j.created_at)
+              for j in tx.jobs() if j.state == "pending" and j.kind != "embed"],
     )
 
 

@@ -59,6 +59,11 @@ def register_job(kind: str, handler: JobHandler) -> None:
     _HANDLERS[kind] = handler
 
 
+def job_kinds() -> frozenset[str]:
+    """The kinds of job the lanes can run."""
+    return frozenset(_HANDLERS)
+
+
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine to completion from synchronous code, even under a running event loop."""
     try:

@@ -32,6 +32,7 @@ __all__ = [
     "BlockText",
     "WalkRecord",
     "ExportedUsage",
+    "ExportedJob",
     "ExportedMessage",
     "ExportedRequest",
     "MemoryExport",
@@ -319,6 +320,16 @@ class ExportedUsage(msgspec.Struct, frozen=True, kw_only=True):
     tokens_out: int
 
 
+class ExportedJob(msgspec.Struct, frozen=True, kw_only=True):
+    """A lane job still to run when the memory was exported: the copy runs it too, or the work
+    it stands for (a note's graph and traces, an episode cut, a recall walk) would never be
+    done there. Embedding is left out: an import queues it anyway, vectors not being exported."""
+
+    kind: str
+    payload: msgspec.Raw  # JSON
+    created_at: float
+
+
 class MemoryExport(msgspec.Struct, frozen=True, kw_only=True):
     """The whole of one memory; `engine.import_memory` restores it exactly."""
 
@@ -347,3 +358,4 @@ class MemoryExport(msgspec.Struct, frozen=True, kw_only=True):
     recall_finals: list[BlockText] = []
     walks: list[WalkRecord] = []
     usage: list[ExportedUsage] = []
+    jobs: list[ExportedJob] = []  # pending lane jobs, in the order queued
