@@ -15,7 +15,7 @@ from fadeway.model import EpisodeRecord, MessageRecord
 from fadeway.passages import passages_of, windows
 from fadeway.paths import index_dir
 
-from helpers import converse_with_notes
+from helpers import chat_reply, converse_with_notes, note_call
 
 VAULT = [("The vault code is 4417.", "vault", "code 4417", False)]
 SHARED = [("Dana owns the checkout migration.", "Dana", "checkout migration", False)]
@@ -140,6 +140,43 @@ def test_indexes_left_beside_a_replaced_store_are_rebuilt(tmp_path, clock):
         assert "The vault code is 4417." not in _texts(mem.search("vault code"))
         assert _texts(mem.search("Zelda contract"))[0].startswith("Zelda signed vendor contract")
         assert "fact.bm25" not in eng.index("m").loaded
+
+
+def test_a_word_index_another_process_saved_meanwhile_is_not_taken_for_the_states(tmp_path,
+                                                                                 clock):
+    """Two processes save one memory's indexes: each file is replaced whole, the set is not, so
+    a process behind can leave its older word index under the other's newer state. That pair
+    is not trusted: the word index is rebuilt, and every passage is found by its own words."""
+    path = tmp_path / "s.db"
+    with _open(path, clock) as eng:
+        mem = eng.memory("m")
+        history = converse_with_notes(eng, mem, clock, [VAULT, SHARED], words=30)
+        mem.search("vault code", kind="passage")
+        eng.index("m").save()
+        directory = index_dir(eng.data_dir, "m")
+        older = (directory / "passage.bm25").read_bytes()
+        for t in range(100, 160):  # the conversation goes on: more sealed, more passages
+            clock.advance(60)
+            history.append({"role": "user", "content": f"Turn {t}: " + " ".join(
+                f"w{t}_{i}" for i in range(30))})
+            req = mem.decorate({"model": "gpt-4.1", "messages": history})
+            asks = any(x.get("function", {}).get("name") == "note" for x in req.get("tools", []))
+            reply = chat_reply(f"answer {t}", tool_calls=[note_call(f"n{t}", VAULT)] if asks
+                               else None)
+            mem.report(req, reply)
+            history.append(reply["choices"][0]["message"])
+            eng.drain()
+        mem.search("vault code", kind="passage")
+    assert (directory / "passage.bm25").read_bytes() != older
+    (directory / "passage.bm25").write_bytes(older)  # the other process's save, in between
+    with _open(path, clock) as eng:
+        index = eng.index("m")
+        with eng.store.read("m") as tx:
+            index.sync(tx)
+            passages = tx.passages()
+        assert len(passages) > 3
+        assert all(p.n in index.by_words("passage", p.text, 5) for p in passages)
+        assert "passage.bm25" not in index.loaded
 
 
 def test_a_memory_with_facts_and_no_passages_yet_reopens_its_saved_indexes(tmp_path, clock):

@@ -44,7 +44,7 @@ log = logging.getLogger("fadeway.search")
 #: What a memory's indexes hold: its facts and its passages.
 KINDS = ("fact", "passage")
 _STATE = "state.json"
-_STATE_FORMAT = 2  # 2: with the documents' fingerprints
+_STATE_FORMAT = 3  # 2: with the documents' fingerprints; 3: and each word index's digest
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +66,11 @@ def fingerprint(tx: Transaction, kind: str, through: int) -> str:
         docs = [(f.n, _fact_text(f)) for f in tx.facts_at(at)]
     else:
         docs = [(p.n, p.text) for p in tx.passages_at(at)]
-    return hashlib.blake2b(json.dumps(docs).encode(), digest_size=16).hexdigest()
+    return _digest(json.dumps(docs).encode())
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 def _fact_text(fact: FactRecord) -> str:
@@ -166,7 +170,11 @@ class MemoryIndex:
             if saved is not None:
                 self._prints[kind] = saved
             try:
-                words = _core.Bm25Index.from_bytes((self.directory / f"{kind}.bm25").read_bytes())
+                data = (self.directory / f"{kind}.bm25").read_bytes()
+                if _digest(data) != state.get("words", {}).get(kind, _digest(data)):
+                    # Another process saved its own (older) file between this state's files.
+                    raise ValueError("not the file this state was saved with")
+                words = _core.Bm25Index.from_bytes(data)
             except (OSError, ValueError) as exc:
                 log.warning("memory %r: %s word index unreadable (%s); rebuilding it",
                             self.memory_id, kind, exc)
@@ -253,7 +261,7 @@ class MemoryIndex:
             state = json.loads((self.directory / _STATE).read_bytes())
         except (OSError, ValueError):
             return None
-        if not isinstance(state, dict) or state.get("format") != _STATE_FORMAT:
+        if not isinstance(state, dict) or state.get("format") not in (2, _STATE_FORMAT):
             return None
         return state
 
@@ -261,14 +269,20 @@ class MemoryIndex:
         if self.directory is None:
             return
         self.directory.mkdir(parents=True, exist_ok=True)
+        words = {}
         for kind in KINDS:
-            write_atomic(self.directory / f"{kind}.bm25", self.words[kind].to_bytes())
+            data = self.words[kind].to_bytes()
+            write_atomic(self.directory / f"{kind}.bm25", data)
+            words[kind] = _digest(data)
             self.meaning[kind].save(self.directory / f"{kind}.hnsw")
         # Written last: a crash before it leaves the old state, whose `through` is at most
         # what the new files hold, so the next open catches up (or rebuilds) from the store.
+        # Each file is atomic, the set is not: another process may save between them, so the
+        # state names the word files it goes with (a vector index checks itself against the
+        # store).
         write_atomic(self.directory / _STATE, json.dumps(
             {"format": _STATE_FORMAT, "created_at": self._identity,
-             "through": self.through, "prints": self._prints}).encode())
+             "through": self.through, "prints": self._prints, "words": words}).encode())
         self._dirty, self._saved_at = False, time.monotonic()
 
     # -- searching --------------------------------------------------------------------------
