@@ -95,3 +95,29 @@ def test_sqlite_url_form(tmp_path, clock):
 def test_unknown_url_scheme(tmp_path):
     with pytest.raises(ValueError, match="unsupported store URL scheme 'redis'"):
         fadeway.open("redis://localhost/0")
+
+
+def test_sqlites_own_errors_are_store_errors_and_write_nothing(tmp_path, clock):
+    """A full disk or an I/O error reaches the caller as a `StoreError` (a FadewayError, as
+    every error fadeway raises), after a roll back: the retried call stores the turn once."""
+    from unittest import mock
+
+    from fadeway.errors import StoreError
+    from fadeway.store import sqlite as backend
+
+    engine = fadeway.open(tmp_path / "m.db", clock=clock)
+    mem = engine.memory("m")
+    request = {"messages": [{"role": "user", "content": "hi"}]}
+    real = backend._SQLiteTransaction.insert_messages
+
+    def full(self, rows):
+        real(self, rows)
+        raise sqlite3.OperationalError("database or disk is full")
+
+    with mock.patch.object(backend._SQLiteTransaction, "insert_messages", full):
+        with pytest.raises(StoreError, match="the write failed and was rolled back: database"):
+            mem.decorate(request)
+    assert mem.messages() == []
+    mem.decorate(request)
+    assert len(mem.messages()) == 1
+    engine.close()

@@ -88,6 +88,23 @@ def _job(row: tuple) -> JobRecord:
                      attempts=attempts, error=error)
 
 
+@contextmanager
+def _store_errors(path: Path | str, doing: str) -> Iterator[None]:
+    """SQLite's own errors (a full disk, an I/O error, a lock held past the busy timeout) as
+    `StoreError`, the transaction rolled back: nothing of it was written."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise StoreError(f"SQLite store {str(path)!r}: the {doing} failed and was rolled back: "
+                         f"{exc}") from exc
+
+
+def _roll_back(conn: sqlite3.Connection) -> None:
+    # SQLite has rolled back already after some errors (a full disk, an I/O error).
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+
+
 class _SQLiteTransaction(GraphQueries, Transaction):
     def __init__(self, conn: sqlite3.Connection, memory_id: str) -> None:
         self._conn = conn
@@ -457,22 +474,24 @@ class SQLiteStore(Store):
     @contextmanager
     def write(self, memory_id: str) -> Iterator[Transaction]:
         conn = self._connection()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield _SQLiteTransaction(conn, memory_id)
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+        with _store_errors(self.path, "write"):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield _SQLiteTransaction(conn, memory_id)
+                conn.execute("COMMIT")
+            except BaseException:
+                _roll_back(conn)
+                raise
 
     @contextmanager
     def read(self, memory_id: str) -> Iterator[Transaction]:
         conn = self._connection()
-        conn.execute("BEGIN")
-        try:
-            yield _SQLiteTransaction(conn, memory_id)
-        finally:
-            conn.execute("ROLLBACK")
+        with _store_errors(self.path, "read"):
+            conn.execute("BEGIN")
+            try:
+                yield _SQLiteTransaction(conn, memory_id)
+            finally:
+                _roll_back(conn)
 
     def memory_ids(self) -> Iterator[str]:
         conn = self._connection()
