@@ -171,7 +171,8 @@ class MemoryIndex:
                 self._prints[kind] = saved
             try:
                 data = (self.directory / f"{kind}.bm25").read_bytes()
-                if _digest(data) != state.get("words", {}).get(kind, _digest(data)):
+                saved_with = state.get("words", {}).get(kind)  # format 2 names none
+                if saved_with is not None and _digest(data) != saved_with:
                     # Another process saved its own (older) file between this state's files.
                     raise ValueError("not the file this state was saved with")
                 words = _core.Bm25Index.from_bytes(data)

@@ -24,8 +24,8 @@ from .formats.responses import CLIENT_CALL_TYPES
 from .history import History
 
 __all__ = ["instruction_role", "block_message", "own_additions", "strip_own_additions",
-           "is_user_message", "last_user_messages", "history_view", "resolvable", "stateless", "view_seqs",
-           "with_note_tool", "note_ask_allowed", "caller_tools"]
+           "is_user_message", "last_user_messages", "history_view", "resolvable", "stateless",
+           "view_seqs", "with_note_tool", "note_ask_allowed", "caller_tools"]
 
 
 def instruction_role(fmt: Format, instructions: Sequence[Any]) -> str:
