@@ -1,6 +1,11 @@
 """Memory exports: one memory read from the store as a document, JSON and JSONL writers and
 readers, and export files checked and imported line by line (one memory in memory at a time, so
-a large store streams)."""
+a large store streams).
+
+Beside everything derived from the inputs and the clock (ARCHITECTURE: "Export"), a document
+holds the lane's pending jobs but embedding (`MemoryExport.jobs`): the work still to do when it
+was taken, which the copy then does. A memory whose lane has run (a replay drained, say) has
+none, so two replays of one input still export identically."""
 
 from __future__ import annotations
 
