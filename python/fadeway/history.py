@@ -187,8 +187,8 @@ class History:
             self.row_kinds.append(r.kind)
             if r.side == Side.USER:
                 self.user_seqs.append(r.seq)
-            if r.calls and b'"note"' in r.body and (ids := note_call_ids(r.body)):
-                self.note_calls[r.seq] = tuple(ids)
+            if ids := note_call_ids(r.calls, r.body):
+                self.note_calls[r.seq] = ids
             if r.turn != self.turn:
                 self.turn, self.turn_start = r.turn, r.seq
             self._pend(r.seq)
@@ -216,11 +216,14 @@ class History:
             self.extend(fetch(len(self)))
 
 
-def note_call_ids(body: bytes) -> list[str]:
-    """Ids of the note calls a stored message makes (either wire format)."""
+def note_call_ids(calls: Sequence[str], body: bytes) -> tuple[str, ...]:
+    """Ids of the note calls a stored message (making `calls`, as JSON `body`) makes, in either
+    wire format; a message without a call or the word "note" is not decoded."""
+    if not calls or b'"note"' not in body:
+        return ()
     message = plain(body)
     fmt = Format.RESPONSES if message.get("type") == "function_call" else Format.CHAT_COMPLETIONS
-    return [call_id for call_id, _ in find_note_calls(fmt, [message])]
+    return tuple(call_id for call_id, _ in find_note_calls(fmt, [message]))
 
 
 #: Fields of a Chat Completions reply that hold the model's reasoning (DeepSeek, vLLM,

@@ -328,7 +328,7 @@ class Memory:
                 # A loop that skipped `report` answered every call of the reply it sends back,
                 # the note's too: that output is fadeway's to give, not stored.
                 continue
-            own = note_call_ids(e.body) if e.calls and b'"note"' in e.body else []
+            own = note_call_ids(e.calls, e.body)
             _check_pairing(fmt, e, where, pending, own)
             made.update((c, c in own) for c in e.calls)
             out.append(e)

@@ -49,11 +49,19 @@ def _made_calls(m: Any) -> dict[str, bool]:
             return {}
         m = to_plain(m, "message")  # an SDK object's calls count as made all the same
     if m.get("role") == "assistant" and isinstance(m.get("tool_calls"), list):
-        return {c["id"]: notes.is_note_call(Format.CHAT_COMPLETIONS, c) for c in m["tool_calls"]
-                if isinstance(c, dict) and isinstance(c.get("id"), str)}
+        made: dict[str, bool] = {}
+        _chat_calls(m["tool_calls"], made)
+        return made
     if m.get("type") in CLIENT_CALL_TYPES and isinstance(m.get("call_id"), str):
         return {m["call_id"]: notes.is_note_call(Format.RESPONSES, m)}
     return {}
+
+
+def _chat_calls(calls: Any, into: dict[str, bool]) -> None:
+    """Each Chat Completions tool call in `calls` into `into`, by id: whether it is a note call."""
+    for c in calls:
+        if type(c) is dict and type(call_id := c.get("id")) is str:
+            into[call_id] = notes.is_note_call(Format.CHAT_COMPLETIONS, c)
 
 
 def _answered(m: Any) -> str | None:
@@ -86,9 +94,8 @@ def own_additions(messages: Sequence[Any], answers_note: Callable[[str], bool]) 
         if role == "user":
             continue
         if role == "assistant":
-            for c in m.get("tool_calls") or ():
-                if type(c) is dict and type(call_id := c.get("id")) is str:
-                    latest[call_id] = notes.is_note_call(Format.CHAT_COMPLETIONS, c)
+            if calls := m.get("tool_calls"):
+                _chat_calls(calls, latest)
         elif role == "tool":
             answered = m.get("tool_call_id")
         elif role is None:
