@@ -455,7 +455,7 @@ class SQLiteStore(Store):
                 log.info("migrated %s from schema %d to %d", self.path, version, SCHEMA_VERSION)
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            _roll_back(conn)
             raise
 
     def settings(self) -> dict[str, object]:
