@@ -360,8 +360,7 @@ def _paired_by_position(fmt: str, items: list) -> bool:
     stands anywhere else: providers pair by position as much as by id, and ids may repeat."""
     i = 0
     while i < len(items):
-        made, _ = _calls_and_outputs(fmt, [items[i]])
-        _, answered = _calls_and_outputs(fmt, [items[i]])
+        made, answered = _calls_and_outputs(fmt, [items[i]])
         if answered:
             return False  # an output no reply just made
         i += 1
@@ -370,8 +369,8 @@ def _paired_by_position(fmt: str, items: list) -> bool:
                 made += _calls_and_outputs(fmt, [items[i]])[0]
                 i += 1
         got = []
-        while i < len(items) and _calls_and_outputs(fmt, [items[i]])[1]:
-            got += _calls_and_outputs(fmt, [items[i]])[1]
+        while i < len(items) and (answers := _calls_and_outputs(fmt, [items[i]])[1]):
+            got += answers
             i += 1
         if sorted(got) != sorted(made):
             return False
