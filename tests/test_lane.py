@@ -8,11 +8,15 @@ import sqlite3
 import threading
 import time
 
+import httpx
 import msgspec
 import pytest
 
 import fadeway
-from fadeway.lane import JobHandler, register_job, run_lane
+from fadeway.errors import EndpointError, EndpointResponseError, EndpointTimeout
+from fadeway.judge.base import JudgeTimeout
+from fadeway.lane import JobHandler, register_job, run_lane, transient
+from fadeway.model import EpisodeRecord, TraceRecord
 
 APPLIED: list[tuple[str, int]] = []
 APPLIED_LOCK = threading.Lock()
@@ -43,8 +47,47 @@ class Failing(JobHandler):
         return True
 
 
+class Outage(JobHandler):
+    """Cannot reach its service while `DOWN` holds a count of failures still to give."""
+
+    DOWN = [0]
+    error: type[Exception] = ConnectionError
+
+    async def prepare(self, engine, memory_id, job):
+        if self.DOWN[0] > 0:
+            self.DOWN[0] -= 1
+            raise self.error("connection refused")
+        return None
+
+    def apply(self, engine, tx, job, prepared):
+        with APPLIED_LOCK:
+            APPLIED.append((tx.memory_id, job.n))
+        return True
+
+
+class BadApply(JobHandler):
+    """Writes, then raises in `apply` the first `FAILS[0]` times."""
+
+    FAILS = [0]
+
+    async def prepare(self, engine, memory_id, job):
+        return None
+
+    def apply(self, engine, tx, job, prepared):
+        tx.append_traces([TraceRecord(n=1, episode=1, fact=None, kind="encoding", score=1.0,
+                                      counted=True, at=0.0)])
+        if self.FAILS[0] > 0:
+            self.FAILS[0] -= 1
+            raise KeyError("fact")
+        with APPLIED_LOCK:
+            APPLIED.append((tx.memory_id, job.n))
+        return True
+
+
 register_job("probe", Probe())
+register_job("bad-apply", BadApply())
 register_job("failing", Failing())
+register_job("outage", Outage())
 
 
 @pytest.fixture
@@ -102,6 +145,139 @@ def test_a_failing_job_is_retried_then_given_up_and_the_lane_moves_on(quiet_engi
     assert "the judge is down" in jobs[1].error
     assert jobs[2].state == "done" and APPLIED == [("m", 2)]
     assert "given up" in caplog.text
+
+
+def test_a_job_that_cannot_reach_its_service_waits_longer_each_time_and_keeps_the_order(
+        tmp_path, clock, caplog):
+    APPLIED.clear()
+    Outage.DOWN[0] = 3
+    with fadeway.open(tmp_path / "o.db", clock=clock, background=False,
+                      lane_retry_seconds=0.2) as eng:
+        _queue(eng, "m", "outage", 1)
+        with eng.store.write("m") as tx:
+            tx.enqueue("probe", b"{}", 0.0)
+        waits = []
+        for attempt in (1, 2, 3):
+            before = time.time()
+            assert run_lane(eng, "m") == 0  # fails, then waits: the job behind it waits too
+            job = _jobs(eng, "m")[0]
+            assert job.state == "pending" and job.attempts == attempt
+            assert "ConnectionError: connection refused" in job.error
+            waits.append(job.retry_at - before)
+            assert run_lane(eng, "m") == 0 and _jobs(eng, "m")[0].attempts == attempt
+            assert APPLIED == []
+            time.sleep(job.retry_at - time.time() + 0.01)
+        assert run_lane(eng, "m") == 2  # the service is back
+        assert APPLIED == [("m", 1), ("m", 2)]
+    # 0.2, 0.4, 0.8 seconds (each measured from a moment just before the attempt began)
+    for wait, planned in zip(waits, (0.2, 0.4, 0.8), strict=True):
+        assert planned <= wait < planned + 0.15
+    assert "could not reach its service (attempt 1 of 16); trying again in" in caplog.text
+
+
+def test_an_outage_longer_than_every_wait_gives_the_job_up(tmp_path, clock, monkeypatch):
+    from fadeway import _constants as C
+
+    monkeypatch.setattr(C, "JOB_MAX_TRANSIENT_ATTEMPTS", 4)
+    APPLIED.clear()
+    Outage.DOWN[0] = 100
+    with fadeway.open(tmp_path / "g.db", clock=clock, background=False,
+                      lane_retry_seconds=0.0) as eng:
+        _queue(eng, "m", "outage", 1)
+        with eng.store.write("m") as tx:
+            tx.enqueue("probe", b"{}", 0.0)
+        eng.drain()
+        jobs = _jobs(eng, "m")
+    assert jobs[0].state == "failed" and jobs[0].attempts == 4 and Outage.DOWN[0] == 96
+    assert jobs[1].state == "done" and APPLIED == [("m", 2)]
+
+
+def test_drain_waits_out_an_outage_and_a_reopened_store_keeps_the_wait(tmp_path, clock):
+    APPLIED.clear()
+    Outage.DOWN[0] = 1
+    path = tmp_path / "d.db"
+    with fadeway.open(path, clock=clock, background=False, lane_retry_seconds=30.0) as eng:
+        _queue(eng, "m", "outage", 1)
+        assert run_lane(eng, "m") == 0
+        retry_at = _jobs(eng, "m")[0].retry_at
+        assert retry_at > time.time() + 29
+    with fadeway.open(path, clock=clock, background=False, lane_retry_seconds=30.0) as eng:
+        assert run_lane(eng, "m") == 0 and APPLIED == []  # another process honours the wait
+        with eng.store.write("m") as tx:  # as if the wait were nearly over
+            tx.record_attempt(1, "ConnectionError: connection refused", time.time() + 0.3)
+        assert eng.drain() == 1
+        assert time.time() >= _jobs(eng, "m")[0].retry_at
+        assert APPLIED == [("m", 1)] and _jobs(eng, "m")[0].attempts == 2
+
+
+@pytest.mark.parametrize("fails", [2, 5])
+def test_a_job_whose_apply_raises_is_rolled_back_and_counts_an_attempt(quiet_engine, fails):
+    APPLIED.clear()
+    BadApply.FAILS[0] = fails
+    _queue(quiet_engine, "m", "bad-apply", 1)
+    with quiet_engine.store.write("m") as tx:
+        tx.insert_episodes([EpisodeRecord(n=1, first_seq=0, last_seq=0, first_turn=1,
+                                          last_turn=1, start_at=0.0, end_at=0.0, tokens=5,
+                                          cut_at=0.0)])
+        tx.enqueue("probe", b"{}", 0.0)
+    assert quiet_engine.drain() == (2 if fails < 3 else 1)
+    jobs = _jobs(quiet_engine, "m")
+    with quiet_engine.store.read("m") as tx:
+        traces = tx.traces()
+    if fails < 3:  # the third attempt applied, once
+        assert jobs[0].state == "done" and jobs[0].attempts == fails and len(traces) == 1
+        assert APPLIED == [("m", 1), ("m", 2)]
+    else:  # given up; none of the failed attempts' writes stayed
+        assert jobs[0].state == "failed" and jobs[0].attempts == 3 and traces == []
+        assert "KeyError: 'fact'" in jobs[0].error and APPLIED == [("m", 2)]
+
+
+def test_jobs_queued_before_retries_could_wait_still_run(tmp_path, clock):
+    APPLIED.clear()
+    path = tmp_path / "seven.db"
+    with fadeway.open(path, clock=clock, background=False) as eng:
+        _queue(eng, "m", "probe", 2)
+    conn = sqlite3.connect(path, isolation_level=None)  # what a store of schema 7 holds
+    conn.execute("ALTER TABLE jobs DROP COLUMN retry_at")
+    conn.execute("UPDATE fadeway_schema SET version = 7")
+    conn.close()
+    with fadeway.open(path, clock=clock, background=False) as eng:
+        assert [j.retry_at for j in _jobs(eng, "m")] == [None, None]
+        assert eng.drain() == 2
+    assert APPLIED == [("m", 1), ("m", 2)]
+
+
+@pytest.mark.parametrize(("error", "waits"), [
+    (ConnectionError("refused"), True),
+    (TimeoutError("slow"), True),
+    (OSError("network is unreachable"), True),
+    (EndpointError("failed on all 4 attempts", status=None), True),
+    (EndpointError("HTTP 503", status=503), True),
+    (EndpointError("HTTP 429", status=429), True),
+    (EndpointTimeout("deadline", status=500), True),
+    (JudgeTimeout("no answer by the deadline"), True),
+    (httpx.ConnectError("refused"), True),
+    (httpx.ReadTimeout("slow"), True),
+    (EndpointError("refused with HTTP 401: bad key", status=401), False),
+    (EndpointResponseError("malformed JSON", status=200), False),
+    (RuntimeError("a bug"), False),
+    (KeyError("fact"), False),
+    (ValueError("bad payload"), False),
+])
+def test_only_a_service_out_of_reach_is_waited_for(error, waits):
+    assert transient(error) is waits
+
+
+@pytest.mark.parametrize(("setting", "message"), [
+    ({"lane_retry_seconds": -1.0}, "lane_retry_seconds must be zero or more"),
+    ({"lane_retry_seconds": float("nan")}, "lane_retry_seconds must be zero or more"),
+    ({"lane_lease_seconds": 0.0}, "lane_lease_seconds must be positive"),
+    ({"ceiling": 0}, "ceiling must be a positive number"),
+])
+def test_a_bad_lane_setting_is_refused_before_the_store_is_created(tmp_path, setting, message):
+    with pytest.raises(ValueError, match=message):
+        fadeway.open(tmp_path / "n.db", **setting)
+    assert list(tmp_path.iterdir()) == []
 
 
 def _jobs(engine, memory_id):

@@ -359,6 +359,7 @@ def short_deadlines(monkeypatch):
     for name in ("LANE_JUDGE_DEADLINE", "INLINE_CUT_DEADLINE", "RECALL_WALK_DEADLINE"):
         monkeypatch.setattr(C, name, 0.25)
     monkeypatch.setattr(C, "JOB_MAX_ATTEMPTS", 1)
+    monkeypatch.setattr(C, "JOB_MAX_TRANSIENT_ATTEMPTS", 1)
 
 
 @pytest.mark.parametrize("failure", ["500s", "garbage", "hang"])

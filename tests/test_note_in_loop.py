@@ -231,7 +231,8 @@ class _Failing(fadeway.note_writer.NoteWriter):
     async def write(self, ask, messages, *, deadline=None):
         self.calls += 1
         if self.calls <= self.down:
-            raise fadeway.errors.EndpointError("the note writer is down")
+            # refused, not out of reach: the lane gives the job up, and the next call asks again
+            raise fadeway.errors.EndpointError("the note writer refused the key", status=401)
         return await self.offline.write(ask, messages, deadline=deadline)
 
 

@@ -558,7 +558,7 @@ def test_a_judge_that_raises_its_own_clients_errors_costs_decorate_nothing(tmp_p
             return await super().levels(*args, **kwargs)
 
     judge = Down()
-    eng = open_small(tmp_path / "d.db", clock, judge=judge)
+    eng = open_small(tmp_path / "d.db", clock, judge=judge, lane_retry_seconds=0.0)
     mem = eng.memory("m")
     history: list = []
     with caplog.at_level("INFO", logger="fadeway"):

@@ -62,8 +62,18 @@ CUT_RETRIES = 3
 
 #: A worker holds a memory's lane this long (real seconds) before another may take it over.
 LANE_LEASE_SECONDS = 30.0
-#: Attempts at a failing job before it is marked failed and the lane moves on.
+#: Attempts at a failing job before it is marked failed and the lane moves on: a job that fails
+#: for a reason waiting will not mend (a bug, a refused key, an unreadable answer) is tried this
+#: many times back to back.
 JOB_MAX_ATTEMPTS = 3
+#: Attempts at a job whose judge or embedder could not be reached (network errors, timeouts,
+#: 408, 429 and 5xx): each waits longer than the last, from the engine's `lane_retry_seconds`
+#: doubling up to LANE_RETRY_MAX_SECONDS, so the default (2 s) rides out about 45 minutes.
+JOB_MAX_TRANSIENT_ATTEMPTS = 16
+#: The first wait before a job that could not reach its service runs again (seconds).
+LANE_RETRY_SECONDS = 2.0
+#: The longest wait between two attempts at such a job (seconds).
+LANE_RETRY_MAX_SECONDS = 300.0
 #: Threads of the in-process background worker (different memories run concurrently).
 LANE_THREADS = 2
 #: How long a judgment in the lane may take (seconds).

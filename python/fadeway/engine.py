@@ -56,6 +56,15 @@ def _check_memory_id(memory_id: Any) -> str:
     return memory_id
 
 
+def _check_settings(ceiling: int, lane_lease_seconds: float, lane_retry_seconds: float) -> None:
+    if not isinstance(ceiling, int) or ceiling <= 0:
+        raise ValueError(f"ceiling must be a positive number of tokens, not {ceiling!r}")
+    if not lane_lease_seconds > 0:
+        raise ValueError(f"lane_lease_seconds must be positive, not {lane_lease_seconds!r}")
+    if not lane_retry_seconds >= 0:
+        raise ValueError(f"lane_retry_seconds must be zero or more, not {lane_retry_seconds!r}")
+
+
 class Engine:
     """Many memories in one store, with one clock and one set of settings."""
 
@@ -65,12 +74,10 @@ class Engine:
                  background: bool = True,
                  lane_threads: int = C.LANE_THREADS,
                  lane_lease_seconds: float = C.LANE_LEASE_SECONDS,
+                 lane_retry_seconds: float = C.LANE_RETRY_SECONDS,
                  embedder: Embedder | str | None = None, data_dir: Path | None = None,
                  note_writer: NoteWriter | str | None = None) -> None:
-        if not isinstance(ceiling, int) or ceiling <= 0:
-            raise ValueError(f"ceiling must be a positive number of tokens, not {ceiling!r}")
-        if lane_lease_seconds <= 0:
-            raise ValueError(f"lane_lease_seconds must be positive, not {lane_lease_seconds!r}")
+        _check_settings(ceiling, lane_lease_seconds, lane_retry_seconds)
         self.store = store
         self.ceiling = ceiling
         self.clock: Callable[[], float] = clock or time.time
@@ -83,6 +90,7 @@ class Engine:
         self._indexes: OrderedDict[str, MemoryIndex] = OrderedDict()
         self.cut_settings = cut_settings or CutSettings()
         self.lane_lease_seconds = lane_lease_seconds
+        self.lane_retry_seconds = lane_retry_seconds
         # Mirrors of recently used memories' histories. An evicted mirror is only a cache miss:
         # the next handle re-reads the history from the store, which stays the one truth.
         self._histories: OrderedDict[str, History] = OrderedDict()
@@ -279,6 +287,7 @@ def open(url: str | os.PathLike[str] = "fadeway.db", *, ceiling: int = C.DEFAULT
          cut_after_tokens: int = C.CUT_AFTER_TOKENS, background: bool = True,
          lane_threads: int = C.LANE_THREADS,
          lane_lease_seconds: float = C.LANE_LEASE_SECONDS,
+         lane_retry_seconds: float = C.LANE_RETRY_SECONDS,
          embedder: Embedder | str | None = None,
          note_writer: NoteWriter | str | None = None) -> Engine:
     """Open (or create) a store of memories.
@@ -296,6 +305,8 @@ def open(url: str | os.PathLike[str] = "fadeway.db", *, ceiling: int = C.DEFAULT
     background: run the memories' lanes in background threads (else only `drain()` runs them).
     lane_threads: threads of that background worker.
     lane_lease_seconds: how long a worker holds a lane before another may take it over.
+    lane_retry_seconds: the first wait before a lane job that could not reach its judge or
+        embedder runs again; each later wait is twice the last, up to five minutes.
     embedder: what facts and passages are embedded with for search (`fadeway.embed.embedder_from`
         names them): the offline hashing embedder by default, an OpenAI-compatible endpoint URL,
         or "local:<path>" for a sentence-transformers model on disk.
@@ -306,10 +317,12 @@ def open(url: str | os.PathLike[str] = "fadeway.db", *, ceiling: int = C.DEFAULT
 
     Search indexes are saved beside an SQLite file, in `<file>.indexes/`.
     """
+    _check_settings(ceiling, lane_lease_seconds, lane_retry_seconds)  # before the store opens
     settings = CutSettings(episode_min_tokens, episode_max_tokens, cut_after_tokens)
     judge = judge_from(judge, model=judge_model)  # a bad spec fails before the store opens
     note_writer = note_writer_from(note_writer, model=judge_model)
     return Engine(open_store(url, synchronous=synchronous), ceiling=ceiling, clock=clock,
                   judge=judge, cut_settings=settings, background=background,
                   lane_threads=lane_threads, lane_lease_seconds=lane_lease_seconds,
-                  embedder=embedder, data_dir=data_dir_for(url), note_writer=note_writer)
+                  lane_retry_seconds=lane_retry_seconds, embedder=embedder,
+                  data_dir=data_dir_for(url), note_writer=note_writer)

@@ -6,6 +6,11 @@ worker holds a memory's lane by a lease in the store; a job is prepared from a s
 judge may take its time, no lock held) and applied in one transaction that also marks it done.
 A worker that dies mid-job leaves the job pending and its lease to expire: the job runs again
 and is applied once. Different memories' lanes run concurrently.
+
+A job that fails is tried again. When its judge or embedder could not be reached (`transient`),
+the lane waits longer before each attempt, so an outage of the service is ridden out with the
+jobs behind it kept in order; any other failure is tried a few times at once. A job out of
+attempts is marked failed with its error, and the lane moves on.
 """
 
 from __future__ import annotations
@@ -21,7 +26,11 @@ import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import httpx
+
 from . import _constants as C
+from .errors import EndpointError, EndpointResponseError
+from .http import RETRY_STATUSES
 from .model import JobRecord
 from .usage import UsageRecord, collecting
 from .store import Transaction
@@ -120,8 +129,8 @@ def run_lane(engine: Engine, memory_id: str, owner: str | None = None) -> int | 
             if not tx.claim_lane(owner, now, now + lease):
                 return None if applied == 0 else applied
             job = tx.pending_job()
-            if job is None:
-                tx.release_lane(owner)
+            if job is None or (job.retry_at is not None and job.retry_at > now):
+                tx.release_lane(owner)  # done, or waiting out its service's outage
                 return applied
         handler = _HANDLERS.get(job.kind)
         used: list[UsageRecord] = []
@@ -134,39 +143,79 @@ def run_lane(engine: Engine, memory_id: str, owner: str | None = None) -> int | 
             _failed_attempt(engine, memory_id, job, exc, used)
             continue
         now = time.time()
-        with engine.store.write(memory_id) as tx:
-            if not tx.claim_lane(owner, now, now + lease):
-                log.info("memory %r: lane taken over during job %d; result discarded",
-                         memory_id, job.n)
-                return applied
-            current = tx.pending_job()
-            if current is None or current.n != job.n:
-                continue  # another worker finished it while our lease had lapsed
-            tx.insert_usage(used, job.created_at)  # spent even when the result is stale
-            if handler.apply(engine, tx, job, prepared):  # type: ignore[union-attr]
-                tx.finish_job(job.n, "done")
-                applied += 1
+        try:
+            with engine.store.write(memory_id) as tx:
+                if not tx.claim_lane(owner, now, now + lease):
+                    log.info("memory %r: lane taken over during job %d; result discarded",
+                             memory_id, job.n)
+                    return applied
+                current = tx.pending_job()
+                if current is None or current.n != job.n:
+                    continue  # another worker finished it while our lease had lapsed
+                tx.insert_usage(used, job.created_at)  # spent even when the result is stale
+                try:
+                    done = handler.apply(engine, tx, job, prepared)  # type: ignore[union-attr]
+                except Exception as exc:
+                    raise _ApplyFailed(exc) from exc
+                if done:
+                    tx.finish_job(job.n, "done")
+                    applied += 1
+        except _ApplyFailed as failed:  # rolled back whole; counted like a failed prepare
+            _failed_attempt(engine, memory_id, job, failed.cause, used)
+
+
+class _ApplyFailed(Exception):
+    """A handler's `apply` raised: the transaction rolls back, and the attempt counts."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether `exc` says that a service could not be reached or was overloaded, so that the
+    same call may well succeed later: network errors and timeouts, and HTTP 408, 429 and 5xx.
+    A refused call (another 4xx) or an unreadable answer is not: waiting will not mend it."""
+    if isinstance(exc, EndpointResponseError):
+        return False
+    if isinstance(exc, EndpointError):
+        return exc.status is None or exc.status in RETRY_STATUSES or exc.status >= 500
+    return isinstance(exc, (OSError, TimeoutError, httpx.TransportError))
+
+
+def retry_wait(engine: Engine, attempts: int) -> float:
+    """Seconds before attempt `attempts + 1` at a job that could not reach its service."""
+    return min(engine.lane_retry_seconds * 2.0 ** (attempts - 1), C.LANE_RETRY_MAX_SECONDS)
 
 
 def _failed_attempt(engine: Engine, memory_id: str, job: JobRecord, exc: Exception,
                     used: list[UsageRecord]) -> None:
     error = f"{type(exc).__name__}: {exc}"
+    waits = transient(exc)
+    limit = C.JOB_MAX_TRANSIENT_ATTEMPTS if waits else C.JOB_MAX_ATTEMPTS
+    attempts = job.attempts + 1  # the lane is held: no other worker counts an attempt
+    wait = retry_wait(engine, attempts) if waits else 0.0
     with engine.store.write(memory_id) as tx:
         tx.insert_usage(used, job.created_at)
-        attempts = tx.record_attempt(job.n, error)
-        if attempts >= C.JOB_MAX_ATTEMPTS:
+        tx.record_attempt(job.n, error, time.time() + wait if wait > 0 else None)
+        if attempts >= limit:
             tx.finish_job(job.n, "failed", error)
             log.error("memory %r: job %d (%s) failed %d times and is given up: %s",
                       memory_id, job.n, job.kind, attempts, error)
+        elif wait > 0:
+            log.warning("memory %r: job %d (%s) could not reach its service (attempt %d of %d); "
+                        "trying again in %.0f s: %s", memory_id, job.n, job.kind, attempts,
+                        limit, wait, error)
         else:
             log.warning("memory %r: job %d (%s) failed (attempt %d of %d): %s",
-                        memory_id, job.n, job.kind, attempts, C.JOB_MAX_ATTEMPTS, error)
+                        memory_id, job.n, job.kind, attempts, limit, error)
 
 
 def drain(engine: Engine) -> int:
     """Run every pending job of every memory to completion; returns how many were applied.
 
-    Lanes held by another worker are waited for (until that worker finishes or its lease ends).
+    Lanes held by another worker are waited for (until that worker finishes or its lease ends),
+    and so are jobs waiting out an outage of their judge or embedder.
     """
     owner = f"{_owner()}:drain"
     total = 0
@@ -177,11 +226,23 @@ def drain(engine: Engine) -> int:
         progressed = False
         for memory_id in pending:
             ran = run_lane(engine, memory_id, owner)
-            if ran is not None:
+            if ran:
                 total += ran
                 progressed = True
         if not progressed:
-            time.sleep(C.LANE_POLL_SECONDS)
+            time.sleep(_idle_wait(engine, pending))
+
+
+def _idle_wait(engine: Engine, memory_ids: list[str]) -> float:
+    """How long a drain that ran nothing sleeps: until the first waiting job may run, at least
+    a poll and at most an idle poll (a held lane may free, or jobs be queued, meanwhile)."""
+    now, ready = time.time(), C.LANE_IDLE_POLL_SECONDS
+    for memory_id in memory_ids:
+        with engine.store.read(memory_id) as tx:
+            job = tx.pending_job()
+        retry_at = job.retry_at if job is not None and job.retry_at is not None else now
+        ready = min(ready, retry_at - now)
+    return max(ready, C.LANE_POLL_SECONDS)
 
 
 class BackgroundWorker:

@@ -203,6 +203,7 @@ class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
     state: str = "pending"  # pending / done / failed
     attempts: int = 0
     error: str | None = None
+    retry_at: float | None = None  # real Unix seconds before which it does not run again
 
 
 class Unit(msgspec.Struct, frozen=True):

@@ -300,12 +300,12 @@ class Replayed:
 
 def run_lane_through(engine: Engine, memory_id: str) -> None:
     """Run the memory's pending jobs to completion here (waiting out a lease a killed worker
-    left, which `lane_lease_seconds` bounds)."""
+    left, which `lane_lease_seconds` bounds, and a job waiting out its service's outage)."""
     while True:
         with engine.store.read(memory_id) as tx:
             if tx.pending_job() is None:
                 return
-        if run_lane(engine, memory_id) is None:
+        if not run_lane(engine, memory_id):
             time.sleep(_LANE_WAIT_SECONDS)
 
 

@@ -275,8 +275,9 @@ class Transaction(abc.ABC):
     def finish_job(self, n: int, state: str, error: str | None = None) -> None: ...
 
     @abc.abstractmethod
-    def record_attempt(self, n: int, error: str | None) -> int:
-        """Count one more attempt at job `n`; returns the attempts so far."""
+    def record_attempt(self, n: int, error: str | None, retry_at: float | None = None) -> int:
+        """Count one more attempt at job `n`, which may run again from `retry_at` (real Unix
+        seconds; None: at once); returns the attempts so far."""
 
     @abc.abstractmethod
     def jobs(self) -> list[JobRecord]: ...

@@ -303,6 +303,11 @@ MIGRATIONS: list[Migration] = [
         "ALTER TABLE episodes ADD COLUMN changed INTEGER NOT NULL DEFAULT 0",
         "CREATE INDEX episodes_by_change ON episodes (memory_id, changed)",
     ]),
+    # 8: when a job that could not reach its judge or embedder may run again (Unix seconds of
+    # the real clock; NULL: at once), so an outage is waited out instead of failing the job.
+    Migration([
+        "ALTER TABLE jobs ADD COLUMN retry_at DOUBLE PRECISION",
+    ]),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -46,7 +46,7 @@ _REQUEST_COLUMNS = ("n, at, model, encoding, estimate, view_len, view_last, hist
 _EPISODE_COLUMNS = ("n, first_seq, last_seq, first_turn, last_turn, start_at, end_at, tokens, "
                     "cut_at, state")
 _TRACE_COLUMNS = "n, episode, fact, kind, score, counted, at"
-_JOB_COLUMNS = "n, kind, payload, created_at, state, attempts, error"
+_JOB_COLUMNS = "n, kind, payload, created_at, state, attempts, error, retry_at"
 _encode_calls = msgspec.json.encode
 _decode_calls = msgspec.json.Decoder(tuple[str, ...]).decode
 
@@ -83,9 +83,9 @@ def _trace(row: tuple) -> TraceRecord:
 
 
 def _job(row: tuple) -> JobRecord:
-    n, kind, payload, created_at, state, attempts, error = row
+    n, kind, payload, created_at, state, attempts, error, retry_at = row
     return JobRecord(n=n, kind=kind, payload=bytes(payload), created_at=created_at, state=state,
-                     attempts=attempts, error=error)
+                     attempts=attempts, error=error, retry_at=retry_at)
 
 
 @contextmanager
@@ -364,10 +364,10 @@ class _SQLiteTransaction(GraphQueries, Transaction):
         self._conn.execute("UPDATE jobs SET state = ?, error = ? WHERE memory_id = ? AND n = ?",
                            (state, error, self.memory_id, n))
 
-    def record_attempt(self, n: int, error: str | None) -> int:
+    def record_attempt(self, n: int, error: str | None, retry_at: float | None = None) -> int:
         self._conn.execute(
-            "UPDATE jobs SET attempts = attempts + 1, error = ? WHERE memory_id = ? AND n = ?",
-            (error, self.memory_id, n))
+            "UPDATE jobs SET attempts = attempts + 1, error = ?, retry_at = ? "
+            "WHERE memory_id = ? AND n = ?", (error, retry_at, self.memory_id, n))
         (attempts,) = self._conn.execute(
             "SELECT attempts FROM jobs WHERE memory_id = ? AND n = ?", (self.memory_id, n)
         ).fetchone()
