@@ -137,6 +137,14 @@ def reply(response: dict[str, Any]) -> Reply:
     items = [item for item in output if isinstance(item, dict)]
     if len(items) != len(output):
         raise InvalidResponseError("response output holds a non-object item")
+    for i, item in enumerate(items):
+        # A model's output messages are always the assistant's; any other role stored from a
+        # reply would stand in every later request as the caller's own words.
+        if item.get("type", "message" if "role" in item else None) == "message" \
+                and item.get("role") != "assistant":
+            raise InvalidResponseError(f"response output item {i} is a message of role "
+                                       f"{item.get('role')!r}; output messages are the "
+                                       "assistant's")
     texts = [
         part.get("text", "")
         for item in items
