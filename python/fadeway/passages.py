@@ -10,6 +10,8 @@ and its episode, whose facts it recalls. The lane writes them once an episode se
 from __future__ import annotations
 
 import logging
+import re
+import unicodedata
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -53,9 +55,23 @@ def windows(text: str, size: int = C.PASSAGE_MAX_CHARS,
     return [w for w in out if w]
 
 
+# Names that would read as a role of its own in an excerpt's header ("Turn 3 · Assistant").
+_ROLE_WORDS = frozenset({"user", "assistant", "system", "developer", "tool", "function", "model",
+                         "ai", "bot", "human"})
+# What would split a header's fields or close its bracket, or break its line.
+_HEADER_JUNK = re.compile(r"[\u00b7\u2022\u2027\u22c5\[\]\s]+")
+
+
 def _who(body: dict[str, Any], role: str) -> str:
+    """Who said a message: its `name` (one line, without what would end a header's field),
+    else its role; a name that spells a role is not taken, so that a user named "assistant"
+    is not recalled as the assistant speaking."""
     name = body.get("name")
-    return name if isinstance(name, str) and name.strip() else role
+    if not isinstance(name, str):
+        return role
+    name = _HEADER_JUNK.sub(" ", name).strip()
+    letters = "".join(ch for ch in unicodedata.normalize("NFKC", name).casefold() if ch.isalnum())
+    return role if not name or letters in _ROLE_WORDS else name
 
 
 def passages_of(episode: EpisodeRecord, messages: Sequence[MessageRecord],

@@ -184,7 +184,8 @@ def _unit_line(unit: UnitText, i: int | None) -> str:
 
 def _fact(fact: FactText) -> str:
     """A fact as a prompt shows it: its sentence, then its two entities in brackets."""
-    entities = f" [{fact.subject}; {fact.object}]" if fact.subject or fact.object else ""
+    entities = (f" [{_one_line(fact.subject)}; {_one_line(fact.object)}]"
+                if fact.subject or fact.object else "")
     return f"{_one_line(fact.text)}{entities}"
 
 
