@@ -96,7 +96,7 @@ def test_export_import_export_is_identical(fresh, request_):
 
 
 def test_import_refuses_an_existing_memory_and_bad_documents(engine):
-    from fadeway.errors import ImportConflictError, InvalidExportError, UnmatchedToolOutputError
+    from fadeway.errors import ImportConflictError, InvalidExportError
 
     mem = engine.memory("m")
     mem.decorate({"messages": [{"role": "user", "content": "hi"}]})
@@ -113,7 +113,7 @@ def test_import_refuses_an_existing_memory_and_bad_documents(engine):
     bad["memory_id"] = "z"
     bad["messages"].append({**bad["messages"][0], "seq": 1, "message": {
         "role": "tool", "tool_call_id": "nope", "content": "x"}})
-    with pytest.raises(UnmatchedToolOutputError):
+    with pytest.raises(InvalidExportError, match="no earlier assistant call has id 'nope'"):
         engine.import_memory(bad)
     assert sorted(engine.memory_ids()) == ["m"]
 

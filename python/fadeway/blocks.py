@@ -43,7 +43,8 @@ from datetime import UTC, datetime
 __all__ = [
     "FACTS_HEADER", "MILESTONES_HEADER", "RECALL_CLOSE", "RECALL_OPEN",
     "BlockFact", "Excerpt", "PartSection", "RecallGroup", "RecalledFact",
-    "entities", "facts_block", "is_block", "neutralise", "note_ask", "recall_block", "turns",
+    "entities", "facts_block", "is_block", "is_sound_block", "neutralise", "note_ask",
+    "recall_block", "turns",
 ]
 
 FACTS_HEADER = ("Recorded facts from compacted history, most relevant first, resolved entities "
@@ -155,22 +156,58 @@ class Excerpt:
 
 # A line break (everything str.splitlines splits on) with the blanks around it.
 _LINE_BREAK = re.compile(r"\s*[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]\s*")
-# Characters that render as nothing: allowed anywhere inside a marker.
-_INVISIBLE = "\u00ad\u034f\u180e\u200b-\u200f\u2060-\u2064\ufeff"
-_GAP = rf"[\s{_INVISIBLE}]*"
-_SEPARATOR = rf"[\s{_INVISIBLE}_.\-\u2010-\u2015]*"
-# Matched against a lower-cased, per-character NFKC copy (fullwidth ［／ become [ and /).
-_MARKER = re.compile(
-    r"[\[\u27e6\u3010\u3014\u3016\u301a]" + _GAP
-    + r"(?:[/\\\u2215\u2044\u29f8\u29f9]" + _GAP + r")?"
-    + _SEPARATOR.join(_GAP.join(re.escape(c) for c in word)
-                      for word in ("assistant", "recent", "memories"))
-    + _GAP + r"[\]\u27e7\u3011\u3015\u3017\u301b]"
+# Every opening and closing bracket or quotation mark of Unicode's basic plane (categories Ps
+# and Pi, Pe and Pf, as Python 3.11 reads them), and the angle brackets of a tag.
+_OPENERS = "<" + (
+    "([{\u00ab\u0f3a\u0f3c\u169b\u2018\u201a\u201b\u201c\u201e\u201f\u2039\u2045\u207d\u208d"
+    "\u2308\u230a\u2329\u2768\u276a\u276c\u276e\u2770\u2772\u2774\u27c5\u27e6\u27e8\u27ea"
+    "\u27ec\u27ee\u2983\u2985\u2987\u2989\u298b\u298d\u298f\u2991\u2993\u2995\u2997\u29d8"
+    "\u29da\u29fc\u2e02\u2e04\u2e09\u2e0c\u2e1c\u2e20\u2e22\u2e24\u2e26\u2e28\u2e42\u2e55"
+    "\u2e57\u2e59\u2e5b\u3008\u300a\u300c\u300e\u3010\u3014\u3016\u3018\u301a\u301d\ufd3f"
+    "\ufe17\ufe35\ufe37\ufe39\ufe3b\ufe3d\ufe3f\ufe41\ufe43\ufe47\ufe59\ufe5b\ufe5d\uff08"
+    "\uff3b\uff5b\uff5f\uff62"
 )
+_CLOSERS = ">" + (
+    ")]}\u00bb\u0f3b\u0f3d\u169c\u2019\u201d\u203a\u2046\u207e\u208e\u2309\u230b\u232a\u2769"
+    "\u276b\u276d\u276f\u2771\u2773\u2775\u27c6\u27e7\u27e9\u27eb\u27ed\u27ef\u2984\u2986"
+    "\u2988\u298a\u298c\u298e\u2990\u2992\u2994\u2996\u2998\u29d9\u29db\u29fd\u2e03\u2e05"
+    "\u2e0a\u2e0d\u2e1d\u2e21\u2e23\u2e25\u2e27\u2e29\u2e56\u2e58\u2e5a\u2e5c\u3009\u300b"
+    "\u300d\u300f\u3011\u3015\u3017\u3019\u301b\u301e\u301f\ufd3e\ufe18\ufe36\ufe38\ufe3a"
+    "\ufe3c\ufe3e\ufe40\ufe42\ufe44\ufe48\ufe5a\ufe5c\ufe5e\uff09\uff3d\uff5d\uff60\uff63"
+)
+# Slashes and their look-alikes (fullwidth ones fold to these).
+_SLASHES = "/\\\u2215\u2044\u29f8\u29f9\u2571\u2572\u27cb\u27cd\u2cfa\u30fb\u3033"
+# Between the letters of a word: blanks and control characters (what shows nothing else is
+# left out of the folded copy).
+_GAP = r"[\s\x00-\x1f\x7f]*"
+# Between its words: up to three of anything but letters and digits.
+_SEPARATOR = r"[\W_]{0,3}"
+_PHRASE = _SEPARATOR.join(_GAP.join(re.escape(c) for c in word)
+                          for word in ("assistant", "recent", "memor")) + _GAP + r"(?:y|i\s*e\s*s)"
+# The block's marker, read loosely: a bracket or a slash before the words, or a bracket after
+# them, each of any kind. Matched against the folded copy of `_folded`.
+_MARKER = re.compile(
+    rf"(?P<open>[{re.escape(_OPENERS)}])?{_GAP}(?P<slash>[{re.escape(_SLASHES)}]{_GAP})?"
+    + _PHRASE + rf"{_GAP}(?P<close>[{re.escape(_CLOSERS)}])?"
+)
+_WORDS = re.compile(_PHRASE)
 _OPEN_SAFE, _CLOSE_SAFE = "(", ")"
-_LINE_START = re.compile(r"[-#\[]")
+# What would make an excerpt's first character start a line of the block (a list item, a
+# heading, a bracketed header): read on the folded copy, so a look-alike counts too. Dashes
+# are told by their category; parentheses and quotation marks start ordinary sentences.
+_LINE_STARTERS = frozenset("#*+>\u2212\u2022\u2043\u25e6" + "".join(
+    c for c in _OPENERS if c not in "({" and unicodedata.category(c) == "Ps"))
 
 
+# Look-alikes of the marker's Latin letters from other scripts (Cyrillic, Greek, Armenian),
+# which NFKC leaves apart.
+_HOMOGLYPHS = str.maketrans({
+    "\u0430": "a", "\u0251": "a", "\u03b1": "a", "\u0455": "s", "\u0456": "i", "\u0131": "i",
+    "\u03b9": "i", "\u04cf": "i", "\u0435": "e", "\u03b5": "e", "\u04bd": "e", "\u0441": "c",
+    "\u03f2": "c", "\u043e": "o", "\u03bf": "o", "\u0585": "o", "\u0440": "p", "\u0442": "t",
+    "\u03c4": "t", "\u043c": "m", "\u043f": "n", "\u03b7": "n", "\u0433": "r", "\u0443": "y",
+    "\u04af": "y", "\u03b3": "y",
+})
 # Blank letters that render as a space or nothing (Hangul fillers, the Braille blank).
 _BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
 
@@ -179,7 +216,8 @@ def _folded(text: str) -> tuple[str, list[int] | None]:
     """A lower-cased NFKC copy of `text` and, unless the copy is aligned with it, the index in
     `text` of each character of the copy. Characters that show nothing of their own (format
     characters such as tags and variation selectors, combining marks, blank letters) are left
-    out of the copy, so that they cannot hide a marker."""
+    out of the copy, so that they cannot hide a marker, and look-alike letters of other scripts
+    read as the Latin ones."""
     if text.isascii():
         return text.lower(), None
     chars: list[str] = []
@@ -187,22 +225,24 @@ def _folded(text: str) -> tuple[str, list[int] | None]:
     for i, ch in enumerate(text):
         if ch in _BLANK_LETTERS or unicodedata.category(ch) in ("Cf", "Mn", "Me"):
             continue
-        folded = unicodedata.normalize("NFKC", ch).casefold()
+        folded = unicodedata.normalize("NFKC", ch).casefold().translate(_HOMOGLYPHS)
         chars.append(folded)
         index.extend([i] * len(folded))
     return "".join(chars), index
 
 
 def _without_markers(text: str) -> str:
+    """`text` with the brackets of every marker in it made parentheses: the words stay
+    visible, but nothing reads as the block opening or closing."""
     folded, index = _folded(text)
-    spans = [(m.start(), m.end() - 1) for m in _MARKER.finditer(folded)]
-    if not spans:
+    swaps = [(m.start(group), safe) for m in _MARKER.finditer(folded)
+             for group, safe in (("open", _OPEN_SAFE), ("close", _CLOSE_SAFE))
+             if m.start(group) >= 0]
+    if not swaps:
         return text
     out = list(text)
-    for first, last in spans:
-        if index is not None:
-            first, last = index[first], index[last]
-        out[first], out[last] = _OPEN_SAFE, _CLOSE_SAFE
+    for at, safe in swaps:
+        out[at if index is None else index[at]] = safe
     return "".join(out)
 
 
@@ -214,7 +254,9 @@ def neutralise(text: str) -> str:
 def _line(text: str) -> str:
     """Neutralised text that starts a line of its own (an excerpt's text)."""
     text = neutralise(text)
-    return "\\" + text if _LINE_START.match(text) else text
+    first = _folded(text[:8])[0].lstrip()[:1]
+    return "\\" + text if first and (first in _LINE_STARTERS
+                                      or unicodedata.category(first) == "Pd") else text
 
 
 # --- shared pieces -----------------------------------------------------------------------------
@@ -272,13 +314,23 @@ def entities(subject: str, object_: str) -> str:
     return subject if subject.casefold() == object_.casefold() else f"{subject}, {object_}"
 
 
+def _name(entity: str) -> str:
+    """An entity's name inside a line's brackets, with no bracket of its own to end them, and
+    in parentheses when it holds the marker's words (the line's brackets would make one)."""
+    name = neutralise(entity).translate(_BRACKETS)
+    return f"({name})" if _WORDS.search(_folded(name)[0]) else name
+
+
+_BRACKETS = str.maketrans("[]", "()")
+
+
 def facts_block(facts: Sequence[BlockFact], milestones: Sequence[BlockFact]) -> str | None:
     """The facts block: facts (ordered by the caller, most active first), then milestones.
 
     None when there is nothing to show; a fact whose note is blank shows nothing and is skipped.
     """
     def lines(entries: Sequence[BlockFact]) -> list[str]:
-        return [f"- {neutralise(f.note)} [{entities(neutralise(f.subject), neutralise(f.object))}]"
+        return [f"- {neutralise(f.note)} [{entities(_name(f.subject), _name(f.object))}]"
                 for f in entries if neutralise(f.note)]
 
     shown, reached = lines(facts), lines(milestones)
@@ -373,6 +425,31 @@ def _is_recall_block(text: str) -> bool:
             and text.endswith("\n" + RECALL_CLOSE)
             and text.count(RECALL_OPEN) == 1
             and text.count(RECALL_CLOSE) == 1)
+
+
+def is_sound_block(text: object, kind: str) -> bool:
+    """Whether `text` is a facts block (`kind` "facts") or a recall block ("recall") as fadeway
+    writes them, with nothing inside that could end it early, open another or break a line
+    where the block has none: for texts that come from outside (an imported export)."""
+    if not isinstance(text, str) or _ODD_BREAK.search(text):
+        return False
+    if kind == "facts":
+        return _is_facts_block(text) and all(
+            line == MILESTONES_HEADER or line == neutralise(line) for line in text.split("\n")[1:])
+    if kind == "recall":
+        return _is_recall_block(text) and _markers(text) == 2
+    raise ValueError(f"kind must be 'facts' or 'recall', not {kind!r}")
+
+
+def _markers(text: str) -> int:
+    """How many markers `text` holds, neutralised ones (in parentheses) left out."""
+    return sum(m.group("open") not in (None, _OPEN_SAFE)
+               or m.group("close") not in (None, _CLOSE_SAFE)
+               for m in _MARKER.finditer(_folded(text)[0]))
+
+
+# What str.splitlines splits a line at, besides the "\n" that a block's lines end with.
+_ODD_BREAK = re.compile(r"[\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
 def is_block(text: object) -> bool:

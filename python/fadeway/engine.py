@@ -16,9 +16,8 @@ from typing import Any
 import msgspec
 
 from . import _constants as C
-from . import formats
 from .errors import ImportConflictError, InvalidExportError, InvalidMemoryIdError
-from .formats import Format
+from .export import check_export
 # Each registers its lane job: fact traces, the graph, passages, and embeddings.
 from . import graph, note_taking, passages, scoring  # noqa: F401
 from .embed import Embedder, embedder_from
@@ -28,7 +27,7 @@ from .judge import Judge, judge_from
 from .lane import BackgroundWorker, drain, job_kinds
 from .memory import Memory
 from .note_writer import LLMNoteWriter, NoteWriter, note_writer_from
-from .model import EXPORT_VERSION, MemoryExport, MessageRecord, RequestRecord
+from .model import MemoryExport, MessageRecord, RequestRecord
 from .paths import data_dir_for, index_dir
 from .search import MemoryIndex
 from .store import Store, open_store
@@ -193,24 +192,16 @@ class Engine:
         unknown = sorted({j.kind for j in export.jobs} - job_kinds())
         if unknown:
             raise InvalidExportError(f"the export queues jobs of unknown kind {unknown}")
+        entries = check_export(export)
+        rows = [MessageRecord(seq=m.seq, turn=m.turn, at=m.at, role=e.role, kind=e.kind,
+                              side=e.side.value, source=m.source, tokens=m.tokens,
+                              digest=e.digest, calls=e.calls, answers=e.answers, body=e.body)
+                for m, e in zip(export.messages, entries, strict=True)]
         memory = self.memory(export.memory_id)
-        fmt = Format(export.format)
         with memory._history.lock, self.store.write(export.memory_id) as tx:
             if tx.memory() is not None:
                 raise ImportConflictError(f"memory {export.memory_id!r} already exists; import "
                                           "restores into an empty memory only")
-            made: set[str] = set()
-            rows = []
-            for i, m in enumerate(export.messages):
-                if m.seq != i:
-                    raise InvalidExportError(f"message {i} of the export has seq {m.seq}")
-                e = formats.entry(fmt, msgspec.json.decode(m.message), f"exported message {i}",
-                                  made.__contains__, body=bytes(m.message))
-                made.update(e.calls)
-                rows.append(MessageRecord(seq=m.seq, turn=m.turn, at=m.at, role=e.role,
-                                          kind=e.kind, side=e.side.value, source=m.source,
-                                          tokens=m.tokens, digest=e.digest, calls=e.calls,
-                                          answers=e.answers, body=e.body))
             tx.create_memory(export.format, export.created_at)
             instructions = bytes(export.instructions)
             tx.set_instructions(None if instructions == b"null" else instructions)
@@ -270,11 +261,6 @@ def _load_export(doc: MemoryExport | dict[str, Any] | bytes | str) -> MemoryExpo
         raise InvalidExportError(f"not a fadeway memory export: {exc}") from None
     except msgspec.DecodeError as exc:
         raise InvalidExportError(f"not JSON: {exc}") from None
-    if export.fadeway_export != EXPORT_VERSION:
-        raise InvalidExportError(f"export version {export.fadeway_export} is not supported "
-                                 f"(this fadeway reads version {EXPORT_VERSION})")
-    if export.format not in {f.value for f in Format}:
-        raise InvalidExportError(f"unknown format {export.format!r} in export")
     _check_memory_id(export.memory_id)
     return export
 
