@@ -11,6 +11,14 @@ from helpers import call
 
 OK = {"role": "user", "content": "hi"}
 
+
+def _nested(depth):
+    value: dict = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
 BAD_REQUESTS = [
     ({"messages": [{"role": "wizard", "content": "x"}]}, errors.UnknownRoleError, "role 'wizard'"),
     ({"messages": [OK, {"role": "tool", "tool_call_id": "call_9", "content": "x"}]},
@@ -27,6 +35,18 @@ BAD_REQUESTS = [
      errors.InvalidMessageError, "tool_calls\\[0\\] has no string id"),
     ({"messages": [OK, {"role": "user", "content": "x", "extra": object()}]},
      errors.InvalidMessageError, "not JSON-serialisable"),
+    # JSON cannot carry these as given: refused, not stored changed (base64 text, null).
+    ({"messages": [OK, {"role": "user", "content": b"rm -rf /"}]}, errors.InvalidMessageError,
+     "message 1 holds bytes"),
+    ({"messages": [OK, {"role": "user", "content": "x", "score": float("nan")}]},
+     errors.InvalidMessageError, "message 1 holds the number nan"),
+    ({"input": [{"role": "user", "content": [{"type": "input_text", "text": "x",
+                                              "w": [1.0, float("-inf")]}]}]},
+     errors.InvalidMessageError, "message 0 holds the number -inf"),
+    ({"messages": [OK, {"role": "user", "content": "x", "meta": _nested(5_000)}]},
+     errors.InvalidMessageError, "message 1 is nested too deeply"),
+    ({"messages": [{"role": "user", "name": 7, "content": "x"}]}, errors.InvalidMessageError,
+     "message 0 has a name that is not a string"),
     ({"messages": []}, errors.EmptyRequestError, "messages list is empty"),
     ({"model": "gpt-4.1"}, errors.EmptyRequestError, "neither messages"),
     ({"input": []}, errors.EmptyRequestError, "input list is empty"),
@@ -199,3 +219,14 @@ def test_time_must_be_real(engine):
 def test_ceiling_must_be_positive(tmp_path):
     with pytest.raises(ValueError, match="ceiling must be a positive"):
         fadeway.open(tmp_path / "x.db", ceiling=0)
+
+
+def test_a_memory_the_store_does_not_hold_is_named_not_found(engine):
+    from fadeway.recall_turns import preview
+
+    for call in (lambda: engine.memory("nope").export(),
+                 lambda: preview(engine, "nope", "hello")):
+        with pytest.raises(errors.MemoryNotFoundError, match="holds no memory 'nope'") as caught:
+            call()
+        assert isinstance(caught.value, KeyError)  # as before, for callers that caught that
+    assert engine.memory_ids() == []

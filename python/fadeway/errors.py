@@ -14,6 +14,7 @@ __all__ = [
     "UnmatchedToolOutputError",
     "EmptyRequestError",
     "InvalidMemoryIdError",
+    "MemoryNotFoundError",
     "ServerStateError",
     "FormatMismatchError",
     "HistoryConflictError",
@@ -55,6 +56,13 @@ class EmptyRequestError(InvalidRequestError):
 
 class InvalidMemoryIdError(FadewayError, TypeError):
     """A memory id is not a non-empty string."""
+
+
+class MemoryNotFoundError(FadewayError, KeyError):
+    """The store holds no memory with that id (a memory is made by its first decorate)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class ServerStateError(InvalidRequestError):

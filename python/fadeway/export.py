@@ -16,7 +16,7 @@ from typing import IO, TYPE_CHECKING
 import msgspec
 
 from . import blocks, formats
-from .errors import FadewayError, ImportConflictError, InvalidExportError
+from .errors import FadewayError, ImportConflictError, InvalidExportError, MemoryNotFoundError
 from .formats import Entry, Format, chat_completions, responses
 from .model import (
     EXPORT_VERSION,
@@ -42,7 +42,7 @@ def export_memory(tx: Transaction, memory_id: str) -> MemoryExport:
     """Memory `memory_id` as one export document, read through `tx`."""
     memory = tx.memory()
     if memory is None:
-        raise KeyError(f"memory {memory_id!r} holds nothing to export")
+        raise MemoryNotFoundError(f"the store holds no memory {memory_id!r} to export")
     messages = tx.messages()
     requests = tx.requests()
     episodes = tx.episodes()

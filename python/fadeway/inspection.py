@@ -11,17 +11,11 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .engine import Engine
-from .errors import FadewayError
+from .errors import MemoryNotFoundError
 from .trace_log import TraceLog
 
 __all__ = ["MemoryNotFoundError", "inspect_memory", "render"]
 
-
-class MemoryNotFoundError(FadewayError, KeyError):
-    """The store holds no memory with that id."""
-
-    def __str__(self) -> str:
-        return str(self.args[0])
 
 
 def inspect_memory(engine: Engine, memory_id: str, at: float) -> dict[str, Any]:

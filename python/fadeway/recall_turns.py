@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from . import _constants as C
 from .formats import text_of
 from .formats.canonical import encode_json, plain
-from .errors import EmbedderMismatchError, EndpointError
+from .errors import EmbedderMismatchError, EndpointError, MemoryNotFoundError
 from .history import History
 from .judge import JudgeTimeout
 from .model import BlockText, RecallRecord
@@ -55,10 +55,10 @@ def recent_text(history: History, message: str) -> str:
 
 def preview(engine: Engine, memory_id: str, message: str) -> RecallResult:
     """The recall the next decorate would run for a user `message` (nothing is written but the
-    memory's index caches). Raises KeyError for a memory the store does not hold."""
+    memory's index caches). Raises MemoryNotFoundError for a memory the store does not hold."""
     with engine.store.read(memory_id) as tx:
         if tx.memory() is None:
-            raise KeyError(memory_id)
+            raise MemoryNotFoundError(f"the store holds no memory {memory_id!r}")
         history = History()
         history.sync(tx.message_count(), tx.messages)
     return recall(engine, memory_id, message, recent_text(history, message),

@@ -9,6 +9,7 @@ stored"). Only a digest of the canonical form is kept.
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import Any
 
 import msgspec
@@ -35,11 +36,37 @@ _decode = msgspec.json.decode
 
 
 def body_of(obj: Any, where: str) -> bytes:
-    """The JSON of `obj` as sent (key order kept); raises InvalidMessageError if it is not JSON."""
+    """The JSON of `obj` as sent (key order kept); raises InvalidMessageError if it is not JSON.
+
+    What JSON cannot carry as given is refused, not changed on the way: bytes (which would be
+    stored as base64 text) and non-finite numbers (stored as null)."""
     try:
-        return _encode(obj)
+        body = _encode(obj)
+    except RecursionError:
+        raise InvalidMessageError(f"{where} is nested too deeply to be JSON") from None
     except (TypeError, msgspec.EncodeError, ValueError) as exc:
         raise InvalidMessageError(f"{where} is not JSON-serialisable: {exc}") from None
+    odd = _not_json(obj)
+    if odd is not None:
+        raise InvalidMessageError(f"{where} holds {odd}, which JSON cannot carry as it is")
+    return body
+
+
+def _not_json(obj: Any) -> str | None:
+    """What in plain dicts and lists JSON would not carry unchanged (SDK objects dump as JSON
+    of their own): bytes, or a number that is not finite."""
+    stack = [obj]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+        elif isinstance(value, (bytes, bytearray, memoryview)):
+            return "bytes"
+        elif isinstance(value, float) and not math.isfinite(value):
+            return f"the number {value}"
+    return None
 
 
 def _strip_nulls(value: Any) -> Any:
@@ -66,6 +93,8 @@ def digest_of(obj: Any, where: str = "message") -> bytes:
     """A 16-byte digest of the canonical JSON of `obj`."""
     try:
         data = _canonical(obj)
+    except RecursionError:
+        raise InvalidMessageError(f"{where} is nested too deeply to be JSON") from None
     except (TypeError, msgspec.EncodeError, ValueError) as exc:
         raise InvalidMessageError(f"{where} is not JSON-serialisable: {exc}") from None
     return hashlib.blake2b(data, digest_size=16).digest()

@@ -71,6 +71,8 @@ def classify(msg: Any, where: str, known_calls: Callable[[str], bool]) -> Classi
     role = msg.get("role")
     if role not in ROLES:
         raise UnknownRoleError(f"{where} has role {role!r}; expected one of {', '.join(ROLES)}")
+    if "name" in msg and not isinstance(msg["name"], (str, type(None))):
+        raise InvalidMessageError(f"{where} has a name that is not a string")
     calls: tuple[str, ...] = ()
     answers = None
     if role == "assistant":
