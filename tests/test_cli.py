@@ -155,3 +155,36 @@ def test_inspect_says_why_the_facts_block_is_empty(tmp_path):
     assert render({**view, "states": {"live": 3}}).endswith("(empty: no episode has sealed yet)")
     assert render({**view, "states": {"sealed": 1, "forgotten": 2}}).endswith(
         "(empty: the notes of the sealed episodes hold no facts)")
+
+
+def test_what_the_terminal_would_obey_is_printed_escaped(tmp_path, capsys):
+    """Memory ids and stored text are untrusted: printed raw, an escape sequence would retitle
+    the window, clear the screen or colour what follows."""
+    from fadeway.cli import main
+
+    hostile = "evil\x1b]0;PWNED\x07\x1b[2J\x9b31m\u202ereversed"
+    path = tmp_path / "esc.jsonl"
+    lines = [{"memory_id": hostile, "at": 1_767_225_600 + 60 * i,
+              "message": {"role": "user" if i % 2 == 0 else "assistant",
+                          "content": f"note \x1b[1;31mFAKE PROMPT$ {i}"}} for i in range(4)]
+    path.write_bytes(b"\n".join(msgspec.json.encode(line) for line in lines))
+    db = str(tmp_path / "esc.db")
+    for argv in (["replay", str(path), "--db", db], ["replay", str(path), "--db", db, "--json"],
+                 ["inspect", hostile, "--db", db], ["inspect", hostile, "--db", db, "--json"]):
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        assert not any(ch in out for ch in "\x1b\x07\x9b\u202e"), argv
+        assert "PWNED" in out and ("\\u001b" in out or "\\x1b" in out), argv  # shown, escaped
+        if "--json" in argv:
+            json_text = out.strip()
+            assert msgspec.json.decode(json_text)  # still JSON
+
+
+def test_a_command_that_only_reads_refuses_a_missing_store_and_creates_none(tmp_path, capsys):
+    from fadeway.cli import main
+
+    db = tmp_path / "missing.db"
+    for argv in (["inspect", "m"], ["recall", "m", "hello"], ["export", "m"]):
+        assert main([*argv, "--db", str(db)]) == 2
+        assert f"no store at {db}" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

@@ -17,8 +17,10 @@ import time
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
+from typing import IO
 
 from . import open as open_engine
+from .engine import Engine
 from .batch import MemorySummary, ReplaySettings, run_batch
 from .errors import FadewayError
 from .export import check_export_file, import_file, write_jsonl
@@ -80,6 +82,28 @@ def _positive(text: str) -> int:
     return value
 
 
+# Control characters (but line feed and tab) and the bidirectional overrides, shown escaped:
+# memory ids and stored text are untrusted, and printed raw they could move the cursor, retitle
+# the window or reorder what the reader sees. The escape is JSON's, so JSON output stays JSON.
+_UNSAFE = {c: f"\\u{c:04x}" for c in [*range(0x20), 0x7f, *range(0x80, 0xa0), 0x061c,
+                                       *range(0x200e, 0x2010), *range(0x202a, 0x202f),
+                                       *range(0x2066, 0x206a)] if chr(c) not in "\n\t"}
+
+
+def _print(*values: object, file: IO[str] | None = None) -> None:
+    """`print`, with what could command a terminal escaped."""
+    print(*(str(v).translate(_UNSAFE) for v in values), file=file)
+
+
+def _open_existing(db: str) -> Engine:
+    """The store at `db` for a command that only reads: one that is not there is an error,
+    not a new empty file."""
+    path = db[len("sqlite:///"):] if db.startswith("sqlite:///") else db
+    if path not in ("", ":memory:") and not path.startswith("file:") and not Path(path).exists():
+        raise FileNotFoundError(f"no store at {path}")
+    return open_engine(db, background=False)
+
+
 # -- replay -----------------------------------------------------------------------------------
 
 def _summary_table(rows: list[MemorySummary], elapsed: float, new: int) -> str:
@@ -124,10 +148,10 @@ def _run_replay(args: argparse.Namespace, paths: list[str], *, quiet: bool = Fal
     elapsed = time.monotonic() - start
     new = sum(r.new for r in rows)
     if getattr(args, "json", False):
-        print(json.dumps({"memories": [dataclasses.asdict(r) for r in rows],
+        _print(json.dumps({"memories": [dataclasses.asdict(r) for r in rows],
                           "elapsed": elapsed}, indent=2))
     elif not quiet:
-        print(_summary_table(rows, elapsed, new))
+        _print(_summary_table(rows, elapsed, new))
     return 0
 
 
@@ -138,33 +162,29 @@ def _replay(args: argparse.Namespace) -> int:
 # -- inspect, export, import, demo ------------------------------------------------------------
 
 def _inspect(args: argparse.Namespace) -> int:
-    with open_engine(args.db, background=False) as engine:
+    with _open_existing(args.db) as engine:
         view = inspect_memory(engine, args.memory, args.at if args.at is not None else time.time())
     if args.json:
-        print(json.dumps(view, indent=2, ensure_ascii=False))
+        _print(json.dumps(view, indent=2, ensure_ascii=False))
     else:
-        print(render(view))
+        _print(render(view))
     return 0
 
 
 def _recall(args: argparse.Namespace) -> int:
-    from .inspection import MemoryNotFoundError
     from .recall_turns import preview
 
-    with open_engine(args.db, background=False) as engine:
-        try:
-            result = preview(engine, args.memory, args.message)
-        except KeyError:
-            raise MemoryNotFoundError(f"the store holds no memory {args.memory!r}") from None
+    with _open_existing(args.db) as engine:
+        result = preview(engine, args.memory, args.message)
     timings = {stage: round(seconds * 1e3, 3) for stage, seconds in result.timings.items()}
     if args.json:
-        print(json.dumps({"block": result.block, "facts": result.facts,
+        _print(json.dumps({"block": result.block, "facts": result.facts,
                           "passages": result.passages, "walk": result.walk,
                           "timings_ms": timings}, indent=2, ensure_ascii=False))
         return 0
-    print(result.block if result.block is not None else "(no recall block: nothing was found)")
-    print()
-    print(f"walk: {result.walk}; " + ", ".join(f"{stage} {ms:.2f} ms"
+    _print(result.block if result.block is not None else "(no recall block: nothing was found)")
+    _print()
+    _print(f"walk: {result.walk}; " + ", ".join(f"{stage} {ms:.2f} ms"
                                                for stage, ms in timings.items())
           + f"; total {sum(timings.values()):.2f} ms")
     return 0
@@ -173,7 +193,7 @@ def _recall(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     if args.all == (args.memory is not None):
         raise UsageError("name one MEMORY or give --all")
-    with open_engine(args.db, background=False) as engine:
+    with _open_existing(args.db) as engine:
         ids = engine.memory_ids() if args.all else [args.memory]
         if not args.all and args.memory not in ids:
             raise UsageError(f"the store holds no memory {args.memory!r}")
@@ -195,7 +215,7 @@ def _export(args: argparse.Namespace) -> int:
         except BaseException:
             os.unlink(tmp)
             raise
-    print(f"exported {n} memories to {target}", file=sys.stderr)
+    _print(f"exported {n} memories to {target}", file=sys.stderr)
     return 0
 
 
@@ -204,7 +224,7 @@ def _import(args: argparse.Namespace) -> int:
     with open_engine(args.db, background=False) as engine:
         imported, skipped = import_file(engine, args.file)
         engine.drain()  # embeds the imported facts and passages for search
-    print(f"imported {len(imported)} memories into {args.db}"
+    _print(f"imported {len(imported)} memories into {args.db}"
           + (f"; {len(skipped)} already there, unchanged" if skipped else ""))
     return 0
 
@@ -219,9 +239,9 @@ def _demo(args: argparse.Namespace) -> int:
             count = tx.message_count()
             last = tx.messages(count - 1, count)[0].at
         view = inspect_memory(engine, memory_id, last)
-    print()
-    print(render(view))
-    print(f"\n(activation as of the last message; `fadeway inspect {memory_id} --db {args.db}` "
+    _print()
+    _print(render(view))
+    _print(f"\n(activation as of the last message; `fadeway inspect {memory_id} --db {args.db}` "
           "shows it now, `--at TIME` at any moment)")
     return 0
 
@@ -326,20 +346,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.run(args)
     except KeyboardInterrupt:
-        print("fadeway: interrupted; run the same command again to resume", file=sys.stderr)
+        _print("fadeway: interrupted; run the same command again to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # output piped into `head` and the like
         sys.stderr.close()
         return 0
     except (FadewayError, OSError) as exc:
-        print(f"fadeway {args.command}: {exc}", file=sys.stderr)
+        _print(f"fadeway {args.command}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT if _is_input_error(exc) else EXIT_FAILED
 
 
 def _is_input_error(exc: BaseException) -> bool:
     """Errors found before anything was written: bad files, bad options, unknown memories."""
     from .errors import ImportConflictError, InvalidExportError, InvalidMemoryIdError
-    from .inspection import MemoryNotFoundError
+    from .errors import MemoryNotFoundError
     from .replay import ReplayFormatError
 
     return isinstance(exc, (ReplayFormatError, InvalidExportError, ImportConflictError,
