@@ -84,7 +84,22 @@ class BadApply(JobHandler):
         return True
 
 
+class Flaky(JobHandler):
+    """Raises the errors of `ERRORS` in turn, then succeeds."""
+
+    ERRORS: list[Exception] = []
+
+    async def prepare(self, engine, memory_id, job):
+        if self.ERRORS:
+            raise self.ERRORS.pop(0)
+        return None
+
+    def apply(self, engine, tx, job, prepared):
+        return True
+
+
 register_job("probe", Probe())
+register_job("flaky", Flaky())
 register_job("bad-apply", BadApply())
 register_job("failing", Failing())
 register_job("outage", Outage())
@@ -169,10 +184,30 @@ def test_a_job_that_cannot_reach_its_service_waits_longer_each_time_and_keeps_th
             time.sleep(job.retry_at - time.time() + 0.01)
         assert run_lane(eng, "m") == 2  # the service is back
         assert APPLIED == [("m", 1), ("m", 2)]
-    # 0.2, 0.4, 0.8 seconds (each measured from a moment just before the attempt began)
+    # 0.2, 0.4, 0.8 seconds, each shortened by up to a quarter at random (measured from a
+    # moment just before the attempt began)
     for wait, planned in zip(waits, (0.2, 0.4, 0.8), strict=True):
-        assert planned <= wait < planned + 0.15
-    assert "could not reach its service (attempt 1 of 16); trying again in" in caplog.text
+        assert 0.75 * planned <= wait < planned + 0.15
+    assert "could not reach its service (1 of 16 times); trying again in" in caplog.text
+
+
+def test_failures_of_the_two_kinds_are_counted_apart(tmp_path, clock):
+    """Attempts that could not reach the service do not use up the three tries that a failure
+    of another kind gets, nor those the sixteen waits."""
+    APPLIED.clear()
+    with fadeway.open(tmp_path / "k.db", clock=clock, background=False,
+                      lane_retry_seconds=0.0) as eng:
+        Flaky.ERRORS[:] = [ConnectionError("refused")] * 3 + [RuntimeError("unreadable")] * 2
+        _queue(eng, "m", "flaky", 1)
+        assert run_lane(eng, "m") == 1
+        job = _jobs(eng, "m")[0]
+        assert (job.state, job.attempts, job.waits) == ("done", 5, 3)
+        Flaky.ERRORS[:] = [ConnectionError("refused"), RuntimeError("unreadable")] * 3
+        _queue(eng, "m", "flaky", 1)
+        run_lane(eng, "m")
+        job = _jobs(eng, "m")[-1]
+        assert (job.state, job.attempts, job.waits) == ("failed", 6, 3)  # at the third other
+        assert job.error == "RuntimeError: unreadable"
 
 
 def test_an_outage_longer_than_every_wait_gives_the_job_up(tmp_path, clock, monkeypatch):
@@ -200,7 +235,7 @@ def test_drain_waits_out_an_outage_and_a_reopened_store_keeps_the_wait(tmp_path,
         _queue(eng, "m", "outage", 1)
         assert run_lane(eng, "m") == 0
         retry_at = _jobs(eng, "m")[0].retry_at
-        assert retry_at > time.time() + 29
+        assert retry_at > time.time() + 22  # 30 s, less up to a quarter
     with fadeway.open(path, clock=clock, background=False, lane_retry_seconds=30.0) as eng:
         assert run_lane(eng, "m") == 0 and APPLIED == []  # another process honours the wait
         with eng.store.write("m") as tx:  # as if the wait were nearly over
@@ -239,6 +274,7 @@ def test_jobs_queued_before_retries_could_wait_still_run(tmp_path, clock):
         _queue(eng, "m", "probe", 2)
     conn = sqlite3.connect(path, isolation_level=None)  # what a store of schema 7 holds
     conn.execute("ALTER TABLE jobs DROP COLUMN retry_at")
+    conn.execute("ALTER TABLE jobs DROP COLUMN waits")
     conn.execute("UPDATE fadeway_schema SET version = 7")
     conn.close()
     with fadeway.open(path, clock=clock, background=False) as eng:
@@ -247,14 +283,36 @@ def test_jobs_queued_before_retries_could_wait_still_run(tmp_path, clock):
     assert APPLIED == [("m", 1), ("m", 2)]
 
 
+def test_a_replay_sleeps_through_a_wait_instead_of_polling_the_lane(tmp_path, clock,
+                                                                      monkeypatch):
+    """Each look at a lane is a write transaction: waiting out an outage looks again when the
+    job may run, not every poll."""
+    import fadeway.replay as replay
+
+    APPLIED.clear()
+    Outage.DOWN[0] = 1
+    looks = []
+    monkeypatch.setattr(replay, "run_lane", lambda *a: looks.append(a) or run_lane(*a))
+    with fadeway.open(tmp_path / "r.db", clock=clock, background=False,
+                      lane_retry_seconds=0.4) as eng:
+        _queue(eng, "m", "outage", 1)
+        replay.run_lane_through(eng, "m")
+        assert APPLIED == [("m", 1)]
+    assert len(looks) <= 3  # the failure, at most one early look, the run
+
+
 @pytest.mark.parametrize(("error", "waits"), [
     (ConnectionError("refused"), True),
     (TimeoutError("slow"), True),
-    (OSError("network is unreachable"), True),
-    (EndpointError("failed on all 4 attempts", status=None), True),
-    (EndpointError("HTTP 503", status=503), True),
-    (EndpointError("HTTP 429", status=429), True),
+    (OSError(101, "Network is unreachable"), True),
+    (EndpointError("failed on all 4 attempts; the last: connection refused", retryable=True),
+     True),
+    (EndpointError("failed on all 4 attempts; the last: HTTP 503", status=503, retryable=True),
+     True),
     (EndpointTimeout("deadline", status=500), True),
+    (EndpointError("FADEWAY_JUDGE_BASE_URL is not set"), False),
+    (FileNotFoundError("model.bin"), False),
+    (PermissionError("key file"), False),
     (JudgeTimeout("no answer by the deadline"), True),
     (httpx.ConnectError("refused"), True),
     (httpx.ReadTimeout("slow"), True),

@@ -74,6 +74,8 @@ JOB_MAX_TRANSIENT_ATTEMPTS = 16
 LANE_RETRY_SECONDS = 2.0
 #: The longest wait between two attempts at such a job (seconds).
 LANE_RETRY_MAX_SECONDS = 300.0
+#: Each such wait is shortened by up to this share of itself, at random.
+LANE_RETRY_JITTER = 0.25
 #: Threads of the in-process background worker (different memories run concurrently).
 LANE_THREADS = 2
 #: How long a judgment in the lane may take (seconds).

@@ -101,15 +101,23 @@ class EndpointError(FadewayError):
     """A call to a provider endpoint (embeddings, judge) failed.
 
     `status` is the HTTP status of the last answer, or None when no answer came (network error).
+    `retryable`: the endpoint could not be reached or was overloaded (network errors, 408, 429,
+    5xx), so the same call may well succeed later; a refused call or a missing setting is not.
     """
 
-    def __init__(self, message: str, *, status: int | None = None) -> None:
+    def __init__(self, message: str, *, status: int | None = None,
+                 retryable: bool = False) -> None:
         super().__init__(message)
         self.status = status
+        self.retryable = retryable
 
 
 class EndpointTimeout(EndpointError, TimeoutError):
     """A call to a provider endpoint did not finish by its deadline (all attempts and waits)."""
+
+    def __init__(self, message: str, *, status: int | None = None,
+                 retryable: bool = True) -> None:
+        super().__init__(message, status=status, retryable=retryable)
 
 
 class EndpointResponseError(EndpointError, ValueError):

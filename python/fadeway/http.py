@@ -191,7 +191,7 @@ class Endpoint:
     def _ensure_runner(self) -> _LoopThread:
         with self._lock:
             if self._closed:
-                raise EndpointError(f"endpoint {self.base_url} is closed")
+                raise EndpointError(f"endpoint {self.base_url} is closed", retryable=True)
             if self._runner is None:
                 self._runner = _LoopThread(self._make_client, self.max_concurrency)
                 self._finalizer = weakref.finalize(self, self._runner.close)
@@ -283,7 +283,8 @@ class Endpoint:
             return await self._post_attempts(runner, url, body, deadline, response_type)
         except asyncio.CancelledError:
             if runner.closing:
-                raise EndpointError(f"POST {url}: the endpoint was closed during the call") from None
+                raise EndpointError(f"POST {url}: the endpoint was closed during the call",
+                                    retryable=True) from None
             raise
 
     async def _post_attempts(self, runner: _LoopThread, url: str, body: bytes,
@@ -312,7 +313,7 @@ class Endpoint:
                                                                         self.retry_after_max)
             if attempt == self.max_attempts:
                 raise EndpointError(f"POST {url} failed on all {attempt} attempts; the last: "
-                                    f"{reason}", status=status)
+                                    f"{reason}", status=status, retryable=True)
             if deadline is not None and time.monotonic() + wait >= deadline:
                 raise EndpointTimeout(f"POST {url} failed ({reason}) and its retry in {wait:.2f}s "
                                       "would pass the deadline", status=status)

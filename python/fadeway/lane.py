@@ -20,6 +20,7 @@ import asyncio
 import contextvars
 import logging
 import os
+import random
 import socket
 import threading
 import time
@@ -29,8 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import httpx
 
 from . import _constants as C
-from .errors import EndpointError, EndpointResponseError
-from .http import RETRY_STATUSES
+from .errors import EndpointError
 from .model import JobRecord
 from .usage import UsageRecord, collecting
 from .store import Transaction
@@ -38,8 +38,8 @@ from .store import Transaction
 if TYPE_CHECKING:
     from .engine import Engine
 
-__all__ = ["JobHandler", "register_job", "run_lane", "drain", "BackgroundWorker", "run_sync",
-           "run_ready"]
+__all__ = ["JobHandler", "register_job", "run_lane", "drain", "idle_wait", "BackgroundWorker",
+           "run_sync", "run_ready"]
 
 log = logging.getLogger("fadeway.lane")
 T = TypeVar("T")
@@ -174,41 +174,54 @@ class _ApplyFailed(Exception):
 
 def transient(exc: BaseException) -> bool:
     """Whether `exc` says that a service could not be reached or was overloaded, so that the
-    same call may well succeed later: network errors and timeouts, and HTTP 408, 429 and 5xx.
-    A refused call (another 4xx) or an unreadable answer is not: waiting will not mend it."""
-    if isinstance(exc, EndpointResponseError):
-        return False
+    same call may well succeed later: a network error or a timeout, or an endpoint's answer
+    of 408, 429 or 5xx (`EndpointError.retryable`). A refused call (another 4xx), an unreadable
+    answer or a missing setting is not: waiting will not mend it."""
     if isinstance(exc, EndpointError):
-        return exc.status is None or exc.status in RETRY_STATUSES or exc.status >= 500
-    return isinstance(exc, (OSError, TimeoutError, httpx.TransportError))
+        return exc.retryable
+    # OSError: sockets' own errors, and those of clients built on them (requests' included),
+    # but not a file that is missing or may not be read, which waiting will not bring.
+    return (isinstance(exc, (OSError, TimeoutError, httpx.TransportError))
+            and not isinstance(exc, _LOCAL_ERRORS))
 
 
-def retry_wait(engine: Engine, attempts: int) -> float:
-    """Seconds before attempt `attempts + 1` at a job that could not reach its service."""
-    return min(engine.lane_retry_seconds * 2.0 ** (attempts - 1), C.LANE_RETRY_MAX_SECONDS)
+_LOCAL_ERRORS = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError,
+                 PermissionError)
+
+
+def retry_wait(engine: Engine, waits: int) -> float:
+    """Seconds before a job runs again after its `waits`-th attempt that could not reach its
+    service: doubling from `lane_retry_seconds`, at most LANE_RETRY_MAX_SECONDS, shortened by
+    up to a quarter at random so that lanes waiting on one service do not retry in step."""
+    wait = min(engine.lane_retry_seconds * 2.0 ** (waits - 1), C.LANE_RETRY_MAX_SECONDS)
+    return wait * (1.0 - C.LANE_RETRY_JITTER * random.random())
 
 
 def _failed_attempt(engine: Engine, memory_id: str, job: JobRecord, exc: Exception,
                     used: list[UsageRecord]) -> None:
+    """Count a failed attempt at `job`: one that could not reach its service waits before the
+    next and may do so JOB_MAX_TRANSIENT_ATTEMPTS times; any other failure is tried again at
+    once, up to JOB_MAX_ATTEMPTS of those. Then the job is given up."""
     error = f"{type(exc).__name__}: {exc}"
-    waits = transient(exc)
-    limit = C.JOB_MAX_TRANSIENT_ATTEMPTS if waits else C.JOB_MAX_ATTEMPTS
-    attempts = job.attempts + 1  # the lane is held: no other worker counts an attempt
-    wait = retry_wait(engine, attempts) if waits else 0.0
+    waited = transient(exc)
+    wait = retry_wait(engine, job.waits + 1) if waited else 0.0
     with engine.store.write(memory_id) as tx:
         tx.insert_usage(used, job.created_at)
-        tx.record_attempt(job.n, error, time.time() + wait if wait > 0 else None)
-        if attempts >= limit:
+        attempts, waits = tx.record_attempt(job.n, error, time.time() + wait if wait > 0 else None,
+                                            waited=waited)
+        count, limit = ((waits, C.JOB_MAX_TRANSIENT_ATTEMPTS) if waited else
+                        (attempts - waits, C.JOB_MAX_ATTEMPTS))
+        if count >= limit:
             tx.finish_job(job.n, "failed", error)
             log.error("memory %r: job %d (%s) failed %d times and is given up: %s",
                       memory_id, job.n, job.kind, attempts, error)
-        elif wait > 0:
-            log.warning("memory %r: job %d (%s) could not reach its service (attempt %d of %d); "
-                        "trying again in %.0f s: %s", memory_id, job.n, job.kind, attempts,
-                        limit, wait, error)
+        elif waited:
+            log.warning("memory %r: job %d (%s) could not reach its service (%d of %d times); "
+                        "trying again in %.0f s: %s", memory_id, job.n, job.kind, count, limit,
+                        wait, error)
         else:
-            log.warning("memory %r: job %d (%s) failed (attempt %d of %d): %s",
-                        memory_id, job.n, job.kind, attempts, limit, error)
+            log.warning("memory %r: job %d (%s) failed (%d of %d times): %s",
+                        memory_id, job.n, job.kind, count, limit, error)
 
 
 def drain(engine: Engine) -> int:
@@ -230,12 +243,13 @@ def drain(engine: Engine) -> int:
                 total += ran
                 progressed = True
         if not progressed:
-            time.sleep(_idle_wait(engine, pending))
+            time.sleep(idle_wait(engine, pending))
 
 
-def _idle_wait(engine: Engine, memory_ids: list[str]) -> float:
-    """How long a drain that ran nothing sleeps: until the first waiting job may run, at least
-    a poll and at most an idle poll (a held lane may free, or jobs be queued, meanwhile)."""
+def idle_wait(engine: Engine, memory_ids: list[str]) -> float:
+    """How long a drain that ran nothing of these memories' lanes sleeps: until the first job
+    waiting out its service's outage may run, at least a poll (LANE_POLL_SECONDS: a lane held
+    by another worker may free) and at most an idle poll (jobs may be queued meanwhile)."""
     now, ready = time.time(), C.LANE_IDLE_POLL_SECONDS
     for memory_id in memory_ids:
         with engine.store.read(memory_id) as tx:

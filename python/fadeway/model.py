@@ -204,6 +204,7 @@ class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
     attempts: int = 0
     error: str | None = None
     retry_at: float | None = None  # real Unix seconds before which it does not run again
+    waits: int = 0  # of its attempts, those that could not reach their service
 
 
 class Unit(msgspec.Struct, frozen=True):

@@ -35,7 +35,7 @@ from .errors import EndpointError, FadewayError
 from .export import numbered_lines
 from .formats import Format, text_of
 from .formats.canonical import digest_of
-from .lane import run_lane
+from .lane import idle_wait, run_lane
 from .memory import Memory
 from .note_writer import NoteWriter, NoteWriterError
 
@@ -49,8 +49,6 @@ log = logging.getLogger("fadeway.replay")
 
 #: The model named in replayed requests (it picks the token encoding: o200k_base).
 DEFAULT_MODEL = "gpt-4.1"
-#: How long to wait between looks at a lane another worker holds (a killed one's lease ends).
-_LANE_WAIT_SECONDS = 0.05
 _REPLY_TYPES = ("function_call", "reasoning")
 _INSTRUCTION_ROLES = ("system", "developer")
 
@@ -306,7 +304,7 @@ def run_lane_through(engine: Engine, memory_id: str) -> None:
             if tx.pending_job() is None:
                 return
         if not run_lane(engine, memory_id):
-            time.sleep(_LANE_WAIT_SECONDS)
+            time.sleep(idle_wait(engine, [memory_id]))
 
 
 def _resume_point(engine: Engine, memory_id: str, steps: Sequence[Step],

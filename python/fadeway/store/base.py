@@ -275,9 +275,11 @@ class Transaction(abc.ABC):
     def finish_job(self, n: int, state: str, error: str | None = None) -> None: ...
 
     @abc.abstractmethod
-    def record_attempt(self, n: int, error: str | None, retry_at: float | None = None) -> int:
-        """Count one more attempt at job `n`, which may run again from `retry_at` (real Unix
-        seconds; None: at once); returns the attempts so far."""
+    def record_attempt(self, n: int, error: str | None, retry_at: float | None = None, *,
+                       waited: bool = False) -> tuple[int, int]:
+        """Count one more attempt at job `n` (`waited`: one that could not reach its service),
+        which may run again from `retry_at` (real Unix seconds; None: at once); returns the
+        attempts so far and, of them, those that could not reach the service."""
 
     @abc.abstractmethod
     def jobs(self) -> list[JobRecord]: ...

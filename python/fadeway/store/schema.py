@@ -304,9 +304,11 @@ MIGRATIONS: list[Migration] = [
         "CREATE INDEX episodes_by_change ON episodes (memory_id, changed)",
     ]),
     # 8: when a job that could not reach its judge or embedder may run again (Unix seconds of
-    # the real clock; NULL: at once), so an outage is waited out instead of failing the job.
+    # the real clock; NULL: at once), and how many of its attempts failed so, so an outage is
+    # waited out instead of failing the job.
     Migration([
         "ALTER TABLE jobs ADD COLUMN retry_at DOUBLE PRECISION",
+        "ALTER TABLE jobs ADD COLUMN waits INTEGER NOT NULL DEFAULT 0",
     ]),
 ]
 

@@ -46,7 +46,7 @@ _REQUEST_COLUMNS = ("n, at, model, encoding, estimate, view_len, view_last, hist
 _EPISODE_COLUMNS = ("n, first_seq, last_seq, first_turn, last_turn, start_at, end_at, tokens, "
                     "cut_at, state")
 _TRACE_COLUMNS = "n, episode, fact, kind, score, counted, at"
-_JOB_COLUMNS = "n, kind, payload, created_at, state, attempts, error, retry_at"
+_JOB_COLUMNS = "n, kind, payload, created_at, state, attempts, error, retry_at, waits"
 _encode_calls = msgspec.json.encode
 _decode_calls = msgspec.json.Decoder(tuple[str, ...]).decode
 
@@ -83,9 +83,9 @@ def _trace(row: tuple) -> TraceRecord:
 
 
 def _job(row: tuple) -> JobRecord:
-    n, kind, payload, created_at, state, attempts, error, retry_at = row
+    n, kind, payload, created_at, state, attempts, error, retry_at, waits = row
     return JobRecord(n=n, kind=kind, payload=bytes(payload), created_at=created_at, state=state,
-                     attempts=attempts, error=error, retry_at=retry_at)
+                     attempts=attempts, error=error, retry_at=retry_at, waits=waits)
 
 
 @contextmanager
@@ -364,14 +364,15 @@ class _SQLiteTransaction(GraphQueries, Transaction):
         self._conn.execute("UPDATE jobs SET state = ?, error = ? WHERE memory_id = ? AND n = ?",
                            (state, error, self.memory_id, n))
 
-    def record_attempt(self, n: int, error: str | None, retry_at: float | None = None) -> int:
+    def record_attempt(self, n: int, error: str | None, retry_at: float | None = None, *,
+                       waited: bool = False) -> tuple[int, int]:
         self._conn.execute(
-            "UPDATE jobs SET attempts = attempts + 1, error = ?, retry_at = ? "
-            "WHERE memory_id = ? AND n = ?", (error, retry_at, self.memory_id, n))
-        (attempts,) = self._conn.execute(
-            "SELECT attempts FROM jobs WHERE memory_id = ? AND n = ?", (self.memory_id, n)
+            "UPDATE jobs SET attempts = attempts + 1, waits = waits + ?, error = ?, retry_at = ? "
+            "WHERE memory_id = ? AND n = ?", (int(waited), error, retry_at, self.memory_id, n))
+        attempts, waits = self._conn.execute(
+            "SELECT attempts, waits FROM jobs WHERE memory_id = ? AND n = ?", (self.memory_id, n)
         ).fetchone()
-        return attempts
+        return attempts, waits
 
     def jobs(self) -> list[JobRecord]:
         return [_job(r) for r in self._conn.execute(
