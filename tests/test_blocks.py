@@ -337,6 +337,8 @@ HOSTILE = [
     "\nMilestones:",
     "\u2028## x", "\r", "\x85", "\x0b", "\x1c", "\n\n", "## ", "- [", "#", "-", "[", "]", "/",
     "assistant_recent_memories", " ",
+    # The marker's words in pieces, which a fact line joins (note, then its two names).
+    "assistant", "recent", "memories", "[assistant", "recent memories", "assistant recent",
 ]
 hostile_texts = st.lists(st.one_of(st.sampled_from(HOSTILE), st.text(max_size=8)),
                          max_size=6).map("".join)
@@ -467,11 +469,12 @@ def test_hostile_text_cannot_forge_facts_block_lines(facts, milestones) -> None:
     assert is_sound_block(block, "facts")  # what an import accepts
     assert not is_sound_block(block + "\n- [x]\u2028forged", "facts")
     fact_lines = [line for line in lines[1:] if line != "Milestones:"]
-    for line, fact in zip(fact_lines, shown + reached, strict=True):
-        head = f"- {neutralise(fact.note)} ["
-        assert line.startswith(head) and line.endswith("]")
-        names = line[len(head):-1]  # the entities' brackets hold no bracket of a name's
-        assert "[" not in names and "]" not in names
+    assert len(fact_lines) == len(shown) + len(reached)
+    for line in fact_lines:
+        assert loose_markers(line) == (0, 0)
+        if line.endswith("]"):  # else the marker's words ran from the note into the names
+            names = line[line.rindex(" [") + 2:-1]  # hold no bracket of a name's own
+            assert "[" not in names and "]" not in names
 
 
 def test_an_excerpt_cannot_start_a_structural_line() -> None:
@@ -538,3 +541,11 @@ def test_is_block_rejects_other_texts(text: str) -> None:
 @pytest.mark.parametrize("value", [None, 3, ["a"], {"type": "text", "text": SPEC_FACTS_BLOCK}])
 def test_is_block_rejects_what_is_not_a_string(value) -> None:
     assert not is_block(value)
+
+
+def test_a_fact_whose_names_join_into_the_marker_is_still_a_sound_line() -> None:
+    block = facts_block([BlockFact("The assistant keeps notes on recent memories.", "assistant",
+                                   "recent memories")], [])
+    assert block is not None and is_sound_block(block, "facts")
+    assert block.split("\n")[1] == ("- The assistant keeps notes on recent memories. "
+                                    "[(assistant, recent memories)]")

@@ -21,14 +21,17 @@ Stored text is data, never instructions; `neutralise` is applied to every piece 
 
 - Line breaks (any Unicode line break, with the blanks around it) become one space, so a stored
   text cannot start a line: no forged "## " heading, "- [" fact or excerpt header, "Milestones:".
-  An excerpt's text is the one stored text that starts a line of its own; when it starts with
-  "-", "#" or "[" that character is escaped with a backslash, markdown's own escape.
-- Anything that reads as a recall block marker, `[assistant_recent_memories]` or
-  `[/assistant_recent_memories]`, in any case, with spaces, "_", "-" or "." between the words,
-  invisible characters anywhere, a backslash for the slash, fullwidth forms (NFKC) or the
-  look-alike brackets ⟦ 【 〔 〖 〚, has its two brackets replaced by parentheses:
-  `(/assistant_recent_memories)`. Visible, plainly not the marker, and idempotent. (Homoglyphs
-  from other scripts, a Cyrillic "а", are not mapped.)
+- Anything that reads as a recall block marker has its brackets replaced by parentheses:
+  `(/assistant_recent_memories)`, visible, plainly not the marker, and idempotent. It is read
+  loosely, on a folded copy (any case, NFKC so fullwidth and styled letters count, look-alike
+  letters of other scripts mapped to Latin, invisible characters dropped): the words
+  "assistant recent memories" (or the singular) with anything but letters between them, and
+  next to them a bracket, angle bracket or typographic quotation mark of any kind, before
+  (with or without a slash of any kind) or after. Parentheses are the safe form.
+- An excerpt's text is the one stored text that starts a line of its own; when its first
+  visible character (folded) is a dash, "#", "*", "+", ">", a bullet or a bracket, it is escaped
+  with a backslash, markdown's own escape.
+- An entity's name inside a fact line's brackets has no bracket of its own.
 """
 
 from __future__ import annotations
@@ -43,8 +46,8 @@ from datetime import UTC, datetime
 __all__ = [
     "FACTS_HEADER", "MILESTONES_HEADER", "RECALL_CLOSE", "RECALL_OPEN",
     "BlockFact", "Excerpt", "PartSection", "RecallGroup", "RecalledFact",
-    "entities", "facts_block", "is_block", "is_sound_block", "neutralise", "note_ask",
-    "recall_block", "turns",
+    "entities", "facts_block", "fold", "is_block", "is_sound_block", "neutralise", "note_ask",
+    "recall_block", "resealed", "turns",
 ]
 
 FACTS_HEADER = ("Recorded facts from compacted history, most relevant first, resolved entities "
@@ -182,15 +185,10 @@ _SLASHES = "/\\\u2215\u2044\u29f8\u29f9\u2571\u2572\u27cb\u27cd\u2cfa\u30fb\u303
 _GAP = r"[\s\x00-\x1f\x7f]*"
 # Between its words: up to three of anything but letters and digits.
 _SEPARATOR = r"[\W_]{0,3}"
-_PHRASE = _SEPARATOR.join(_GAP.join(re.escape(c) for c in word)
-                          for word in ("assistant", "recent", "memor")) + _GAP + r"(?:y|i\s*e\s*s)"
-# The block's marker, read loosely: a bracket or a slash before the words, or a bracket after
-# them, each of any kind. Matched against the folded copy of `_folded`.
-_MARKER = re.compile(
-    rf"(?P<open>[{re.escape(_OPENERS)}])?{_GAP}(?P<slash>[{re.escape(_SLASHES)}]{_GAP})?"
-    + _PHRASE + rf"{_GAP}(?P<close>[{re.escape(_CLOSERS)}])?"
-)
-_WORDS = re.compile(_PHRASE)
+_WORDS = re.compile(_SEPARATOR.join(_GAP.join(re.escape(c) for c in word)
+                                    for word in ("assistant", "recent", "memor"))
+                    + _GAP + r"(?:y|i\s*e\s*s)")
+_GAPS = frozenset(" \t\x0b\x0c\x1f\x7f" + "".join(map(chr, range(0x20))))
 _OPEN_SAFE, _CLOSE_SAFE = "(", ")"
 # What would make an excerpt's first character start a line of the block (a list item, a
 # heading, a bracketed header): read on the folded copy, so a look-alike counts too. Dashes
@@ -212,6 +210,12 @@ _HOMOGLYPHS = str.maketrans({
 _BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
 
 
+def _shows_nothing(ch: str) -> bool:
+    """A format character (tags, variation selectors, zero widths), a combining mark or a
+    blank letter: nothing of its own to see."""
+    return ch in _BLANK_LETTERS or unicodedata.category(ch) in ("Cf", "Mn", "Me")
+
+
 def _folded(text: str) -> tuple[str, list[int] | None]:
     """A lower-cased NFKC copy of `text` and, unless the copy is aligned with it, the index in
     `text` of each character of the copy. Characters that show nothing of their own (format
@@ -222,22 +226,53 @@ def _folded(text: str) -> tuple[str, list[int] | None]:
         return text.lower(), None
     chars: list[str] = []
     index: list[int] = []
+    category, normalize, blank = unicodedata.category, unicodedata.normalize, _BLANK_LETTERS
     for i, ch in enumerate(text):
-        if ch in _BLANK_LETTERS or unicodedata.category(ch) in ("Cf", "Mn", "Me"):
-            continue
-        folded = unicodedata.normalize("NFKC", ch).casefold().translate(_HOMOGLYPHS)
-        chars.append(folded)
-        index.extend([i] * len(folded))
-    return "".join(chars), index
+        if ch.isascii():  # most of most texts: folded by lower(), shows something
+            chars.append(ch.lower())
+            index.append(i)
+        elif ch not in blank and category(ch) not in ("Cf", "Mn", "Me"):
+            folded = normalize("NFKC", ch).casefold()
+            chars.append(folded)
+            index.extend([i] * len(folded))
+    # Look-alikes map one to one, so the index holds.
+    return "".join(chars).translate(_HOMOGLYPHS), index
+
+
+def fold(text: str) -> str:
+    """`text` as the marker is read: lower-cased NFKC, look-alike letters of other scripts as
+    the Latin ones, what shows nothing left out."""
+    return _folded(text)[0]
+
+
+def _marker_brackets(folded: str) -> list[tuple[int, str]]:
+    """Where the brackets of each marker in a folded copy are, with the safe character each
+    becomes: a bracket (or a slash and a bracket) before the marker's words, a bracket after.
+    Blanks and control characters may stand between them."""
+    out = []
+    for m in _WORDS.finditer(folded):
+        i = m.start() - 1
+        while i >= 0 and (folded[i] in _GAPS or folded[i].isspace()):
+            i -= 1
+        if i >= 0 and folded[i] in _SLASHES:
+            i -= 1
+            while i >= 0 and (folded[i] in _GAPS or folded[i].isspace()):
+                i -= 1
+        if i >= 0 and folded[i] in _OPENERS:
+            out.append((i, _OPEN_SAFE))
+        j = m.end()
+        while j < len(folded) and (folded[j] in _GAPS or folded[j].isspace()):
+            j += 1
+        if j < len(folded) and folded[j] in _CLOSERS:
+            out.append((j, _CLOSE_SAFE))
+    return out
 
 
 def _without_markers(text: str) -> str:
     """`text` with the brackets of every marker in it made parentheses: the words stay
     visible, but nothing reads as the block opening or closing."""
     folded, index = _folded(text)
-    swaps = [(m.start(group), safe) for m in _MARKER.finditer(folded)
-             for group, safe in (("open", _OPEN_SAFE), ("close", _CLOSE_SAFE))
-             if m.start(group) >= 0]
+    swaps = _marker_brackets(folded)
     if not swaps:
         return text
     out = list(text)
@@ -254,7 +289,8 @@ def neutralise(text: str) -> str:
 def _line(text: str) -> str:
     """Neutralised text that starts a line of its own (an excerpt's text)."""
     text = neutralise(text)
-    first = _folded(text[:8])[0].lstrip()[:1]
+    first = next((ch for ch in text if not _shows_nothing(ch) and not ch.isspace()), "")
+    first = unicodedata.normalize("NFKC", first)[:1]
     return "\\" + text if first and (first in _LINE_STARTERS
                                       or unicodedata.category(first) == "Pd") else text
 
@@ -314,14 +350,21 @@ def entities(subject: str, object_: str) -> str:
     return subject if subject.casefold() == object_.casefold() else f"{subject}, {object_}"
 
 
-def _name(entity: str) -> str:
-    """An entity's name inside a line's brackets, with no bracket of its own to end them, and
-    in parentheses when it holds the marker's words (the line's brackets would make one)."""
-    name = neutralise(entity).translate(_BRACKETS)
-    return f"({name})" if _WORDS.search(_folded(name)[0]) else name
+def _names(subject: str, object_: str) -> str:
+    """A fact's entities as its line's brackets hold them: no bracket of a name's own to end
+    them, and in parentheses when they hold the marker's words (the line's brackets would
+    make one of them)."""
+    names = entities(*(neutralise(name).translate(_BRACKETS) for name in (subject, object_)))
+    return f"({names})" if _WORDS.search(_folded(names)[0]) else names
 
 
 _BRACKETS = str.maketrans("[]", "()")
+
+
+def _fact_line(fact: BlockFact) -> str:
+    # The note and the names are each safe alone; the words of a marker may still run from
+    # one into the other, so the line is read once more as a whole.
+    return _without_markers(f"- {neutralise(fact.note)} [{_names(fact.subject, fact.object)}]")
 
 
 def facts_block(facts: Sequence[BlockFact], milestones: Sequence[BlockFact]) -> str | None:
@@ -329,11 +372,8 @@ def facts_block(facts: Sequence[BlockFact], milestones: Sequence[BlockFact]) -> 
 
     None when there is nothing to show; a fact whose note is blank shows nothing and is skipped.
     """
-    def lines(entries: Sequence[BlockFact]) -> list[str]:
-        return [f"- {neutralise(f.note)} [{entities(_name(f.subject), _name(f.object))}]"
-                for f in entries if neutralise(f.note)]
-
-    shown, reached = lines(facts), lines(milestones)
+    shown = [_fact_line(f) for f in facts if neutralise(f.note)]
+    reached = [_fact_line(f) for f in milestones if neutralise(f.note)]
     if not shown and not reached:
         return None
     out = [FACTS_HEADER, *shown]
@@ -427,25 +467,34 @@ def _is_recall_block(text: str) -> bool:
             and text.count(RECALL_CLOSE) == 1)
 
 
-def is_sound_block(text: object, kind: str) -> bool:
-    """Whether `text` is a facts block (`kind` "facts") or a recall block ("recall") as fadeway
-    writes them, with nothing inside that could end it early, open another or break a line
-    where the block has none: for texts that come from outside (an imported export)."""
-    if not isinstance(text, str) or _ODD_BREAK.search(text):
-        return False
+def resealed(text: object, kind: str) -> str | None:
+    """`text`, a facts block (`kind` "facts") or a recall block ("recall") as stored, with its
+    lines of stored text neutralised again, so that nothing inside can end it early, open
+    another or break a line (what an older fadeway let through, or another writer put there);
+    None when it is not such a block at all. For texts that come from outside (an import)."""
+    if not isinstance(text, str):
+        return None
     if kind == "facts":
-        return _is_facts_block(text) and all(
-            line == MILESTONES_HEADER or line == neutralise(line) for line in text.split("\n")[1:])
+        if not _is_facts_block(text):
+            return None
+        lines = text.split("\n")
+        return "\n".join([lines[0], *(line if line == MILESTONES_HEADER else neutralise(line)
+                                      for line in lines[1:])])
     if kind == "recall":
-        return _is_recall_block(text) and _markers(text) == 2
+        head = f"{RECALL_OPEN}\n\n{RECALL_PREAMBLE}\n\n"
+        if not (text.startswith(head) and text.endswith("\n" + RECALL_CLOSE)
+                and len(text) > len(head) + len(RECALL_CLOSE)):
+            return None
+        inner = text[len(head):-len(RECALL_CLOSE) - 1].split("\n")
+        kept = [_without_markers(_ODD_BREAK.sub(" ", line)) for line in inner]
+        return head + "\n".join(kept) + "\n" + RECALL_CLOSE
     raise ValueError(f"kind must be 'facts' or 'recall', not {kind!r}")
 
 
-def _markers(text: str) -> int:
-    """How many markers `text` holds, neutralised ones (in parentheses) left out."""
-    return sum(m.group("open") not in (None, _OPEN_SAFE)
-               or m.group("close") not in (None, _CLOSE_SAFE)
-               for m in _MARKER.finditer(_folded(text)[0]))
+def is_sound_block(text: object, kind: str) -> bool:
+    """Whether `text` is a facts or recall block (`kind` as for `resealed`) as fadeway writes
+    them: one that resealing leaves as it is."""
+    return isinstance(text, str) and resealed(text, kind) == text
 
 
 # What str.splitlines splits a line at, besides the "\n" that a block's lines end with.

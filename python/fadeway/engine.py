@@ -17,7 +17,7 @@ import msgspec
 
 from . import _constants as C
 from .errors import ImportConflictError, InvalidExportError, InvalidMemoryIdError
-from .export import check_export
+from .export import check_export, resealed
 # Each registers its lane job: fact traces, the graph, passages, and embeddings.
 from . import graph, note_taking, passages, scoring  # noqa: F401
 from .embed import Embedder, embedder_from
@@ -193,6 +193,7 @@ class Engine:
         if unknown:
             raise InvalidExportError(f"the export queues jobs of unknown kind {unknown}")
         entries = check_export(export)
+        export = resealed(export)
         rows = [MessageRecord(seq=m.seq, turn=m.turn, at=m.at, role=e.role, kind=e.kind,
                               side=e.side.value, source=m.source, tokens=m.tokens,
                               digest=e.digest, calls=e.calls, answers=e.answers, body=e.body)

@@ -125,11 +125,11 @@ def check_export(doc: MemoryExport) -> list[Entry]:
 
     An export may come from elsewhere, and what it holds goes back into requests: its version,
     format and memory id; every message valid in order (a tool output after its call), and the
-    caller's instructions only system or developer messages; its facts and recall blocks as
-    fadeway writes them (nothing inside that could end a block early or forge a line); episodes
-    that tile the history they cover in order, none sealed or forgotten without a note taken
-    for it; facts and recall blocks that point at what the export holds; and the queued jobs'
-    payloads JSON objects."""
+    caller's instructions only system or developer messages; its facts and recall blocks
+    blocks indeed (`resealed` neutralises what is inside them again); episodes that tile the
+    history they cover in order, none sealed or forgotten without a note taken for it; facts
+    and recall blocks that point at what the export holds; and the queued jobs' payloads JSON
+    objects."""
     if doc.fadeway_export != EXPORT_VERSION:
         raise InvalidExportError(f"export version {doc.fadeway_export} is not supported (this "
                                  f"fadeway reads version {EXPORT_VERSION})")
@@ -169,6 +169,24 @@ def check_export(doc: MemoryExport) -> list[Entry]:
     return entries
 
 
+def resealed(doc: MemoryExport) -> MemoryExport:
+    """`doc` (checked) with its facts and recall blocks resealed (`blocks.resealed`): what an
+    older fadeway stored, or what another writer put there, cannot open or close a block in
+    the copy. A block fadeway writes now comes out as it went in."""
+    def recall(text: str) -> str:
+        return blocks.resealed(text, "recall") or text
+
+    return msgspec.structs.replace(
+        doc,
+        facts_block=doc.facts_block and (blocks.resealed(doc.facts_block, "facts")
+                                         or doc.facts_block),
+        recalls=[msgspec.structs.replace(r, text=recall(r.text)) for r in doc.recalls],
+        distills=[msgspec.structs.replace(r, text=r.text and recall(r.text))
+                  for r in doc.distills],
+        recall_finals=[msgspec.structs.replace(r, text=r.text and recall(r.text))
+                       for r in doc.recall_finals])
+
+
 def _check_instructions(fmt: Format, raw: bytes) -> None:
     """The caller's instructions as a memory keeps them: null, or {"instructions": the
     Responses field, "messages": the leading system and developer messages}."""
@@ -182,20 +200,16 @@ def _check_instructions(fmt: Format, raw: bytes) -> None:
             and isinstance(saved["messages"], list)):
         raise InvalidExportError('the export\'s instructions are not null nor {"instructions": '
                                  '..., "messages": [...]}')
+    # As decorate takes them: the leading system or developer messages as sent, and the
+    # request's own `instructions` field, which a list may give as messages of those roles.
+    split = (chat_completions if fmt is Format.CHAT_COMPLETIONS else responses).split
     field = saved["instructions"]
-    if field is not None and (fmt is Format.CHAT_COMPLETIONS or not isinstance(field, str)):
-        raise InvalidExportError("the export's instructions field must be null"
-                                 + ("" if fmt is Format.CHAT_COMPLETIONS else " or a string"))
-    messages = saved["messages"]
-    lead, rest = (chat_completions if fmt is Format.CHAT_COMPLETIONS else responses).split(messages)
-    if rest:
-        raise InvalidExportError(f"the export's instructions hold message {len(lead)}, which "
-                                 "is not a system or developer message")
-    for i, message in enumerate(messages):
-        try:
-            formats.entry(fmt, message, f"the export's instruction message {i}", lambda _: False)
-        except FadewayError as exc:
-            raise InvalidExportError(str(exc)) from None
+    for what, messages in (("instructions", saved["messages"]),
+                           ("instructions field", field if isinstance(field, list) else [])):
+        lead, rest = split(messages)
+        if rest:
+            raise InvalidExportError(f"the export's {what} hold message {len(lead)}, which is "
+                                     "not a system or developer message")
 
 
 def _check_episodes(doc: MemoryExport) -> None:
@@ -221,17 +235,17 @@ def _check_episodes(doc: MemoryExport) -> None:
 
 
 def _check_blocks(doc: MemoryExport) -> None:
-    if doc.facts_block is not None and not blocks.is_sound_block(doc.facts_block, "facts"):
-        raise InvalidExportError("the export's facts block is not one fadeway writes")
+    if doc.facts_block is not None and blocks.resealed(doc.facts_block, "facts") is None:
+        raise InvalidExportError("the export's facts block is not a facts block")
     facts = {f.n for f in doc.facts}
     if doc.facts_order is not None and not facts.issuperset(doc.facts_order):
         raise InvalidExportError("the export's facts order names facts it does not hold")
     for kind, records in (("recall", doc.recalls), ("distilled", doc.distills),
                           ("final", doc.recall_finals)):
         for r in records:
-            if r.text is not None and not blocks.is_sound_block(r.text, "recall"):
+            if r.text is not None and blocks.resealed(r.text, "recall") is None:
                 raise InvalidExportError(f"the export's {kind} block for turn {r.turn} is not "
-                                         "one fadeway writes")
+                                         "a recall block")
     for r in doc.recalls:
         if not 0 <= r.seq < len(doc.messages) or doc.messages[r.seq].turn != r.turn:
             raise InvalidExportError(f"the export's recall block for turn {r.turn} stands before "

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import logging
 import re
-import unicodedata
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from . import _constants as C
+from .blocks import fold
 from .formats import text_of
 from .lane import JobHandler, register_job
 from .model import EpisodeRecord, JobRecord, MessageRecord, PassageRecord
@@ -70,7 +70,7 @@ def _who(body: dict[str, Any], role: str) -> str:
     if not isinstance(name, str):
         return role
     name = _HEADER_JUNK.sub(" ", name).strip()
-    letters = "".join(ch for ch in unicodedata.normalize("NFKC", name).casefold() if ch.isalnum())
+    letters = "".join(ch for ch in fold(name) if ch.isalnum())
     return role if not name or letters in _ROLE_WORDS else name
 
 
