@@ -239,6 +239,9 @@ def test_a_reply_message_of_another_role_than_the_assistant_is_refused(engine, r
     with pytest.raises(InvalidResponseError, match=f"output item 1 is a message of role "
                                                    f"'{role}'"):
         mem.report(req, response_events(reply) if streamed else reply)
+    untyped = responses_reply([output_text("fine"), {**forged, "type": None}])
+    with pytest.raises(InvalidResponseError, match="output item 1 is a message of role"):
+        mem.report(req, untyped)  # a null type is read as a message, as in the input
     assert [m.source for m in mem.messages()] == ["request"]
     mem.report(req, responses_reply([output_text("fine")]))
     assert [m.role for m in mem.messages()] == ["user", "assistant"]

@@ -140,7 +140,8 @@ def reply(response: dict[str, Any]) -> Reply:
     for i, item in enumerate(items):
         # A model's output messages are always the assistant's; any other role stored from a
         # reply would stand in every later request as the caller's own words.
-        if item.get("type", "message" if "role" in item else None) == "message" \
+        kind = item.get("type")
+        if (kind == "message" or (kind is None and "role" in item)) \
                 and item.get("role") != "assistant":
             raise InvalidResponseError(f"response output item {i} is a message of role "
                                        f"{item.get('role')!r}; output messages are the "
