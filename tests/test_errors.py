@@ -224,9 +224,9 @@ def test_ceiling_must_be_positive(tmp_path):
 def test_a_memory_the_store_does_not_hold_is_named_not_found(engine):
     from fadeway.recall_turns import preview
 
-    for call in (lambda: engine.memory("nope").export(),
+    for read in (lambda: engine.memory("nope").export(),
                  lambda: preview(engine, "nope", "hello")):
         with pytest.raises(errors.MemoryNotFoundError, match="holds no memory 'nope'") as caught:
-            call()
+            read()
         assert isinstance(caught.value, KeyError)  # as before, for callers that caught that
     assert engine.memory_ids() == []

@@ -99,7 +99,8 @@ def _open_existing(db: str) -> Engine:
     """The store at `db` for a command that only reads: one that is not there is an error,
     not a new empty file."""
     path = db[len("sqlite:///"):] if db.startswith("sqlite:///") else db
-    if path not in ("", ":memory:") and not path.startswith("file:") and not Path(path).exists():
+    if (path not in ("", ":memory:") and "://" not in path and not path.startswith("file:")
+            and not Path(path).exists()):
         raise FileNotFoundError(f"no store at {path}")
     return open_engine(db, background=False)
 

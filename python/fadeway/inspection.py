@@ -17,7 +17,6 @@ from .trace_log import TraceLog
 __all__ = ["MemoryNotFoundError", "inspect_memory", "render"]
 
 
-
 def inspect_memory(engine: Engine, memory_id: str, at: float) -> dict[str, Any]:
     """Everything `fadeway inspect` shows, as plain JSON values; activation at `at`."""
     with engine.store.read(memory_id) as tx:
