@@ -58,6 +58,9 @@ JUDGE_UNIT_CHARS = 4_000
 #: How often an inline cut is planned again when the history changed under it.
 CUT_RETRIES = 3
 
+#: How long closing a store waits for the transactions other threads are in (seconds).
+STORE_CLOSE_WAIT_SECONDS = 30.0
+
 # -- the lane -------------------------------------------------------------------------------
 
 #: A worker holds a memory's lane this long (real seconds) before another may take it over.

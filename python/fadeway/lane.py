@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 import contextvars
 import logging
 import os
@@ -24,13 +25,13 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
 from . import _constants as C
-from .errors import EndpointError
+from .errors import EndpointError, FadewayError
 from .model import JobRecord
 from .usage import UsageRecord, collecting
 from .store import Transaction
@@ -115,15 +116,17 @@ def _owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
 
 
-def run_lane(engine: Engine, memory_id: str, owner: str | None = None) -> int | None:
-    """Run a memory's pending jobs, oldest first, while holding its lane.
+def run_lane(engine: Engine, memory_id: str, owner: str | None = None,
+             stop: threading.Event | None = None) -> int | None:
+    """Run a memory's pending jobs, oldest first, while holding its lane (until `stop` is set:
+    the job in hand is finished, the next left pending).
 
     Returns how many jobs were applied, or None when another worker holds the lane.
     """
     owner = owner or _owner()
     lease = engine.lane_lease_seconds
     applied = 0
-    while True:
+    while stop is None or not stop.is_set():
         now = time.time()
         with engine.store.write(memory_id) as tx:
             if not tx.claim_lane(owner, now, now + lease):
@@ -137,7 +140,7 @@ def run_lane(engine: Engine, memory_id: str, owner: str | None = None) -> int | 
         try:
             if handler is None:
                 raise LookupError(f"no handler for job kind {job.kind!r}")
-            with collecting() as used:
+            with collecting() as used, _holding(engine, memory_id, owner, lease):
                 prepared = run_sync(handler.prepare(engine, memory_id, job))
         except Exception as exc:  # a failing job must not stop the worker; it is retried
             _failed_attempt(engine, memory_id, job, exc, used)
@@ -148,6 +151,7 @@ def run_lane(engine: Engine, memory_id: str, owner: str | None = None) -> int | 
                 if not tx.claim_lane(owner, now, now + lease):
                     log.info("memory %r: lane taken over during job %d; result discarded",
                              memory_id, job.n)
+                    tx.insert_usage(used, job.created_at)  # spent all the same
                     return applied
                 current = tx.pending_job()
                 if current is None or current.n != job.n:
@@ -162,6 +166,35 @@ def run_lane(engine: Engine, memory_id: str, owner: str | None = None) -> int | 
                     applied += 1
         except _ApplyFailed as failed:  # rolled back whole; counted like a failed prepare
             _failed_attempt(engine, memory_id, job, failed.cause, used)
+    with engine.store.write(memory_id) as tx:  # stopped: the next worker need not wait
+        tx.release_lane(owner)
+    return applied
+
+
+@contextlib.contextmanager
+def _holding(engine: Engine, memory_id: str, owner: str, lease: float) -> Iterator[None]:
+    """Keep renewing `owner`'s lease on the lane while a job is prepared: a judge may take
+    longer than one lease (its deadline is LANE_JUDGE_DEADLINE), and a lease that lapsed would
+    let another worker prepare the same job again, and again."""
+    done = threading.Event()
+
+    def renew() -> None:
+        while not done.wait(lease / 3):
+            try:
+                now = time.time()
+                with engine.store.write(memory_id) as tx:
+                    if not tx.claim_lane(owner, now, now + lease):
+                        return
+            except FadewayError:  # the store closed, or is failing: the lease just lapses
+                return
+
+    thread = threading.Thread(target=renew, name="fadeway-lease", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 class _ApplyFailed(Exception):
@@ -284,7 +317,7 @@ class BackgroundWorker:
                 for memory_id in self._engine.store.memories_with_pending_jobs():
                     if self._stop.is_set():
                         break
-                    run_lane(self._engine, memory_id)
+                    run_lane(self._engine, memory_id, stop=self._stop)
             except Exception:  # keep the worker alive; the store is the truth, jobs stay pending
                 log.exception("background lane worker error")
                 time.sleep(C.LANE_POLL_SECONDS)

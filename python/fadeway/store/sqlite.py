@@ -412,8 +412,13 @@ class SQLiteStore(Store):
         self._synchronous = synchronous
         self._busy_timeout_ms = busy_timeout_ms
         self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
+        self._all: dict[sqlite3.Connection, threading.Thread] = {}  # each with its thread
         self._lock = threading.Lock()
+        # Connections in a call now (each thread has its own, used by one call at a time): a
+        # close waits for them, since closing a connection another thread is using crashes.
+        self._using: set[sqlite3.Connection] = set()
+        self._idle = threading.Condition(self._lock)
+        self._closed = False
         self._migrate(self._connection())
 
     def _connection(self) -> sqlite3.Connection:
@@ -433,8 +438,21 @@ class SQLiteStore(Store):
                 raise StoreError(f"cannot open SQLite store {str(self.path)!r}: {exc}") from exc
             self._local.conn = conn
             with self._lock:
-                self._all.append(conn)
+                self._close_orphans()
+                self._all[conn] = threading.current_thread()
         return conn
+
+    def _refuse_closed(self) -> None:
+        if self._closed:
+            raise StoreError(f"SQLite store {str(self.path)!r} is closed")
+
+    def _close_orphans(self) -> None:
+        """Close the connections of threads that have ended (a lease renewer, a pool's retired
+        worker): without this each would hold its file descriptors until the store closed."""
+        for conn, thread in list(self._all.items()):
+            if not thread.is_alive() and conn not in self._using:
+                conn.close()
+                del self._all[conn]
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")
@@ -473,9 +491,29 @@ class SQLiteStore(Store):
         }
 
     @contextmanager
-    def write(self, memory_id: str) -> Iterator[Transaction]:
+    def _using_connection(self) -> Iterator[sqlite3.Connection]:
+        """This thread's connection, for one call; refused once the store is closed."""
+        with self._lock:
+            self._refuse_closed()
         conn = self._connection()
-        with _store_errors(self.path, "write"):
+        with self._lock:  # checked again with the connection held: a close may have come between
+            if self._closed and self._all.pop(conn, None) is not None:
+                conn.close()  # opened after the close had closed the rest
+            self._refuse_closed()
+            self._using.add(conn)
+        try:
+            yield conn
+        finally:
+            with self._lock:
+                self._using.discard(conn)
+                if self._closed and conn in self._all:  # the close could not wait for it
+                    del self._all[conn]
+                    conn.close()
+                self._idle.notify_all()
+
+    @contextmanager
+    def write(self, memory_id: str) -> Iterator[Transaction]:
+        with self._using_connection() as conn, _store_errors(self.path, "write"):
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield _SQLiteTransaction(conn, memory_id)
@@ -486,8 +524,7 @@ class SQLiteStore(Store):
 
     @contextmanager
     def read(self, memory_id: str) -> Iterator[Transaction]:
-        conn = self._connection()
-        with _store_errors(self.path, "read"):
+        with self._using_connection() as conn, _store_errors(self.path, "read"):
             conn.execute("BEGIN")
             try:
                 yield _SQLiteTransaction(conn, memory_id)
@@ -495,17 +532,23 @@ class SQLiteStore(Store):
                 _roll_back(conn)
 
     def memory_ids(self) -> Iterator[str]:
-        conn = self._connection()
-        yield from (r[0] for r in conn.execute("SELECT memory_id FROM memories ORDER BY memory_id"))
+        with self._using_connection() as conn:
+            ids = [r[0] for r in conn.execute("SELECT memory_id FROM memories ORDER BY memory_id")]
+        yield from ids
 
     def memories_with_pending_jobs(self) -> list[str]:
-        conn = self._connection()
-        return [r[0] for r in conn.execute(
-            "SELECT DISTINCT memory_id FROM jobs WHERE state = 'pending' ORDER BY memory_id")]
+        with self._using_connection() as conn:
+            return [r[0] for r in conn.execute(
+                "SELECT DISTINCT memory_id FROM jobs WHERE state = 'pending' ORDER BY memory_id")]
 
-    def close(self) -> None:
+    def close(self, wait: float = C.STORE_CLOSE_WAIT_SECONDS) -> None:
+        """Close the store: calls already in a transaction finish it (waited for up to `wait`
+        seconds; a connection still in use then is closed when its call ends), later ones
+        raise StoreError."""
         with self._lock:
-            for conn in self._all:
+            self._closed = True
+            self._idle.wait_for(lambda: not self._using, timeout=wait)
+            for conn in [c for c in self._all if c not in self._using]:
                 conn.close()
-            self._all.clear()
+                del self._all[conn]
         self._local = threading.local()

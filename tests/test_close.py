@@ -1,0 +1,157 @@
+"""Shutting down with work in flight, the way a web service does: calls in other threads end
+cleanly, a closed engine refuses further calls, the background worker stops after the job in
+hand, and a lane job slower than one lease is still prepared once."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+import fadeway
+from fadeway.errors import StoreError
+from fadeway.lane import JobHandler, register_job, run_lane
+
+# A subprocess: closing a connection another thread is using crashes the interpreter, which
+# would take the whole test run with it.
+_CLOSE_UNDER_LOAD = textwrap.dedent("""
+    import sys, threading, time
+    import fadeway
+    from fadeway.errors import FadewayError
+
+    engine = fadeway.open(sys.argv[1], background=True)
+    stop, ended = threading.Event(), []
+
+    def client(i):
+        mem = engine.memory(f"m{i}")
+        try:
+            for n in range(10_000):
+                if stop.is_set():
+                    break
+                req = mem.decorate({"messages": [{"role": "user", "content": f"hello {n}"}]})
+                mem.report(req, {"choices": [{"index": 0, "finish_reason": "stop", "message": {
+                    "role": "assistant", "content": f"hi {n}"}}]})
+            ended.append("stopped")
+        except FadewayError as exc:
+            ended.append(type(exc).__name__)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)
+    engine.close()
+    stop.set()
+    for t in threads:
+        t.join()
+    print(sorted(ended))
+""")
+
+
+def test_closing_while_other_threads_are_mid_call_ends_their_calls_cleanly(tmp_path):
+    db = tmp_path / "load.db"
+    run = subprocess.run([sys.executable, "-c", _CLOSE_UNDER_LOAD, str(db)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == str(["StoreError"] * 4)  # "the store is closed", each
+    with fadeway.open(db, background=False) as engine:  # consistent, and goes on
+        for memory_id in engine.memory_ids():
+            mem = engine.memory(memory_id)
+            roles = [m.role for m in mem.messages()]
+            assert roles[::2] == ["user"] * len(roles[::2])
+            assert roles[1::2] == ["assistant"] * len(roles[1::2])
+            history = [fadeway.formats.canonical.plain(m.body) for m in mem.messages()]
+            mem.decorate({"messages": [*history, {"role": "user", "content": "still there?"}]})
+            assert mem.messages()[-1].role == "user"
+
+
+def test_a_closed_engine_refuses_calls(tmp_path):
+    engine = fadeway.open(tmp_path / "c.db", background=False)
+    mem = engine.memory("m")
+    mem.decorate({"messages": [{"role": "user", "content": "hi"}]})
+    engine.close()
+    for call in (lambda: mem.decorate({"messages": [{"role": "user", "content": "again"}]}),
+                 mem.messages, engine.memory_ids, engine.drain):
+        with pytest.raises(StoreError, match="is closed"):
+            call()
+    engine.close()  # twice is fine
+
+
+PREPARED: list[int] = []
+
+
+class Slow(JobHandler):
+    """Prepares for longer than a lease."""
+
+    async def prepare(self, engine, memory_id, job):
+        import asyncio
+
+        PREPARED.append(job.n)
+        await asyncio.sleep(float(job.payload))
+        return None
+
+    def apply(self, engine, tx, job, prepared):
+        return True
+
+
+register_job("slow", Slow())
+
+
+def _queue(engine, memory_id, count, seconds):
+    engine.memory(memory_id).decorate({"messages": [{"role": "user", "content": "hi"}]})
+    with engine.store.write(memory_id) as tx:
+        for _ in range(count):
+            tx.enqueue("slow", str(seconds).encode(), 0.0)
+
+
+def test_a_job_slower_than_a_lease_is_prepared_once_while_others_wait(tmp_path):
+    """The worker renews its lease while it prepares; another worker does not take the lane
+    over and prepare the same job again (and again: the lane never moved)."""
+    PREPARED.clear()
+    with fadeway.open(tmp_path / "l.db", background=False, lane_lease_seconds=0.3) as engine:
+        _queue(engine, "m", 1, 1.0)
+        results: list = []
+        workers = [threading.Thread(target=lambda i=i: results.append(
+            run_lane(engine, "m", f"w{i}"))) for i in range(2)]
+        for w in workers:
+            w.start()
+            time.sleep(0.05)
+        for w in workers:
+            w.join()
+        assert PREPARED == [1] and sorted(results, key=str) == [1, None]
+        with engine.store.read("m") as tx:
+            assert [j.state for j in tx.jobs()] == ["done"]
+
+
+def test_closing_stops_the_worker_after_the_job_in_hand(tmp_path):
+    PREPARED.clear()
+    engine = fadeway.open(tmp_path / "b.db", background=True)
+    _queue(engine, "m", 40, 0.05)
+    engine._jobs_queued()
+    time.sleep(0.2)
+    started = time.monotonic()
+    engine.close()
+    assert time.monotonic() - started < 1.0  # not the two seconds the lane still holds
+    assert 0 < len(PREPARED) < 40
+    with fadeway.open(tmp_path / "b.db", background=False) as again:
+        with again.store.read("m") as tx:
+            states = [j.state for j in tx.jobs()]
+        assert states.count("pending") == 40 - states.count("done") > 0
+        assert again.drain() == states.count("pending")  # the rest runs next time
+
+
+def test_connections_of_ended_threads_are_closed(tmp_path):
+    """Each thread gets its own connection; one that ended (a lease renewer, a retired pool
+    worker) must not keep its file descriptors open until the store closes."""
+    from fadeway.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "t.db")
+    for _ in range(50):
+        thread = threading.Thread(target=lambda: list(store.memory_ids()))
+        thread.start()
+        thread.join()
+    assert len(store._all) <= 2  # this thread's, and the last ended thread's until the next
+    store.close()
