@@ -578,3 +578,31 @@ def test_a_judge_that_raises_its_own_clients_errors_costs_decorate_nothing(tmp_p
     assert "the judge failed; the search hits are used" in caplog.text
     assert max(e.last_turn for e in mem.episodes()) > 35  # cut on while the judge was down
     eng.close()
+
+
+def test_a_lane_behind_skips_the_walk_and_distill_no_one_will_read(tmp_path, clock):
+    """When the next message came (and was recalled for) before the lane ran, the previous
+    turn's walk and distill would never be read: they are skipped, not prepared late."""
+    distilled: list[int] = []
+
+    def counting(items, conversation):
+        distilled.append(len(items))
+        return [True] * len(items)
+
+    with _open(tmp_path / "r.db", clock, ScriptedJudge(distill=counting)) as eng:
+        mem = eng.memory("m")
+        history, request = _asked(eng, mem, clock)
+        reply = chat_reply("Let me check.")
+        mem.report(request, reply)  # queues the turn's walk and distill; the lane waits
+        with eng.store.read("m") as tx:
+            queued = sorted(j.kind for j in tx.jobs() if j.state == "pending")
+        assert {"walk", "distill"} <= set(queued)
+        history += [reply["choices"][0]["message"], {"role": "user", "content": QUESTION}]
+        mem.decorate({"model": "gpt-4.1", "messages": history})
+        eng.drain()
+        export = mem.export()
+    asked, again = sorted(r.turn for r in export.recalls)[-2:]
+    assert again == asked + 1
+    assert [w.turn for w in export.walks if w.turn >= asked] == []
+    assert [d.turn for d in export.distills if d.turn >= asked] == [] and distilled == []
+    assert {f.turn for f in export.recall_finals} >= {asked}  # fixed as it was shown

@@ -479,6 +479,8 @@ class WalkJob(JobHandler):
         turn, dialogue = payload["turn"], payload["dialogue"]
         index = engine.index(memory_id)
         with engine.store.read(memory_id) as tx:
+            if tx.recalls(turn + 1):  # the next message came, and was recalled for, already:
+                return None  # a walk now would never be read (a lane behind a busy memory)
             index.sync(tx)
             snap = Snapshot(tx, index.cache)
         k = C.RECALL_SEARCH_HITS
@@ -491,7 +493,8 @@ class WalkJob(JobHandler):
         return WalkRecord(turn=turn, at=job.created_at, levels=sorted(levels.items()))
 
     def apply(self, engine: Engine, tx: Transaction, job: JobRecord, prepared: Any) -> bool:
-        tx.insert_walk(prepared)
+        if prepared is not None:
+            tx.insert_walk(prepared)
         return True
 
 
@@ -508,8 +511,8 @@ class DistillJob(JobHandler):
         turn, conversation = payload["turn"], payload["conversation"]
         with engine.store.read(memory_id) as tx:
             found = [r for r in tx.recalls(turn) if r.turn == turn]
-            if not found:
-                return None
+            if not found or any(r.turn == turn for r in tx.block_texts("recall_finals", turn)):
+                return None  # nothing to distill, or the turn's text is fixed: never read
             snap = Snapshot(tx)
             passages = tx.passages_at(found[0].passages)
         record = found[0]
