@@ -191,11 +191,9 @@ def fade_episodes(episodes: EpisodeColumns, activation_of: Callable[[np.ndarray]
     if block_sizes:
         shown = shown + blocks_within(episodes.first_seq[at], episodes.last_seq[at], block_sizes)
     history_cut = np.where(live, np.rint(shown * ratio), 0).astype(np.int64)
-    index = {n: i for i, n in enumerate(numbers.tolist())}
     holders: dict[int, list[int]] = {}
-    for episode, facts in sealed_facts.items():
-        i = index.get(episode)
-        if i is not None and not live[i]:
+    for i, facts in zip(_sealed_positions(numbers, live, sealed_facts), sealed_facts.values()):
+        if i >= 0:
             for f in dict.fromkeys(facts):
                 holders.setdefault(f, []).append(i)
     shared = SharedFacts(len(at), holders, fact_sizes)
@@ -203,6 +201,17 @@ def fade_episodes(episodes: EpisodeColumns, activation_of: Callable[[np.ndarray]
                        block, landing_of, budget_of)
     return Fade(numbers[picks], live[picks], int(history_cut[picks].sum()),
                 int(shared.cut_along(picks).sum()))
+
+
+def _sealed_positions(numbers: np.ndarray, live: np.ndarray,
+                     sealed_facts: Mapping[int, Sequence[int]]) -> list[int]:
+    """The position in `numbers` (ascending episode numbers) of each episode of `sealed_facts`,
+    or -1 where it is not there or live. Searched, not mapped: a dict of every episode cost a
+    fade on 10,000 episodes 0.75 ms, more than the rest of its decision."""
+    wanted = np.fromiter(sealed_facts, dtype=np.int64, count=len(sealed_facts))
+    at = np.minimum(np.searchsorted(numbers, wanted), max(len(numbers) - 1, 0))
+    found = (numbers[at] == wanted) & ~live[at] if len(numbers) else np.zeros(len(wanted), bool)
+    return np.where(found, at, -1).tolist()
 
 
 def ask_spans(episodes: Sequence[EpisodeRecord]) -> list[tuple[int, int]]:
