@@ -28,7 +28,7 @@ Every implementation's result is checked against fadeway's before anything is ti
 is the best of several calls, spread over rounds that visit every implementation in turn (a
 slow spell of a shared machine then falls on all of them). numpy and Python run on one thread.
 fadeway uses the machine's threads (2 here) for a grouped call of 2^17 traces or more, for log
-order from 2^17 traces (terms on one thread, adds on the other; from 2^21 the terms thread also
+order from 2^18 traces (terms on one thread, adds on the other; from 2^21 the terms thread also
 hands over the episode ids), and for the pass that keeps a prefix's candidates from 2^20
 episodes (2^18 without AVX-512); everything else runs on one.
 """
@@ -435,6 +435,29 @@ def markdown_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
     return "\n".join(lines)
 
 
+def cpu_name() -> str:
+    """The CPU's model name as the kernel reports it: the kernels and numpy's sorts differ
+    by vendor (numpy's AVX-512 sorts, for one, run on Intel but not on AMD's Zen 4)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def numpy_simd() -> str:
+    """The SIMD extensions numpy found on this CPU, the ones its kernels may dispatch to."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as features
+    except ImportError:
+        return "SIMD unknown"
+    found = [k for k in ("AVX2", "AVX512F", "AVX512_SKX", "AVX512_ICL", "AVX512_SPR")
+             if features.get(k)]
+    return "SIMD " + (" ".join(found) or "baseline")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--traces", type=int, nargs="+", default=list(DEFAULT_TRACES))
@@ -472,10 +495,12 @@ def main() -> None:
         args.out.write_text(
             "# Activation and the fade: measured\n\n"
             f"Command: `python benches/compare_activation.py --out {args.out}`  \n"
-            f"Date: {today}; Python {platform.python_version()}, numpy {np.__version__}, "
-            f"{platform.machine()}, 2 cores, shared with other work (load average "
+            f"Date: {today}; Python {platform.python_version()}, numpy {np.__version__} "
+            f"({numpy_simd()}), {platform.machine()} ({cpu_name()}), 2 cores, shared with "
+            "other work (load average "
             f"{os.getloadavg()[0]:.1f}); fadeway on two threads for grouped and log-order "
-            "activation from 2^17 traces and for a prefix's keeping pass from 2^20 episodes, "
+            "activation from 2^17 and 2^18 traces and for a prefix's keeping pass from 2^20 "
+            "episodes, "
             "on one otherwise.  \n"
             "Workloads: see the docstring of `benches/compare_activation.py`. Every result was "
             "checked against fadeway's before timing; figures are the best of 30-200 calls, taken "
@@ -485,12 +510,12 @@ def main() -> None:
             "The extension is built for baseline x86-64 and picks at run time (through pulp, "
             "without `unsafe`) the best code the CPU runs: AVX-512 on this machine, AVX2 + FMA or "
             "SSE2 elsewhere, with the same bits on every path (the fade's prefix keeps its "
-            "candidates with AVX-512's compress here); numpy dispatches to AVX-512 on this "
-            "machine too. On a shared machine repeated runs vary by "
+            "candidates with AVX-512's compress where the CPU has it); numpy dispatches to the "
+            "extensions named above. On a shared machine repeated runs vary by "
             "10-30%; the ratios above come from one run. The two-thread figures are bimodal on "
             "this VM: in spells of a tenth of a second to several seconds the second thread "
             "gets no core of its own, and 10^6 in log order, for one, measures 2.5-3.3 ns "
-            "instead of 1.5-1.9 (log order from 2^17 traces computes the terms on one thread "
+            "instead of 1.5-1.9 (log order from 2^18 traces computes the terms on one thread "
             "and adds them on the other; from 2^21 the terms thread also hands over the "
             "episode ids). What was tried on the Rust side, what "
             "it measured and where the time goes is the design log at the top of "

@@ -118,7 +118,7 @@
 //! shares the threshold, went from 1.24 to 1.5-3.5 there. Not kept. Log order cannot be split so:
 //! its episodes' traces are spread over the whole log, so a split would change the order of adds.
 //!
-//! Log order on two threads (`log_order_pipelined`), from 2^17 traces: the second thread computes
+//! Log order on two threads (`log_order_pipelined`), from 2^18 traces: the second thread computes
 //! the terms, batch by batch, while the first adds them up in log order as they come, the same
 //! chain of adds, so the same bits. At 10^6 and 10^7: 2.7 -> 1.3, 4.6 -> 2.3, in the runs where
 //! the VM gives both threads a core; in others (about one in three here) 3.0 and 3.9. Batches of 64
@@ -145,6 +145,16 @@
 //! is slower, 1.36-1.5 -> 1.64-1.8: the ids then cost the adding thread less from the cache
 //! than from the other core. The crossover lies between 1 and 2 million traces. Writing the
 //! terms straight into the batch instead of copying each block's: no change.
+//!
+//! The same kernels on a 2-core Intel Xeon VM with AVX512_SPR (Sapphire Rapids class), through a
+//! scratch harness, best of many calls: grouped on one thread 1.10-1.14 (10^5), 1.52-1.56
+//! (10^6), 3.1 (10^7, where one thread streams two f64 columns at 15 GB/s: 1.06 ns a trace to
+//! read them); on two 0.95-1.04, 0.91-0.97, 1.60-1.64. Log order on one thread 1.21-1.27,
+//! 1.69-1.80, 6.5-6.7; pipelined 3.2 (10^5), 1.31-1.35 (10^6), 5.2-5.3 (10^7); narrow 3.5 at
+//! 10^7. There the pipeline lost to one thread up to about 3 x 10^5 traces (2 x 10^5: 1.33-1.49
+//! against 1.71-1.81; 3 x 10^5: 1.69-1.74 against 1.60-1.81), so log order now goes to two
+//! threads from 2^18 rather than 2^17 (a memory of 10,000 episodes with 20 traces each is 2 x
+//! 10^5 traces); grouped keeps 2^17, where two threads won on both machines.
 //!
 //! Validation is folded into the passes rather than done first: a separate pass over the times
 //! would cost as much memory traffic as the kernel at 10^7. Ages are checked in the first pass
@@ -441,7 +451,7 @@ pub fn activation_log_order_on(
     now: f64,
     groups: usize,
 ) -> Result<Vec<f64>, CoreError> {
-    let path = if at.len() < PARALLEL_MIN_TRACES || parallel::threads() < 2 {
+    let path = if at.len() < LOG_ORDER_PARALLEL_MIN_TRACES || parallel::threads() < 2 {
         LogOrderPath::OneThread
     } else if at.len() >= NARROW_MIN_TRACES {
         LogOrderPath::PipelinedNarrow
@@ -503,6 +513,10 @@ pub fn activation_log_order_path(
     check_sums(&activation, score, "activation")?;
     Ok(activation)
 }
+
+/// Traces from which log order runs on two threads (see the design log): the pipeline's
+/// crossover lies near 2^17 on Zen 4 and near 3 x 10^5 on Sapphire Rapids.
+const LOG_ORDER_PARALLEL_MIN_TRACES: usize = 1 << 18;
 
 /// The log-order kernel on inputs of equal lengths.
 struct LogOrder<'a> {
