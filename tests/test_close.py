@@ -155,3 +155,28 @@ def test_connections_of_ended_threads_are_closed(tmp_path):
         thread.join()
     assert len(store._all) <= 2  # this thread's, and the last ended thread's until the next
     store.close()
+
+
+def test_a_close_waits_for_a_call_made_inside_another_on_the_same_thread(tmp_path):
+    """The outer call's connection stays open until the outer call ends, though the inner one
+    (on the same thread, the same connection) ended first."""
+    from fadeway.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "n.db")
+    inner_done, closed = threading.Event(), threading.Event()
+
+    def close() -> None:
+        inner_done.wait()
+        store.close(wait=0.2)  # the outer call is still in: the connection is left open
+        closed.set()
+
+    closer = threading.Thread(target=close)
+    closer.start()
+    with store.read("m") as tx:
+        list(store.memory_ids())  # a call inside the read, on its connection
+        inner_done.set()
+        closed.wait()
+        assert tx.jobs() == []  # still usable: not closed under the outer call
+    closer.join()
+    with pytest.raises(StoreError, match="is closed"):
+        list(store.memory_ids())

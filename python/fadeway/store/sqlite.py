@@ -12,6 +12,7 @@ import logging
 import os
 import sqlite3
 import threading
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -414,9 +415,10 @@ class SQLiteStore(Store):
         self._local = threading.local()
         self._all: dict[sqlite3.Connection, threading.Thread] = {}  # each with its thread
         self._lock = threading.Lock()
-        # Connections in a call now (each thread has its own, used by one call at a time): a
-        # close waits for them, since closing a connection another thread is using crashes.
-        self._using: set[sqlite3.Connection] = set()
+        # Connections in a call now, with how many calls (each thread has its own; a call may
+        # run inside another): a close waits for them, since closing a connection another
+        # thread is using crashes.
+        self._using: Counter[sqlite3.Connection] = Counter()
         self._idle = threading.Condition(self._lock)
         self._closed = False
         self._migrate(self._connection())
@@ -497,16 +499,20 @@ class SQLiteStore(Store):
             self._refuse_closed()
         conn = self._connection()
         with self._lock:  # checked again with the connection held: a close may have come between
-            if self._closed and self._all.pop(conn, None) is not None:
-                conn.close()  # opened after the close had closed the rest
+            if self._closed and conn not in self._using and conn in self._all:
+                del self._all[conn]  # opened after the close had closed the rest
+                conn.close()
             self._refuse_closed()
-            self._using.add(conn)
+            self._using[conn] += 1
         try:
             yield conn
         finally:
             with self._lock:
-                self._using.discard(conn)
-                if self._closed and conn in self._all:  # the close could not wait for it
+                self._using[conn] -= 1
+                if not self._using[conn]:
+                    del self._using[conn]
+                if self._closed and conn not in self._using and conn in self._all:
+                    # the close could not wait for it
                     del self._all[conn]
                     conn.close()
                 self._idle.notify_all()
