@@ -499,9 +499,7 @@ class SQLiteStore(Store):
             self._refuse_closed()
         conn = self._connection()
         with self._lock:  # checked again with the connection held: a close may have come between
-            if self._closed and conn not in self._using and conn in self._all:
-                del self._all[conn]  # opened after the close had closed the rest
-                conn.close()
+            self._close_after_close(conn)  # opened after the close had closed the rest
             self._refuse_closed()
             self._using[conn] += 1
         try:
@@ -511,11 +509,14 @@ class SQLiteStore(Store):
                 self._using[conn] -= 1
                 if not self._using[conn]:
                     del self._using[conn]
-                if self._closed and conn not in self._using and conn in self._all:
-                    # the close could not wait for it
-                    del self._all[conn]
-                    conn.close()
+                self._close_after_close(conn)  # the close could not wait for it
                 self._idle.notify_all()
+
+    def _close_after_close(self, conn: sqlite3.Connection) -> None:
+        """Close `conn` if the store is closed and no call is in it (the lock held)."""
+        if self._closed and conn not in self._using and conn in self._all:
+            del self._all[conn]
+            conn.close()
 
     @contextmanager
     def write(self, memory_id: str) -> Iterator[Transaction]:
