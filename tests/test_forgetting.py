@@ -597,6 +597,58 @@ def test_the_budget_holds_room_for_the_note_ask_a_fade_will_add(small, clock):
     assert first_fade["auto"] < first_fade["none"]
 
 
+@pytest.mark.parametrize("used_turn", [None, 3])
+def test_the_fade_counts_the_note_ask_its_picks_make(small, clock, used_turn):
+    """The ask names the leaving turns, and before the fade it is counted as one span of them.
+    A fade of the oldest episodes makes that ask and picks once; episodes picked apart (those
+    of a turn in the middle in heavy use) make a longer one, and the fade picks again with the
+    fixed part that ask makes: its landing is the one the request it sends holds."""
+    import numpy as np
+
+    from fadeway import assembly, blocks
+
+    real_fade, real_landing = assembly.fade_episodes, assembly.landing
+    fixed_seen: list[int] = []
+
+    def scattered(columns, activation_of, *args):
+        turns = np.array(mem._history.turns)[columns.first_seq]
+        used = columns.n[turns == used_turn]
+
+        def boosted(numbers):
+            return activation_of(numbers) * np.where(np.isin(numbers, used), 1e6, 1.0)
+        return real_fade(columns, boosted, *args)
+
+    def landing(ceiling, fixed, *args):
+        fixed_seen.append(int(np.min(fixed)))  # no facts block yet: fixed + 0
+        return real_landing(ceiling, fixed, *args)
+
+    mem, history = small.memory("m"), []
+    with mock.patch.object(assembly, "fade_episodes", scattered), \
+            mock.patch.object(assembly, "landing", landing):
+        for t in range(40):
+            clock.advance(60)
+            history.append(_user(t))
+            req = mem.decorate({"model": "gpt-4.1", "messages": history})
+            if "leaving" in _states(mem).values():
+                break
+            fixed_seen.clear()
+            reply = chat_reply(f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)))
+            mem.report(req, reply)
+            history.append(reply["choices"][0]["message"])
+    ask = req["messages"][-1]["content"]
+    assert ask.startswith("History from turns")
+    turn = mem._history.turn
+    counted, sent = tokens.count_texts("o200k_base", [blocks.note_ask(turn, turn + 1), ask])
+    if used_turn is None:
+        assert " and turn" not in ask.splitlines()[0]
+        assert len(set(fixed_seen)) == 1 and sent == counted
+    else:
+        assert " and turn" in ask.splitlines()[0]
+        assert len(set(fixed_seen)) >= 2 and sent > counted  # picked again once it was known
+        # The last pass's fixed part holds the ask the request sends, and no more.
+        assert fixed_seen[-1] - fixed_seen[0] == sent - counted
+
+
 @pytest.mark.parametrize("fmt", ["chat", "responses"])
 def test_the_room_for_the_next_call_is_one_step_not_a_whole_turn(small, clock, fmt):
     """The spec's room is "one batch of tool outputs and the reply": in a turn of many tool

@@ -122,6 +122,9 @@ INLINE_CUT_DEADLINE = 10.0
 #: Episodes the fade orders first; when the landing lies further, four times as many, and so on
 #: (a fade rarely takes more, and ordering a prefix costs a fraction of a whole order).
 FADE_FIRST = 256
+#: How many times a fade may pick again with the note ask its picks make (the ask names their
+#: turns, and scattered episodes make a longer one).
+FADE_ASK_PASSES = 3
 
 # -- the knowledge graph --------------------------------------------------------------------
 

@@ -105,13 +105,16 @@ def same_read(a: CutRead, b: CutRead) -> bool:
             and [m.digest for m in a[3]] == [m.digest for m in b[3]])
 
 
-def note_ask_tokens(parsed: ParsedRequest, encoding: str, turn: int) -> int:
-    """What the note ask adds to `parsed`: its message and the note tool (raw tokens)."""
+def note_ask_tokens(parsed: ParsedRequest, encoding: str,
+                    spans: Sequence[tuple[int, int]]) -> int:
+    """What the note ask for the turn `spans` (`ask_spans`) adds to `parsed`: its message and
+    the note tool (raw tokens)."""
     bare = ParsedRequest(parsed.format, parsed.request, parsed.instructions, [], parsed.model)
     with_tool = replace(bare, request=view_mod.with_note_tool(parsed.format, parsed.request))
     tool = (tokens.fixed_request_tokens(with_tool, encoding)
             - tokens.fixed_request_tokens(bare, encoding))
-    [ask] = tokens.count_texts(encoding, [blocks.note_ask(turn, turn)])
+    first, *more = spans
+    [ask] = tokens.count_texts(encoding, [blocks.note_ask(*first, *more)])
     return tool + C.TOKENS_PER_MESSAGE + ask
 
 
@@ -296,11 +299,13 @@ class Assembly:
         # The block shows each fact once, however many sealed episodes hold it.
         fact_sizes = fact_tokens(list({f.n: f for fs in sealed_facts.values() for f in fs}
                                       .values()), encoding, ratio)
-        fixed = tokens.fixed_request_tokens(parsed, encoding)
-        if self.engine.note_writer is None and view_mod.note_ask_allowed(parsed.request):
-            # The request a fade sends episodes leaving in carries the ask and the note tool.
-            fixed += note_ask_tokens(parsed, encoding, mirror.turn)
-        fixed = round(fixed * ratio)
+        bare = tokens.fixed_request_tokens(parsed, encoding)
+        # The request a fade sends episodes leaving in carries the ask and the note tool. The
+        # ask names those episodes' turns: until the fade has picked them it is counted naming
+        # one span of turns, as a fade of the oldest episodes asks (or a token more).
+        asks = self.engine.note_writer is None and view_mod.note_ask_allowed(parsed.request)
+        ask = note_ask_tokens(parsed, encoding, [(mirror.turn, mirror.turn + 1)]) if asks else 0
+        fixed = round((bare + ask) * ratio)
         block = sum(fact_sizes.values())
         sizes, steps = turn_sizes(mirror, ratio, block_sizes)
         typical, room = typical_turn(sizes), next_call_room(steps)
@@ -334,13 +339,29 @@ class Assembly:
                      self.memory_id, silent / 3600)
         mirror.episodes.sync(tx)
         mirror.trace_log.sync(tx)
-        picked = fade_episodes(
-            mirror.episodes.columns(), lambda numbers: mirror.trace_log.activation(numbers, now),
-            block_sizes, {n: [f.n for f in fs] for n, fs in sealed_facts.items()}, fact_sizes,
-            ratio, history_tokens, block,
-            lambda b: landing(engine.ceiling, fixed + b, room, typical, current),
-            (lambda b: np.maximum(0, engine.ceiling - fixed - b - room_left)) if fits else None)
         acked = {e for e, _ in known.acks}
+        holding = {n: [f.n for f in fs] for n, fs in sealed_facts.items()}
+        for _ in range(C.FADE_ASK_PASSES):
+            picked = fade_episodes(
+                mirror.episodes.columns(),
+                lambda numbers: mirror.trace_log.activation(numbers, now),
+                block_sizes, holding, fact_sizes, ratio, history_tokens, block,
+                lambda b: landing(engine.ceiling, fixed + b, room, typical, current),
+                (lambda b: np.maximum(0, engine.ceiling - fixed - b - room_left)) if fits else None)
+            leaving = [n for n, live in zip(picked.numbers.tolist(), picked.live.tolist(),
+                                            strict=True) if live and n not in acked]
+            if not asks or not leaving:
+                break
+            # Episodes apart make an ask of several spans: pick again with the fixed part it
+            # makes (the lower landing picks a longer prefix of the order, whose ask may be
+            # longer still, hence a few passes).
+            needed = note_ask_tokens(parsed, encoding, ask_spans(mirror.episodes.records(leaving)))
+            if needed <= ask:
+                break
+            ask = needed
+            fixed = round((bare + ask) * ratio)
+            fits = current <= engine.ceiling - fixed
+            room_left = min(room, engine.ceiling - fixed - current)
         states = {n: ("sealed" if n in acked else "leaving") if live else "forgotten"
                   for n, live in zip(picked.numbers.tolist(), picked.live.tolist(), strict=True)}
         history_tokens -= picked.history_cut

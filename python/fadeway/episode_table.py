@@ -9,6 +9,7 @@ and the few episodes written since.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,6 +84,10 @@ class EpisodeTable:
             self._apply(tx.episodes_changed(after=self._changes))
             self._changes = changes
         return list(self._records)
+
+    def records(self, numbers: Iterable[int]) -> list[EpisodeRecord]:
+        """The episodes numbered `numbers`, as they stand since the last `sync`."""
+        return [self._records[self._position[n]] for n in numbers]
 
     def columns(self) -> EpisodeColumns:
         """The episodes as they stand since the last `sync`, as columns (until the next one)."""
