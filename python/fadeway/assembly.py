@@ -27,6 +27,7 @@ from .episodes import Cut, commit_cut, plan_read_cut, read_cut
 from .formats import Format, ParsedRequest
 from .formats.canonical import encode_json, plain
 from .forgetting import (
+    Fade,
     ask_spans,
     budget,
     fact_tokens,
@@ -341,13 +342,17 @@ class Assembly:
         mirror.trace_log.sync(tx)
         acked = {e for e, _ in known.acks}
         holding = {n: [f.n for f in fs] for n, fs in sealed_facts.items()}
-        for _ in range(C.FADE_ASK_PASSES):
-            picked = fade_episodes(
+
+        def pick(fixed: int, fits: bool, room_left: int) -> Fade:
+            return fade_episodes(
                 mirror.episodes.columns(),
                 lambda numbers: mirror.trace_log.activation(numbers, now),
                 block_sizes, holding, fact_sizes, ratio, history_tokens, block,
                 lambda b: landing(engine.ceiling, fixed + b, room, typical, current),
                 (lambda b: np.maximum(0, engine.ceiling - fixed - b - room_left)) if fits else None)
+
+        for _ in range(C.FADE_ASK_PASSES):
+            picked = pick(fixed, fits, room_left)
             leaving = [n for n, live in zip(picked.numbers.tolist(), picked.live.tolist(),
                                             strict=True) if live and n not in acked]
             if not asks or not leaving:
