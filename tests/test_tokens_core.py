@@ -106,10 +106,17 @@ def test_counts_equal_tiktoken(tiktoken_encodings: dict, text: str) -> None:
         assert _core.count_tokens(name, text) == len(tiktoken_encodings[name].encode_ordinary(text))
 
 
+# The slow twin's `regex` module follows the newest Unicode (17 in its 2026 releases); tiktoken
+# and the core match with the older tables of Rust's regex crates, so they tell letters apart
+# differently on code points assigned since (U+323B0, CJK Extension J, is a letter to one and
+# unassigned to the others). The twin is compared on code points this Python's Unicode assigns.
+assigned_text = st.text(st.characters(exclude_categories=("Cn",)), max_size=12)
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     text=st.one_of(
-        st.text(max_size=12), st.lists(st.sampled_from(TRICKY), max_size=12).map("".join)
+        assigned_text, st.lists(st.sampled_from(TRICKY), max_size=12).map("".join)
     )
 )
 def test_short_counts_equal_tiktoken_and_the_slow_twin(
