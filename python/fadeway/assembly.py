@@ -313,12 +313,16 @@ class Assembly:
         current = round((sum(mirror.tokens[mirror.turn_start:])
                          + block_sizes.get(mirror.turn_start, 0)) * ratio)
         plan = budget(engine.ceiling, fixed + block, room, typical, current)
-        # Whether the current turn fits beside a facts block forgetting could empty: then a
-        # block too large for it gives way (the fade goes on below the budget, not only the
-        # landing, which stops at the current turn), keeping what room for the next call it can
-        # (a large recent step may leave none); else forgetting the block gains nothing.
-        fits = current <= engine.ceiling - fixed
-        room_left = min(room, engine.ceiling - fixed - current)
+
+        def beside(fixed: int) -> tuple[bool, int]:
+            """Whether the current turn fits beside a facts block forgetting could empty: then
+            a block too large for it gives way (the fade goes on below the budget, not only the
+            landing, which stops at the current turn), keeping what room for the next call it
+            can (a large recent step may leave none); else forgetting the block gains nothing.
+            And that room."""
+            return current <= engine.ceiling - fixed, min(room, engine.ceiling - fixed - current)
+
+        fits, _ = beside(fixed)
         silent = silence(mirror, before)
         sleeping = silent >= C.SLEEP_GAP_SECONDS
         if history_tokens <= plan.budget and not sleeping:
@@ -343,7 +347,8 @@ class Assembly:
         acked = {e for e, _ in known.acks}
         holding = {n: [f.n for f in fs] for n, fs in sealed_facts.items()}
 
-        def pick(fixed: int, fits: bool, room_left: int) -> Fade:
+        def pick(fixed: int) -> Fade:
+            fits, room_left = beside(fixed)
             return fade_episodes(
                 mirror.episodes.columns(),
                 lambda numbers: mirror.trace_log.activation(numbers, now),
@@ -352,9 +357,11 @@ class Assembly:
                 (lambda b: np.maximum(0, engine.ceiling - fixed - b - room_left)) if fits else None)
 
         for _ in range(C.FADE_ASK_PASSES):
-            picked = pick(fixed, fits, room_left)
-            leaving = [n for n, live in zip(picked.numbers.tolist(), picked.live.tolist(),
-                                            strict=True) if live and n not in acked]
+            picked = pick(fixed)
+            states = {n: ("sealed" if n in acked else "leaving") if live else "forgotten"
+                      for n, live in zip(picked.numbers.tolist(), picked.live.tolist(),
+                                         strict=True)}
+            leaving = [n for n, state in states.items() if state == "leaving"]
             if not asks or not leaving:
                 break
             # Episodes apart make an ask of several spans: pick again with the fixed part it
@@ -365,10 +372,6 @@ class Assembly:
                 break
             ask = needed
             fixed = round((bare + ask) * ratio)
-            fits = current <= engine.ceiling - fixed
-            room_left = min(room, engine.ceiling - fixed - current)
-        states = {n: ("sealed" if n in acked else "leaving") if live else "forgotten"
-                  for n, live in zip(picked.numbers.tolist(), picked.live.tolist(), strict=True)}
         history_tokens -= picked.history_cut
         block -= picked.block_cut
         plan = budget(engine.ceiling, fixed + block, room, typical, current)
