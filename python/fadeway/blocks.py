@@ -180,19 +180,19 @@ _CLOSERS = ">" + (
 )
 # Slashes and their look-alikes (fullwidth ones fold to these).
 _SLASHES = "/\\\u2215\u2044\u29f8\u29f9\u2571\u2572\u27cb\u27cd\u2cfa\u30fb\u3033"
-# Between the letters of a word: blanks, control characters, joiners and dashes, any number
-# (what shows nothing else is left out of the folded copy). Possessive, so that a long run of
-# them costs one pass.
-_GAP = r"[\s\x00-\x1f\x7f-\x9f_.\-:+\u2010-\u2015]*+"
-# Between its words: those, and up to three of anything else but letters and digits.
+# What may stand between the letters of the marker's words, between the words and its
+# brackets (and slash), and still read as one marker: blanks, control characters (C0 and C1),
+# joiners and dashes, as in "[-/assistant_recent_memories]". Unicode's other spaces too (`\s`,
+# `str.isspace`); what shows nothing else is left out of the folded copy.
+_GAPS = frozenset(" " + "".join(map(chr, [*range(0x20), *range(0x7f, 0xa0)]))
+                  + "_.-:+" + "".join(map(chr, range(0x2010, 0x2016))))
+# Any number of them; possessive, so that a long run costs one pass.
+_GAP = "[\\s" + "".join(map(re.escape, sorted(_GAPS))) + "]*+"
+# Between the words: those, and up to three of anything else but letters and digits.
 _SEPARATOR = _GAP + r"(?:[\W_]" + _GAP + r"){0,3}"
 _WORDS = re.compile(_SEPARATOR.join(_GAP.join(re.escape(c) for c in word)
                                     for word in ("assistant", "recent", "memor"))
                     + _GAP + r"(?:y|i" + _GAP + "e" + _GAP + "s)")
-_GAPS = frozenset(" " + "".join(map(chr, [*range(0x20), *range(0x7f, 0xa0)])))
-# What may also stand between a marker's words and its brackets (and slash) and still read as
-# one marker: joiners and dashes, as in "[-/assistant_recent_memories]".
-_JOINERS = frozenset("_.-:+\u2010\u2011\u2012\u2013\u2014\u2015")
 _OPEN_SAFE, _CLOSE_SAFE = "(", ")"
 # What would make an excerpt's first character start a line of the block (a list item, a
 # heading, a bracketed header): read on the folded copy, so a look-alike counts too. Dashes
@@ -252,9 +252,9 @@ def fold(text: str) -> str:
 def _marker_brackets(folded: str) -> list[tuple[int, str]]:
     """Where the brackets of each marker in a folded copy are, with the safe character each
     becomes: a bracket (or a slash and a bracket) before the marker's words, a bracket after.
-    Blanks, control characters, joiners and dashes may stand between them."""
+    What `_GAPS` holds, and any space, may stand between them."""
     def between(ch: str) -> bool:
-        return ch in _GAPS or ch in _JOINERS or ch.isspace()
+        return ch in _GAPS or ch.isspace()
 
     out = []
     for m in _WORDS.finditer(folded):
