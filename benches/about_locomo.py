@@ -37,17 +37,22 @@ THRESHOLDS = np.round(np.arange(0.05, 0.61, 0.025), 3)
 
 def scores_for(sample: dict) -> tuple[np.ndarray, np.ndarray]:
     """(scores[fact, episode], right[fact, episode]) for one conversation."""
-    with tempfile.TemporaryDirectory() as tmp, \
-            fadeway.open(Path(tmp) / "a.db", background=False, ceiling=10**9) as engine:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        fadeway.open(Path(tmp) / "a.db", background=False, ceiling=10**9) as engine,
+    ):
         mem = engine.memory(sample["sample_id"])
         replay(mem, [line for _, line in locomo_lines(sample)])
         mem.cut()
         episodes = mem.episodes()
         messages = mem.messages()
     seq_of = {dia: i for i, dia in enumerate(dia_ids(sample))}
-    episode_of = {seq: k for k, e in enumerate(episodes) for seq in range(e.first_seq, e.last_seq + 1)}
-    texts = [episode_text([m.body for m in messages[e.first_seq:e.last_seq + 1]])
-             for e in episodes]
+    episode_of = {
+        seq: k for k, e in enumerate(episodes) for seq in range(e.first_seq, e.last_seq + 1)
+    }
+    texts = [
+        episode_text([m.body for m in messages[e.first_seq : e.last_seq + 1]]) for e in episodes
+    ]
     facts, right = [], []
     for session in sample["observation"].values():
         for items in session.values():
@@ -90,13 +95,17 @@ def main() -> int:
     best = max(tune["rows"], key=lambda row: row[3])
     print(f"facts: tuning {tune['facts']}, acceptance {accept['facts']}")
     print(f"top-1 accuracy: tuning {tune['top1']:.3f}, acceptance {accept['top1']:.3f}")
-    print("| threshold | tuning P | tuning R | tuning F1 | acceptance P | acceptance R | "
-          "acceptance F1 | acceptance yes rate |")
+    print(
+        "| threshold | tuning P | tuning R | tuning F1 | acceptance P | acceptance R | "
+        "acceptance F1 | acceptance yes rate |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for (th, p, r, f, _), (_, p2, r2, f2, y2) in zip(tune["rows"], accept["rows"], strict=True):
         mark = " **(chosen on tuning)**" if th == best[0] else ""
-        print(f"| {th:.3f}{mark} | {p:.3f} | {r:.3f} | {f:.3f} | {p2:.3f} | {r2:.3f} | "
-              f"{f2:.3f} | {y2:.3f} |")
+        print(
+            f"| {th:.3f}{mark} | {p:.3f} | {r:.3f} | {f:.3f} | {p2:.3f} | {r2:.3f} | "
+            f"{f2:.3f} | {y2:.3f} |"
+        )
     return 0
 
 

@@ -22,26 +22,67 @@ def _history(n: int) -> list[dict]:
     for i in itertools.count():
         if len(out) >= n:
             break
-        out.append({"role": "user", "content": f"Step {i}: check ticket LEG-{400 + i} and tell "
-                                                  "me where the refund line review stands."})
+        out.append(
+            {
+                "role": "user",
+                "content": f"Step {i}: check ticket LEG-{400 + i} and tell "
+                "me where the refund line review stands.",
+            }
+        )
         if i % 3 == 0:
-            out.append({"role": "assistant", "content": None, "tool_calls": [
-                {"id": f"call_{i}", "type": "function", "function": {
-                    "name": "search_tickets", "arguments": f'{{"query": "LEG-{400 + i}"}}'}}]})
-            out.append({"role": "tool", "tool_call_id": f"call_{i}",
-                        "content": f'[{{"id": "LEG-{400 + i}", "status": "open"}}]'})
-        out.append({"role": "assistant", "content": f"LEG-{400 + i} is still open; legal has "
-                                                    "not answered the refund line review yet.",
-                    "refusal": None})
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": f"call_{i}",
+                            "type": "function",
+                            "function": {
+                                "name": "search_tickets",
+                                "arguments": f'{{"query": "LEG-{400 + i}"}}',
+                            },
+                        }
+                    ],
+                }
+            )
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": f"call_{i}",
+                    "content": f'[{{"id": "LEG-{400 + i}", "status": "open"}}]',
+                }
+            )
+        out.append(
+            {
+                "role": "assistant",
+                "content": f"LEG-{400 + i} is still open; legal has "
+                "not answered the refund line review yet.",
+                "refusal": None,
+            }
+        )
     return out[:n]
 
 
 def _reply(text: str, prompt_tokens: int) -> dict:
-    return {"id": "chatcmpl-x", "object": "chat.completion", "created": 0, "model": "gpt-4.1",
-            "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                "role": "assistant", "content": text, "refusal": None}}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 9,
-                      "total_tokens": prompt_tokens + 9}}
+    return {
+        "id": "chatcmpl-x",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "gpt-4.1",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": text, "refusal": None},
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": 9,
+            "total_tokens": prompt_tokens + 9,
+        },
+    }
 
 
 @pytest.mark.parametrize("stored", [1_000, 10_000])

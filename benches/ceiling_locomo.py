@@ -24,9 +24,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from helpers import shared_data  # noqa: E402
-
 import fadeway  # noqa: E402
+from helpers import shared_data  # noqa: E402
 
 RESULTS = Path(__file__).with_name("RESULTS-ceiling.md")
 
@@ -35,12 +34,30 @@ def measure(locomo: Path, ceiling: int) -> dict[str, list[int]]:
     """The estimate of every decorated request, by memory, of a fresh replay at `ceiling`."""
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "ceiling.db"
-        subprocess.run([sys.executable, "-m", "fadeway", "replay", str(locomo), "--db", str(db),
-                        "--ceiling", str(ceiling), "--workers", "2", "--json"],
-                       check=True, capture_output=True, text=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "fadeway",
+                "replay",
+                str(locomo),
+                "--db",
+                str(db),
+                "--ceiling",
+                str(ceiling),
+                "--workers",
+                "2",
+                "--json",
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         with fadeway.open(db, background=False) as engine:
-            return {memory_id: [r.estimate for r in engine.memory(memory_id).export().requests]
-                    for memory_id in engine.memory_ids()}
+            return {
+                memory_id: [r.estimate for r in engine.memory(memory_id).export().requests]
+                for memory_id in engine.memory_ids()
+            }
 
 
 def row(ceiling: int, estimates: dict[str, list[int]]) -> str:
@@ -48,8 +65,10 @@ def row(ceiling: int, estimates: dict[str, list[int]]) -> str:
     over = [e for e in sizes if e > ceiling]
     worst = max(over, default=ceiling) / ceiling - 1
     mean = sum(e / ceiling - 1 for e in over) / len(over) if over else 0.0
-    return (f"| {ceiling:,} | {len(sizes):,} | {len(over):,} ({len(over) / len(sizes):.1%}) | "
-            f"{mean:+.1%} | {worst:+.1%} | {max(sizes):,} |")
+    return (
+        f"| {ceiling:,} | {len(sizes):,} | {len(over):,} ({len(over) / len(sizes):.1%}) | "
+        f"{mean:+.1%} | {worst:+.1%} | {max(sizes):,} |"
+    )
 
 
 def main() -> int:
@@ -61,13 +80,17 @@ def main() -> int:
     if locomo is None:
         print("LoCoMo not found under shared/data; nothing to measure", file=sys.stderr)
         return 1
-    lines = ["# Requests over the ceiling: all ten LoCoMo conversations", "",
-             f"`python benches/ceiling_locomo.py`, {time.strftime('%Y-%m-%d')}: each "
-             "conversation replayed by `fadeway replay` with the offline judge and note writer, "
-             "every decorated request's size estimate against the ceiling (see the script's "
-             "docstring).", "",
-             "| ceiling | requests | over the ceiling | mean excess of those | worst | largest |",
-             "| --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "# Requests over the ceiling: all ten LoCoMo conversations",
+        "",
+        f"`python benches/ceiling_locomo.py`, {time.strftime('%Y-%m-%d')}: each "
+        "conversation replayed by `fadeway replay` with the offline judge and note writer, "
+        "every decorated request's size estimate against the ceiling (see the script's "
+        "docstring).",
+        "",
+        "| ceiling | requests | over the ceiling | mean excess of those | worst | largest |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for ceiling in args.ceilings:
         start = time.perf_counter()
         lines.append(row(ceiling, measure(locomo, ceiling)))

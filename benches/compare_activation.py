@@ -151,8 +151,9 @@ def best_seconds(run: Callable[[], object], repeats: int) -> float:
     return best
 
 
-def best_times(runs: dict[str, Callable[[], object]], repeats: dict[str, int] | int,
-               rounds: int = ROUNDS) -> dict[str, float]:
+def best_times(
+    runs: dict[str, Callable[[], object]], repeats: dict[str, int] | int, rounds: int = ROUNDS
+) -> dict[str, float]:
     """The best time of each run, its calls taken in `rounds` rounds that visit every run in
     turn, so that a slow spell of a shared machine falls on all of them rather than on one."""
     counts = repeats if isinstance(repeats, dict) else dict.fromkeys(runs, repeats)
@@ -292,14 +293,36 @@ def memory_store(path: Path, offsets: I64, at: F64, score: F64, sizes: I64) -> S
     log_order = np.argsort(at, kind="stable")
     with store.write("bench") as tx:
         tx.create_memory("chat_completions", 0.0)
-        tx.insert_episodes([
-            EpisodeRecord(n=i + 1, first_seq=i, last_seq=i, first_turn=i, last_turn=i,
-                          start_at=0.0, end_at=0.0, tokens=int(size), cut_at=0.0)
-            for i, size in enumerate(sizes.tolist())])
-        tx.append_traces([
-            TraceRecord(n=n, episode=int(group[i]) + 1, fact=None, kind="fact",
-                        score=float(score[i]), counted=True, at=float(at[i]))
-            for n, i in enumerate(log_order.tolist(), start=1)])
+        tx.insert_episodes(
+            [
+                EpisodeRecord(
+                    n=i + 1,
+                    first_seq=i,
+                    last_seq=i,
+                    first_turn=i,
+                    last_turn=i,
+                    start_at=0.0,
+                    end_at=0.0,
+                    tokens=int(size),
+                    cut_at=0.0,
+                )
+                for i, size in enumerate(sizes.tolist())
+            ]
+        )
+        tx.append_traces(
+            [
+                TraceRecord(
+                    n=n,
+                    episode=int(group[i]) + 1,
+                    fact=None,
+                    kind="fact",
+                    score=float(score[i]),
+                    counted=True,
+                    at=float(at[i]),
+                )
+                for n, i in enumerate(log_order.tolist(), start=1)
+            ]
+        )
     return store
 
 
@@ -325,17 +348,30 @@ def measure_decision() -> list[tuple[str, ...]]:
                 episodes.sync(tx)
                 log.sync(tx)
             fade = forgetting.fade_episodes(
-                episodes.columns(), lambda numbers: log.activation(numbers, NOW), {}, {}, {},
-                1.0, view, 0, lambda block: forgetting.landing(view, block, 0, 0, 0))
+                episodes.columns(),
+                lambda numbers: log.activation(numbers, NOW),
+                {},
+                {},
+                {},
+                1.0,
+                view,
+                0,
+                lambda block: forgetting.landing(view, block, 0, 0, 0),
+            )
             return fade.numbers - 1
 
         picked = rust()
         assert np.array_equal(picked, numpy())
         assert np.array_equal(memory(), picked)
-        runs = {"fadeway (Rust)": rust, "fadeway, on a memory (store and mirrors)": memory,
-                "numpy": numpy}
-        times = best_times(runs, {"fadeway (Rust)": 200,
-                                  "fadeway, on a memory (store and mirrors)": 50, "numpy": 50})
+        runs = {
+            "fadeway (Rust)": rust,
+            "fadeway, on a memory (store and mirrors)": memory,
+            "numpy": numpy,
+        }
+        times = best_times(
+            runs,
+            {"fadeway (Rust)": 200, "fadeway, on a memory (store and mirrors)": 50, "numpy": 50},
+        )
         store.close()
     base = times["fadeway (Rust)"]
     label = f"{DECISION_EPISODES:,} x {DECISION_TRACES_PER_EPISODE}"
@@ -437,8 +473,10 @@ def seven_times(activation_rows: list[tuple[str, ...]]) -> str:
     floor = next(float(r[3]) for r in activation_rows if r[1].startswith("memory floor"))
     asked = " / ".join(f"{ns / 7:.2f}" for ns in numpy_ns.values())
     sizes = " / ".join(numpy_ns)
-    return (f"- 7x numpy np.add.reduceat asks for {asked} ns per trace at {sizes} traces; "
-            f"this run's memory floor is {floor:.2f} ns")
+    return (
+        f"- 7x numpy np.add.reduceat asks for {asked} ns per trace at {sizes} traces; "
+        f"this run's memory floor is {floor:.2f} ns"
+    )
 
 
 def markdown_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
@@ -465,8 +503,9 @@ def numpy_simd() -> str:
         from numpy._core._multiarray_umath import __cpu_features__ as features
     except ImportError:
         return "SIMD unknown"
-    found = [k for k in ("AVX2", "AVX512F", "AVX512_SKX", "AVX512_ICL", "AVX512_SPR")
-             if features.get(k)]
+    found = [
+        k for k in ("AVX2", "AVX512F", "AVX512_SKX", "AVX512_ICL", "AVX512_SPR") if features.get(k)
+    ]
     return "SIMD " + (" ".join(found) or "baseline")
 
 

@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-import reference
-from fadeway import _core
+import reference  # noqa: E402  (from tests/, put on the path above)
+from fadeway import _core  # noqa: E402
 
 SEED = 20260
 PASSAGE_BYTES = 130
@@ -85,7 +85,8 @@ SYLLABLES = _SYLLABLES.split()
 CONTRACTIONS = ["don't", "it's", "we'll", "I'm", "they've", "you're", "can't", "she'd"]
 CODE = [
     (
-        'def fetch_user(user_id: int) -> dict:\n    resp = client.get(f"/users/{user_id}", timeout=30)\n'
+        "def fetch_user(user_id: int) -> dict:\n"
+        '    resp = client.get(f"/users/{user_id}", timeout=30)\n'
         "    resp.raise_for_status()\n    return resp.json()\n"
     ),
     "for (let i = 0; i < items.length; i++) {\n  total += items[i].price * items[i].qty;\n}\n",

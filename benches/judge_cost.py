@@ -25,22 +25,28 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from fadeway import formats, tokens  # noqa: E402
+from fadeway.batch import ReplaySettings, _note_writer, open_for_replay  # noqa: E402
+from fadeway.formats import text_of  # noqa: E402
+from fadeway.locomo import locomo_lines, read_locomo  # noqa: E402
+from fadeway.replay import replay_memory  # noqa: E402
 from helpers import shared_data  # noqa: E402
 from judge_answers import everything  # noqa: E402
 from openai_server import OpenAIServer, Recorded, Reply  # noqa: E402
-
-from fadeway import formats, tokens  # noqa: E402
-from fadeway.formats import text_of  # noqa: E402
-from fadeway.batch import ReplaySettings, _note_writer, open_for_replay  # noqa: E402
-from fadeway.locomo import locomo_lines, read_locomo  # noqa: E402
-from fadeway.replay import replay_memory  # noqa: E402
 
 RESULTS = Path(__file__).with_name("RESULTS-judge-cost.md")
 MODEL = "judge-model"
 ENCODING = tokens.encoding_for_model(MODEL)
 #: Kinds in the order the table lists them (any other kind follows).
-KINDS = ["judge:boundaries", "judge:about", "judge:same_entity", "judge:relate", "judge:levels",
-         "judge:distill", "note"]
+KINDS = [
+    "judge:boundaries",
+    "judge:about",
+    "judge:same_entity",
+    "judge:relate",
+    "judge:levels",
+    "judge:distill",
+    "note",
+]
 LABELS = {"judge:levels": "judge:levels (the walk)", "note": "note (replay only)"}
 
 
@@ -50,8 +56,11 @@ def _estimated(request: Recorded) -> Reply:
     body = dict(reply.body)
     tokens_in = tokens.measure_parsed(formats.parse_request(request.body))
     tokens_out = sum(tokens.count_texts(ENCODING, text_of(body["choices"][0]["message"])))
-    body["usage"] = {"prompt_tokens": tokens_in, "completion_tokens": tokens_out,
-                     "total_tokens": tokens_in + tokens_out}
+    body["usage"] = {
+        "prompt_tokens": tokens_in,
+        "completion_tokens": tokens_out,
+        "total_tokens": tokens_in + tokens_out,
+    }
     return Reply(body=body)
 
 
@@ -61,8 +70,13 @@ def measure(sample: dict, ceiling: int) -> tuple[int, dict[str, tuple[int, int, 
     turns = sum(1 for line in lines if line.message["role"] == "user")
     with tempfile.TemporaryDirectory() as tmp, OpenAIServer() as server:
         server.script(*[_estimated] * 200_000)
-        settings = ReplaySettings(db=str(Path(tmp) / "cost.db"), ceiling=ceiling,
-                                  note_writer=server.url, judge=server.url, judge_model=MODEL)
+        settings = ReplaySettings(
+            db=str(Path(tmp) / "cost.db"),
+            ceiling=ceiling,
+            note_writer=server.url,
+            judge=server.url,
+            judge_model=MODEL,
+        )
         start = time.perf_counter()
         with open_for_replay(settings) as engine:
             replay_memory(engine, sample["sample_id"], lines, note_writer=_note_writer(settings))
@@ -79,8 +93,9 @@ def _per_turn(value: float) -> str:
 
 def table(results: list[tuple[int, int, dict[str, tuple[int, int, int]]]]) -> list[str]:
     """Markdown rows: per user turn, for each ceiling, calls, tokens in and tokens out."""
-    head = "| per user turn |" + "".join(f" ceiling {c:,}: calls | tokens in | tokens out |"
-                                         for c, _, _ in results)
+    head = "| per user turn |" + "".join(
+        f" ceiling {c:,}: calls | tokens in | tokens out |" for c, _, _ in results
+    )
     lines = [head, "| --- |" + " --- | --- | --- |" * len(results)]
     kinds = KINDS + sorted({k for _, _, u in results for k in u} - set(KINDS))
     for kind in kinds:
@@ -117,12 +132,17 @@ def main() -> int:
         turns, usage, seconds = measure(samples[args.sample], ceiling)
         print(f"ceiling {ceiling:,}: {turns} user turns, {seconds:.0f} s", file=sys.stderr)
         results.append((ceiling, turns, usage))
-    lines = ["# What the LLM judge and note writer cost", "",
-             "`python benches/judge_cost.py --out benches/RESULTS-judge-cost.md`, "
-             f"{time.strftime('%Y-%m-%d')}. LoCoMo {args.sample} ({results[0][1]} user turns) "
-             "replayed with the LLM judge and note writer against a scripted local server that "
-             "answers every request validly and reports fadeway's own token estimate of each "
-             "request and answer (see the script's docstring).", "", *table(results)]
+    lines = [
+        "# What the LLM judge and note writer cost",
+        "",
+        "`python benches/judge_cost.py --out benches/RESULTS-judge-cost.md`, "
+        f"{time.strftime('%Y-%m-%d')}. LoCoMo {args.sample} ({results[0][1]} user turns) "
+        "replayed with the LLM judge and note writer against a scripted local server that "
+        "answers every request validly and reports fadeway's own token estimate of each "
+        "request and answer (see the script's docstring).",
+        "",
+        *table(results),
+    ]
     text = "\n".join(lines) + "\n"
     if args.out:
         args.out.write_text(text)

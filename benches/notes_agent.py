@@ -37,8 +37,10 @@ from fadeway.replay import read_replay, replay
 
 ROLES = ("assistant", "tool", "system", "developer")
 USER = "user"
-MONTHS = ("Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec|January|February|March|April|"
-          "June|July|August|September|October|November|December")
+MONTHS = (
+    "Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec|January|February|March|April|"
+    "June|July|August|September|October|November|December"
+)
 
 
 def cut_short(fact) -> bool:
@@ -46,8 +48,14 @@ def cut_short(fact) -> bool:
     if not re.fullmatch(r"[\d,.]+", fact.object):
         return False
     number = re.escape(fact.object)
-    return re.search(rf"[$£€¥]{number}(?![\d,.]*\d)|(?<![\d,.]){number}\s(?:{MONTHS})\b"
-                     rf"|\b(?:{MONTHS})\s{number}(?![\d,.]*\d)", fact.text) is not None
+    return (
+        re.search(
+            rf"[$£€¥]{number}(?![\d,.]*\d)|(?<![\d,.]){number}\s(?:{MONTHS})\b"
+            rf"|\b(?:{MONTHS})\s{number}(?![\d,.]*\d)",
+            fact.text,
+        )
+        is not None
+    )
 
 
 def facts_of_sample(ceiling: int) -> tuple[list, int, int]:
@@ -55,8 +63,10 @@ def facts_of_sample(ceiling: int) -> tuple[list, int, int]:
     sample = resources.files("fadeway") / "samples" / "launch-week.jsonl"
     with resources.as_file(sample) as path:
         lines = list(read_replay(str(path)))
-    with tempfile.TemporaryDirectory() as tmp, \
-            fadeway.open(Path(tmp) / "notes.db", background=False, ceiling=ceiling) as engine:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        fadeway.open(Path(tmp) / "notes.db", background=False, ceiling=ceiling) as engine,
+    ):
         memory = engine.memory(lines[0].memory_id)
         replay(memory, lines, note_writer=OfflineNoteWriter())
         engine.drain()
@@ -73,18 +83,23 @@ def table(ceiling: int) -> tuple[str, list]:
     hub, hub_count = subjects.most_common(1)[0] if subjects else ("", 0)
     rows = [
         ("facts (notes)", f"{len(facts)} ({notes})"),
-        ("role subjects (assistant, tool, ...)",
-         _share(sum(subjects[r] for r in ROLES), n)),
+        ("role subjects (assistant, tool, ...)", _share(sum(subjects[r] for r in ROLES), n)),
         ('"user" subjects', _share(subjects[USER], n)),
         ("subject in note", _share(sum(1 for f in facts if f.subject in f.text), n)),
         ("object in note", _share(sum(1 for f in facts if f.object in f.text), n)),
         ("largest hub", f"{hub!r}, {_share(hub_count, n)}"),
-        ("numbers cut short (a currency or date's number alone)",
-         _share(sum(1 for f in facts if cut_short(f)), n)),
+        (
+            "numbers cut short (a currency or date's number alone)",
+            _share(sum(1 for f in facts if cut_short(f)), n),
+        ),
         ("distinct subjects / entities", f"{len(subjects)} / {entities}"),
     ]
-    lines = [f"Ceiling {ceiling:,} tokens, offline judge and note writer; {elapsed:.1f} s.", "",
-             "| measure | value |", "| --- | --- |"]
+    lines = [
+        f"Ceiling {ceiling:,} tokens, offline judge and note writer; {elapsed:.1f} s.",
+        "",
+        "| measure | value |",
+        "| --- | --- |",
+    ]
     lines += [f"| {name} | {value} |" for name, value in rows]
     return "\n".join(lines), facts
 
@@ -97,17 +112,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ceiling", type=int, default=8000)
     parser.add_argument("--out", type=Path)
-    parser.add_argument("--show", type=int, default=0, metavar="N",
-                        help="also print N facts (subject | object | text)")
+    parser.add_argument(
+        "--show",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also print N facts (subject | object | text)",
+    )
     args = parser.parse_args()
     text, facts = table(args.ceiling)
     print(text)
-    for f in facts[:args.show]:
+    for f in facts[: args.show]:
         print(f"{f.subject!r:28} | {f.object!r:20} | {f.text[:90]}")
     if args.out:
-        args.out.write_text("# The offline note writer on an agent conversation\n\n"
-                            "`python benches/notes_agent.py --out "
-                            "benches/RESULTS-notes-agent.md`\n\n" + text + "\n")
+        args.out.write_text(
+            "# The offline note writer on an agent conversation\n\n"
+            "`python benches/notes_agent.py --out "
+            "benches/RESULTS-notes-agent.md`\n\n" + text + "\n"
+        )
 
 
 if __name__ == "__main__":

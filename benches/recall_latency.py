@@ -51,8 +51,9 @@ PASSAGES_PER_EPISODE = 100
 
 def vocabulary(rng: random.Random, size: int = 20_000) -> tuple[list[str], list[float]]:
     letters = "abcdefghijklmnopqrstuvwxyz"
-    words = sorted({"".join(rng.choice(letters) for _ in range(rng.randint(3, 9)))
-                    for _ in range(size)})
+    words = sorted(
+        {"".join(rng.choice(letters) for _ in range(rng.randint(3, 9))) for _ in range(size)}
+    )
     weights = [1.0 / (i + 1) for i in range(len(words))]
     return words, weights
 
@@ -64,75 +65,122 @@ def sentence(rng: random.Random, words: list[str], weights: list[float], n: int)
 def build(db: Path, passages: int, facts: int, seed: int = 7) -> None:
     rng = random.Random(seed)
     words, weights = vocabulary(rng)
-    names = [f"{w.capitalize()} {v}" for w, v in zip(rng.sample(words, 2_000),
-                                                     rng.sample(words, 2_000), strict=True)]
+    names = [
+        f"{w.capitalize()} {v}"
+        for w, v in zip(rng.sample(words, 2_000), rng.sample(words, 2_000), strict=True)
+    ]
     episodes = max(1, passages // PASSAGES_PER_EPISODE)
     facts_per_note = max(1, facts // episodes)
     with fadeway.open(db, background=False) as engine:
         embedder = engine.embedder
         with engine.store.write("big") as tx:
             tx.create_memory("chat_completions", START)
-            tx.insert_episodes([
-                EpisodeRecord(n=e, first_seq=(e - 1) * 200, last_seq=e * 200 - 1,
-                              first_turn=(e - 1) * 50 + 1, last_turn=e * 50,
-                              start_at=START + e * 3_600, end_at=START + e * 3_600 + 3_000,
-                              tokens=20_000, cut_at=START + e * 3_600 + 3_000, state="forgotten")
-                for e in range(1, episodes + 1)])
+            tx.insert_episodes(
+                [
+                    EpisodeRecord(
+                        n=e,
+                        first_seq=(e - 1) * 200,
+                        last_seq=e * 200 - 1,
+                        first_turn=(e - 1) * 50 + 1,
+                        last_turn=e * 50,
+                        start_at=START + e * 3_600,
+                        end_at=START + e * 3_600 + 3_000,
+                        tokens=20_000,
+                        cut_at=START + e * 3_600 + 3_000,
+                        state="forgotten",
+                    )
+                    for e in range(1, episodes + 1)
+                ]
+            )
             entities = [EntityRecord(n=i + 1, name=name, at=START) for i, name in enumerate(names)]
             tx.insert_graph(entities, [], [], [])
             fact_rows, edges, n = [], [], 0
             for e in range(1, episodes + 1):
-                note = NoteRecord(n=e, at=START + e * 3_600 + 3_100, call_id=f"c{e}",
-                                  source="model", arguments="{}")
+                note = NoteRecord(
+                    n=e,
+                    at=START + e * 3_600 + 3_100,
+                    call_id=f"c{e}",
+                    source="model",
+                    arguments="{}",
+                )
                 rows = []
                 for _ in range(facts_per_note):
                     n += 1
                     a, b = rng.sample(range(len(names)), 2)
-                    text = f"{names[a]} {sentence(rng, words, weights, 10).lower()[:-1]} " \
-                           f"{names[b]}."
-                    rows.append(FactRecord(n=n, note=e, text=text, subject=names[a],
-                                           object=names[b], milestone=False, at=note.at))
+                    text = (
+                        f"{names[a]} {sentence(rng, words, weights, 10).lower()[:-1]} {names[b]}."
+                    )
+                    rows.append(
+                        FactRecord(
+                            n=n,
+                            note=e,
+                            text=text,
+                            subject=names[a],
+                            object=names[b],
+                            milestone=False,
+                            at=note.at,
+                        )
+                    )
                     edges.append(EdgeRecord(fact=n, subject=a + 1, object=b + 1, at=note.at))
                 tx.insert_note(note, rows, [e])
                 fact_rows += rows
             tx.insert_graph([], [], edges, [])
             passage_rows = [
-                PassageRecord(n=p, episode=(p - 1) // PASSAGES_PER_EPISODE + 1, seq=p - 1,
-                              part=0, turn=(p - 1) // 2 + 1, at=START + p * 30,
-                              role="user" if p % 2 else "assistant",
-                              text=("user: " if p % 2 else "assistant: ")
-                              + sentence(rng, words, weights, rng.randint(8, 40)))
-                for p in range(1, passages + 1)]
+                PassageRecord(
+                    n=p,
+                    episode=(p - 1) // PASSAGES_PER_EPISODE + 1,
+                    seq=p - 1,
+                    part=0,
+                    turn=(p - 1) // 2 + 1,
+                    at=START + p * 30,
+                    role="user" if p % 2 else "assistant",
+                    text=("user: " if p % 2 else "assistant: ")
+                    + sentence(rng, words, weights, rng.randint(8, 40)),
+                )
+                for p in range(1, passages + 1)
+            ]
             tx.insert_passages(passage_rows)
             tx.insert_walk(WalkRecord(turn=PREPARED_TURN, at=START, levels=[]))
-            for kind, docs in (("fact", [(f.n, f"{f.text} [{f.subject}, {f.object}]")
-                                         for f in fact_rows]),
-                               ("passage", [(p.n, p.text) for p in passage_rows])):
+            for kind, docs in (
+                ("fact", [(f.n, f"{f.text} [{f.subject}, {f.object}]") for f in fact_rows]),
+                ("passage", [(p.n, p.text) for p in passage_rows]),
+            ):
                 for i in range(0, len(docs), 10_000):
-                    chunk = docs[i:i + 10_000]
+                    chunk = docs[i : i + 10_000]
                     vectors = _core.hash_embed([t for _, t in chunk], embedder.dim)
-                    tx.insert_vectors(kind, embedder.name,
-                                      [(k, v.tobytes()) for (k, _), v in zip(chunk, vectors,
-                                                                            strict=True)])
+                    tx.insert_vectors(
+                        kind,
+                        embedder.name,
+                        [(k, v.tobytes()) for (k, _), v in zip(chunk, vectors, strict=True)],
+                    )
         with engine.store.read("big") as tx:
             engine.index("big").sync(tx)  # builds and (at close) saves the indexes
 
 
-def measure(db: Path, queries: int, prepared: bool, rounds: int,
-            seed: int = 11) -> tuple[dict[str, list[float]], list[float]]:
+def measure(
+    db: Path, queries: int, prepared: bool, rounds: int, seed: int = 11
+) -> tuple[dict[str, list[float]], list[float]]:
     """Stage timings of each query's fastest run over `rounds` rounds, and every run's whole
     time."""
     rng = random.Random(seed)
     words, weights = vocabulary(random.Random(7))
     with fadeway.open(db, background=False) as engine:
-        texts = [sentence(rng, words, weights, rng.randint(5, 30))
-                 + (" " + sentence(rng, words, weights, 8) if rng.random() < 0.3 else "")
-                 for _ in range(queries)]
+        texts = [
+            sentence(rng, words, weights, rng.randint(5, 30))
+            + (" " + sentence(rng, words, weights, 8) if rng.random() < 0.3 else "")
+            for _ in range(queries)
+        ]
         # What decorate passes as the recent conversation: the last messages and the new one.
-        replies = [" ".join(sentence(rng, words, weights, rng.randint(8, 25))
-                            for _ in range(rng.randint(1, 4))) for _ in range(queries)]
-        recents = ["\n".join([texts[i - 1], replies[i], text])[-C.RECALL_RECENT_CHARS:]
-                   for i, text in enumerate(texts)]
+        replies = [
+            " ".join(
+                sentence(rng, words, weights, rng.randint(8, 25)) for _ in range(rng.randint(1, 4))
+            )
+            for _ in range(queries)
+        ]
+        recents = [
+            "\n".join([texts[i - 1], replies[i], text])[-C.RECALL_RECENT_CHARS :]
+            for i, text in enumerate(texts)
+        ]
         with engine.store.write("big") as tx:  # stores built before walks were kept get one
             tx.insert_walk(WalkRecord(turn=PREPARED_TURN, at=START, levels=[]))
         turn = PREPARED_TURN if prepared else None
@@ -160,8 +208,9 @@ def main() -> None:
     ap.add_argument("--passages", type=int, default=100_000)
     ap.add_argument("--facts", type=int, default=10_000)
     ap.add_argument("--queries", type=int, default=300)
-    ap.add_argument("--rounds", type=int, default=3,
-                    help="runs of each query; its fastest is tabulated")
+    ap.add_argument(
+        "--rounds", type=int, default=3, help="runs of each query; its fastest is tabulated"
+    )
     ap.add_argument("--db", type=Path, help="reuse (or build) this store")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
@@ -173,16 +222,27 @@ def main() -> None:
         built = time.perf_counter() - start
         print(f"built {args.passages:,} passages and {args.facts:,} facts in {built:.0f} s")
     tables = []
-    for prepared, title in ((True, "A walk prepared after the previous reply (decorate's usual "
-                                   "path)"),
-                            (False, "No walk prepared: the offline judge walks inline")):
+    for prepared, title in (
+        (True, "A walk prepared after the previous reply (decorate's usual path)"),
+        (False, "No walk prepared: the offline judge walks inline"),
+    ):
         times, every = measure(db, args.queries, prepared, args.rounds)
-        tables += [f"{title}:", "", "| stage | p50 ms | p95 ms | mean ms |", "| --- | --- | --- | --- |",
-                   *(f"| {stage} | {percentile(v, 50) * 1e3:.2f} | {percentile(v, 95) * 1e3:.2f} "
-                     f"| {statistics.mean(v) * 1e3:.2f} |" for stage, v in times.items()), "",
-                   f"Every run ({len(every)}), not only each query's fastest: whole recall "
-                   f"{percentile(every, 50) * 1e3:.2f} ms p50, {percentile(every, 95) * 1e3:.2f} "
-                   "ms p95.", ""]
+        tables += [
+            f"{title}:",
+            "",
+            "| stage | p50 ms | p95 ms | mean ms |",
+            "| --- | --- | --- | --- |",
+            *(
+                f"| {stage} | {percentile(v, 50) * 1e3:.2f} | {percentile(v, 95) * 1e3:.2f} "
+                f"| {statistics.mean(v) * 1e3:.2f} |"
+                for stage, v in times.items()
+            ),
+            "",
+            f"Every run ({len(every)}), not only each query's fastest: whole recall "
+            f"{percentile(every, 50) * 1e3:.2f} ms p50, {percentile(every, 95) * 1e3:.2f} "
+            "ms p95.",
+            "",
+        ]
     lines = [
         "# Recall latency: measured",
         "",

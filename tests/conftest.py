@@ -44,10 +44,19 @@ def open_small(path, clock, **settings) -> fadeway.Engine:
     `settings` add to or override these."""
     from fadeway.judge import ScriptedJudge
 
-    return fadeway.open(path, **{"clock": clock, "background": False, "ceiling": SMALL_CEILING,
-                                 "judge": ScriptedJudge(), "episode_min_tokens": 100,
-                                 "episode_max_tokens": 400, "cut_after_tokens": 600,
-                                 **settings})
+    return fadeway.open(
+        path,
+        **{
+            "clock": clock,
+            "background": False,
+            "ceiling": SMALL_CEILING,
+            "judge": ScriptedJudge(),
+            "episode_min_tokens": 100,
+            "episode_max_tokens": 400,
+            "cut_after_tokens": 600,
+            **settings,
+        },
+    )
 
 
 @pytest.fixture

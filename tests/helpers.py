@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 
-def chat_reply(content: str | None = "ok", *, tool_calls: list | None = None,
-               prompt_tokens: int | None = None) -> dict:
+def chat_reply(
+    content: str | None = "ok", *, tool_calls: list | None = None, prompt_tokens: int | None = None
+) -> dict:
     """A chat.completion body as the provider sends it."""
     message = {"role": "assistant", "content": content, "refusal": None}
     if tool_calls is not None:
         message["tool_calls"] = tool_calls
-    body = {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "gpt-4.1",
-            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
+    body = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "gpt-4.1",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+    }
     if prompt_tokens is not None:
-        body["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": 1,
-                         "total_tokens": prompt_tokens + 1}
+        body["usage"] = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": 1,
+            "total_tokens": prompt_tokens + 1,
+        }
     return body
 
 
@@ -68,14 +77,20 @@ def _unless_nullable(keyword: str) -> Any:
         if instance is None and schema.get("nullable") is True:
             return
         yield from check(validator, value, instance, schema)
+
     return validate
 
 
 # OpenAPI's overlapping oneOf read as anyOf (see test_openapi_schema's docstring), and its
 # `nullable` honoured.
 _OpenAPIValidator = validators.extend(
-    Draft202012Validator, {"oneOf": Draft202012Validator.VALIDATORS["anyOf"],
-                           "type": _unless_nullable("type"), "enum": _unless_nullable("enum")})
+    Draft202012Validator,
+    {
+        "oneOf": Draft202012Validator.VALIDATORS["anyOf"],
+        "type": _unless_nullable("type"),
+        "enum": _unless_nullable("enum"),
+    },
+)
 
 
 class Schemas:
@@ -89,20 +104,21 @@ class Schemas:
     def validator(self, name: str) -> Any:
         if name not in self._validators:
             self._validators[name] = _OpenAPIValidator(
-                {"$ref": f"{OPENAPI_URI}#/components/schemas/{name}"}, registry=self._registry)
+                {"$ref": f"{OPENAPI_URI}#/components/schemas/{name}"}, registry=self._registry
+            )
         return self._validators[name]
 
     def errors(self, name: str, instance: Any) -> list[str]:
         # The JSON the SDK would send: SDK objects dumped, tuples as lists.
         sent = json.loads(json.dumps(instance, default=lambda o: o.model_dump(mode="json")))
-        return [f"{'/'.join(map(str, e.absolute_path))}: {e.message[:300]}"
-                for e in self.validator(name).iter_errors(sent)]
+        return [
+            f"{'/'.join(map(str, e.absolute_path))}: {e.message[:300]}"
+            for e in self.validator(name).iter_errors(sent)
+        ]
 
     def check(self, name: str, instance: Any) -> None:
         errors = self.errors(name, instance)
         assert not errors, f"not a valid {name}:\n" + "\n".join(errors)
-
-
 
 
 def note_call(call_id: str, entries: list[tuple[str, str, str, bool]]) -> dict:
@@ -113,8 +129,9 @@ def note_call(call_id: str, entries: list[tuple[str, str, str, bool]]) -> dict:
     return call(call_id, "note", json.dumps({"notes": notes}))
 
 
-def converse_with_notes(engine, memory, clock, notes: list, *, turns: int = 80,
-                        words: int = 40, settle: bool = True) -> list:
+def converse_with_notes(
+    engine, memory, clock, notes: list, *, turns: int = 80, words: int = 40, settle: bool = True
+) -> list:
     """Talk with `memory` (a small ceiling makes it ask), answering the note asks in order with
     `notes` (lists of note entries), draining the lane after every reply, until every note was
     given and the next call has sealed them (or, without `settle`, until the last was given:

@@ -12,9 +12,13 @@ from typing import Any
 from openai_server import Recorded, Reply
 
 #: Where each judgment's numbered items start in its user text (ids are read after it).
-_ITEMS_AFTER = {"boundaries": "Units to score:\n", "relate": "Pairs:\n",
-                "same_entity": "Pairs:\n", "levels": "\n\nFacts:\n",
-                "distill": "\n\nRecalled items:\n"}
+_ITEMS_AFTER = {
+    "boundaries": "Units to score:\n",
+    "relate": "Pairs:\n",
+    "same_entity": "Pairs:\n",
+    "levels": "\n\nFacts:\n",
+    "distill": "\n\nRecalled items:\n",
+}
 
 
 def judgment(body: dict) -> tuple[str, str]:
@@ -65,24 +69,45 @@ def items_for(body: dict, item: Callable[[str, Any], dict] = default_item) -> di
     name, _ = judgment(body)
     ids = asked_ids(body)
     keys = [(f, e) for f in ids[0] for e in ids[1]] if name == "about" else ids
-    key = {"boundaries": "units", "about": "answers", "relate": "pairs",
-           "same_entity": "pairs", "levels": "facts", "distill": "facts"}[name]
+    key = {
+        "boundaries": "units",
+        "about": "answers",
+        "relate": "pairs",
+        "same_entity": "pairs",
+        "levels": "facts",
+        "distill": "facts",
+    }[name]
     return {key: [item(name, k) for k in keys]}
 
 
-def completion(*, content: str | None = None, tool: tuple[str, str] | None = None,
-               usage: tuple[int, int] | None = (120, 30)) -> dict:
+def completion(
+    *,
+    content: str | None = None,
+    tool: tuple[str, str] | None = None,
+    usage: tuple[int, int] | None = (120, 30),
+) -> dict:
     """A chat.completion body holding `content` or one tool call (name, arguments)."""
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if tool is not None:
-        message["tool_calls"] = [{"id": "call_1", "type": "function",
-                                  "function": {"name": tool[0], "arguments": tool[1]}}]
-    body: dict[str, Any] = {"id": "chatcmpl-t", "object": "chat.completion", "model": "m",
-                            "choices": [{"index": 0, "message": message,
-                                         "finish_reason": "stop"}]}
+        message["tool_calls"] = [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": tool[0], "arguments": tool[1]},
+            }
+        ]
+    body: dict[str, Any] = {
+        "id": "chatcmpl-t",
+        "object": "chat.completion",
+        "model": "m",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+    }
     if usage is not None:
-        body["usage"] = {"prompt_tokens": usage[0], "completion_tokens": usage[1],
-                         "total_tokens": sum(usage)}
+        body["usage"] = {
+            "prompt_tokens": usage[0],
+            "completion_tokens": usage[1],
+            "total_tokens": sum(usage),
+        }
     return body
 
 
@@ -111,11 +136,17 @@ def note_answer(request: Recorded) -> Reply:
             speaker, said = m["role"], text
         sentence = said.split(". ")[0].strip()[:200]
         if sentence:
-            facts.append({"note": f"{speaker} said: {sentence}", "subject": speaker,
-                          "object": sentence.split()[-1].strip(".,!?") or "it",
-                          "milestone": False})
-    arguments = json.dumps({"notes": facts[:8] or [{"note": "", "subject": "", "object": "",
-                                                     "milestone": False}]})
+            facts.append(
+                {
+                    "note": f"{speaker} said: {sentence}",
+                    "subject": speaker,
+                    "object": sentence.split()[-1].strip(".,!?") or "it",
+                    "milestone": False,
+                }
+            )
+    arguments = json.dumps(
+        {"notes": facts[:8] or [{"note": "", "subject": "", "object": "", "milestone": False}]}
+    )
     return Reply(body=completion(tool=("note", arguments)))
 
 

@@ -58,8 +58,10 @@ def embeddings_reply(request: Recorded, dim: int) -> Reply:
     """An OpenAI embeddings answer for `request`: hashing vectors, listed in reverse order."""
     inputs = request.body["input"]
     vectors = _core.hash_embed(inputs, dim)
-    data = [{"object": "embedding", "index": i, "embedding": vectors[i].tolist()}
-            for i in reversed(range(len(inputs)))]
+    data = [
+        {"object": "embedding", "index": i, "embedding": vectors[i].tolist()}
+        for i in reversed(range(len(inputs)))
+    ]
     return Reply(body={"object": "list", "data": data, "model": request.body["model"]})
 
 
@@ -91,8 +93,7 @@ class OpenAIServer:
 
         self._httpd = _Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,),
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,), daemon=True)
 
     def script(self, *replies: Script) -> None:
         """Queue answers for the next requests, in order."""
@@ -116,8 +117,13 @@ class OpenAIServer:
             body = json.loads(raw)
         except ValueError:
             body = raw
-        request = Recorded(time.monotonic(), time.time(), handler.path,
-                           {k.lower(): v for k, v in handler.headers.items()}, body)
+        request = Recorded(
+            time.monotonic(),
+            time.time(),
+            handler.path,
+            {k.lower(): v for k, v in handler.headers.items()},
+            body,
+        )
         with self._lock:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)

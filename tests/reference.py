@@ -15,7 +15,12 @@ Token estimation (the issue "Token estimation with a real BPE"):
 from __future__ import annotations
 
 import functools
+import math
+from collections import Counter
 from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
 
 from fadeway import _core
 
@@ -28,7 +33,7 @@ ENCODING_NAMES = ("o200k_base", "cl100k_base")
 # The pre-tokenisation patterns exactly as tiktoken publishes them (tiktoken_ext/openai_public.py).
 PATTERNS: dict[str, str] = {
     "cl100k_base": (
-        r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+        r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""  # noqa: E501
         r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
     ),
     "o200k_base": (
@@ -104,12 +109,6 @@ def slow_count(name: str, text: str) -> int:
 # The twin of `fadeway._core.hash_embed` (rust/core/src/embed.rs): the same features, hash, weights
 # and normalisation, written out with Python ints, a Counter and float64. (Imports here, not at the
 # top: this section is appended to a shared file.)
-
-import math
-from collections import Counter
-
-import numpy as np
-import numpy.typing as npt
 
 _MASK64 = (1 << 64) - 1
 FNV_OFFSET = 0xCBF2_9CE4_8422_2325

@@ -78,18 +78,21 @@ def names() -> st.SearchStrategy[str]:
 
 def arguments() -> st.SearchStrategy[str]:
     """A function call's `arguments`: a JSON object, as a string, with Unicode values."""
-    values = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), texts(max_size=12))
-    return st.dictionaries(st.text(_NAME_ALPHABET, min_size=1, max_size=8), values,
-                           max_size=3).map(lambda d: json.dumps(d, ensure_ascii=False))
+    values = st.one_of(st.none(), st.booleans(), st.integers(-(10**6), 10**6), texts(max_size=12))
+    return st.dictionaries(st.text(_NAME_ALPHABET, min_size=1, max_size=8), values, max_size=3).map(
+        lambda d: json.dumps(d, ensure_ascii=False)
+    )
 
 
 def _image_urls() -> st.SearchStrategy[str]:
     return st.text(_ID_ALPHABET, min_size=1, max_size=10).map(
-        lambda slug: f"https://example.com/images/{slug}.png")
+        lambda slug: f"https://example.com/images/{slug}.png"
+    )
 
 
-def _maybe(draw: st.DrawFn, key: str, strategy: st.SearchStrategy[Any],
-           out: dict[str, Any]) -> None:
+def _maybe(
+    draw: st.DrawFn, key: str, strategy: st.SearchStrategy[Any], out: dict[str, Any]
+) -> None:
     """Set `out[key]` to a drawn value, or leave it out."""
     if draw(st.booleans()):
         out[key] = draw(strategy)
@@ -107,8 +110,9 @@ class _Ids:
         return f"{prefix}_{self.tag}{self.n}"
 
 
-def _turn_plan(draw: st.DrawFn, max_turns: int, max_tool_steps: int,
-               open_end: bool) -> list[tuple[int, bool]]:
+def _turn_plan(
+    draw: st.DrawFn, max_turns: int, max_tool_steps: int, open_end: bool
+) -> list[tuple[int, bool]]:
     """Per turn: how many tool steps, and whether the turn ends with the assistant's answer.
 
     An open last turn stops after its user message (0 steps) or after its last tool step's
@@ -122,6 +126,7 @@ def _turn_plan(draw: st.DrawFn, max_turns: int, max_tool_steps: int,
 
 
 # -- Chat Completions ------------------------------------------------------------------------
+
 
 def _chat_text_parts(draw: st.DrawFn) -> list[dict[str, Any]]:
     return [{"type": "text", "text": draw(texts())} for _ in range(draw(st.integers(1, 2)))]
@@ -167,8 +172,11 @@ def _chat_answer(draw: st.DrawFn) -> dict[str, Any]:
 def _chat_tool_step(draw: st.DrawFn, ids: _Ids, max_calls: int) -> list[dict[str, Any]]:
     """An assistant message calling 1..max_calls functions, then one tool message per call."""
     calls = [
-        {"id": ids("call"), "type": "function",
-         "function": {"name": draw(st.sampled_from(TOOL_NAMES)), "arguments": draw(arguments())}}
+        {
+            "id": ids("call"),
+            "type": "function",
+            "function": {"name": draw(st.sampled_from(TOOL_NAMES)), "arguments": draw(arguments())},
+        }
         for _ in range(draw(st.integers(1, max_calls)))
     ]
     call: dict[str, Any] = {"role": "assistant"}
@@ -179,8 +187,11 @@ def _chat_tool_step(draw: st.DrawFn, ids: _Ids, max_calls: int) -> list[dict[str
         call["content"] = draw(texts())
     call["tool_calls"] = calls
     outputs = [
-        {"role": "tool", "tool_call_id": c["id"],
-         "content": draw(texts()) if draw(st.integers(0, 3)) else _chat_text_parts(draw)}
+        {
+            "role": "tool",
+            "tool_call_id": c["id"],
+            "content": draw(texts()) if draw(st.integers(0, 3)) else _chat_text_parts(draw),
+        }
         for c in draw(st.permutations(calls))
     ]
     return [call, *outputs]
@@ -188,18 +199,33 @@ def _chat_tool_step(draw: st.DrawFn, ids: _Ids, max_calls: int) -> list[dict[str
 
 def chat_tools() -> st.SearchStrategy[list[dict[str, Any]]]:
     """Chat Completions `tools` declaring every function in TOOL_NAMES (a fresh list each time)."""
-    return st.builds(lambda: [
-        {"type": "function",
-         "function": {"name": name, "description": f"the {name} function",
-                      "parameters": {"type": "object", "properties": {}}}}
-        for name in TOOL_NAMES
-    ])
+    return st.builds(
+        lambda: [
+            {
+                "type": "function",
+                "function": {
+                    "name": name,
+                    "description": f"the {name} function",
+                    "parameters": {"type": "object", "properties": {}},
+                },
+            }
+            for name in TOOL_NAMES
+        ]
+    )
 
 
 @st.composite
-def chat_conversations(draw: st.DrawFn, *, max_turns: int = 3, max_tool_steps: int = 2,
-                       max_calls: int = 2, max_instructions: int = 2, open_end: bool = True,
-                       extras: bool = True, mid_system: bool = True) -> dict[str, Any]:
+def chat_conversations(
+    draw: st.DrawFn,
+    *,
+    max_turns: int = 3,
+    max_tool_steps: int = 2,
+    max_calls: int = 2,
+    max_instructions: int = 2,
+    open_end: bool = True,
+    extras: bool = True,
+    mid_system: bool = True,
+) -> dict[str, Any]:
     """A valid Chat Completions request: {"model", "messages", ...}.
 
     max_turns: user turns in the history (at least one).
@@ -228,8 +254,14 @@ def chat_conversations(draw: st.DrawFn, *, max_turns: int = 3, max_tool_steps: i
     if extras:
         _maybe(draw, "temperature", st.floats(0, 2, allow_nan=False), request)
         _maybe(draw, "max_completion_tokens", st.integers(1, 4096), request)
-        _maybe(draw, "metadata", st.dictionaries(st.text(_NAME_ALPHABET, min_size=1, max_size=8),
-                                                 texts(max_size=10), max_size=2), request)
+        _maybe(
+            draw,
+            "metadata",
+            st.dictionaries(
+                st.text(_NAME_ALPHABET, min_size=1, max_size=8), texts(max_size=10), max_size=2
+            ),
+            request,
+        )
         if draw(st.booleans()):
             request["tools"] = draw(chat_tools())
             _maybe(draw, "tool_choice", st.sampled_from(["auto", "none", "required"]), request)
@@ -239,11 +271,15 @@ def chat_conversations(draw: st.DrawFn, *, max_turns: int = 3, max_tool_steps: i
 
 # -- Responses --------------------------------------------------------------------------------
 
+
 def _responses_instruction(draw: st.DrawFn, role: str) -> dict[str, Any]:
     if draw(st.booleans()):
         return {"role": role, "content": draw(texts())}
-    return {"type": "message", "role": role,
-            "content": [{"type": "input_text", "text": draw(texts())}]}
+    return {
+        "type": "message",
+        "role": role,
+        "content": [{"type": "input_text", "text": draw(texts())}],
+    }
 
 
 def _responses_user(draw: st.DrawFn) -> dict[str, Any]:
@@ -255,8 +291,13 @@ def _responses_user(draw: st.DrawFn) -> dict[str, Any]:
             if draw(st.integers(0, 2)):
                 content.append({"type": "input_text", "text": draw(texts())})
             else:
-                content.append({"type": "input_image", "image_url": draw(_image_urls()),
-                                "detail": draw(st.sampled_from(["auto", "low", "high"]))})
+                content.append(
+                    {
+                        "type": "input_image",
+                        "image_url": draw(_image_urls()),
+                        "detail": draw(st.sampled_from(["auto", "low", "high"])),
+                    }
+                )
     item: dict[str, Any] = {"role": "user", "content": content}
     if draw(st.booleans()):
         item = {"type": "message", **item}
@@ -267,9 +308,14 @@ def _responses_answer(draw: st.DrawFn, ids: _Ids) -> dict[str, Any]:
     if draw(st.integers(0, 2)) == 0:
         return {"role": "assistant", "content": draw(texts())}
     return {
-        "type": "message", "id": ids("msg"), "role": "assistant", "status": "completed",
-        "content": [{"type": "output_text", "text": draw(texts()), "annotations": [],
-                     "logprobs": []} for _ in range(draw(st.integers(1, 2)))],
+        "type": "message",
+        "id": ids("msg"),
+        "role": "assistant",
+        "status": "completed",
+        "content": [
+            {"type": "output_text", "text": draw(texts()), "annotations": [], "logprobs": []}
+            for _ in range(draw(st.integers(1, 2)))
+        ],
     }
 
 
@@ -277,39 +323,59 @@ def _responses_reasoning(draw: st.DrawFn, ids: _Ids) -> list[dict[str, Any]]:
     """Nothing, or one reasoning item (its summary empty or not)."""
     if not draw(st.booleans()):
         return []
-    summary = [{"type": "summary_text", "text": draw(texts())}
-               for _ in range(draw(st.integers(0, 1)))]
+    summary = [
+        {"type": "summary_text", "text": draw(texts())} for _ in range(draw(st.integers(0, 1)))
+    ]
     return [{"type": "reasoning", "id": ids("rs"), "summary": summary}]
 
 
 def _responses_tool_step(draw: st.DrawFn, ids: _Ids, max_calls: int) -> list[dict[str, Any]]:
     calls = []
     for _ in range(draw(st.integers(1, max_calls))):
-        call: dict[str, Any] = {"type": "function_call", "call_id": ids("call"),
-                                "name": draw(st.sampled_from(TOOL_NAMES)),
-                                "arguments": draw(arguments())}
+        call: dict[str, Any] = {
+            "type": "function_call",
+            "call_id": ids("call"),
+            "name": draw(st.sampled_from(TOOL_NAMES)),
+            "arguments": draw(arguments()),
+        }
         if draw(st.booleans()):  # as a response returns it
             call = {**call, "id": ids("fc"), "status": "completed"}
         calls.append(call)
-    outputs = [{"type": "function_call_output", "call_id": c["call_id"], "output": draw(texts())}
-               for c in draw(st.permutations(calls))]
+    outputs = [
+        {"type": "function_call_output", "call_id": c["call_id"], "output": draw(texts())}
+        for c in draw(st.permutations(calls))
+    ]
     return [*_responses_reasoning(draw, ids), *calls, *outputs]
 
 
 def responses_tools() -> st.SearchStrategy[list[dict[str, Any]]]:
     """Responses `tools` declaring every function in TOOL_NAMES (a fresh list each time)."""
-    return st.builds(lambda: [
-        {"type": "function", "name": name, "description": f"the {name} function",
-         "parameters": {"type": "object", "properties": {}}, "strict": False}
-        for name in TOOL_NAMES
-    ])
+    return st.builds(
+        lambda: [
+            {
+                "type": "function",
+                "name": name,
+                "description": f"the {name} function",
+                "parameters": {"type": "object", "properties": {}},
+                "strict": False,
+            }
+            for name in TOOL_NAMES
+        ]
+    )
 
 
 @st.composite
-def responses_conversations(draw: st.DrawFn, *, max_turns: int = 3, max_tool_steps: int = 2,
-                            max_calls: int = 2, max_instructions: int = 1,
-                            open_end: bool = True, extras: bool = True,
-                            string_input: bool = True) -> dict[str, Any]:
+def responses_conversations(
+    draw: st.DrawFn,
+    *,
+    max_turns: int = 3,
+    max_tool_steps: int = 2,
+    max_calls: int = 2,
+    max_instructions: int = 1,
+    open_end: bool = True,
+    extras: bool = True,
+    string_input: bool = True,
+) -> dict[str, Any]:
     """A valid Responses request: {"model", "input", "instructions"?, ...}.
 
     The knobs are those of `chat_conversations`; besides:
@@ -342,10 +408,18 @@ def responses_conversations(draw: st.DrawFn, *, max_turns: int = 3, max_tool_ste
         _maybe(draw, "store", st.booleans(), request)
         if request.get("store") is False and isinstance(request["input"], list):
             # Nothing is kept provider-side: reasoning goes back with its encrypted content.
-            request["input"] = [{**i, "encrypted_content": f"enc-{i['id']}"}
-                                if i.get("type") == "reasoning" else i for i in request["input"]]
-        _maybe(draw, "metadata", st.dictionaries(st.text(_NAME_ALPHABET, min_size=1, max_size=8),
-                                                 texts(max_size=10), max_size=2), request)
+            request["input"] = [
+                {**i, "encrypted_content": f"enc-{i['id']}"} if i.get("type") == "reasoning" else i
+                for i in request["input"]
+            ]
+        _maybe(
+            draw,
+            "metadata",
+            st.dictionaries(
+                st.text(_NAME_ALPHABET, min_size=1, max_size=8), texts(max_size=10), max_size=2
+            ),
+            request,
+        )
         if draw(st.booleans()):
             request["tools"] = draw(responses_tools())
             _maybe(draw, "tool_choice", st.sampled_from(["auto", "none", "required"]), request)

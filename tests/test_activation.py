@@ -161,9 +161,10 @@ def test_a_long_log():
         [(NOW - 60 * 525_600 ** rng.random(), rng.random()) for _ in range(rng.randrange(0, 60))]
         for _ in range(5_000)
     ]
-    groups.insert(2_500, [(NOW - 60 * 525_600 ** rng.random(), rng.random())
-                          for _ in range(40_000)])
-    assert sum(map(len, groups)) > 2 ** 17
+    groups.insert(
+        2_500, [(NOW - 60 * 525_600 ** rng.random(), rng.random()) for _ in range(40_000)]
+    )
+    assert sum(map(len, groups)) > 2**17
     want = reference.activation_reference(groups, NOW)
     assert_close(activation(groups), want, magnitudes(groups))
     group = np.repeat(np.arange(len(groups), dtype=np.int64), [len(g) for g in groups])
@@ -221,9 +222,18 @@ def test_fade_order_limit_is_a_prefix_of_the_reference(case, limit):
     assert got.tolist() == reference.fade_order_reference(act, tie)[:limit]
 
 
-def walk_reference(act: list[float], tie: list[int], history_cut: list[int],
-                   block_cut: list[int], history: int, block: int, ceiling: int,
-                   typical: int, current: int, fit: bool = False) -> list[int]:
+def walk_reference(
+    act: list[float],
+    tie: list[int],
+    history_cut: list[int],
+    block_cut: list[int],
+    history: int,
+    block: int,
+    ceiling: int,
+    typical: int,
+    current: int,
+    fit: bool = False,
+) -> list[int]:
     """memory.py's fade read literally: down the order while the history is above the landing
     (and, with `fit`, above the budget: the current turn may not fit beside a large facts
     block), the landing worked out again (`forgetting.budget`) whenever the facts block
@@ -246,8 +256,9 @@ def walk_reference(act: list[float], tie: list[int], history_cut: list[int],
 def test_fade_picks_walk_the_order_to_the_landing(shape, seed, sealed_share):
     rng = np.random.default_rng(seed)
     n = int(rng.integers(0, 3 * C.FADE_FIRST))
-    act = [rng.lognormal(0, 2, n), rng.integers(0, 4, n) * 0.5, np.linspace(1, 0, n),
-           np.zeros(n)][shape]
+    act = [rng.lognormal(0, 2, n), rng.integers(0, 4, n) * 0.5, np.linspace(1, 0, n), np.zeros(n)][
+        shape
+    ]
     tie = rng.integers(-3, 3, n)
     # Live episodes shrink the history; sealed ones (none, or about half) the facts block,
     # which raises the landing.
@@ -258,18 +269,41 @@ def test_fade_picks_walk_the_order_to_the_landing(shape, seed, sealed_share):
     history = int(rng.integers(0, 2 * int(history_cut.sum()) + 2))
     ceiling, typical, current = int(rng.integers(0, 60_000)), int(rng.integers(0, 2000)), 50
     args = (history_cut, lambda order: block_cut[order], history, block)
-    want = walk_reference(act.tolist(), tie.tolist(), history_cut.tolist(), block_cut.tolist(),
-                          history, block, ceiling, typical, current)
-    got = forgetting.fade_picks(act, tie, *args,
-                                lambda b: forgetting.landing(ceiling, b, 0, typical, current))
+    want = walk_reference(
+        act.tolist(),
+        tie.tolist(),
+        history_cut.tolist(),
+        block_cut.tolist(),
+        history,
+        block,
+        ceiling,
+        typical,
+        current,
+    )
+    got = forgetting.fade_picks(
+        act, tie, *args, lambda b: forgetting.landing(ceiling, b, 0, typical, current)
+    )
     assert got.tolist() == want
-    want_fit = walk_reference(act.tolist(), tie.tolist(), history_cut.tolist(),
-                              block_cut.tolist(), history, block, ceiling, typical, current,
-                              fit=True)
+    want_fit = walk_reference(
+        act.tolist(),
+        tie.tolist(),
+        history_cut.tolist(),
+        block_cut.tolist(),
+        history,
+        block,
+        ceiling,
+        typical,
+        current,
+        fit=True,
+    )
     got_fit = forgetting.fade_picks(
-        act, tie, *args, lambda b: forgetting.landing(ceiling, b, 0, typical, current),
-        lambda b: np.maximum(0, ceiling - b))
-    assert got_fit.tolist() == want_fit and want_fit[:len(want)] == want
+        act,
+        tie,
+        *args,
+        lambda b: forgetting.landing(ceiling, b, 0, typical, current),
+        lambda b: np.maximum(0, ceiling - b),
+    )
+    assert got_fit.tolist() == want_fit and want_fit[: len(want)] == want
     # A fade that stops within the first prefix asks Rust for that prefix only.
     calls: list[int | None] = []
     order = _core.fade_order
@@ -279,38 +313,55 @@ def test_fade_picks_walk_the_order_to_the_landing(shape, seed, sealed_share):
         return order(a, t, limit)
 
     with mock.patch.object(forgetting._core, "fade_order", counting):
-        forgetting.fade_picks(act, tie, *args,
-                              lambda b: forgetting.landing(ceiling, b, 0, typical, current))
+        forgetting.fade_picks(
+            act, tie, *args, lambda b: forgetting.landing(ceiling, b, 0, typical, current)
+        )
     # The first prefix as long as the share of the history to shed suggests (and at least
     # FADE_FIRST), each next one four times as long.
     land = int(forgetting.landing(ceiling, block, 0, typical, current))
     share = min(1, max(0, history - land) / history_cut.sum()) if history_cut.sum() else 0
-    assert calls == [max(C.FADE_FIRST, math.ceil(1.25 * share * n)) * 4**k
-                     for k in range(len(calls))]
+    assert calls == [
+        max(C.FADE_FIRST, math.ceil(1.25 * share * n)) * 4**k for k in range(len(calls))
+    ]
     # Just enough of the order: the prefix holding the episode where the walk stopped, or the
     # whole order when every episode was picked.
     needed = len(want) + 1 if len(want) < n else n
     assert (calls[-1] >= needed and (len(calls) == 1 or calls[-2] < needed)) if n else not calls
 
 
-@given(st.lists(st.integers(1, 6), max_size=12), st.dictionaries(st.integers(0, 60),
-                                                                 st.integers(1, 500)),
-       st.randoms())
+@given(
+    st.lists(st.integers(1, 6), max_size=12),
+    st.dictionaries(st.integers(0, 60), st.integers(1, 500)),
+    st.randoms(),
+)
 def test_blocks_within_sums_the_blocks_among_each_episodes_messages(lengths, blocks, rnd):
     # Episodes over consecutive seqs with gaps between some (messages in no episode), in any
     # order; blocks anywhere, inside an episode or not.
     episodes, seq = [], 0
     for n, length in enumerate(lengths, start=1):
         seq += rnd.randint(0, 2)
-        episodes.append(EpisodeRecord(n=n, first_seq=seq, last_seq=seq + length - 1, first_turn=0,
-                                      last_turn=0, start_at=0.0, end_at=0.0, tokens=1, cut_at=0.0))
+        episodes.append(
+            EpisodeRecord(
+                n=n,
+                first_seq=seq,
+                last_seq=seq + length - 1,
+                first_turn=0,
+                last_turn=0,
+                start_at=0.0,
+                end_at=0.0,
+                tokens=1,
+                cut_at=0.0,
+            )
+        )
         seq += length
     rnd.shuffle(episodes)
-    got = forgetting.blocks_within(np.array([e.first_seq for e in episodes], dtype=np.int64),
-                                   np.array([e.last_seq for e in episodes], dtype=np.int64), blocks)
+    got = forgetting.blocks_within(
+        np.array([e.first_seq for e in episodes], dtype=np.int64),
+        np.array([e.last_seq for e in episodes], dtype=np.int64),
+        blocks,
+    )
     assert got.tolist() == [
-        sum(size for s, size in blocks.items() if e.first_seq <= s <= e.last_seq)
-        for e in episodes
+        sum(size for s, size in blocks.items() if e.first_seq <= s <= e.last_seq) for e in episodes
     ]
 
 

@@ -31,17 +31,33 @@ def test_demo_replays_the_sample_once_and_inspects_it(tmp_path):
         assert engine.memory("launch-week").export() == doc
     # `fadeway recall` shows the block the next decorate would add, and stores nothing.
     question = "What happened with the Irish VAT rate?"
-    shown = subprocess.run([sys.executable, "-m", "fadeway", "recall", "launch-week", question,
-                            "--db", str(db), "--json"], capture_output=True, text=True,
-                           check=True)
+    shown = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fadeway",
+            "recall",
+            "launch-week",
+            question,
+            "--db",
+            str(db),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     result = msgspec.json.decode(shown.stdout)
     assert result["block"].startswith("[assistant_recent_memories]")
     assert "Irish" in result["block"]
     assert set(result["timings_ms"]) == {"read", "parts", "embed", "search", "walk", "block"}
     with fadeway.open(db, background=False) as engine:
         assert engine.memory("launch-week").export() == doc
-    missing = subprocess.run([sys.executable, "-m", "fadeway", "recall", "nobody", question,
-                              "--db", str(db)], capture_output=True, text=True)
+    missing = subprocess.run(
+        [sys.executable, "-m", "fadeway", "recall", "nobody", question, "--db", str(db)],
+        capture_output=True,
+        text=True,
+    )
     assert missing.returncode == 2 and "no memory 'nobody'" in missing.stderr
     messages = doc.messages
     assert [m.source for m in messages].count("reply") > 0
@@ -72,9 +88,19 @@ def test_a_replay_exports_the_same_bytes_whatever_the_hash_seed(tmp_path):
     group names once did, and through the block's size every later fade)."""
     exports = []
     for seed in ("1", "2"):
-        run = subprocess.run([sys.executable, "-c", _REPLAY_SLICE, str(fadeway_sample()),
-                              str(tmp_path / f"seed{seed}.db")], capture_output=True, text=True,
-                             env={**os.environ, "PYTHONHASHSEED": seed}, check=True)
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                _REPLAY_SLICE,
+                str(fadeway_sample()),
+                str(tmp_path / f"seed{seed}.db"),
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            check=True,
+        )
         exports.append(run.stdout)
     # The slice recalls, and seals (a forgotten episode was sealed first).
     assert '"recalls":[{' in exports[0] and '"state":"forgotten"' in exports[0]
@@ -89,8 +115,10 @@ def fadeway_sample():
 
 def test_replay_lines_name_the_file_and_line(tmp_path):
     path = tmp_path / "bad.jsonl"
-    path.write_text('{"memory_id": "m", "at": 0, "message": {"role": "user", "content": "x"}}\n'
-                    '{"memory_id": "m", "at": "yesterday", "message": {}}\n')
+    path.write_text(
+        '{"memory_id": "m", "at": 0, "message": {"role": "user", "content": "x"}}\n'
+        '{"memory_id": "m", "at": "yesterday", "message": {}}\n'
+    )
     lines = read_replay(path)
     next(lines)
     try:
@@ -108,11 +136,21 @@ def _line(role, at, **more):
 
 
 def test_plan_reports_replies_and_carries_instructions_to_the_next_decorate():
-    lines = [_line("system", 0), _line("user", 1), _line("assistant", 2),
-             _line("assistant", 3), _line("developer", 4), _line("user", 5)]
+    lines = [
+        _line("system", 0),
+        _line("user", 1),
+        _line("assistant", 2),
+        _line("assistant", 3),
+        _line("developer", 4),
+        _line("user", 5),
+    ]
     steps = plan(lines)
     assert [(s.kind, [line.at for line in s.lines]) for s in steps] == [
-        ("decorate", [1]), ("report", [2]), ("decorate", [3]), ("decorate", [5])]
+        ("decorate", [1]),
+        ("report", [2]),
+        ("decorate", [3]),
+        ("decorate", [5]),
+    ]
     assert [len(s.instructions) for s in steps] == [1, 0, 0, 1]
     try:
         plan([_line("user", 1), _line("system", 2)])
@@ -129,14 +167,20 @@ def test_replay_sends_the_whole_history_when_a_message_repeats(tmp_path):
     def line(role, at, text):
         return ReplayLine("m", at, {"role": role, "content": text}, f"f:{at}")
 
-    lines = [line("user", 1, "hi"), line("assistant", 2, "hello"), line("user", 3, "hi"),
-             line("assistant", 4, "hello"), line("assistant", 5, "hello")]
+    lines = [
+        line("user", 1, "hi"),
+        line("assistant", 2, "hello"),
+        line("user", 3, "hi"),
+        line("assistant", 4, "hello"),
+        line("assistant", 5, "hello"),
+    ]
     with fadeway.open(tmp_path / "r.db", background=False) as engine:
         done = replay_memory(engine, "m", lines)
         assert (done.skipped, done.stored) == (0, 5)
         stored = engine.memory("m").messages()
-        assert [(m.role, m.at) for m in stored] == [(line.message["role"], line.at)
-                                                    for line in lines]
+        assert [(m.role, m.at) for m in stored] == [
+            (line.message["role"], line.at) for line in lines
+        ]
         assert replay_memory(engine, "m", lines).stored == 0
         assert len(engine.memory("m").messages()) == 5
 
@@ -144,17 +188,35 @@ def test_replay_sends_the_whole_history_when_a_message_repeats(tmp_path):
 def test_inspect_says_why_the_facts_block_is_empty(tmp_path):
     from fadeway.inspection import render
 
-    view = {"memory_id": "m", "format": "chat_completions", "messages": 4, "turns": 2,
-            "first_at": 0.0, "last_at": 60.0, "at": 60.0, "episodes": [],
-            "graph": {"entities": 0, "aliases": 0, "facts": 3, "notes": 1, "merged": 0,
-                      "retired": 0, "passages": 2},
-            "facts_block": None}
+    view = {
+        "memory_id": "m",
+        "format": "chat_completions",
+        "messages": 4,
+        "turns": 2,
+        "first_at": 0.0,
+        "last_at": 60.0,
+        "at": 60.0,
+        "episodes": [],
+        "graph": {
+            "entities": 0,
+            "aliases": 0,
+            "facts": 3,
+            "notes": 1,
+            "merged": 0,
+            "retired": 0,
+            "passages": 2,
+        },
+        "facts_block": None,
+    }
     forgotten = render({**view, "states": {"live": 1, "forgotten": 2}})
-    assert forgotten.endswith("(empty: no episode is sealed now; the forgotten ones' facts left "
-                              "the block, and recall brings them back)")
+    assert forgotten.endswith(
+        "(empty: no episode is sealed now; the forgotten ones' facts left "
+        "the block, and recall brings them back)"
+    )
     assert render({**view, "states": {"live": 3}}).endswith("(empty: no episode has sealed yet)")
     assert render({**view, "states": {"sealed": 1, "forgotten": 2}}).endswith(
-        "(empty: the notes of the sealed episodes hold no facts)")
+        "(empty: the notes of the sealed episodes hold no facts)"
+    )
 
 
 def test_what_the_terminal_would_obey_is_printed_escaped(tmp_path, capsys):
@@ -164,13 +226,25 @@ def test_what_the_terminal_would_obey_is_printed_escaped(tmp_path, capsys):
 
     hostile = "evil\x1b]0;PWNED\x07\x1b[2J\x9b31m\u202ereversed"
     path = tmp_path / "esc.jsonl"
-    lines = [{"memory_id": hostile, "at": 1_767_225_600 + 60 * i,
-              "message": {"role": "user" if i % 2 == 0 else "assistant",
-                          "content": f"note \x1b[1;31mFAKE PROMPT$ {i}"}} for i in range(4)]
+    lines = [
+        {
+            "memory_id": hostile,
+            "at": 1_767_225_600 + 60 * i,
+            "message": {
+                "role": "user" if i % 2 == 0 else "assistant",
+                "content": f"note \x1b[1;31mFAKE PROMPT$ {i}",
+            },
+        }
+        for i in range(4)
+    ]
     path.write_bytes(b"\n".join(msgspec.json.encode(line) for line in lines))
     db = str(tmp_path / "esc.db")
-    for argv in (["replay", str(path), "--db", db], ["replay", str(path), "--db", db, "--json"],
-                 ["inspect", hostile, "--db", db], ["inspect", hostile, "--db", db, "--json"]):
+    for argv in (
+        ["replay", str(path), "--db", db],
+        ["replay", str(path), "--db", db, "--json"],
+        ["inspect", hostile, "--db", db],
+        ["inspect", hostile, "--db", db, "--json"],
+    ):
         assert main(argv) == 0
         out = capsys.readouterr().out
         assert not any(ch in out for ch in "\x1b\x07\x9b\u202e"), argv

@@ -18,19 +18,20 @@ import fadeway.replay
 from fadeway.batch import ReplaySettings, run_batch
 from fadeway.locomo import locomo_lines, read_locomo
 from fadeway.sources import read_inputs
-
 from helpers import shared_data
 
 LOCOMO = shared_data("locomo/locomo10.json")
-pytestmark = pytest.mark.skipif(LOCOMO is None, reason="LoCoMo (shared/data/locomo/"
-                                "locomo10.json) is not available")
+pytestmark = pytest.mark.skipif(
+    LOCOMO is None, reason="LoCoMo (shared/data/locomo/locomo10.json) is not available"
+)
 #: Small enough that episodes leave and the offline note writer answers asks.
 CEILING = "3000"
 
 
 def fadeway_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    run = subprocess.run([sys.executable, "-m", "fadeway", *map(str, args)],
-                         capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, "-m", "fadeway", *map(str, args)], capture_output=True, text=True
+    )
     if check and run.returncode != 0:
         raise AssertionError(f"exit {run.returncode}\n{run.stdout}\n{run.stderr}")
     return run
@@ -48,8 +49,12 @@ def two_memories(samples, tmp_path_factory):
     with open(path, "w") as fp:
         for sample, turns in ((samples[0], 130), (samples[1], 110)):
             for _, line in list(locomo_lines(sample))[:turns]:
-                fp.write(json.dumps({"memory_id": line.memory_id, "at": line.at,
-                                     "message": line.message}) + "\n")
+                fp.write(
+                    json.dumps(
+                        {"memory_id": line.memory_id, "at": line.at, "message": line.message}
+                    )
+                    + "\n"
+                )
     return path
 
 
@@ -73,15 +78,22 @@ def store_counts(db) -> dict[str, dict[str, int]]:
         for memory_id in engine.memory_ids():
             doc = engine.memory(memory_id).export()
             states = [e.state for e in doc.episodes]
-            counts[memory_id] = {"messages": len(doc.messages), "episodes": len(states),
-                                 "facts": len(doc.facts), "sealed": states.count("sealed"),
-                                 "forgotten": states.count("forgotten")}
+            counts[memory_id] = {
+                "messages": len(doc.messages),
+                "episodes": len(states),
+                "facts": len(doc.facts),
+                "sealed": states.count("sealed"),
+                "forgotten": states.count("forgotten"),
+            }
     return counts
 
 
 def export_all(db) -> bytes:
-    return subprocess.run([sys.executable, "-m", "fadeway", "export", "--all", "--db", str(db)],
-                          capture_output=True, check=True).stdout
+    return subprocess.run(
+        [sys.executable, "-m", "fadeway", "export", "--all", "--db", str(db)],
+        capture_output=True,
+        check=True,
+    ).stdout
 
 
 def test_locomo_json_replays_and_the_summary_is_the_stores(one_sample, tmp_path):
@@ -89,8 +101,11 @@ def test_locomo_json_replays_and_the_summary_is_the_stores(one_sample, tmp_path)
     run = fadeway_cli("replay", one_sample, "--db", db, "--ceiling", CEILING, "--json")
     summary = json.loads(run.stdout)
     (row,) = summary["memories"]
-    turns = sum(len(v) for k, v in json.loads(one_sample.read_text())[0]["conversation"].items()
-                if k.startswith("session_") and isinstance(v, list))
+    turns = sum(
+        len(v)
+        for k, v in json.loads(one_sample.read_text())[0]["conversation"].items()
+        if k.startswith("session_") and isinstance(v, list)
+    )
     assert row["memory_id"] == "conv-30" and row["messages"] == row["new"] == turns
     assert row["forgotten"] + row["sealed"] > 0 and row["facts"] > 0  # the ceiling was met
     stored = store_counts(db)["conv-30"]
@@ -100,9 +115,14 @@ def test_locomo_json_replays_and_the_summary_is_the_stores(one_sample, tmp_path)
     before = export_all(db)
     again = fadeway_cli("replay", one_sample, "--db", db, "--ceiling", CEILING)
     total = next(line for line in again.stdout.splitlines() if line.startswith("total"))
-    assert total.split()[3:] == [str(stored["messages"]), "0", str(stored["episodes"]),
-                                 str(stored["facts"]), str(stored["sealed"]),
-                                 str(stored["forgotten"])]
+    assert total.split()[3:] == [
+        str(stored["messages"]),
+        "0",
+        str(stored["episodes"]),
+        str(stored["facts"]),
+        str(stored["sealed"]),
+        str(stored["forgotten"]),
+    ]
     assert export_all(db) == before
 
 
@@ -121,8 +141,19 @@ def test_resume_after_sigkill_gives_the_uninterrupted_export(two_memories, tmp_p
     total = sum(c["messages"] for c in store_counts(whole).values())
 
     db = tmp_path / "killed.db"
-    args = [sys.executable, "-m", "fadeway", "replay", str(two_memories), "--db", str(db),
-            "--ceiling", CEILING, "--workers", "2"]
+    args = [
+        sys.executable,
+        "-m",
+        "fadeway",
+        "replay",
+        str(two_memories),
+        "--db",
+        str(db),
+        "--ceiling",
+        CEILING,
+        "--workers",
+        "2",
+    ]
     process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while _messages_stored(db) < total // 3 and time.monotonic() < deadline:
@@ -135,8 +166,9 @@ def test_resume_after_sigkill_gives_the_uninterrupted_export(two_memories, tmp_p
     time.sleep(0.3)
     assert _messages_stored(db) == stopped, "a worker outlived its killed parent"
 
-    resumed = fadeway_cli("replay", two_memories, "--db", db, "--ceiling", CEILING,
-                          "--workers", "2", "--json")
+    resumed = fadeway_cli(
+        "replay", two_memories, "--db", db, "--ceiling", CEILING, "--workers", "2", "--json"
+    )
     assert sum(r["new"] for r in json.loads(resumed.stdout)["memories"]) == total - stopped
     assert export_all(db) == expected
 
@@ -165,8 +197,9 @@ def test_export_import_and_replaying_an_export(two_memories, tmp_path):
 
     # A store holding something else under the same id refuses the import, writing nothing.
     other = tmp_path / "other.jsonl"
-    other.write_bytes(out.read_bytes().splitlines()[0].replace(b'"conv-26"', b'"conv-30"', 1)
-                      + b"\n")
+    other.write_bytes(
+        out.read_bytes().splitlines()[0].replace(b'"conv-26"', b'"conv-30"', 1) + b"\n"
+    )
     refused = fadeway_cli("import", other, "--db", copy, check=False)
     assert refused.returncode == 2 and f"{other}:1" in refused.stderr
 
@@ -176,8 +209,9 @@ def test_inspect_shows_episodes_facts_block_and_graph(two_memories, tmp_path):
     fadeway_cli("replay", two_memories, "--db", db, "--ceiling", CEILING)
     doc = fadeway.loads(fadeway_cli("export", "conv-26", "--db", db).stdout)
     last = doc.messages[-1].at
-    view = json.loads(fadeway_cli("inspect", "conv-26", "--db", db, "--at", str(last),
-                                  "--json").stdout)
+    view = json.loads(
+        fadeway_cli("inspect", "conv-26", "--db", db, "--at", str(last), "--json").stdout
+    )
     assert [e["n"] for e in view["episodes"]] == [e.n for e in doc.episodes]
     assert [e["state"] for e in view["episodes"]] == [e.state for e in doc.episodes]
     assert view["facts_block"] == doc.facts_block and doc.facts_block
@@ -186,10 +220,15 @@ def test_inspect_shows_episodes_facts_block_and_graph(two_memories, tmp_path):
     assert view["graph"]["retired"] == len(doc.retirements)
     assert view["messages"] == len(doc.messages)
     # Activation fades with time: a year later every episode is less active.
-    later = json.loads(fadeway_cli("inspect", "conv-26", "--db", db, "--at",
-                                   str(last + 365 * 86400), "--json").stdout)
-    assert all(b["activation"] < a["activation"]
-               for a, b in zip(view["episodes"], later["episodes"], strict=True))
+    later = json.loads(
+        fadeway_cli(
+            "inspect", "conv-26", "--db", db, "--at", str(last + 365 * 86400), "--json"
+        ).stdout
+    )
+    assert all(
+        b["activation"] < a["activation"]
+        for a, b in zip(view["episodes"], later["episodes"], strict=True)
+    )
     text = fadeway_cli("inspect", "conv-26", "--db", db, "--at", "2023-12-01T00:00:00Z").stdout
     assert "facts block (as the model sees it):" in text and doc.facts_block in text
     assert "activation at 2023-12-01 00:00 UTC" in text
@@ -202,20 +241,38 @@ LINE = '{{"memory_id": "m", "at": {at}, "message": {message}}}\n'
 USER = '{"role": "user", "content": "hello"}'
 
 
-@pytest.mark.parametrize("name, text, line, words", [
-    ("truncated.jsonl", LINE.format(at=0, message=USER) + LINE.format(at=1, message=USER)[:30],
-     2, "not a complete JSON line"),
-    ("unknown.jsonl", '{"id": 1, "text": "hello"}\n', 1, "unknown format"),
-    ("unknown.txt", "memory_id,at,message\n", 1, "unknown format"),
-    ("tool-first.jsonl", LINE.format(at=0, message=USER) + LINE.format(
-        at=1, message='{"role": "tool", "tool_call_id": "call_9", "content": "42"}'), 2,
-     "no earlier assistant call has id 'call_9'"),
-    ("no-time.jsonl", LINE.format(at=0, message=USER)
-     + '{"memory_id": "m", "message": {"role": "assistant", "content": "hi"}}\n', 2,
-     "no 'at'"),
-])
-def test_bad_input_names_file_and_line_and_writes_nothing(tmp_path, two_memories, name, text,
-                                                          line, words):
+@pytest.mark.parametrize(
+    "name, text, line, words",
+    [
+        (
+            "truncated.jsonl",
+            LINE.format(at=0, message=USER) + LINE.format(at=1, message=USER)[:30],
+            2,
+            "not a complete JSON line",
+        ),
+        ("unknown.jsonl", '{"id": 1, "text": "hello"}\n', 1, "unknown format"),
+        ("unknown.txt", "memory_id,at,message\n", 1, "unknown format"),
+        (
+            "tool-first.jsonl",
+            LINE.format(at=0, message=USER)
+            + LINE.format(
+                at=1, message='{"role": "tool", "tool_call_id": "call_9", "content": "42"}'
+            ),
+            2,
+            "no earlier assistant call has id 'call_9'",
+        ),
+        (
+            "no-time.jsonl",
+            LINE.format(at=0, message=USER)
+            + '{"memory_id": "m", "message": {"role": "assistant", "content": "hi"}}\n',
+            2,
+            "no 'at'",
+        ),
+    ],
+)
+def test_bad_input_names_file_and_line_and_writes_nothing(
+    tmp_path, two_memories, name, text, line, words
+):
     bad = tmp_path / name
     bad.write_text(text)
     db = tmp_path / "bad.db"
@@ -236,8 +293,20 @@ def test_replay_with_an_llm_judge_and_note_writer(one_sample, tmp_path):
     db = tmp_path / "llm.db"
     with OpenAIServer() as server:
         server.script(*[everything] * 20_000)
-        fadeway_cli("replay", one_sample, "--db", db, "--ceiling", "2000", "--judge",
-                    server.url, "--note-writer", server.url, "--judge-model", "judge-m")
+        fadeway_cli(
+            "replay",
+            one_sample,
+            "--db",
+            db,
+            "--ceiling",
+            "2000",
+            "--judge",
+            server.url,
+            "--note-writer",
+            server.url,
+            "--judge-model",
+            "judge-m",
+        )
         kinds = {r.body.get("model") for r in server.requests}
     assert kinds == {"judge-m"}
     with fadeway.open(db, background=False) as engine:
@@ -248,16 +317,22 @@ def test_replay_with_an_llm_judge_and_note_writer(one_sample, tmp_path):
     assert doc.notes and all(n.source == "note-writer:llm:judge-m" for n in doc.notes)
     assert "note" in usage and "judge:boundaries" in usage
     for option, value in (("--judge", "smoke-signals"), ("--note-writer", "ftp://x")):
-        run = fadeway_cli("replay", one_sample, "--db", tmp_path / "x.db", option, value,
-                          check=False)
+        run = fadeway_cli(
+            "replay", one_sample, "--db", tmp_path / "x.db", option, value, check=False
+        )
         assert run.returncode == 2 and "allowed is" in run.stderr
     assert not (tmp_path / "x.db").exists()
 
 
 def test_fadeway_db_environment_names_the_default_store(one_sample, tmp_path):
     env = {**os.environ, "FADEWAY_DB": str(tmp_path / "env.db")}
-    subprocess.run([sys.executable, "-m", "fadeway", "replay", str(one_sample)], env=env,
-                   cwd=tmp_path, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "fadeway", "replay", str(one_sample)],
+        env=env,
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+    )
     assert "conv-30" in store_counts(tmp_path / "env.db")
     assert not (tmp_path / "fadeway.db").exists()
 
@@ -267,7 +342,8 @@ class _Crash(Exception):
 
 
 def test_a_run_stopped_between_a_reply_and_its_note_resumes_to_the_same_store(
-        two_memories, tmp_path, monkeypatch):
+    two_memories, tmp_path, monkeypatch
+):
     # The reply's lane jobs (the next walk, the distill) are queued and the note ask is
     # pending. The resumed run must take the note before those jobs run, as the uninterrupted
     # run did; it once drained every lane first, and the walk then missed the note's facts.

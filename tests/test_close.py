@@ -53,8 +53,12 @@ _CLOSE_UNDER_LOAD = textwrap.dedent("""
 
 def test_closing_while_other_threads_are_mid_call_ends_their_calls_cleanly(tmp_path):
     db = tmp_path / "load.db"
-    run = subprocess.run([sys.executable, "-c", _CLOSE_UNDER_LOAD, str(db)],
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-c", _CLOSE_UNDER_LOAD, str(db)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.strip() == str(["StoreError"] * 4)  # "the store is closed", each
     with fadeway.open(db, background=False) as engine:  # consistent, and goes on
@@ -73,8 +77,12 @@ def test_a_closed_engine_refuses_calls(tmp_path):
     mem = engine.memory("m")
     mem.decorate({"messages": [{"role": "user", "content": "hi"}]})
     engine.close()
-    for call in (lambda: mem.decorate({"messages": [{"role": "user", "content": "again"}]}),
-                 mem.messages, engine.memory_ids, engine.drain):
+    for call in (
+        lambda: mem.decorate({"messages": [{"role": "user", "content": "again"}]}),
+        mem.messages,
+        engine.memory_ids,
+        engine.drain,
+    ):
         with pytest.raises(StoreError, match="is closed"):
             call()
     engine.close()  # twice is fine
@@ -114,8 +122,10 @@ def test_a_job_slower_than_a_lease_is_prepared_once_while_others_wait(tmp_path):
     with fadeway.open(tmp_path / "l.db", background=False, lane_lease_seconds=0.3) as engine:
         _queue(engine, "m", 1, 1.0)
         results: list = []
-        workers = [threading.Thread(target=lambda i=i: results.append(
-            run_lane(engine, "m", f"w{i}"))) for i in range(2)]
+        workers = [
+            threading.Thread(target=lambda i=i: results.append(run_lane(engine, "m", f"w{i}")))
+            for i in range(2)
+        ]
         for w in workers:
             w.start()
             time.sleep(0.05)

@@ -8,7 +8,6 @@ import msgspec
 import pytest
 
 from fadeway.errors import FormatMismatchError, HistoryConflictError, ServerStateError
-
 from helpers import call, chat_reply
 
 SYSTEM = {"role": "system", "content": "Be brief."}
@@ -24,14 +23,20 @@ def bodies(mem):
 
 def test_fields_pass_through_and_the_caller_request_is_not_mutated(engine):
     mem = engine.memory("m")
-    req = {"model": "gpt-4.1", "temperature": 0.3, "tool_choice": "auto", "stream": False,
-           "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
-           "messages": [SYSTEM, user("hi")]}
+    req = {
+        "model": "gpt-4.1",
+        "temperature": 0.3,
+        "tool_choice": "auto",
+        "stream": False,
+        "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+        "messages": [SYSTEM, user("hi")],
+    }
     before = copy.deepcopy(req)
     out = mem.decorate(req)
     assert req == before
     assert {k: v for k, v in out.items() if k != "messages"} == {
-        k: v for k, v in req.items() if k != "messages"}
+        k: v for k, v in req.items() if k != "messages"
+    }
     assert out["messages"] == [SYSTEM, user("hi")]
 
 
@@ -45,8 +50,14 @@ def test_full_history_then_only_new_each_store_once(engine):
     mem.decorate({"messages": [SYSTEM, user("four")]})  # only the new message
     out = mem.decorate({"messages": history + [user("four"), user("five")]})
     assert [b["content"] for b in bodies(mem)] == ["one", "two", "three", "four", "five"]
-    assert [m["content"] for m in out["messages"]] == ["Be brief.", "one", "two", "three",
-                                                       "four", "five"]
+    assert [m["content"] for m in out["messages"]] == [
+        "Be brief.",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+    ]
 
 
 def test_identical_messages_are_never_deduplicated(engine):
@@ -83,8 +94,19 @@ def test_a_rebuilt_reply_counts_as_the_stored_reply(engine):
     """Callers often append {"role": "assistant", "content": text} instead of the SDK object."""
     mem = engine.memory("m")
     req = mem.decorate({"messages": [user("q")]})
-    mem.report(req, {**chat_reply("a"), "choices": [{"index": 0, "finish_reason": "stop",
-        "message": {"role": "assistant", "content": "a", "annotations": []}}]})
+    mem.report(
+        req,
+        {
+            **chat_reply("a"),
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": "a", "annotations": []},
+                }
+            ],
+        },
+    )
     mem.decorate({"messages": [user("q"), {"role": "assistant", "content": "a"}, user("q2")]})
     assert [b["content"] for b in bodies(mem)] == ["q", "a", "q2"]
     assert bodies(mem)[1] == {"role": "assistant", "content": "a", "annotations": []}
@@ -96,28 +118,62 @@ def test_a_reply_whose_call_arguments_were_reserialised_is_the_stored_reply(engi
     mem = engine.memory("m")
     req = mem.decorate({"messages": [user("q")]})
     mem.report(req, chat_reply(None, tool_calls=[call("c1", "f", '{"q": "x", "n": 1}')]))
-    rebuilt = {"role": "assistant", "content": None,
-               "tool_calls": [call("c1", "f", '{"n":1,"q":"x"}')]}
+    rebuilt = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [call("c1", "f", '{"n":1,"q":"x"}')],
+    }
     output = {"role": "tool", "tool_call_id": "c1", "content": "42"}
     mem.decorate({"messages": [user("q"), rebuilt, output]})
-    mem.report(req := mem.decorate({"messages": [user("q"), rebuilt, output, user("q2")]}),
-               chat_reply(None, tool_calls=[call("c2", "f", '{"q": "y"}')]))
-    mem.decorate({"messages": [{"role": "assistant", "content": None,
-                                "tool_calls": [call("c2", "f", '{"q":"y"}')]},
-                               {"role": "tool", "tool_call_id": "c2", "content": "43"}]})
-    assert [b["role"] for b in bodies(mem)] == ["user", "assistant", "tool", "user",
-                                                "assistant", "tool"]
+    mem.report(
+        req := mem.decorate({"messages": [user("q"), rebuilt, output, user("q2")]}),
+        chat_reply(None, tool_calls=[call("c2", "f", '{"q": "y"}')]),
+    )
+    mem.decorate(
+        {
+            "messages": [
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [call("c2", "f", '{"q":"y"}')],
+                },
+                {"role": "tool", "tool_call_id": "c2", "content": "43"},
+            ]
+        }
+    )
+    assert [b["role"] for b in bodies(mem)] == [
+        "user",
+        "assistant",
+        "tool",
+        "user",
+        "assistant",
+        "tool",
+    ]
     with pytest.raises(HistoryConflictError, match="message 1 of the sent history differs"):
-        mem.decorate({"messages": [user("q"), {"role": "assistant", "content": None,
-                                               "tool_calls": [call("c1", "f", '{"q":"z"}')]}]})
+        mem.decorate(
+            {
+                "messages": [
+                    user("q"),
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [call("c1", "f", '{"q":"z"}')],
+                    },
+                ]
+            }
+        )
 
 
 def test_a_resent_history_with_its_first_message_edited_is_an_error(engine):
     """The first message differs but the ones after it are the stored ones: not new messages
     (which would store the whole history again, call ids and all) but an edited history."""
     mem = engine.memory("m")
-    history = [user("a"), {"role": "assistant", "content": "b"}, user("c"),
-               {"role": "assistant", "content": "d"}]
+    history = [
+        user("a"),
+        {"role": "assistant", "content": "b"},
+        user("c"),
+        {"role": "assistant", "content": "d"},
+    ]
     mem.decorate({"messages": history[:3]})
     with pytest.raises(HistoryConflictError, match="message 0 of the sent history differs"):
         mem.decorate({"messages": [user("A!"), *history[1:], user("e")]})
@@ -132,9 +188,15 @@ def test_reasoning_items_are_told_by_id_or_encrypted_content(engine):
     mem = engine.memory("r")
     history = [{"role": "user", "content": "hello"}]
     req = mem.decorate({"model": "o4-mini", "input": history})
-    reply = [{"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "enc1"},
-             {"type": "message", "role": "assistant", "id": "msg_1",
-              "content": [{"type": "output_text", "text": "hi there"}]}]
+    reply = [
+        {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "enc1"},
+        {
+            "type": "message",
+            "role": "assistant",
+            "id": "msg_1",
+            "content": [{"type": "output_text", "text": "hi there"}],
+        },
+    ]
     mem.report(req, {"id": "resp_1", "output": reply})
     echo = [{k: v for k, v in item.items() if k != "id"} for item in reply]
     mem.decorate({"model": "o4-mini", "input": [*history, *echo, user("and now?")]})
@@ -149,19 +211,44 @@ def _reasoned(fmt: str, calls: bool) -> tuple[dict, list[dict], list[dict]]:
     without encrypted content), its items as a caller that strips the reasoning sends them back,
     and the outputs of its calls."""
     if fmt == "chat":
-        message = {"role": "assistant", "content": None if calls else "4",
-                   "reasoning_content": "2 + 2 is 4."}
+        message = {
+            "role": "assistant",
+            "content": None if calls else "4",
+            "reasoning_content": "2 + 2 is 4.",
+        }
         if calls:
             message["tool_calls"] = [call("c1")]
         stripped = [{k: v for k, v in message.items() if k != "reasoning_content"}]
         outputs = [{"role": "tool", "tool_call_id": "c1", "content": "42"}] if calls else []
-        return chat_reply(None) | {"choices": [{"index": 0, "finish_reason": "stop",
-                                                "message": message}]}, stripped, outputs
+        return (
+            chat_reply(None)
+            | {"choices": [{"index": 0, "finish_reason": "stop", "message": message}]},
+            stripped,
+            outputs,
+        )
     items = [{"type": "reasoning", "id": "rs_1", "summary": []}]
-    items += [{"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "lookup",
-               "arguments": "{}", "status": "completed"}] if calls else [
-        {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
-         "content": [{"type": "output_text", "text": "4", "annotations": []}]}]
+    items += (
+        [
+            {
+                "type": "function_call",
+                "id": "fc_1",
+                "call_id": "c1",
+                "name": "lookup",
+                "arguments": "{}",
+                "status": "completed",
+            }
+        ]
+        if calls
+        else [
+            {
+                "type": "message",
+                "id": "msg_1",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": "4", "annotations": []}],
+            }
+        ]
+    )
     outputs = [{"type": "function_call_output", "call_id": "c1", "output": "42"}] if calls else []
     return {"id": "resp_1", "output": items}, items[1:], outputs
 
@@ -184,8 +271,9 @@ def test_a_reply_sent_back_without_its_reasoning_is_the_stored_reply(engine, fmt
     new = [*stripped, *outputs, user("And 3+3?")]
     mem.decorate({"model": "m", key: [*history, *new] if sends == "whole history" else new})
     assert len(mem.messages()) == stored + len(outputs) + 1
-    assert [m.source for m in mem.messages()][-len(outputs) - 1:] == ["request"] * (
-        len(outputs) + 1)
+    assert [m.source for m in mem.messages()][-len(outputs) - 1 :] == ["request"] * (
+        len(outputs) + 1
+    )
 
 
 def test_a_stateless_responses_request_gets_no_reasoning_it_cannot_resolve(engine):
@@ -198,8 +286,13 @@ def test_a_stateless_responses_request_gets_no_reasoning_it_cannot_resolve(engin
     req = mem.decorate({"model": "m", "input": history, "store": False})
     plain = {"type": "reasoning", "id": "rs_1", "summary": []}
     sealed = {"type": "reasoning", "id": "rs_2", "summary": [], "encrypted_content": "enc"}
-    answer = {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
-              "content": [{"type": "output_text", "text": "4", "annotations": []}]}
+    answer = {
+        "type": "message",
+        "id": "msg_1",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "4", "annotations": []}],
+    }
     mem.report(req, {"id": "resp_1", "output": [plain, sealed, answer]})
     ask = [user("And 3+3?")]
     stateless = mem.decorate({"model": "m", "input": ask, "store": False})
@@ -219,12 +312,17 @@ def test_a_stateless_responses_request_gets_no_reasoning_it_cannot_resolve(engin
     assert len(mem.messages()) == count + 2 and again["input"][-2:] == [answer2, *more]
     # A caller that skips report sends the reply items itself: the same, from its request.
     other = engine.memory("other")
-    sent = other.decorate({"model": "m", "input": [*history, plain, answer, *ask],
-                           "store": False})
+    sent = other.decorate({"model": "m", "input": [*history, plain, answer, *ask], "store": False})
     assert [i.get("id") for i in sent["input"]] == [None, "msg_1", None]
     other.decorate({**sent, "input": [*sent["input"], answer2, *more]})
-    assert [m.kind for m in other.messages()] == ["message", "reasoning", "message", "message",
-                                                  "message", "message"]
+    assert [m.kind for m in other.messages()] == [
+        "message",
+        "reasoning",
+        "message",
+        "message",
+        "message",
+        "message",
+    ]
 
 
 def test_only_new_messages_may_echo_the_reported_reply(engine):
@@ -232,8 +330,9 @@ def test_only_new_messages_may_echo_the_reported_reply(engine):
     req = mem.decorate({"messages": [user("q")]})
     mem.report(req, chat_reply(None, tool_calls=[call("c1")]))
     reply = {"role": "assistant", "content": None, "tool_calls": [call("c1")]}
-    out = mem.decorate({"messages": [reply, {"role": "tool", "tool_call_id": "c1",
-                                             "content": "42"}]})
+    out = mem.decorate(
+        {"messages": [reply, {"role": "tool", "tool_call_id": "c1", "content": "42"}]}
+    )
     assert [b["role"] for b in bodies(mem)] == ["user", "assistant", "tool"]
     assert [m["role"] for m in out["messages"]] == ["user", "assistant", "tool"]
 
@@ -242,8 +341,9 @@ def test_an_edited_earlier_message_is_an_error_and_writes_nothing(engine):
     mem = engine.memory("m")
     mem.decorate({"messages": [user("a"), {"role": "assistant", "content": "b"}, user("c")]})
     with pytest.raises(HistoryConflictError, match="message 1 of the sent history differs"):
-        mem.decorate({"messages": [user("a"), {"role": "assistant", "content": "B!"}, user("c"),
-                                   user("d")]})
+        mem.decorate(
+            {"messages": [user("a"), {"role": "assistant", "content": "B!"}, user("c"), user("d")]}
+        )
     assert len(mem.messages()) == 3
 
 
@@ -254,20 +354,25 @@ def test_instructions_are_not_history_and_the_latest_win(engine):
     assert out["messages"][0] == {"role": "developer", "content": "New rules."}
     assert [b["content"] for b in bodies(mem)] == ["a", "b"]
     assert msgspec.json.decode(mem.export().instructions)["messages"] == [
-        {"role": "developer", "content": "New rules."}]
+        {"role": "developer", "content": "New rules."}
+    ]
 
 
 def test_turns_start_at_each_user_message(engine):
     mem = engine.memory("m")
-    mem.decorate({"messages": [
-        user("q1"),
-        {"role": "assistant", "content": None, "tool_calls": [call("a"), call("b")]},
-        {"role": "tool", "tool_call_id": "a", "content": "1"},
-        {"role": "tool", "tool_call_id": "b", "content": "2"},
-        {"role": "assistant", "content": "done"},
-        user("q2"),
-        {"role": "assistant", "content": "sure"},
-    ]})
+    mem.decorate(
+        {
+            "messages": [
+                user("q1"),
+                {"role": "assistant", "content": None, "tool_calls": [call("a"), call("b")]},
+                {"role": "tool", "tool_call_id": "a", "content": "1"},
+                {"role": "tool", "tool_call_id": "b", "content": "2"},
+                {"role": "assistant", "content": "done"},
+                user("q2"),
+                {"role": "assistant", "content": "sure"},
+            ]
+        }
+    )
     assert [m.turn for m in mem.messages()] == [1, 1, 1, 1, 1, 2, 2]
     assert [(u.first, u.last) for u in mem.units()] == [(0, 0), (1, 3), (4, 4), (5, 5), (6, 6)]
 
@@ -277,14 +382,39 @@ def test_responses_string_input_and_instructions(engine):
     out = mem.decorate({"model": "gpt-4.1", "instructions": "Be brief.", "input": "hello"})
     assert out["instructions"] == "Be brief."
     assert out["input"] == [{"role": "user", "content": "hello"}]
-    mem.report(out, {"id": "resp_1", "object": "response", "status": "completed", "output": [
-        {"type": "reasoning", "id": "rs_1", "summary": []},
-        {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f",
-         "arguments": "{}", "status": "completed"}], "usage": {"input_tokens": 12}})
-    out = mem.decorate({"model": "gpt-4.1", "instructions": "Be brief.", "input": [
-        {"type": "function_call_output", "call_id": "call_1", "output": "42"}]})
+    mem.report(
+        out,
+        {
+            "id": "resp_1",
+            "object": "response",
+            "status": "completed",
+            "output": [
+                {"type": "reasoning", "id": "rs_1", "summary": []},
+                {
+                    "type": "function_call",
+                    "id": "fc_1",
+                    "call_id": "call_1",
+                    "name": "f",
+                    "arguments": "{}",
+                    "status": "completed",
+                },
+            ],
+            "usage": {"input_tokens": 12},
+        },
+    )
+    out = mem.decorate(
+        {
+            "model": "gpt-4.1",
+            "instructions": "Be brief.",
+            "input": [{"type": "function_call_output", "call_id": "call_1", "output": "42"}],
+        }
+    )
     assert [i.get("type", "message") for i in out["input"]] == [
-        "message", "reasoning", "function_call", "function_call_output"]
+        "message",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+    ]
     assert [(u.first, u.last) for u in mem.units()] == [(0, 0), (1, 3)]
 
 
@@ -311,8 +441,9 @@ def test_sdk_objects_in_the_history_are_stored_as_their_json(engine):
     from openai.types.chat import ChatCompletionMessage
 
     mem = engine.memory("m")
-    reply = ChatCompletionMessage.model_validate({"role": "assistant", "content": "a",
-                                                  "refusal": None})
+    reply = ChatCompletionMessage.model_validate(
+        {"role": "assistant", "content": "a", "refusal": None}
+    )
     mem.decorate({"messages": [user("q"), reply, user("q2")]})
     assert bodies(mem)[1] == {"role": "assistant", "content": "a", "refusal": None}
     assert openai is not None
@@ -345,7 +476,8 @@ def test_a_request_without_instructions_keeps_the_latest_ones(engine):
 
 
 def test_the_mirrors_share_a_byte_budget_and_an_evicted_one_reads_the_store_again(
-        engine, monkeypatch):
+    engine, monkeypatch
+):
     from fadeway import _constants as C
 
     talk = {name: [user(f"{name} says " + "word " * 200)] for name in ("a", "b", "c")}
@@ -376,20 +508,36 @@ def test_a_view_that_opens_with_reasoning_is_aligned_past_it():
     from fadeway.history import History, align
     from fadeway.model import MessageRecord
 
-    said = [user("a"), {"type": "reasoning", "id": "rs_1", "summary": []},
-            {"role": "assistant", "content": "b"}, user("c"),
-            {"role": "assistant", "content": "d"}, user("e")]
+    said = [
+        user("a"),
+        {"type": "reasoning", "id": "rs_1", "summary": []},
+        {"role": "assistant", "content": "b"},
+        user("c"),
+        {"role": "assistant", "content": "d"},
+        user("e"),
+    ]
     kinds = ["message", "reasoning", "message", "message", "message", "message"]
     history = History()
-    history.extend(MessageRecord(
-        seq=i, turn=1 + (i >= 3) + (i >= 5), at=0.0, role=m.get("role", "assistant"),
-        kind=kinds[i], side="user" if m.get("role") == "user" else "assistant",
-        source="request" if m.get("role") == "user" else "reply", tokens=1,
-        digest=digest_of(m), body=msgspec.json.encode(m)) for i, m in enumerate(said))
+    history.extend(
+        MessageRecord(
+            seq=i,
+            turn=1 + (i >= 3) + (i >= 5),
+            at=0.0,
+            role=m.get("role", "assistant"),
+            kind=kinds[i],
+            side="user" if m.get("role") == "user" else "assistant",
+            source="request" if m.get("role") == "user" else "reply",
+            tokens=1,
+            digest=digest_of(m),
+            body=msgspec.json.encode(m),
+        )
+        for i, m in enumerate(said)
+    )
     view = [1, 2, 3, 4, 5]  # the first turn's user message sealed
     resend = [said[2], said[3], said[4], said[5], user("f")]
     assert align(resend, [digest_of(m) for m in resend], history, 6, view) == 4
     edited = [{"role": "assistant", "content": "B!"}, *resend[1:]]
-    with pytest.raises(HistoryConflictError, match="message 0 of the sent history differs "
-                                                   "from stored message 2"):
+    with pytest.raises(
+        HistoryConflictError, match="message 0 of the sent history differs from stored message 2"
+    ):
         align(edited, [digest_of(m) for m in edited], history, 6, view)

@@ -25,8 +25,10 @@ from fadeway.errors import (
 from fadeway.http import Endpoint
 from openai_server import OpenAIServer, Recorded, Reply
 
-TEXTS = [f"text number {i} about {w}" for i, w in enumerate(
-    ["cats", "dogs", "tea", "rain", "jazz", "chess", "bread", "rivers"])]
+TEXTS = [
+    f"text number {i} about {w}"
+    for i, w in enumerate(["cats", "dogs", "tea", "rain", "jazz", "chess", "bread", "rivers"])
+]
 
 
 @pytest.fixture
@@ -40,8 +42,9 @@ def make_embedder(server):
     made: list[Embedder] = []
 
     def make(**settings) -> EndpointEmbedder:
-        endpoint = Endpoint(server.url, api_key="k", backoff_initial=0.01,
-                            **settings.pop("endpoint", {}))
+        endpoint = Endpoint(
+            server.url, api_key="k", backoff_initial=0.01, **settings.pop("endpoint", {})
+        )
         embedder = EndpointEmbedder(endpoint, model="test-model", **settings)
         made.append(embedder)
         return embedder
@@ -143,8 +146,9 @@ def test_empty_input_asks_the_dimension_once_when_unknown(server, make_embedder)
 
 
 def test_an_answer_of_another_dimension_than_given_is_a_mismatch(server, make_embedder):
-    with pytest.raises(EmbedderMismatchError, match="16-dimensional vectors, but its dimension "
-                                                    "is 8"):
+    with pytest.raises(
+        EmbedderMismatchError, match="16-dimensional vectors, but its dimension is 8"
+    ):
         embed(make_embedder(dim=8), ["a"])
 
 
@@ -157,22 +161,46 @@ def test_an_answer_of_another_dimension_than_learned_is_a_mismatch(server, make_
     assert embedder.dim == 16
 
 
-@pytest.mark.parametrize(("reply", "match"), [
-    (vector_reply([1.0, 0.0]), "1 embeddings for 2 inputs"),
-    (Reply(body={"data": [{"index": 0, "embedding": [1.0]},
-                          {"index": 0, "embedding": [1.0]}]}), "index 0 twice"),
-    (Reply(body={"data": [{"index": 0, "embedding": [1.0]},
-                          {"index": 2, "embedding": [1.0]}]}), "index 2; allowed 0..1"),
-    (vector_reply([1.0, 0.0], [1.0]), r"lengths \[1, 2\]"),
-    (vector_reply([], []), r"lengths \[0\]"),
-    (Reply(body={"data": [{"index": i, "embedding": base64.b64encode(
-        np.array([np.nan, 1.0], dtype="<f4").tobytes()).decode()} for i in range(2)]}),
-     "non-finite"),
-    (Reply(body={"data": [{"index": 0, "embedding": "***"}] * 2}), "neither a list"),
-    (Reply(body=b'{"data": [{"index": 0, "embedding": [1e400]}]}'), "unexpected shape"),
-    (Reply(body={"vectors": []}), "unexpected shape"),
-    (Reply(body=b'{"data": [{"index": 0, "embedding": [0.1, 0.2'), "malformed JSON"),
-])
+@pytest.mark.parametrize(
+    ("reply", "match"),
+    [
+        (vector_reply([1.0, 0.0]), "1 embeddings for 2 inputs"),
+        (
+            Reply(
+                body={"data": [{"index": 0, "embedding": [1.0]}, {"index": 0, "embedding": [1.0]}]}
+            ),
+            "index 0 twice",
+        ),
+        (
+            Reply(
+                body={"data": [{"index": 0, "embedding": [1.0]}, {"index": 2, "embedding": [1.0]}]}
+            ),
+            "index 2; allowed 0..1",
+        ),
+        (vector_reply([1.0, 0.0], [1.0]), r"lengths \[1, 2\]"),
+        (vector_reply([], []), r"lengths \[0\]"),
+        (
+            Reply(
+                body={
+                    "data": [
+                        {
+                            "index": i,
+                            "embedding": base64.b64encode(
+                                np.array([np.nan, 1.0], dtype="<f4").tobytes()
+                            ).decode(),
+                        }
+                        for i in range(2)
+                    ]
+                }
+            ),
+            "non-finite",
+        ),
+        (Reply(body={"data": [{"index": 0, "embedding": "***"}] * 2}), "neither a list"),
+        (Reply(body=b'{"data": [{"index": 0, "embedding": [1e400]}]}'), "unexpected shape"),
+        (Reply(body={"vectors": []}), "unexpected shape"),
+        (Reply(body=b'{"data": [{"index": 0, "embedding": [0.1, 0.2'), "malformed JSON"),
+    ],
+)
 def test_a_bad_answer_is_a_clear_error(server, make_embedder, reply, match):
     server.script(reply)
     with pytest.raises(EndpointResponseError, match=match):
@@ -183,8 +211,13 @@ def test_a_failing_batch_fails_the_call_with_the_servers_message(server, make_em
     def refuse_second(request: Recorded) -> Reply:
         if request.body["input"][0] == TEXTS[2]:
             return Reply(400, {"error": {"message": "input 2 is too long"}})
-        return Reply(body={"data": [{"index": i, "embedding": [1.0, 0.0]}
-                                    for i in range(len(request.body["input"]))]})
+        return Reply(
+            body={
+                "data": [
+                    {"index": i, "embedding": [1.0, 0.0]} for i in range(len(request.body["input"]))
+                ]
+            }
+        )
 
     server.script(*[refuse_second] * 4)
     with pytest.raises(EndpointError, match="HTTP 400: input 2 is too long"):
@@ -200,8 +233,11 @@ def test_retries_and_deadline_come_from_the_endpoint(server, make_embedder):
 
 
 def test_endpoint_embedder_from_env(server):
-    env = {"FADEWAY_EMBEDDINGS_BASE_URL": server.url, "FADEWAY_EMBEDDINGS_MODEL": "env-model",
-           "FADEWAY_EMBEDDINGS_API_KEY": "sk-env"}
+    env = {
+        "FADEWAY_EMBEDDINGS_BASE_URL": server.url,
+        "FADEWAY_EMBEDDINGS_MODEL": "env-model",
+        "FADEWAY_EMBEDDINGS_API_KEY": "sk-env",
+    }
     embedder = EndpointEmbedder.from_env(environ=env, batch_size=5)
     try:
         assert (embedder.name, embedder.batch_size) == ("openai:env-model", 5)
@@ -302,9 +338,10 @@ def test_a_missing_model_is_not_downloaded(spec):
 
 
 def test_a_local_sentence_transformer_model_embeds(tmp_path):
-    st = pytest.importorskip("sentence_transformers",
-                             reason="the optional extra `local` (sentence-transformers) is not "
-                                    "installed")
+    st = pytest.importorskip(
+        "sentence_transformers",
+        reason="the optional extra `local` (sentence-transformers) is not installed",
+    )
     transformers = pytest.importorskip("transformers")
     from fadeway.embed import SentenceTransformerEmbedder
 
@@ -313,8 +350,13 @@ def test_a_local_sentence_transformer_model_embeds(tmp_path):
     raw = tmp_path / "raw"
     raw.mkdir()
     (raw / "vocab.txt").write_text("\n".join(words) + "\n")
-    config = transformers.BertConfig(vocab_size=len(words), hidden_size=8, num_hidden_layers=1,
-                                     num_attention_heads=2, intermediate_size=16)
+    config = transformers.BertConfig(
+        vocab_size=len(words),
+        hidden_size=8,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=16,
+    )
     transformers.BertModel(config).save_pretrained(raw)
     transformers.BertTokenizer(str(raw / "vocab.txt")).save_pretrained(raw)
     model_dir = tmp_path / "tiny-model"
@@ -336,20 +378,21 @@ def test_a_local_sentence_transformer_model_embeds(tmp_path):
     assert embed(embedder, []).shape == (0, 8)
 
 
-def test_an_engine_opened_with_an_embeddings_url_learns_the_dimension(server, tmp_path,
-                                                                      monkeypatch, caplog):
+def test_an_engine_opened_with_an_embeddings_url_learns_the_dimension(
+    server, tmp_path, monkeypatch, caplog
+):
     """`fadeway.open(embedder=URL)` cannot say the dimension: the memory's indexes ask the
     endpoint for it when they first open. While the endpoint fails, a turn goes on without a
     recall block; once it answers every turn recalls, with nothing lost in between."""
     import fadeway
     from fadeway.judge import ScriptedJudge
-
     from helpers import chat_reply
 
     monkeypatch.setenv("FADEWAY_EMBEDDINGS_MODEL", "test-model")
     server.script(Reply(400, {"error": {"message": "the model is loading"}}))
-    with fadeway.open(tmp_path / "e.db", background=False, embedder=server.url,
-                      judge=ScriptedJudge()) as eng:
+    with fadeway.open(
+        tmp_path / "e.db", background=False, embedder=server.url, judge=ScriptedJudge()
+    ) as eng:
         mem = eng.memory("m")
         history: list = []
         for t in range(4):

@@ -23,9 +23,18 @@ from fadeway.store import SQLiteStore, Transaction
 
 
 def episode(n: int, state: str = "live", tokens: int = 10) -> EpisodeRecord:
-    return EpisodeRecord(n=n, first_seq=3 * (n - 1), last_seq=3 * n - 1, first_turn=n,
-                         last_turn=n, start_at=float(n), end_at=float(n), tokens=tokens,
-                         cut_at=float(n), state=state)
+    return EpisodeRecord(
+        n=n,
+        first_seq=3 * (n - 1),
+        last_seq=3 * n - 1,
+        first_turn=n,
+        last_turn=n,
+        start_at=float(n),
+        end_at=float(n),
+        tokens=tokens,
+        cut_at=float(n),
+        state=state,
+    )
 
 
 class Counting:
@@ -53,10 +62,16 @@ def assert_mirrors(table: EpisodeTable, stored: list[EpisodeRecord]) -> None:
 
 
 # A writer's step: insert `k` episodes, or move some episodes (by position) to a later state.
-steps = st.lists(st.tuples(st.sampled_from(["ours", "theirs"]), st.one_of(
-    st.tuples(st.just("insert"), st.integers(1, 4)),
-    st.tuples(st.just("move"), st.lists(st.integers(0, 40), max_size=4)),
-)), max_size=25)
+steps = st.lists(
+    st.tuples(
+        st.sampled_from(["ours", "theirs"]),
+        st.one_of(
+            st.tuples(st.just("insert"), st.integers(1, 4)),
+            st.tuples(st.just("move"), st.lists(st.integers(0, 40), max_size=4)),
+        ),
+    ),
+    max_size=25,
+)
 
 
 @settings(max_examples=30, deadline=None)
@@ -77,8 +92,9 @@ def test_the_mirror_holds_what_the_store_holds_reading_only_what_changed(plan, c
                 else:
                     now = {e.n: e.state for e in tx.episodes()}
                     touched = {p % count + 1 for p in arg} if count else set()
-                    tx.set_episode_states({n: STATES[min(3, STATES.index(now[n]) + 1)]
-                                           for n in touched})
+                    tx.set_episode_states(
+                        {n: STATES[min(3, STATES.index(now[n]) + 1)] for n in touched}
+                    )
             with ours.read("m") as tx:
                 stored = tx.episodes()
                 before = tx.episode_changes()
@@ -125,12 +141,26 @@ def test_episodes_written_before_the_count_existed_are_read(tmp_path):
     conn.execute("ALTER TABLE jobs DROP COLUMN retry_at")
     conn.execute("ALTER TABLE jobs DROP COLUMN waits")
     conn.execute("UPDATE fadeway_schema SET version = 6")
-    conn.execute("INSERT INTO memories (memory_id, format, created_at) "
-                 "VALUES ('m', 'chat_completions', 0)")
+    conn.execute(
+        "INSERT INTO memories (memory_id, format, created_at) VALUES ('m', 'chat_completions', 0)"
+    )
     for e in (episode(1, "sealed"), episode(2)):
-        conn.execute("INSERT INTO episodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                     ("m", e.n, e.first_seq, e.last_seq, e.first_turn, e.last_turn, e.start_at,
-                      e.end_at, e.tokens, e.cut_at, e.state))
+        conn.execute(
+            "INSERT INTO episodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                "m",
+                e.n,
+                e.first_seq,
+                e.last_seq,
+                e.first_turn,
+                e.last_turn,
+                e.start_at,
+                e.end_at,
+                e.tokens,
+                e.cut_at,
+                e.state,
+            ),
+        )
     conn.close()
     store = SQLiteStore(path)
     table = EpisodeTable()
@@ -160,15 +190,20 @@ def test_episodes_inserted_out_of_order_are_held_in_order(tmp_path):
 
 # -- the fade over the columns -------------------------------------------------------------
 
+
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(STATES), st.integers(1, 400), st.floats(0, 5)),
-                max_size=30),
-       st.dictionaries(st.integers(0, 40), st.lists(st.integers(1, 12), max_size=4)),
-       st.dictionaries(st.integers(1, 12), st.integers(1, 300)),
-       st.dictionaries(st.integers(0, 90), st.integers(1, 50)),
-       st.floats(0.5, 2.0), st.integers(0, 20_000), st.integers(0, 2_000))
-def test_the_fade_over_columns_takes_what_each_pick_frees(rows, sealed_facts, sizes, blocks,
-                                                        ratio, history, block):
+@given(
+    st.lists(st.tuples(st.sampled_from(STATES), st.integers(1, 400), st.floats(0, 5)), max_size=30),
+    st.dictionaries(st.integers(0, 40), st.lists(st.integers(1, 12), max_size=4)),
+    st.dictionaries(st.integers(1, 12), st.integers(1, 300)),
+    st.dictionaries(st.integers(0, 90), st.integers(1, 50)),
+    st.floats(0.5, 2.0),
+    st.integers(0, 20_000),
+    st.integers(0, 2_000),
+)
+def test_the_fade_over_columns_takes_what_each_pick_frees(
+    rows, sealed_facts, sizes, blocks, ratio, history, block
+):
     records = [episode(n, state, tokens) for n, (state, tokens, _) in enumerate(rows, start=1)]
     activation = {n: act for n, (_, _, act) in enumerate(rows, start=1)}
     table = EpisodeTable()
@@ -177,15 +212,25 @@ def test_the_fade_over_columns_takes_what_each_pick_frees(rows, sealed_facts, si
     fact_sizes = {f: sizes.get(f, 5) for fs in sealed_facts.values() for f in fs}
 
     picked = forgetting.fade_episodes(
-        table.columns(), lambda ns: np.array([activation[n] for n in ns.tolist()]), blocks,
-        sealed_facts, fact_sizes, ratio, history, block, lambda b: np.full(len(b), landing))
+        table.columns(),
+        lambda ns: np.array([activation[n] for n in ns.tolist()]),
+        blocks,
+        sealed_facts,
+        fact_sizes,
+        ratio,
+        history,
+        block,
+        lambda b: np.full(len(b), landing),
+    )
 
     # By hand: the walk least active first; a live episode takes its messages and blocks out
     # of the history, and a fact leaves the facts block with the last sealed episode holding it
     # (a note's facts belong to every episode it acknowledged: the block shows each once).
     state = {e.n: e.state for e in records}
-    holders = {f: {e for e, fs in sealed_facts.items() if f in fs and state.get(e) == "sealed"}
-               for f in fact_sizes}
+    holders = {
+        f: {e for e, fs in sealed_facts.items() if f in fs and state.get(e) == "sealed"}
+        for f in fact_sizes
+    }
     fadeable = [e for e in records if e.state in ("live", "sealed")]
     want, left = [], history
     for e in sorted(fadeable, key=lambda e: (activation[e.n], e.n)):
@@ -193,8 +238,13 @@ def test_the_fade_over_columns_takes_what_each_pick_frees(rows, sealed_facts, si
             break
         want.append(e)
         if e.state == "live":
-            left -= round((e.tokens + sum(size for seq, size in blocks.items()
-                                          if e.first_seq <= seq <= e.last_seq)) * ratio)
+            left -= round(
+                (
+                    e.tokens
+                    + sum(size for seq, size in blocks.items() if e.first_seq <= seq <= e.last_seq)
+                )
+                * ratio
+            )
     gone = {e.n for e in want}
     freed = sum(fact_sizes[f] for f, held in holders.items() if held and held <= gone)
     assert picked.numbers.tolist() == [e.n for e in want]
@@ -214,8 +264,16 @@ def test_a_fact_held_by_several_sealed_episodes_leaves_the_block_with_the_last()
     assert order.cut_along(np.array([0, 3, 1, 2])).tolist() == [0, 30, 0, 100]
     assert order.cut_along(np.array([2, 0])).tolist() == [0, 0]  # episode 2 (index 1) stays
     picked = forgetting.fade_episodes(
-        table.columns(), lambda ns: ns.astype(np.float64), {}, sealed_facts, sizes, 1.0,
-        100, 130, lambda b: np.maximum(0, 160 - b))  # landing rises as the block shrinks
+        table.columns(),
+        lambda ns: ns.astype(np.float64),
+        {},
+        sealed_facts,
+        sizes,
+        1.0,
+        100,
+        130,
+        lambda b: np.maximum(0, 160 - b),
+    )  # landing rises as the block shrinks
     # Forgetting 1 and 2 frees nothing (3 still holds their facts); 3 frees 100 tokens.
     assert picked.numbers.tolist() == [1, 2, 3]
     assert picked.block_cut == 100
@@ -223,13 +281,16 @@ def test_a_fact_held_by_several_sealed_episodes_leaves_the_block_with_the_last()
 
 # -- a failed write ------------------------------------------------------------------------
 
+
 def test_a_write_that_fails_after_writing_resets_the_mirrors(tmp_path, clock):
     path = tmp_path / "m.db"
     ours = fadeway.open(path, clock=clock, background=False)
     theirs = fadeway.open(path, clock=clock, background=False)  # another process
     mem = ours.memory("m")
-    first = [{"role": "user", "content": "Ship the pricing page."},
-             {"role": "assistant", "content": "On it."}]
+    first = [
+        {"role": "user", "content": "Ship the pricing page."},
+        {"role": "assistant", "content": "On it."},
+    ]
     mem.decorate({"messages": first})
     lost = [{"role": "user", "content": "Rolled back."}]
     with mock.patch.object(Assembly, "forget_and_assemble", side_effect=RuntimeError("disk")):
@@ -240,9 +301,11 @@ def test_a_write_that_fails_after_writing_resets_the_mirrors(tmp_path, clock):
     theirs.memory("m").decorate({"messages": [*first, *kept]})
     sent = mem.decorate({"messages": [*first, *kept]})
     assert [m["content"] for m in sent["messages"]] == [
-        "Ship the pricing page.", "On it.", "Which plan is the default?"]
-    assert [m.body for m in mem.messages()] == [
-        m.body for m in theirs.memory("m").messages()]
+        "Ship the pricing page.",
+        "On it.",
+        "Which plan is the default?",
+    ]
+    assert [m.body for m in mem.messages()] == [m.body for m in theirs.memory("m").messages()]
     ours.close()
     theirs.close()
 
@@ -252,6 +315,12 @@ def test_a_write_refused_before_writing_keeps_the_mirrors(engine):
     mem.decorate({"messages": [{"role": "user", "content": "hi"}]})
     history = engine._histories["m"]
     with pytest.raises(UnmatchedToolOutputError):
-        mem.decorate({"messages": [{"role": "user", "content": "hi"},
-                                   {"role": "tool", "tool_call_id": "nobody", "content": "x"}]})
+        mem.decorate(
+            {
+                "messages": [
+                    {"role": "user", "content": "hi"},
+                    {"role": "tool", "tool_call_id": "nobody", "content": "x"},
+                ]
+            }
+        )
     assert len(history) == 1 and engine._histories["m"] is history

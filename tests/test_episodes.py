@@ -15,7 +15,6 @@ import pytest
 import fadeway
 from fadeway.judge import Boundaries, ScriptedJudge
 from fadeway.replay import replay
-
 from helpers import chat_reply, shared_data
 
 
@@ -29,7 +28,9 @@ def _talk(mem, turns, *, words=60, start=0):
     for t in range(start, start + turns):
         text = f"topic {t % 5} " + " ".join(f"word{t}x{i}" for i in range(words))
         req = mem.decorate({"model": "gpt-4.1", "messages": [{"role": "user", "content": text}]})
-        mem.report(req, chat_reply(f"noted {t}: " + " ".join(f"reply{t}y{i}" for i in range(words))))
+        mem.report(
+            req, chat_reply(f"noted {t}: " + " ".join(f"reply{t}y{i}" for i in range(words)))
+        )
 
 
 def _check_episodes(mem):
@@ -47,16 +48,22 @@ def _check_episodes(mem):
         assert e.state == "live"
         assert [(t.kind, t.score, t.counted) for t in e.traces] == [("encoding", 1.0, True)]
         assert e.traces[0].at == messages[e.last_seq].at == e.end_at
-        assert e.tokens == sum(m.tokens for m in messages[e.first_seq:e.last_seq + 1])
+        assert e.tokens == sum(m.tokens for m in messages[e.first_seq : e.last_seq + 1])
         assert e.units[0].first == e.first_seq and e.units[-1].last == e.last_seq
     return episodes, first_open
 
 
 @pytest.fixture
 def scripted(tmp_path, clock):
-    eng = fadeway.open(tmp_path / "e.db", clock=clock, background=False,
-                       judge=ScriptedJudge(boundaries=by_length),
-                       episode_min_tokens=200, episode_max_tokens=600, cut_after_tokens=1500)
+    eng = fadeway.open(
+        tmp_path / "e.db",
+        clock=clock,
+        background=False,
+        judge=ScriptedJudge(boundaries=by_length),
+        episode_min_tokens=200,
+        episode_max_tokens=600,
+        cut_after_tokens=1500,
+    )
     yield eng
     eng.close()
 
@@ -86,7 +93,7 @@ def test_cutting_is_incremental_and_never_touches_the_turn_in_progress(scripted)
     _talk(mem, 8, start=8)
     scripted.drain()
     after, _ = _check_episodes(mem)
-    assert after[:len(before)] == before  # earlier episodes never change
+    assert after[: len(before)] == before  # earlier episodes never change
     assert len(after) > len(before)
     made = mem.cut()  # everything closed, now
     final, first_open = _check_episodes(mem)
@@ -161,8 +168,14 @@ def test_a_worker_killed_mid_job_leaves_the_lane_resumable(tmp_path, clock):
     script.write_text(WORKER)
     paths = [tmp_path / "killed.db", tmp_path / "clean.db"]
     for path in paths:
-        with fadeway.open(path, clock=clock, background=False, episode_min_tokens=200,
-                          episode_max_tokens=600, cut_after_tokens=1500) as eng:
+        with fadeway.open(
+            path,
+            clock=clock,
+            background=False,
+            episode_min_tokens=200,
+            episode_max_tokens=600,
+            cut_after_tokens=1500,
+        ) as eng:
             _talk(eng.memory("m"), 12)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     worker = subprocess.Popen([sys.executable, str(script), str(paths[0]), "30"], env=env)

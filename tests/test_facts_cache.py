@@ -49,23 +49,55 @@ class Lists:
 def memories(draw):
     """Episodes in any state, notes acknowledging some of them, facts in the notes, and a graph
     that merges some facts into earlier ones and retires others."""
-    episodes = [EpisodeRecord(n=n, first_seq=n, last_seq=n, first_turn=n, last_turn=n,
-                              start_at=0.0, end_at=0.0, tokens=1, cut_at=0.0,
-                              state=draw(st.sampled_from(STATES)))
-                for n in range(1, draw(st.integers(0, 8)) + 1)]
+    episodes = [
+        EpisodeRecord(
+            n=n,
+            first_seq=n,
+            last_seq=n,
+            first_turn=n,
+            last_turn=n,
+            start_at=0.0,
+            end_at=0.0,
+            tokens=1,
+            cut_at=0.0,
+            state=draw(st.sampled_from(STATES)),
+        )
+        for n in range(1, draw(st.integers(0, 8)) + 1)
+    ]
     notes = draw(st.integers(0, 6))
-    acks = sorted({(e, note) for note in range(1, notes + 1)
-                   for e in draw(st.lists(st.integers(1, max(1, len(episodes))), max_size=3))},
-                  key=lambda a: (a[1], a[0]))
+    acks = sorted(
+        {
+            (e, note)
+            for note in range(1, notes + 1)
+            for e in draw(st.lists(st.integers(1, max(1, len(episodes))), max_size=3))
+        },
+        key=lambda a: (a[1], a[0]),
+    )
     facts, n = [], 0
     for note in range(1, notes + 1):
         for _ in range(draw(st.integers(0, 3))):
             n += 1
-            facts.append(FactRecord(n=n, note=note, text=f"fact {n}", subject="s", object="o",
-                                    milestone=False, at=0.0))
-    edges = [EdgeRecord(fact=f.n, subject=1, object=1, at=0.0,
-                        merged_into=draw(st.none() | st.integers(1, f.n - 1)) if f.n > 1 else None)
-             for f in facts]
+            facts.append(
+                FactRecord(
+                    n=n,
+                    note=note,
+                    text=f"fact {n}",
+                    subject="s",
+                    object="o",
+                    milestone=False,
+                    at=0.0,
+                )
+            )
+    edges = [
+        EdgeRecord(
+            fact=f.n,
+            subject=1,
+            object=1,
+            at=0.0,
+            merged_into=draw(st.none() | st.integers(1, f.n - 1)) if f.n > 1 else None,
+        )
+        for f in facts
+    ]
     held = [e.fact for e in edges if e.merged_into is None]
     retired = draw(st.lists(st.sampled_from(held), unique=True)) if held else []
     retirements = [RetirementRecord(fact=f, by=f, at=0.0) for f in retired]
@@ -80,23 +112,43 @@ def test_facts_of_from_the_cache_are_the_stores(memory, states, with_graph):
     cache = MemoryCache()
     cache.sync(Lists(facts, acks, edges, retirements, entities))
     graph = Graph(entities, [], edges, retirements) if with_graph else None
-    got = facts_of(episodes, cache.facts, cache.episode_facts, tuple(states),
-                   graph=cache.graph if with_graph else None)
+    got = facts_of(
+        episodes,
+        cache.facts,
+        cache.episode_facts,
+        tuple(states),
+        graph=cache.graph if with_graph else None,
+    )
     want = facts_of_reference(episodes, facts, acks, tuple(states), graph)
     # An episode whose notes hold no fact may be left out, or given none.
     assert {e: fs for e, fs in got.items() if fs} == {e: fs for e, fs in want.items() if fs}
 
 
 def _note(call_id, text):
-    return {"id": call_id, "type": "function", "function": {"name": "note", "arguments": (
-        '{"notes": [{"note": "%s", "subject": "LEG-412", "object": "legal", '
-        '"milestone": false}]}' % text)}}
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {
+            "name": "note",
+            "arguments": (
+                f'{{"notes": [{{"note": "{text}", "subject": "LEG-412", "object": "legal", '
+                '"milestone": false}]}'
+            ),
+        },
+    }
 
 
 @pytest.fixture
 def engine(tmp_path, clock):
-    eng = fadeway.open(tmp_path / "m.db", clock=clock, background=False, ceiling=3_000,
-                       episode_min_tokens=100, episode_max_tokens=400, cut_after_tokens=600)
+    eng = fadeway.open(
+        tmp_path / "m.db",
+        clock=clock,
+        background=False,
+        ceiling=3_000,
+        episode_min_tokens=100,
+        episode_max_tokens=400,
+        cut_after_tokens=600,
+    )
     yield eng
     eng.close()
 
@@ -106,12 +158,14 @@ def test_decorate_keeps_its_cache_in_step_and_rolls_it_back(engine, clock):
     history: list = []
     for t in range(40):
         clock.advance(60)
-        history.append({"role": "user", "content": f"Turn {t}: " + " ".join(
-            f"w{t}_{i}" for i in range(40))})
+        history.append(
+            {"role": "user", "content": f"Turn {t}: " + " ".join(f"w{t}_{i}" for i in range(40))}
+        )
         request = mem.decorate({"model": "gpt-4.1", "messages": history})
         if any(tool["function"]["name"] == "note" for tool in request.get("tools", [])):
-            reply = chat_reply(f"answer {t}", tool_calls=[
-                _note(f"note_{t}", f"LEG-412 went to legal at turn {t}")])
+            reply = chat_reply(
+                f"answer {t}", tool_calls=[_note(f"note_{t}", f"LEG-412 went to legal at turn {t}")]
+            )
         else:
             reply = chat_reply(f"Answer {t}: " + " ".join(f"r{t}_{i}" for i in range(30)))
         mem.report(request, reply)
@@ -132,10 +186,23 @@ def test_decorate_keeps_its_cache_in_step_and_rolls_it_back(engine, clock):
     with pytest.raises(RuntimeError):
         with engine.store.write("m") as tx:
             note = tx.notes()[-1]
-            tx.insert_note(note.__class__(n=note.n + 1, at=note.at, call_id=None, source="test",
-                                          arguments="{}"), [FactRecord(
-                n=tx.fact_count() + 1, note=note.n + 1, text="rolled back", subject="a",
-                object="b", milestone=False, at=0.0)], [])
+            tx.insert_note(
+                note.__class__(
+                    n=note.n + 1, at=note.at, call_id=None, source="test", arguments="{}"
+                ),
+                [
+                    FactRecord(
+                        n=tx.fact_count() + 1,
+                        note=note.n + 1,
+                        text="rolled back",
+                        subject="a",
+                        object="b",
+                        milestone=False,
+                        at=0.0,
+                    )
+                ],
+                [],
+            )
             cache.sync(tx)
             assert any(f.text == "rolled back" for f in cache.facts.values())
             raise RuntimeError("the write failed")

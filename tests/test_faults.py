@@ -19,11 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fadeway
+from conftest import Clock
 from fadeway import _constants as C
 from fadeway.judge import ScriptedJudge
 from fadeway.store.sqlite import _SQLiteTransaction
-
-from conftest import Clock
 from helpers import call, chat_reply
 
 
@@ -61,14 +60,19 @@ class Faults:
 def injected(faults: Faults) -> Iterator[None]:
     """Every public method of the SQLite transaction ticks `faults` first; a lane job is never
     given up (the failures are as many as the draw says, and a job may meet several)."""
-    names = {n for cls in _SQLiteTransaction.__mro__[:-1] for n, f in vars(cls).items()
-             if callable(f) and not n.startswith("_")}
+    names = {
+        n
+        for cls in _SQLiteTransaction.__mro__[:-1]
+        for n, f in vars(cls).items()
+        if callable(f) and not n.startswith("_")
+    }
     saved = {n: getattr(_SQLiteTransaction, n) for n in names}
 
     def ticking(method: Callable[..., Any]) -> Callable[..., Any]:
         def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
             faults.tick()
             return method(self, *args, **kwargs)
+
         return wrapper
 
     for name, method in saved.items():
@@ -83,24 +87,43 @@ def injected(faults: Faults) -> Iterator[None]:
 
 
 def note_call(call_id: str) -> dict:
-    arguments = {"notes": [{"note": f"Fact from {call_id}.", "subject": "user",
-                            "object": f"topic {call_id}", "milestone": False}]}
+    arguments = {
+        "notes": [
+            {
+                "note": f"Fact from {call_id}.",
+                "subject": "user",
+                "object": f"topic {call_id}",
+                "milestone": False,
+            }
+        ]
+    }
     return call(call_id, "note", msgspec.json.encode(arguments).decode())
 
 
 def converse(path: Path, script: list[tuple[int, float, int]], faults: Faults) -> bytes:
     """The conversation `script` under a low ceiling; its export."""
     clock = Clock()
-    engine = fadeway.open(path, clock=clock, background=False, ceiling=3_000,
-                          judge=ScriptedJudge(), episode_min_tokens=100, episode_max_tokens=400,
-                          cut_after_tokens=600)
+    engine = fadeway.open(
+        path,
+        clock=clock,
+        background=False,
+        ceiling=3_000,
+        judge=ScriptedJudge(),
+        episode_min_tokens=100,
+        episode_max_tokens=400,
+        cut_after_tokens=600,
+    )
     history: list[dict] = []
     try:
         mem = engine.memory("m")
         for t, (words, silence, tool_calls) in enumerate(script):
             clock.advance(silence)
-            history.append({"role": "user", "content": f"Turn {t}: " + " ".join(
-                f"w{t}_{i}" for i in range(words))})
+            history.append(
+                {
+                    "role": "user",
+                    "content": f"Turn {t}: " + " ".join(f"w{t}_{i}" for i in range(words)),
+                }
+            )
             made, noted = 0, False
             while True:
                 request = faults.retry(mem.decorate, {"model": "gpt-4.1", "messages": history})
@@ -113,8 +136,10 @@ def converse(path: Path, script: list[tuple[int, float, int]], faults: Faults) -
                     reply = chat_reply(f"answer {t} " + " ".join(f"r{i}" for i in range(20)))
                 result = faults.retry(mem.report, request, reply)
                 history.append(reply["choices"][0]["message"])
-                history += [{"role": "tool", "tool_call_id": c["id"], "content": "done"}
-                            for c in result.tool_calls]
+                history += [
+                    {"role": "tool", "tool_call_id": c["id"], "content": "done"}
+                    for c in result.tool_calls
+                ]
                 faults.retry(engine.drain)
                 if not reply["choices"][0]["message"].get("tool_calls"):
                     break
@@ -123,8 +148,11 @@ def converse(path: Path, script: list[tuple[int, float, int]], faults: Faults) -
         engine.close()
 
 
-turns = st.lists(st.tuples(st.integers(3, 120), st.sampled_from([30.0, 7200.0, 25 * 3600.0]),
-                           st.integers(0, 2)), min_size=4, max_size=12)
+turns = st.lists(
+    st.tuples(st.integers(3, 120), st.sampled_from([30.0, 7200.0, 25 * 3600.0]), st.integers(0, 2)),
+    min_size=4,
+    max_size=12,
+)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])

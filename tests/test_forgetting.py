@@ -9,12 +9,11 @@ import msgspec
 import pytest
 
 import fadeway
+from conftest import SMALL_CEILING as CEILING
+from conftest import open_small
 from fadeway import notes, tokens
 from fadeway.forgetting import fade_episodes as forgetting_fade_episodes
 from fadeway.judge import ScriptedJudge
-
-from conftest import SMALL_CEILING as CEILING
-from conftest import open_small
 from helpers import chat_reply
 
 ORDER = ["live", "leaving", "sealed", "forgotten"]
@@ -24,11 +23,17 @@ def _note_call(request, call_id):
     """A scripted model's note: one fact per leaving turn range named in the ask."""
     ask = request["messages"][-1]["content"]
     first_line = ask.splitlines()[0]
-    entry = {"note": f"Summary of what happened: {first_line}", "subject": "user",
-             "object": "project", "milestone": False}
-    return {"id": call_id, "type": "function",
-            "function": {"name": "note", "arguments": msgspec.json.encode(
-                {"notes": [entry]}).decode()}}
+    entry = {
+        "note": f"Summary of what happened: {first_line}",
+        "subject": "user",
+        "object": "project",
+        "milestone": False,
+    }
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": "note", "arguments": msgspec.json.encode({"notes": [entry]}).decode()},
+    }
 
 
 def _asks(request):
@@ -46,8 +51,11 @@ def _states(mem):
 
 def _fades(caplog):
     """(landing, projected view, whole) of every fade logged so far."""
-    return [(r.args[1], r.args[2], bool(r.args[3])) for r in caplog.records
-            if r.msg.startswith("memory %r: fade to the landing")]
+    return [
+        (r.args[1], r.args[2], bool(r.args[3]))
+        for r in caplog.records
+        if r.msg.startswith("memory %r: fade to the landing")
+    ]
 
 
 def test_a_scripted_model_that_answers_every_ask(small, clock, caplog):
@@ -140,10 +148,14 @@ def test_a_model_that_ignores_the_ask_is_asked_again(small, clock, caplog):
     assert {e for e, _ in doc.acks} >= set(leaving)
     assert [f.text for f in doc.facts][-1].startswith("Summary of what happened")
     # The note call is answered by fadeway, right after it.
-    i = next(k for k, m in enumerate(nxt["messages"])
-             if m.get("tool_calls") and m["tool_calls"][0]["id"] == "note_late")
+    i = next(
+        k
+        for k, m in enumerate(nxt["messages"])
+        if m.get("tool_calls") and m["tool_calls"][0]["id"] == "note_late"
+    )
     assert nxt["messages"][i + 1] == notes.note_output(
-        fadeway.formats.Format.CHAT_COMPLETIONS, "note_late", True)
+        fadeway.formats.Format.CHAT_COMPLETIONS, "note_late", True
+    )
 
 
 def test_sealed_facts_stand_in_the_facts_block(small, clock):
@@ -164,7 +176,8 @@ def test_sealed_facts_stand_in_the_facts_block(small, clock):
             nxt = mem.decorate({"model": "gpt-4.1", "messages": history})
             assert nxt["messages"][0]["role"] == "system"
             assert nxt["messages"][0]["content"].startswith(
-                "Recorded facts from compacted history, most relevant first")
+                "Recorded facts from compacted history, most relevant first"
+            )
             assert "Summary of what happened" in nxt["messages"][0]["content"]
             # A quiet call repeats the block byte for byte (cache stability).
             again = mem.decorate({"model": "gpt-4.1", "messages": history})
@@ -179,8 +192,15 @@ def test_a_fade_counts_a_notes_facts_once_however_many_episodes_it_sealed(small,
     facts block shows each fact once, and a fade must count it once (it counted it once per
     episode, and a budget shrunk tenfold forgot history no ceiling asked to forget)."""
     mem = small.memory("m")
-    entries = [{"note": f"Service svc{k} runs on host h{k} with {k} replicas.",
-                "subject": f"svc{k}", "object": f"h{k}", "milestone": False} for k in range(8)]
+    entries = [
+        {
+            "note": f"Service svc{k} runs on host h{k} with {k} replicas.",
+            "subject": f"svc{k}",
+            "object": f"h{k}",
+            "milestone": False,
+        }
+        for k in range(8)
+    ]
     counted: list[tuple[int, str]] = []  # (facts block size the fade used, the block it saw)
     fade, block_text = forgetting_fade_episodes, ""
 
@@ -199,11 +219,20 @@ def test_a_fade_counts_a_notes_facts_once_however_many_episodes_it_sealed(small,
             block_text = first["content"] if first["content"].startswith("Recorded facts") else ""
             calls = None
             if _asks(req):
-                calls = [{"id": f"note_{t}", "type": "function", "function": {
-                    "name": "note", "arguments": msgspec.json.encode({"notes": entries}).decode()}}]
+                calls = [
+                    {
+                        "id": f"note_{t}",
+                        "type": "function",
+                        "function": {
+                            "name": "note",
+                            "arguments": msgspec.json.encode({"notes": entries}).decode(),
+                        },
+                    }
+                ]
                 noted += 1
-            reply = chat_reply(f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)),
-                               tool_calls=calls)
+            reply = chat_reply(
+                f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)), tool_calls=calls
+            )
             mem.report(req, reply)
             history.append(reply["choices"][0]["message"])
             small.drain()
@@ -221,11 +250,17 @@ def test_a_fade_counts_a_notes_facts_once_however_many_episodes_it_sealed(small,
 
 @pytest.mark.parametrize("reports", [True, False], ids=["reported", "report skipped"])
 @pytest.mark.parametrize(("hours", "fades"), [(25, True), (23, False)])
-def test_sleep_fades_to_the_landing_after_a_day_of_silence(tmp_path, clock, hours, fades,
-                                                           reports):
-    eng = fadeway.open(tmp_path / "s.db", clock=clock, background=False, ceiling=16_000,
-                       judge=ScriptedJudge(), episode_min_tokens=100, episode_max_tokens=400,
-                       cut_after_tokens=10**9)
+def test_sleep_fades_to_the_landing_after_a_day_of_silence(tmp_path, clock, hours, fades, reports):
+    eng = fadeway.open(
+        tmp_path / "s.db",
+        clock=clock,
+        background=False,
+        ceiling=16_000,
+        judge=ScriptedJudge(),
+        episode_min_tokens=100,
+        episode_max_tokens=400,
+        cut_after_tokens=10**9,
+    )
     mem = eng.memory("m")
     history: list = []
     for t in range(40):
@@ -248,14 +283,22 @@ def test_sleep_fades_to_the_landing_after_a_day_of_silence(tmp_path, clock, hour
 
 @pytest.mark.parametrize(("tools_until", "back_at", "fades"), [(20, 30, True), (2, 23, False)])
 def test_sleep_counts_from_the_user_message_before_not_the_tool_rounds_since(
-        tmp_path, clock, tools_until, back_at, fades):
+    tmp_path, clock, tools_until, back_at, fades
+):
     """The silence is the user's: an agent that ran tools alone until hour 20 does not keep a
     user who comes back at hour 30 from sleeping (spec: "since the last one")."""
     from helpers import call
 
-    eng = fadeway.open(tmp_path / "s.db", clock=clock, background=False, ceiling=16_000,
-                       judge=ScriptedJudge(), episode_min_tokens=100, episode_max_tokens=400,
-                       cut_after_tokens=10**9)
+    eng = fadeway.open(
+        tmp_path / "s.db",
+        clock=clock,
+        background=False,
+        ceiling=16_000,
+        judge=ScriptedJudge(),
+        episode_min_tokens=100,
+        episode_max_tokens=400,
+        cut_after_tokens=10**9,
+    )
     mem = eng.memory("m")
     for t in range(40):
         clock.advance(60)
@@ -266,12 +309,24 @@ def test_sleep_counts_from_the_user_message_before_not_the_tool_rounds_since(
     mem.report(req, chat_reply(None, tool_calls=[call("c0")]))
     for k in range(1, tools_until + 1):  # a tool round an hour
         clock.advance(3600)
-        req = mem.decorate({"model": "gpt-4.1", "messages": [
-            {"role": "tool", "tool_call_id": f"c{k - 1}", "content": f"step {k} done"}]})
+        req = mem.decorate(
+            {
+                "model": "gpt-4.1",
+                "messages": [
+                    {"role": "tool", "tool_call_id": f"c{k - 1}", "content": f"step {k} done"}
+                ],
+            }
+        )
         mem.report(req, chat_reply(None, tool_calls=[call(f"c{k}")]))
     clock.advance(3600)
-    req = mem.decorate({"model": "gpt-4.1", "messages": [
-        {"role": "tool", "tool_call_id": f"c{tools_until}", "content": "all done"}]})
+    req = mem.decorate(
+        {
+            "model": "gpt-4.1",
+            "messages": [
+                {"role": "tool", "tool_call_id": f"c{tools_until}", "content": "all done"}
+            ],
+        }
+    )
     mem.report(req, chat_reply("Finished the job."))
     assert "leaving" not in _states(mem).values()
     clock.advance(start + back_at * 3600 - clock())
@@ -298,14 +353,40 @@ def _unanswered(fmt, items):
 
 
 def _responses_reply(t, note_arguments=None):
-    output = [{"type": "message", "id": f"msg_{t}", "role": "assistant", "status": "completed",
-               "content": [{"type": "output_text", "annotations": [], "logprobs": [],
-                            "text": f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30))}]}]
+    output = [
+        {
+            "type": "message",
+            "id": f"msg_{t}",
+            "role": "assistant",
+            "status": "completed",
+            "content": [
+                {
+                    "type": "output_text",
+                    "annotations": [],
+                    "logprobs": [],
+                    "text": f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)),
+                }
+            ],
+        }
+    ]
     if note_arguments is not None:
-        output.append({"type": "function_call", "id": f"fc_{t}", "call_id": f"note_{t}",
-                       "name": "note", "arguments": note_arguments, "status": "completed"})
-    return {"id": f"resp_{t}", "object": "response", "status": "completed", "output": output,
-            "usage": {"input_tokens": 100, "output_tokens": 10, "total_tokens": 110}}
+        output.append(
+            {
+                "type": "function_call",
+                "id": f"fc_{t}",
+                "call_id": f"note_{t}",
+                "name": "note",
+                "arguments": note_arguments,
+                "status": "completed",
+            }
+        )
+    return {
+        "id": f"resp_{t}",
+        "object": "response",
+        "status": "completed",
+        "output": output,
+        "usage": {"input_tokens": 100, "output_tokens": 10, "total_tokens": 110},
+    }
 
 
 @pytest.mark.parametrize("fmt", ["chat", "responses"])
@@ -332,13 +413,29 @@ def test_both_formats_validate_and_never_leave_a_call_unanswered(small, clock, f
         assert _unanswered(fmt, req[key]) == []
         if _asks(req) or any(tl.get("name") == "note" for tl in req.get("tools") or []):
             asked += 1
-            arguments = msgspec.json.encode({"notes": [
-                {"note": f"Turns before {t} covered the w-words.", "subject": "user",
-                 "object": "w-words", "milestone": False}]}).decode()
+            arguments = msgspec.json.encode(
+                {
+                    "notes": [
+                        {
+                            "note": f"Turns before {t} covered the w-words.",
+                            "subject": "user",
+                            "object": "w-words",
+                            "milestone": False,
+                        }
+                    ]
+                }
+            ).decode()
             if fmt == "chat":
-                reply = chat_reply(f"answer {t}", tool_calls=[{
-                    "id": f"note_{t}", "type": "function",
-                    "function": {"name": "note", "arguments": arguments}}])
+                reply = chat_reply(
+                    f"answer {t}",
+                    tool_calls=[
+                        {
+                            "id": f"note_{t}",
+                            "type": "function",
+                            "function": {"name": "note", "arguments": arguments},
+                        }
+                    ],
+                )
                 items = [reply["choices"][0]["message"]]
             else:
                 reply = _responses_reply(t, arguments)
@@ -360,11 +457,10 @@ def test_both_formats_validate_and_never_leave_a_call_unanswered(small, clock, f
 
 
 def test_locomo_replay_with_a_low_ceiling_and_the_offline_note_writer(tmp_path):
-    from helpers import shared_data
-
     from fadeway.locomo import locomo_lines, read_locomo
     from fadeway.note_writer import OfflineNoteWriter
     from fadeway.replay import replay
+    from helpers import shared_data
 
     path = shared_data("locomo/locomo10.json")
     if path is None:
@@ -382,8 +478,9 @@ def test_locomo_replay_with_a_low_ceiling_and_the_offline_note_writer(tmp_path):
     assert doc.notes and all(n.source == "note-writer:offline" for n in doc.notes)
     assert doc.facts and all(f.subject and f.object for f in doc.facts)
     # Every fact is a sentence of the conversation (extractive), speaker prefixes aside.
-    corpus = " ".join(" ".join(msgspec.json.decode(m.message)["content"].split())
-                      for m in doc.messages)
+    corpus = " ".join(
+        " ".join(msgspec.json.decode(m.message)["content"].split()) for m in doc.messages
+    )
     assert all(f.text.split(": ", 1)[-1][:40] in corpus for f in doc.facts)
     counted = [t for t in doc.traces if t.kind == "fact" and t.counted]
     assert counted, "no fact was judged to be about an episode"
@@ -407,8 +504,11 @@ def test_a_malformed_note_is_no_note_and_the_ask_stands(small, clock, caplog):
     mem = small.memory("m")
     history: list = []
     req, t = _until_asked(mem, small, clock, history)
-    bad = {"id": "note_bad", "type": "function",
-           "function": {"name": "note", "arguments": '{"notes": [{"note": 5}]'}}
+    bad = {
+        "id": "note_bad",
+        "type": "function",
+        "function": {"name": "note", "arguments": '{"notes": [{"note": 5}]'},
+    }
     reply = chat_reply("here you go", tool_calls=[bad])
     result = mem.report(req, reply)
     assert not result.note_taken and result.tool_calls == [] and not result.call_again
@@ -419,7 +519,8 @@ def test_a_malformed_note_is_no_note_and_the_ask_stands(small, clock, caplog):
     assert _asks(nxt)  # asked again
     i = next(k for k, m in enumerate(nxt["messages"]) if m.get("tool_calls"))
     assert nxt["messages"][i + 1] == notes.note_output(
-        fadeway.formats.Format.CHAT_COMPLETIONS, "note_bad", False)
+        fadeway.formats.Format.CHAT_COMPLETIONS, "note_bad", False
+    )
     assert mem.export().notes == []
 
 
@@ -428,8 +529,9 @@ def test_a_note_in_the_history_is_taken_once_when_report_was_skipped(small, cloc
     history: list = []
     req, t = _until_asked(mem, small, clock, history)
     leaving = [n for n, s in _states(mem).items() if s == "leaving"]
-    history.append(chat_reply("ok", tool_calls=[_note_call(req, "note_x")])
-                   ["choices"][0]["message"])  # the caller never called report
+    history.append(
+        chat_reply("ok", tool_calls=[_note_call(req, "note_x")])["choices"][0]["message"]
+    )  # the caller never called report
     history.append(_user(t + 1))
     mem.decorate({"model": "gpt-4.1", "messages": history})
     mem.decorate({"model": "gpt-4.1", "messages": history})
@@ -449,8 +551,9 @@ def test_a_caller_that_sends_back_the_decorated_view_stores_nothing_twice(small,
         sent += 1
         req = mem.decorate({"model": "gpt-4.1", "messages": messages})
         tool_calls = [_note_call(req, f"note_{t}")] if _asks(req) else None
-        reply = chat_reply(f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)),
-                           tool_calls=tool_calls)
+        reply = chat_reply(
+            f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)), tool_calls=tool_calls
+        )
         mem.report(req, reply)
         sent += 1
         messages = req["messages"] + [reply["choices"][0]["message"]]
@@ -459,8 +562,7 @@ def test_a_caller_that_sends_back_the_decorated_view_stores_nothing_twice(small,
     assert {"sealed", "forgotten"} & set(_states(mem).values())
 
 
-def test_a_request_stays_under_the_ceiling_by_giving_up_its_own_recall_block(small, clock,
-                                                                              caplog):
+def test_a_request_stays_under_the_ceiling_by_giving_up_its_own_recall_block(small, clock, caplog):
     """The request whose new message takes the history over its budget still holds the turns a
     fade sends leaving, and the spec's room leaves out the new message and its block; that
     block gives way (the least of it first) so the request stays under the ceiling, and what
@@ -471,12 +573,19 @@ def test_a_request_stays_under_the_ceiling_by_giving_up_its_own_recall_block(sma
         for t in range(80):
             clock.advance(60)
             # Each message comes back to words of earlier turns, so recall finds their facts.
-            history.append({"role": "user", "content": f"Turn {t}: what about " + " ".join(
-                f"w{k}_{i}" for k in range(max(0, t - 12), t, 3) for i in range(6))})
+            history.append(
+                {
+                    "role": "user",
+                    "content": f"Turn {t}: what about "
+                    + " ".join(f"w{k}_{i}" for k in range(max(0, t - 12), t, 3) for i in range(6)),
+                }
+            )
             req = mem.decorate({"model": "gpt-4.1", "messages": history})
-            turn_block = [m["content"] for m in req["messages"][:-1]
-                          if m["role"] == "system" and m["content"].startswith(
-                              "[assistant_recent_memories]")]
+            turn_block = [
+                m["content"]
+                for m in req["messages"][:-1]
+                if m["role"] == "system" and m["content"].startswith("[assistant_recent_memories]")
+            ]
             stored = {r.turn: r.text for r in mem.export().recalls}
             if any("recall blocks shrunk" in r.getMessage() for r in caplog.records):
                 shrunk.append(t)
@@ -493,8 +602,9 @@ def test_a_request_stays_under_the_ceiling_by_giving_up_its_own_recall_block(sma
             if current in stored:
                 assert stored[current] in turn_block
             calls = [_note_call(req, f"note_{t}")] if _asks(req) else None
-            reply = chat_reply(f"answer {t} " + " ".join(f"w{t}_{i}" for i in range(40)),
-                               tool_calls=calls)
+            reply = chat_reply(
+                f"answer {t} " + " ".join(f"w{t}_{i}" for i in range(40)), tool_calls=calls
+            )
             mem.report(req, reply)
             history.append(reply["choices"][0]["message"])
             small.drain()
@@ -520,13 +630,30 @@ def test_two_note_calls_in_one_reply_answer_the_same_ask_in_the_order_made(small
             reply = chat_reply(f"answer {t}", tool_calls=calls)
             kept = [reply["choices"][0]["message"]]
         else:
-            arguments = msgspec.json.encode({"notes": [{
-                "note": f"Turn {t} was noted.", "subject": "user", "object": f"turn {t}",
-                "milestone": False}]}).decode()
+            arguments = msgspec.json.encode(
+                {
+                    "notes": [
+                        {
+                            "note": f"Turn {t} was noted.",
+                            "subject": "user",
+                            "object": f"turn {t}",
+                            "milestone": False,
+                        }
+                    ]
+                }
+            ).decode()
             reply = _responses_reply(t)
-            reply["output"] += [{"type": "function_call", "id": f"fc_{i}", "call_id": i,
-                                 "name": "note", "arguments": arguments, "status": "completed"}
-                                for i in ids]
+            reply["output"] += [
+                {
+                    "type": "function_call",
+                    "id": f"fc_{i}",
+                    "call_id": i,
+                    "name": "note",
+                    "arguments": arguments,
+                    "status": "completed",
+                }
+                for i in ids
+            ]
             kept = reply["output"]
         mem.report(req, reply)
         history += kept
@@ -562,8 +689,10 @@ def test_a_turns_size_counts_the_recall_block_it_carries_in_view(small, clock):
     sizes, steps = turn_sizes(mirror, 2.0, blocks)
     assert steps == [2 * s for s in plain_steps]  # a block is no part of the assistant's step
     assert sizes == [2 * (s + blocks[seq]) for s, seq in zip(plain_sizes, users, strict=True)]
-    assert plain_sizes == [sum(mirror.tokens[i] for i in range(len(mirror))
-                               if mirror.turns[i] == mirror.turns[seq]) for seq in users]
+    assert plain_sizes == [
+        sum(mirror.tokens[i] for i in range(len(mirror)) if mirror.turns[i] == mirror.turns[seq])
+        for seq in users
+    ]
 
 
 def test_the_budget_holds_room_for_the_note_ask_a_fade_will_add(small, clock):
@@ -588,10 +717,14 @@ def test_the_budget_holds_room_for_the_note_ask_a_fade_will_add(small, clock):
             assert _asks(req)
             last = req["messages"][-2:]  # the new message's block (if any), then the ask
             new = [m for m in req["messages"] if m.get("content") == history[-1]["content"]]
-            blocks_before = [m for m in req["messages"][:-1] if m["role"] == "system"
-                             and "[assistant_recent_memories]" in m["content"]]
-            extra = tokens.count_texts("o200k_base", [history[-1]["content"],
-                                                      *[m["content"] for m in blocks_before[-1:]]])
+            blocks_before = [
+                m
+                for m in req["messages"][:-1]
+                if m["role"] == "system" and "[assistant_recent_memories]" in m["content"]
+            ]
+            extra = tokens.count_texts(
+                "o200k_base", [history[-1]["content"], *[m["content"] for m in blocks_before[-1:]]]
+            )
             assert new and last[-1]["content"].startswith("History from turns")
             assert mem.measure(req) <= CEILING + sum(extra) + 20
     assert first_fade["auto"] < first_fade["none"]
@@ -616,6 +749,7 @@ def test_the_fade_counts_the_note_ask_its_picks_make(small, clock, used_turn):
 
         def boosted(numbers):
             return activation_of(numbers) * np.where(np.isin(numbers, used), 1e6, 1.0)
+
         return real_fade(columns, boosted, *args)
 
     def landing(ceiling, fixed, *args):
@@ -623,8 +757,10 @@ def test_the_fade_counts_the_note_ask_its_picks_make(small, clock, used_turn):
         return real_landing(ceiling, fixed, *args)
 
     mem, history = small.memory("m"), []
-    with mock.patch.object(assembly, "fade_episodes", scattered), \
-            mock.patch.object(assembly, "landing", landing):
+    with (
+        mock.patch.object(assembly, "fade_episodes", scattered),
+        mock.patch.object(assembly, "landing", landing),
+    ):
         for t in range(40):
             clock.advance(60)
             history.append(_user(t))
@@ -663,17 +799,40 @@ def test_the_room_for_the_next_call_is_one_step_not_a_whole_turn(small, clock, f
         for r, words in enumerate(rounds):
             call_id = f"c{t}_{r}"
             if fmt == "chat":
-                history += [{"role": "assistant", "content": None, "tool_calls": [
-                                {"id": call_id, "type": "function",
-                                 "function": {"name": "lookup", "arguments": "{}"}}]},
-                            {"role": "tool", "tool_call_id": call_id,
-                             "content": " ".join(f"o{r}_{i}" for i in range(50 * words))}]
+                history += [
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": call_id,
+                                "type": "function",
+                                "function": {"name": "lookup", "arguments": "{}"},
+                            }
+                        ],
+                    },
+                    {
+                        "role": "tool",
+                        "tool_call_id": call_id,
+                        "content": " ".join(f"o{r}_{i}" for i in range(50 * words)),
+                    },
+                ]
             else:
-                history += [{"type": "reasoning", "id": f"rs_{call_id}", "summary": []},
-                            {"type": "function_call", "id": f"fc_{call_id}", "call_id": call_id,
-                             "name": "lookup", "arguments": "{}"},
-                            {"type": "function_call_output", "call_id": call_id,
-                             "output": " ".join(f"o{r}_{i}" for i in range(50 * words))}]
+                history += [
+                    {"type": "reasoning", "id": f"rs_{call_id}", "summary": []},
+                    {
+                        "type": "function_call",
+                        "id": f"fc_{call_id}",
+                        "call_id": call_id,
+                        "name": "lookup",
+                        "arguments": "{}",
+                    },
+                    {
+                        "type": "function_call_output",
+                        "call_id": call_id,
+                        "output": " ".join(f"o{r}_{i}" for i in range(50 * words)),
+                    },
+                ]
         history.append({"role": "assistant", "content": f"answer {t}"})
     clock.advance(60)
     history.append(_user(9, words=10))
@@ -684,8 +843,10 @@ def test_the_room_for_the_next_call_is_one_step_not_a_whole_turn(small, clock, f
     # Each step as sent: the call (with its reasoning item) and its output; then the answer.
     width = 2 if fmt == "chat" else 3
     turn_length = 1 + width * len(rounds) + 1
-    rounds_of = [[sum(mirror.tokens[t * turn_length + 1 + width * r:][:width])
-                  for r in range(len(rounds))] for t in range(2)]
+    rounds_of = [
+        [sum(mirror.tokens[t * turn_length + 1 + width * r :][:width]) for r in range(len(rounds))]
+        for t in range(2)
+    ]
     answers = [mirror.tokens[(t + 1) * turn_length - 1] for t in range(2)]
     assert steps == [max(*rounds_of[t], answers[t]) for t in range(2)]
     assert next_call_room(steps) == max(rounds_of[0]) == rounds_of[0][1]
@@ -700,13 +861,14 @@ def test_a_notes_facts_are_judged_once_though_the_job_runs_again(small, clock):
 
     from fadeway.model import FactRecord, JobRecord, NoteRecord
     from fadeway.scoring import ScoreJob
-
     from helpers import converse_with_notes
 
     mem = small.memory("m")
     first = [("Dana owns the checkout.", "Dana", "checkout", False)]
-    second = [("Ben owns the tax table.", "Ben", "tax table", False),
-              ("Ben is back in May.", "Ben", "May", False)]
+    second = [
+        ("Ben owns the tax table.", "Ben", "tax table", False),
+        ("Ben is back in May.", "Ben", "May", False),
+    ]
     converse_with_notes(small, mem, clock, [first, second])
     with small.store.write("m") as tx:
         notes, facts = [n.n for n in tx.notes()], tx.facts()
@@ -717,13 +879,25 @@ def test_a_notes_facts_are_judged_once_though_the_job_runs_again(small, clock):
         assert tx.facts(facts[-1].n - 1, note=notes[-1]) == facts[-1:]
         # A note whose facts were not judged yet (its job still queued).
         new = notes[-1] + 1
-        tx.insert_note(NoteRecord(n=new, at=clock(), call_id=None, source="test", arguments="{}"),
-                       [FactRecord(n=facts[-1].n + 1, note=new, text="Dana is back in June.",
-                                   subject="Dana", object="June", milestone=False, at=clock())],
-                       [])
+        tx.insert_note(
+            NoteRecord(n=new, at=clock(), call_id=None, source="test", arguments="{}"),
+            [
+                FactRecord(
+                    n=facts[-1].n + 1,
+                    note=new,
+                    text="Dana is back in June.",
+                    subject="Dana",
+                    object="June",
+                    milestone=False,
+                    at=clock(),
+                )
+            ],
+            [],
+        )
         assert not tx.note_traced(new)
-    job = JobRecord(n=1, kind="score", payload=msgspec.json.encode({"note": new}),
-                    created_at=clock())
+    job = JobRecord(
+        n=1, kind="score", payload=msgspec.json.encode({"note": new}), created_at=clock()
+    )
     prepared = asyncio.run(ScoreJob().prepare(small, "m", job))
     assert prepared[1], "the judge gave no answer to append"
     counts = []
@@ -741,7 +915,6 @@ def test_note_arguments_reads_only_the_messages_asked_for(small, clock):
     import json
 
     from fadeway.assembly import note_arguments
-
     from helpers import converse_with_notes
 
     mem = small.memory("m")
@@ -757,8 +930,7 @@ def test_note_arguments_reads_only_the_messages_asked_for(small, clock):
     assert note_arguments(mem._history, {seq + 1 for seq in calls}) == {}
 
 
-def test_a_notes_facts_are_judged_against_the_episodes_remembered_when_it_was_written(small,
-                                                                                      clock):
+def test_a_notes_facts_are_judged_against_the_episodes_remembered_when_it_was_written(small, clock):
     """The lane may run late: a day's silence seals and forgets the note's episodes before the
     score job runs, and the facts are still judged against every episode remembered when they
     were written (spec: "every time facts are written, each new fact is judged against every
@@ -768,8 +940,9 @@ def test_a_notes_facts_are_judged_against_the_episodes_remembered_when_it_was_wr
     mem = small.memory("m")
     history: list = []
     req, _ = _until_asked(mem, small, clock, history)
-    reply = chat_reply(None, tool_calls=[note_call("n1", [("Dana owns w1_1.", "Dana", "w1_1",
-                                                           False)])])
+    reply = chat_reply(
+        None, tool_calls=[note_call("n1", [("Dana owns w1_1.", "Dana", "w1_1", False)])]
+    )
     mem.report(req, reply)
     history.append(reply["choices"][0]["message"])
     remembered = {n for n, s in _states(mem).items() if s != "forgotten"}
@@ -834,17 +1007,39 @@ def test_a_facts_block_stays_bounded_when_the_room_for_the_next_call_is_large(sm
                 over.append((t, mem.measure(req)))
             block = req["messages"][0]["content"] if req["messages"][0]["role"] == "system" else ""
             largest_block = max(largest_block, len(block))
-            made = [note_call(f"n{t}_{len(history)}", [
-                (f"Dana{t}x{k} met Lee about item {k}.", f"Dana{t}x{k}", f"item {k}", False)
-                for k in range(4)])] if _asks(req) else []
+            made = (
+                [
+                    note_call(
+                        f"n{t}_{len(history)}",
+                        [
+                            (
+                                f"Dana{t}x{k} met Lee about item {k}.",
+                                f"Dana{t}x{k}",
+                                f"item {k}",
+                                False,
+                            )
+                            for k in range(4)
+                        ],
+                    )
+                ]
+                if _asks(req)
+                else []
+            )
             if t % 5 == 0 and history[-1]["role"] == "user":
                 made.append(call(f"read_{t}", "read_file", '{"path": "big.txt"}'))
-            reply = chat_reply(f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)),
-                               tool_calls=made or None)
+            reply = chat_reply(
+                f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)), tool_calls=made or None
+            )
             result = mem.report(req, reply)
             history.append(reply["choices"][0]["message"])
-            history += [{"role": "tool", "tool_call_id": c["id"], "content": " ".join(
-                ["alpha beta gamma delta"] * 375) + f" t{t}"} for c in result.tool_calls]
+            history += [
+                {
+                    "role": "tool",
+                    "tool_call_id": c["id"],
+                    "content": " ".join(["alpha beta gamma delta"] * 375) + f" t{t}",
+                }
+                for c in result.tool_calls
+            ]
             small.drain()
             if not result.tool_calls:
                 break
@@ -875,8 +1070,15 @@ def test_a_facts_block_gives_way_when_only_the_current_turn_is_in_view(small, cl
         mem.report(req, reply)
         history.append(reply["choices"][0]["message"])
         small.drain()
-    long = [(f"Fact {t}.{j}: " + " ".join(f"d{t}x{j}x{i}" for i in range(20)) + ".", "Dana",
-             f"item {t}.{j}", False) for j in range(8)]
+    long = [
+        (
+            f"Fact {t}.{j}: " + " ".join(f"d{t}x{j}x{i}" for i in range(20)) + ".",
+            "Dana",
+            f"item {t}.{j}",
+            False,
+        )
+        for j in range(8)
+    ]
     reply = chat_reply(None, tool_calls=[note_call("nbig", long), call("c0")])
     mem.report(req, reply)
     history.append(reply["choices"][0]["message"])

@@ -29,9 +29,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fadeway
-from fadeway.judge import ScriptedJudge
-
 from conftest import Clock
+from fadeway.judge import ScriptedJudge
 from helpers import call, chat_reply
 
 ORDER = ["live", "leaving", "sealed", "forgotten"]
@@ -49,15 +48,19 @@ class Turn:
     with_call: bool  # whether a note call comes beside a call of the caller's (Responses)
 
 
-turns = st.lists(st.builds(
-    Turn,
-    words=st.integers(3, 120),
-    silence=st.sampled_from([30.0, 60.0, 600.0, 7200.0, 23 * 3600.0, 25 * 3600.0]),
-    tool_calls=st.integers(0, 2),
-    answers_ask=st.booleans(),
-    users=st.sampled_from([1, 1, 1, 2, 3]),
-    with_call=st.booleans(),
-), min_size=5, max_size=30)
+turns = st.lists(
+    st.builds(
+        Turn,
+        words=st.integers(3, 120),
+        silence=st.sampled_from([30.0, 60.0, 600.0, 7200.0, 23 * 3600.0, 25 * 3600.0]),
+        tool_calls=st.integers(0, 2),
+        answers_ask=st.booleans(),
+        users=st.sampled_from([1, 1, 1, 2, 3]),
+        with_call=st.booleans(),
+    ),
+    min_size=5,
+    max_size=30,
+)
 
 
 class FadeLog(logging.Handler):
@@ -76,8 +79,18 @@ class FadeLog(logging.Handler):
 
 
 def note_arguments(call_id: str) -> str:
-    return msgspec.json.encode({"notes": [{"note": f"Fact from {call_id}", "subject": "user",
-                                           "object": "project", "milestone": False}]}).decode()
+    return msgspec.json.encode(
+        {
+            "notes": [
+                {
+                    "note": f"Fact from {call_id}",
+                    "subject": "user",
+                    "object": "project",
+                    "milestone": False,
+                }
+            ]
+        }
+    ).decode()
 
 
 class Chat:
@@ -94,8 +107,9 @@ class Chat:
         return any(t.get("function", {}).get("name") == "note" for t in request.get("tools") or [])
 
     @staticmethod
-    def reply(t: int, step: int, text: bool, note: str | None, calls: list[str],
-              reasoning: bool) -> tuple[dict, list[dict]]:
+    def reply(
+        t: int, step: int, text: bool, note: str | None, calls: list[str], reasoning: bool
+    ) -> tuple[dict, list[dict]]:
         """The reply body and the items the caller keeps of it: a note call alone (`note`, its
         id), the caller's calls, or an answer."""
         if note:
@@ -153,8 +167,9 @@ class Responses:
         return any(t.get("name") == "note" for t in request.get("tools") or [])
 
     @staticmethod
-    def reply(t: int, step: int, text: bool, note: str | None, calls: list[str],
-              reasoning: bool) -> tuple[dict, list[dict]]:
+    def reply(
+        t: int, step: int, text: bool, note: str | None, calls: list[str], reasoning: bool
+    ) -> tuple[dict, list[dict]]:
         """The reply: a reasoning item if drawn, the note call (`note`, its id), the answer or
         the caller's calls (beside the note call when both are drawn)."""
         items: list[dict] = []
@@ -163,20 +178,42 @@ class Responses:
         if note:
             items.append(Responses._call(note, "note", note_arguments(f"note_{t}")))
         if text:
-            items.append({"type": "message", "id": f"msg_{t}_{step}", "role": "assistant",
-                          "status": "completed", "content": [{
-                              "type": "output_text", "annotations": [], "logprobs": [],
-                              "text": f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(20))}]})
+            items.append(
+                {
+                    "type": "message",
+                    "id": f"msg_{t}_{step}",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [
+                        {
+                            "type": "output_text",
+                            "annotations": [],
+                            "logprobs": [],
+                            "text": f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(20)),
+                        }
+                    ],
+                }
+            )
         items += [Responses._call(c, "lookup", "{}") for c in calls]
-        body = {"id": f"resp_{t}_{step}", "object": "response", "status": "completed",
-                "output": items,
-                "usage": {"input_tokens": 100, "output_tokens": 10, "total_tokens": 110}}
+        body = {
+            "id": f"resp_{t}_{step}",
+            "object": "response",
+            "status": "completed",
+            "output": items,
+            "usage": {"input_tokens": 100, "output_tokens": 10, "total_tokens": 110},
+        }
         return body, items
 
     @staticmethod
     def _call(call_id: str, name: str, arguments: str) -> dict:
-        return {"type": "function_call", "id": f"fc_{call_id}", "call_id": call_id,
-                "name": name, "arguments": arguments, "status": "completed"}
+        return {
+            "type": "function_call",
+            "id": f"fc_{call_id}",
+            "call_id": call_id,
+            "name": name,
+            "arguments": arguments,
+            "status": "completed",
+        }
 
     @staticmethod
     def output(call_id: str) -> dict:
@@ -245,9 +282,16 @@ def test_forgetting_keeps_its_promises_over_random_conversations(wire, script, r
     old_level = logger.level
     logger.setLevel(logging.INFO)
     with tempfile.TemporaryDirectory() as tmp:
-        engine = fadeway.open(Path(tmp) / "f.db", clock=clock, background=False,
-                              ceiling=CEILING, judge=ScriptedJudge(), episode_min_tokens=100,
-                              episode_max_tokens=400, cut_after_tokens=600)
+        engine = fadeway.open(
+            Path(tmp) / "f.db",
+            clock=clock,
+            background=False,
+            ceiling=CEILING,
+            judge=ScriptedJudge(),
+            episode_min_tokens=100,
+            episode_max_tokens=400,
+            cut_after_tokens=600,
+        )
         try:
             run(engine, engine.memory("m"), clock, log, script, wire, reused_ids)
         finally:
@@ -256,8 +300,15 @@ def test_forgetting_keeps_its_promises_over_random_conversations(wire, script, r
             logger.setLevel(old_level)
 
 
-def run(engine: fadeway.Engine, mem: fadeway.Memory, clock: Clock, log: FadeLog,
-        script: list[Turn], wire: type[Chat] | type[Responses], reused_ids: bool) -> None:
+def run(
+    engine: fadeway.Engine,
+    mem: fadeway.Memory,
+    clock: Clock,
+    log: FadeLog,
+    script: list[Turn],
+    wire: type[Chat] | type[Responses],
+    reused_ids: bool,
+) -> None:
     history: list[dict] = []
     states: dict[int, str] = {}
     traces: list = []
@@ -274,14 +325,21 @@ def run(engine: fadeway.Engine, mem: fadeway.Memory, clock: Clock, log: FadeLog,
             # One fade at a time: while an earlier fade's episodes are still leaving, nothing
             # starts leaving and nothing is forgotten.
             if {n for n, s in states.items() if s == "leaving"} & {
-                    n for n, s in after.items() if s == "leaving"}:
-                assert not [n for n, s in after.items() if s != states.get(n, "live")
-                            and s in ("leaving", "forgotten")]
+                n for n, s in after.items() if s == "leaving"
+            }:
+                assert not [
+                    n
+                    for n, s in after.items()
+                    if s != states.get(n, "live") and s in ("leaving", "forgotten")
+                ]
             states = after
             # A fade reaches its landing, or stops short only with nothing left to fade.
             for landing, projected in log.fades[fades_before:]:
                 assert projected <= landing or not {"live", "sealed"} & set(after.values()), (
-                    landing, projected, after)
+                    landing,
+                    projected,
+                    after,
+                )
             # With no fade in progress the view fits under the ceiling.
             if "leaving" not in after.values():
                 assert mem.measure(request) <= CEILING
@@ -294,11 +352,12 @@ def run(engine: fadeway.Engine, mem: fadeway.Memory, clock: Clock, log: FadeLog,
             wire.check_calls_answered(items)
             shown = theirs(items, wire)
             mine = history[turn_start:]
-            assert shown[len(shown) - len(mine):] == mine
+            assert shown[len(shown) - len(mine) :] == mine
             note = wire.asks(request) and turn.answers_ask and not noted
             calls = []
-            if calls_made < turn.tool_calls and (not note or (wire is Responses
-                                                             and turn.with_call)):
+            if calls_made < turn.tool_calls and (
+                not note or (wire is Responses and turn.with_call)
+            ):
                 calls = [f"call_{int(note)}" if reused_ids else f"call_{t}_{calls_made}"]
                 calls_made += 1
             text = not calls and (wire is Responses or not note)

@@ -13,23 +13,34 @@ import fadeway
 from fadeway.graph import Graph, normalise_name
 from fadeway.judge import FactText, OfflineJudge, ScriptedJudge
 from fadeway.model import EdgeRecord, EntityRecord, RetirementRecord
-
 from helpers import converse_with_notes
 
 # The spec's pricing-page facts, then a second note that restates two of them under other names,
 # moves the launch date, and adds an unrelated fact.
 FIRST = [
-    ("Pricing page copy v3 awaits legal review of its refund line.", "pricing page copy v3",
-     "refund line", False),
+    (
+        "Pricing page copy v3 awaits legal review of its refund line.",
+        "pricing page copy v3",
+        "refund line",
+        False,
+    ),
     ("The pricing page launches on 2026-03-14.", "pricing page", "launch date", False),
     ("Pricing page copy v3 was approved by the user.", "user", "pricing page copy v3", True),
 ]
 SECOND = [
-    ("The Pricing-Page Copy V3 was approved by the user.", "User", "the Pricing-Page Copy V3",
-     True),
+    (
+        "The Pricing-Page Copy V3 was approved by the user.",
+        "User",
+        "the Pricing-Page Copy V3",
+        True,
+    ),
     ("The pricing page launches on 2026-03-21.", "pricing page", "launch date", False),
-    ("Copy v3 of the pricing page awaits legal review of its refund line.",
-     "copy v3 of the pricing page", "refund line", False),
+    (
+        "Copy v3 of the pricing page awaits legal review of its refund line.",
+        "copy v3 of the pricing page",
+        "refund line",
+        False,
+    ),
     ("Dana owns the checkout migration.", "Dana", "checkout migration", False),
 ]
 
@@ -42,14 +53,24 @@ def test_resolution_merge_and_retirement_on_the_spec_example(small, clock):
     number = {t: n for n, t in text.items()}
 
     names = {e.name for e in export.entities}
-    assert names == {"pricing page copy v3", "refund line", "pricing page", "launch date", "user",
-                     "Dana", "checkout migration"}
+    assert names == {
+        "pricing page copy v3",
+        "refund line",
+        "pricing page",
+        "launch date",
+        "user",
+        "Dana",
+        "checkout migration",
+    }
     entity = {e.n: e.name for e in export.entities}
     aliases: dict[str, set[str]] = {}
     for a in export.aliases:
         aliases.setdefault(entity[a.entity], set()).add(a.name)
-    assert aliases["pricing page copy v3"] == {"pricing page copy v3", "the Pricing-Page Copy V3",
-                                               "copy v3 of the pricing page"}
+    assert aliases["pricing page copy v3"] == {
+        "pricing page copy v3",
+        "the Pricing-Page Copy V3",
+        "copy v3 of the pricing page",
+    }
     assert aliases["user"] == {"user", "User"}
 
     merged = {e.fact: e.merged_into for e in export.edges if e.merged_into is not None}
@@ -87,9 +108,12 @@ def test_the_graph_survives_export_and_import(small, clock, tmp_path):
 
 def _graph(edges, retired=()):
     entities = [EntityRecord(n=n, name=f"e{n}", at=0.0) for n in range(1, 5)]
-    return Graph(entities, [], [EdgeRecord(fact=f, subject=s, object=o, merged_into=m, at=0.0)
-                                for f, s, o, m in edges],
-                 [RetirementRecord(fact=f, by=b, at=0.0) for f, b in retired])
+    return Graph(
+        entities,
+        [],
+        [EdgeRecord(fact=f, subject=s, object=o, merged_into=m, at=0.0) for f, s, o, m in edges],
+        [RetirementRecord(fact=f, by=b, at=0.0) for f, b in retired],
+    )
 
 
 def test_roots_and_what_is_shown():
@@ -101,12 +125,15 @@ def test_roots_and_what_is_shown():
     assert sorted(graph.touching(2)) == [1]
 
 
-@pytest.mark.parametrize(("a", "b"), [
-    ("The Pricing-Page copy V3", "pricing page copy v3"),
-    ("  an  Apple ", "apple"),
-    ("Straße", "STRASSE"),
-    ("ＡＢＣ", "abc"),
-])
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("The Pricing-Page copy V3", "pricing page copy v3"),
+        ("  an  Apple ", "apple"),
+        ("Straße", "STRASSE"),
+        ("ＡＢＣ", "abc"),
+    ],
+)
 def test_names_that_share_a_normal_form(a, b):
     assert normalise_name(a) == normalise_name(b)
 
@@ -125,39 +152,76 @@ def F(text, subject, obj):
     return FactText(text, subject, obj)
 
 
-@pytest.mark.parametrize(("new", "held", "relation"), [
-    (F("The pricing page launches on 2026-03-21.", "pricing page", "launch date"),
-     F("The pricing page launches on 2026-03-14.", "pricing page", "launch date"), "contradicts"),
-    (F("The user approved pricing page copy v3.", "user", "pricing page copy v3"),
-     F("Pricing page copy v3 was approved by the user.", "user", "pricing page copy v3"), "same"),
-    (F("Checkout migration is no longer blocked on the tax rate table.", "checkout migration",
-       "tax rate table"),
-     F("Checkout migration is blocked on the tax rate table.", "checkout migration",
-       "tax rate table"), "contradicts"),
-    (F("Invoice INV-12 was sent on 2026-03-02.", "invoice INV-12", "2026-03-02"),
-     F("Invoice INV-12 totals 400 dollars.", "invoice INV-12", "400 dollars"), "unrelated"),
-    (F("Omar owns the checkout migration.", "Omar", "checkout migration"),
-     F("Dana owns the checkout migration.", "Dana", "checkout migration"), "unrelated"),
-    (F("Legal reviews every refund term.", "legal", "refund term"),
-     F("Dana owns the checkout migration.", "Dana", "checkout migration"), "unrelated"),
-])
+@pytest.mark.parametrize(
+    ("new", "held", "relation"),
+    [
+        (
+            F("The pricing page launches on 2026-03-21.", "pricing page", "launch date"),
+            F("The pricing page launches on 2026-03-14.", "pricing page", "launch date"),
+            "contradicts",
+        ),
+        (
+            F("The user approved pricing page copy v3.", "user", "pricing page copy v3"),
+            F("Pricing page copy v3 was approved by the user.", "user", "pricing page copy v3"),
+            "same",
+        ),
+        (
+            F(
+                "Checkout migration is no longer blocked on the tax rate table.",
+                "checkout migration",
+                "tax rate table",
+            ),
+            F(
+                "Checkout migration is blocked on the tax rate table.",
+                "checkout migration",
+                "tax rate table",
+            ),
+            "contradicts",
+        ),
+        (
+            F("Invoice INV-12 was sent on 2026-03-02.", "invoice INV-12", "2026-03-02"),
+            F("Invoice INV-12 totals 400 dollars.", "invoice INV-12", "400 dollars"),
+            "unrelated",
+        ),
+        (
+            F("Omar owns the checkout migration.", "Omar", "checkout migration"),
+            F("Dana owns the checkout migration.", "Dana", "checkout migration"),
+            "unrelated",
+        ),
+        (
+            F("Legal reviews every refund term.", "legal", "refund term"),
+            F("Dana owns the checkout migration.", "Dana", "checkout migration"),
+            "unrelated",
+        ),
+    ],
+)
 def test_offline_relations(new, held, relation):
     assert asyncio.run(OfflineJudge().relate([(new, held)])) == [relation]
 
 
 def test_offline_entity_confirmation():
-    pairs = [("copy v3 of the pricing page", "Pricing page copy v3"),
-             ("pricing page", "pricing page copy v3"), ("Refund lines", "refund line"),
-             ("copy v3", "copy v4"), ("", "")]
+    pairs = [
+        ("copy v3 of the pricing page", "Pricing page copy v3"),
+        ("pricing page", "pricing page copy v3"),
+        ("Refund lines", "refund line"),
+        ("copy v3", "copy v4"),
+        ("", ""),
+    ]
     assert asyncio.run(OfflineJudge().same_entity(pairs)) == [True, False, True, False, False]
 
 
 def test_a_judge_that_says_no_keeps_entities_and_facts_apart(tmp_path, clock):
-    judge = ScriptedJudge(relate=lambda new, held: "unrelated",
-                          same_entity=lambda a, b: False)
-    with fadeway.open(tmp_path / "n.db", clock=clock, background=False, ceiling=3_000,
-                      judge=judge, episode_min_tokens=100, episode_max_tokens=400,
-                      cut_after_tokens=600) as eng:
+    judge = ScriptedJudge(relate=lambda new, held: "unrelated", same_entity=lambda a, b: False)
+    with fadeway.open(
+        tmp_path / "n.db",
+        clock=clock,
+        background=False,
+        ceiling=3_000,
+        judge=judge,
+        episode_min_tokens=100,
+        episode_max_tokens=400,
+        cut_after_tokens=600,
+    ) as eng:
         mem = eng.memory("m")
         converse_with_notes(eng, mem, clock, [FIRST, SECOND])
         export = mem.export()
@@ -165,6 +229,8 @@ def test_a_judge_that_says_no_keeps_entities_and_facts_apart(tmp_path, clock):
     assert all(e.merged_into is None for e in export.edges)
     # Names with one normal form are one entity without asking; "copy v3 of the pricing page"
     # needed the judge's yes, and did not get it.
-    assert {e.name for e in export.entities} >= {"pricing page copy v3",
-                                                "copy v3 of the pricing page"}
+    assert {e.name for e in export.entities} >= {
+        "pricing page copy v3",
+        "copy v3 of the pricing page",
+    }
     assert any(kind == "same_entity" for kind, _ in judge.calls)

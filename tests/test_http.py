@@ -43,8 +43,9 @@ def make_endpoint(server):
 
 
 def post(endpoint: Endpoint, payload=None, deadline: float | None = None):
-    return asyncio.run(endpoint.post_json("chat/completions", payload or {"x": 1},
-                                          deadline=deadline))
+    return asyncio.run(
+        endpoint.post_json("chat/completions", payload or {"x": 1}, deadline=deadline)
+    )
 
 
 def gaps(server: OpenAIServer) -> list[float]:
@@ -193,6 +194,7 @@ def test_the_key_is_never_in_errors_logs_or_repr(server, make_endpoint, caplog):
         def reply(request: Recorded) -> Reply:
             auth = request.headers["authorization"]
             return Reply(status, {"error": {"message": f"Incorrect API key provided: {auth}"}})
+
         return reply
 
     server.script(echo(500), echo(401))
@@ -233,11 +235,17 @@ def test_a_closed_endpoint_refuses_calls(server, make_endpoint):
 
 
 def test_from_env_reads_url_model_and_key():
-    env = {"FADEWAY_JUDGE_BASE_URL": "http://127.0.0.1:9/v1/", "FADEWAY_JUDGE_MODEL": "m-1",
-           "FADEWAY_JUDGE_API_KEY": KEY}
+    env = {
+        "FADEWAY_JUDGE_BASE_URL": "http://127.0.0.1:9/v1/",
+        "FADEWAY_JUDGE_MODEL": "m-1",
+        "FADEWAY_JUDGE_API_KEY": KEY,
+    }
     endpoint = Endpoint.from_env("FADEWAY_JUDGE", environ=env, max_attempts=2)
     assert (endpoint.base_url, endpoint.model, endpoint.max_attempts) == (
-        "http://127.0.0.1:9/v1", "m-1", 2)
+        "http://127.0.0.1:9/v1",
+        "m-1",
+        2,
+    )
     assert KEY not in repr(endpoint)
     with pytest.raises(EndpointError, match="FADEWAY_JUDGE_BASE_URL is not set"):
         Endpoint.from_env("FADEWAY_JUDGE", environ={"FADEWAY_JUDGE_API_KEY": KEY})

@@ -13,13 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fadeway
+from conftest import Clock
+from fadeway.assembly import Assembly
+from fadeway.formats.canonical import plain
 from fadeway.history import History
 from fadeway.judge import ScriptedJudge
-from fadeway.assembly import Assembly
-
-from fadeway.formats.canonical import plain
-
-from conftest import Clock
 from helpers import call, chat_reply, note_call
 
 CEILING = 3_000
@@ -60,17 +58,30 @@ class LockProbe(ScriptedJudge):
 def conversation(turns: int) -> list[dict]:
     out = []
     for t in range(turns):
-        out.append({"role": "user", "content": f"Turn {t}: " + " ".join(
-            f"w{t}_{i}" for i in range(40))})
-        out.append({"role": "assistant", "content": f"Answer {t}: " + " ".join(
-            f"r{t}_{i}" for i in range(30))})
+        out.append(
+            {"role": "user", "content": f"Turn {t}: " + " ".join(f"w{t}_{i}" for i in range(40))}
+        )
+        out.append(
+            {
+                "role": "assistant",
+                "content": f"Answer {t}: " + " ".join(f"r{t}_{i}" for i in range(30)),
+            }
+        )
     out.append({"role": "user", "content": "And now?"})
     return out
 
 
 def open_engine(path: Path, clock, judge, ceiling: int = CEILING) -> fadeway.Engine:
-    return fadeway.open(path, clock=clock, background=False, ceiling=ceiling, judge=judge,
-                        episode_min_tokens=100, episode_max_tokens=400, cut_after_tokens=600)
+    return fadeway.open(
+        path,
+        clock=clock,
+        background=False,
+        ceiling=ceiling,
+        judge=judge,
+        episode_min_tokens=100,
+        episode_max_tokens=400,
+        cut_after_tokens=600,
+    )
 
 
 def episodes_of(engine: fadeway.Engine) -> list[tuple[int, int, str]]:
@@ -120,8 +131,12 @@ def test_a_plan_made_stale_by_another_writer_is_made_again(tmp_path, clock):
     others.memory("m").decorate({"model": "gpt-4.1", "messages": history[:-1]})  # no fade there
 
     def other_writes():
-        others.memory("m").decorate({"model": "gpt-4.1", "messages": [
-            {"role": "user", "content": "From the other process."}]})
+        others.memory("m").decorate(
+            {
+                "model": "gpt-4.1",
+                "messages": [{"role": "user", "content": "From the other process."}],
+            }
+        )
 
     judge = LockProbe(path, then=other_writes)
     cleared = []
@@ -149,7 +164,9 @@ def test_a_plan_made_stale_by_another_writer_is_made_again(tmp_path, clock):
     assert judge.lock_free == [True, True]
     assert len(stored) == len(history) + 1 and b"From the other process." in stored[-2]
     assert [m["content"] for m in request["messages"][-3:-1]] == [
-        "From the other process.", "And now?"]  # then the note ask
+        "From the other process.",
+        "And now?",
+    ]  # then the note ask
     # The episodes tile the history they cut, in order, and the fade ran on them.
     assert all(a[1] + 1 == b[0] for a, b in zip(episodes, episodes[1:], strict=False))
     assert episodes[0][0] == 0 and "leaving" in {s for _, _, s in episodes}
@@ -173,12 +190,24 @@ def test_rolling_the_mirror_back_is_as_if_it_was_never_extended(tmp_path, clock)
     with open_engine(tmp_path / "m.db", clock, ScriptedJudge(), ceiling=10_000_000) as engine:
         mem = engine.memory("m")
         mem.decorate({"messages": [{"role": "user", "content": "Look up LEG-412."}]})
-        mem.report({"messages": [{"role": "user", "content": "Look up LEG-412."}]},
-                   chat_reply(None, tool_calls=[call("call_1"), note_call("note_1", [
-                       ("LEG-412 is open", "LEG-412", "open", False)])]))
-        mem.decorate({"messages": [
-            {"role": "tool", "tool_call_id": "call_1", "content": "open"},
-            {"role": "user", "content": "Thanks."}]})
+        mem.report(
+            {"messages": [{"role": "user", "content": "Look up LEG-412."}]},
+            chat_reply(
+                None,
+                tool_calls=[
+                    call("call_1"),
+                    note_call("note_1", [("LEG-412 is open", "LEG-412", "open", False)]),
+                ],
+            ),
+        )
+        mem.decorate(
+            {
+                "messages": [
+                    {"role": "tool", "tool_call_id": "call_1", "content": "open"},
+                    {"role": "user", "content": "Thanks."},
+                ]
+            }
+        )
         rows = mem.messages()
     full = History()
     full.extend(rows)

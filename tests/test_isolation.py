@@ -19,8 +19,12 @@ def test_two_memories_in_one_file_never_see_each_other(engine):
 
     with pytest.raises(UnmatchedToolOutputError):
         b.decorate({"messages": [{"role": "tool", "tool_call_id": "shared-id", "content": "x"}]})
-    out_b = b.decorate({"model": "gpt-4.1", "messages": [{"role": "user", "content": "beta"},
-                                                         {"role": "user", "content": "gamma"}]})
+    out_b = b.decorate(
+        {
+            "model": "gpt-4.1",
+            "messages": [{"role": "user", "content": "beta"}, {"role": "user", "content": "gamma"}],
+        }
+    )
     assert [m["content"] for m in out_b["messages"]] == ["beta", "gamma"]
     assert [msgspec.json.decode(m.body)["content"] for m in b.messages()] == ["beta", "gamma"]
     assert len(a.messages()) == 2

@@ -74,8 +74,13 @@ class BadApply(JobHandler):
         return None
 
     def apply(self, engine, tx, job, prepared):
-        tx.append_traces([TraceRecord(n=1, episode=1, fact=None, kind="encoding", score=1.0,
-                                      counted=True, at=0.0)])
+        tx.append_traces(
+            [
+                TraceRecord(
+                    n=1, episode=1, fact=None, kind="encoding", score=1.0, counted=True, at=0.0
+                )
+            ]
+        )
         if self.FAILS[0] > 0:
             self.FAILS[0] -= 1
             raise KeyError("fact")
@@ -107,8 +112,7 @@ register_job("outage", Outage())
 
 @pytest.fixture
 def quiet_engine(tmp_path, clock):
-    eng = fadeway.open(tmp_path / "lane.db", clock=clock, background=False,
-                       lane_lease_seconds=5.0)
+    eng = fadeway.open(tmp_path / "lane.db", clock=clock, background=False, lane_lease_seconds=5.0)
     yield eng
     eng.close()
 
@@ -123,9 +127,14 @@ def test_jobs_run_in_order_once_each_with_several_workers(quiet_engine):
     APPLIED.clear()
     for mid in ("a", "b", "c"):
         _queue(quiet_engine, mid, "probe", 15)
-    workers = [threading.Thread(target=lambda i=i: [run_lane(quiet_engine, mid, f"w{i}")
-                                                    for mid in ("a", "b", "c", "b", "a")])
-               for i in range(4)]
+    workers = [
+        threading.Thread(
+            target=lambda i=i: [
+                run_lane(quiet_engine, mid, f"w{i}") for mid in ("a", "b", "c", "b", "a")
+            ]
+        )
+        for i in range(4)
+    ]
     for w in workers:
         w.start()
     for w in workers:
@@ -163,11 +172,13 @@ def test_a_failing_job_is_retried_then_given_up_and_the_lane_moves_on(quiet_engi
 
 
 def test_a_job_that_cannot_reach_its_service_waits_longer_each_time_and_keeps_the_order(
-        tmp_path, clock, caplog):
+    tmp_path, clock, caplog
+):
     APPLIED.clear()
     Outage.DOWN[0] = 3
-    with fadeway.open(tmp_path / "o.db", clock=clock, background=False,
-                      lane_retry_seconds=0.2) as eng:
+    with fadeway.open(
+        tmp_path / "o.db", clock=clock, background=False, lane_retry_seconds=0.2
+    ) as eng:
         _queue(eng, "m", "outage", 1)
         with eng.store.write("m") as tx:
             tx.enqueue("probe", b"{}", 0.0)
@@ -195,8 +206,9 @@ def test_failures_of_the_two_kinds_are_counted_apart(tmp_path, clock):
     """Attempts that could not reach the service do not use up the three tries that a failure
     of another kind gets, nor those the sixteen waits."""
     APPLIED.clear()
-    with fadeway.open(tmp_path / "k.db", clock=clock, background=False,
-                      lane_retry_seconds=0.0) as eng:
+    with fadeway.open(
+        tmp_path / "k.db", clock=clock, background=False, lane_retry_seconds=0.0
+    ) as eng:
         Flaky.ERRORS[:] = [ConnectionError("refused")] * 3 + [RuntimeError("unreadable")] * 2
         _queue(eng, "m", "flaky", 1)
         assert run_lane(eng, "m") == 1
@@ -216,8 +228,9 @@ def test_an_outage_longer_than_every_wait_gives_the_job_up(tmp_path, clock, monk
     monkeypatch.setattr(C, "JOB_MAX_TRANSIENT_ATTEMPTS", 4)
     APPLIED.clear()
     Outage.DOWN[0] = 100
-    with fadeway.open(tmp_path / "g.db", clock=clock, background=False,
-                      lane_retry_seconds=0.0) as eng:
+    with fadeway.open(
+        tmp_path / "g.db", clock=clock, background=False, lane_retry_seconds=0.0
+    ) as eng:
         _queue(eng, "m", "outage", 1)
         with eng.store.write("m") as tx:
             tx.enqueue("probe", b"{}", 0.0)
@@ -251,9 +264,21 @@ def test_a_job_whose_apply_raises_is_rolled_back_and_counts_an_attempt(quiet_eng
     BadApply.FAILS[0] = fails
     _queue(quiet_engine, "m", "bad-apply", 1)
     with quiet_engine.store.write("m") as tx:
-        tx.insert_episodes([EpisodeRecord(n=1, first_seq=0, last_seq=0, first_turn=1,
-                                          last_turn=1, start_at=0.0, end_at=0.0, tokens=5,
-                                          cut_at=0.0)])
+        tx.insert_episodes(
+            [
+                EpisodeRecord(
+                    n=1,
+                    first_seq=0,
+                    last_seq=0,
+                    first_turn=1,
+                    last_turn=1,
+                    start_at=0.0,
+                    end_at=0.0,
+                    tokens=5,
+                    cut_at=0.0,
+                )
+            ]
+        )
         tx.enqueue("probe", b"{}", 0.0)
     assert quiet_engine.drain() == (2 if fails < 3 else 1)
     jobs = _jobs(quiet_engine, "m")
@@ -283,8 +308,7 @@ def test_jobs_queued_before_retries_could_wait_still_run(tmp_path, clock):
     assert APPLIED == [("m", 1), ("m", 2)]
 
 
-def test_a_replay_sleeps_through_a_wait_instead_of_polling_the_lane(tmp_path, clock,
-                                                                      monkeypatch):
+def test_a_replay_sleeps_through_a_wait_instead_of_polling_the_lane(tmp_path, clock, monkeypatch):
     """Each look at a lane is a write transaction: waiting out an outage looks again when the
     job may run, not every poll."""
     import fadeway.replay as replay
@@ -293,45 +317,58 @@ def test_a_replay_sleeps_through_a_wait_instead_of_polling_the_lane(tmp_path, cl
     Outage.DOWN[0] = 1
     looks = []
     monkeypatch.setattr(replay, "run_lane", lambda *a: looks.append(a) or run_lane(*a))
-    with fadeway.open(tmp_path / "r.db", clock=clock, background=False,
-                      lane_retry_seconds=0.4) as eng:
+    with fadeway.open(
+        tmp_path / "r.db", clock=clock, background=False, lane_retry_seconds=0.4
+    ) as eng:
         _queue(eng, "m", "outage", 1)
         replay.run_lane_through(eng, "m")
         assert APPLIED == [("m", 1)]
     assert len(looks) <= 3  # the failure, at most one early look, the run
 
 
-@pytest.mark.parametrize(("error", "waits"), [
-    (ConnectionError("refused"), True),
-    (TimeoutError("slow"), True),
-    (OSError(101, "Network is unreachable"), True),
-    (EndpointError("failed on all 4 attempts; the last: connection refused", retryable=True),
-     True),
-    (EndpointError("failed on all 4 attempts; the last: HTTP 503", status=503, retryable=True),
-     True),
-    (EndpointTimeout("deadline", status=500), True),
-    (EndpointError("FADEWAY_JUDGE_BASE_URL is not set"), False),
-    (FileNotFoundError("model.bin"), False),
-    (PermissionError("key file"), False),
-    (JudgeTimeout("no answer by the deadline"), True),
-    (httpx.ConnectError("refused"), True),
-    (httpx.ReadTimeout("slow"), True),
-    (EndpointError("refused with HTTP 401: bad key", status=401), False),
-    (EndpointResponseError("malformed JSON", status=200), False),
-    (RuntimeError("a bug"), False),
-    (KeyError("fact"), False),
-    (ValueError("bad payload"), False),
-])
+@pytest.mark.parametrize(
+    ("error", "waits"),
+    [
+        (ConnectionError("refused"), True),
+        (TimeoutError("slow"), True),
+        (OSError(101, "Network is unreachable"), True),
+        (
+            EndpointError("failed on all 4 attempts; the last: connection refused", retryable=True),
+            True,
+        ),
+        (
+            EndpointError(
+                "failed on all 4 attempts; the last: HTTP 503", status=503, retryable=True
+            ),
+            True,
+        ),
+        (EndpointTimeout("deadline", status=500), True),
+        (EndpointError("FADEWAY_JUDGE_BASE_URL is not set"), False),
+        (FileNotFoundError("model.bin"), False),
+        (PermissionError("key file"), False),
+        (JudgeTimeout("no answer by the deadline"), True),
+        (httpx.ConnectError("refused"), True),
+        (httpx.ReadTimeout("slow"), True),
+        (EndpointError("refused with HTTP 401: bad key", status=401), False),
+        (EndpointResponseError("malformed JSON", status=200), False),
+        (RuntimeError("a bug"), False),
+        (KeyError("fact"), False),
+        (ValueError("bad payload"), False),
+    ],
+)
 def test_only_a_service_out_of_reach_is_waited_for(error, waits):
     assert transient(error) is waits
 
 
-@pytest.mark.parametrize(("setting", "message"), [
-    ({"lane_retry_seconds": -1.0}, "lane_retry_seconds must be zero or more"),
-    ({"lane_retry_seconds": float("nan")}, "lane_retry_seconds must be zero or more"),
-    ({"lane_lease_seconds": 0.0}, "lane_lease_seconds must be positive"),
-    ({"ceiling": 0}, "ceiling must be a positive number"),
-])
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ({"lane_retry_seconds": -1.0}, "lane_retry_seconds must be zero or more"),
+        ({"lane_retry_seconds": float("nan")}, "lane_retry_seconds must be zero or more"),
+        ({"lane_lease_seconds": 0.0}, "lane_lease_seconds must be positive"),
+        ({"ceiling": 0}, "ceiling must be a positive number"),
+    ],
+)
 def test_a_bad_lane_setting_is_refused_before_the_store_is_created(tmp_path, setting, message):
     with pytest.raises(ValueError, match=message):
         fadeway.open(tmp_path / "n.db", **setting)
@@ -359,11 +396,28 @@ def test_traces_messages_and_episode_bounds_cannot_be_edited_or_deleted(quiet_en
     with quiet_engine.store.write("m") as tx:
         from fadeway.model import EpisodeRecord, TraceRecord
 
-        tx.insert_episodes([EpisodeRecord(n=1, first_seq=0, last_seq=0, first_turn=1,
-                                          last_turn=1, start_at=0.0, end_at=0.0, tokens=5,
-                                          cut_at=0.0)])
-        tx.append_traces([TraceRecord(n=1, episode=1, fact=None, kind="encoding", score=1.0,
-                                      counted=True, at=0.0)])
+        tx.insert_episodes(
+            [
+                EpisodeRecord(
+                    n=1,
+                    first_seq=0,
+                    last_seq=0,
+                    first_turn=1,
+                    last_turn=1,
+                    start_at=0.0,
+                    end_at=0.0,
+                    tokens=5,
+                    cut_at=0.0,
+                )
+            ]
+        )
+        tx.append_traces(
+            [
+                TraceRecord(
+                    n=1, episode=1, fact=None, kind="encoding", score=1.0, counted=True, at=0.0
+                )
+            ]
+        )
     conn = sqlite3.connect(tmp_path / "lane.db")
     for sql, message in [
         ("UPDATE traces SET score = 2", "traces are never edited"),
@@ -380,5 +434,8 @@ def test_traces_messages_and_episode_bounds_cannot_be_edited_or_deleted(quiet_en
     conn.close()
     from fadeway.store import Transaction
 
-    assert not [name for name in dir(Transaction)
-                if "trace" in name and name.startswith(("update", "delete", "set"))]
+    assert not [
+        name
+        for name in dir(Transaction)
+        if "trace" in name and name.startswith(("update", "delete", "set"))
+    ]

@@ -22,13 +22,23 @@ from judge_answers import completion, everything
 from openai_server import OpenAIServer, Reply
 
 MODEL = "writer-model"
-TURNS = [LeavingMessage(12, "user", "Export the pricing table for finance."),
-         LeavingMessage(12, "assistant", "Dana took the checkout migration (FIN-77)."),
-         LeavingMessage(13, "tool", '{"id": "LEG-412", "status": "approved"}'),
-         LeavingMessage(13, "tool", "paid 131", tool="query_metrics"),
-         LeavingMessage(13, "Caroline", "I went to the support group.")]
-NOTE = {"notes": [{"note": "Dana owns the checkout migration FIN-77.", "subject": "Dana",
-                   "object": "FIN-77", "milestone": False}]}
+TURNS = [
+    LeavingMessage(12, "user", "Export the pricing table for finance."),
+    LeavingMessage(12, "assistant", "Dana took the checkout migration (FIN-77)."),
+    LeavingMessage(13, "tool", '{"id": "LEG-412", "status": "approved"}'),
+    LeavingMessage(13, "tool", "paid 131", tool="query_metrics"),
+    LeavingMessage(13, "Caroline", "I went to the support group."),
+]
+NOTE = {
+    "notes": [
+        {
+            "note": "Dana owns the checkout migration FIN-77.",
+            "subject": "Dana",
+            "object": "FIN-77",
+            "milestone": False,
+        }
+    ]
+}
 
 
 @pytest.fixture
@@ -45,8 +55,11 @@ def writer(server) -> Iterator[LLMNoteWriter]:
 
 
 def note_reply(arguments) -> Reply:
-    return Reply(body=completion(tool=("note", arguments if isinstance(arguments, str)
-                                       else json.dumps(arguments))))
+    return Reply(
+        body=completion(
+            tool=("note", arguments if isinstance(arguments, str) else json.dumps(arguments))
+        )
+    )
 
 
 def write(writer, ask="the ask", messages=TURNS):
@@ -59,7 +72,8 @@ def test_the_ask_and_the_note_tool_go_as_the_live_model_gets_them(server, writer
     with usage.collecting() as used:
         note = write(writer, ask)
     assert [(e.note, e.subject, e.object) for e in note.facts] == [
-        ("Dana owns the checkout migration FIN-77.", "Dana", "FIN-77")]
+        ("Dana owns the checkout migration FIN-77.", "Dana", "FIN-77")
+    ]
     body = server.requests[0].body
     assert body["model"] == MODEL
     assert body["messages"] == [
@@ -68,11 +82,13 @@ def test_the_ask_and_the_note_tool_go_as_the_live_model_gets_them(server, writer
         {"role": "assistant", "content": '[tool output] {"id": "LEG-412", "status": "approved"}'},
         {"role": "assistant", "content": "[query_metrics output] paid 131"},
         {"role": "user", "content": "Caroline: I went to the support group."},
-        {"role": "system", "content": ask}]
+        {"role": "system", "content": ask},
+    ]
     assert body["tools"] == [fadeway.notes.note_tool(fadeway.formats.Format.CHAT_COMPLETIONS)]
     assert body["tool_choice"] == {"type": "function", "function": {"name": "note"}}
     assert [(u.kind, u.model, u.tokens_in, u.tokens_out) for u in used] == [
-        ("note", MODEL, 120, 30)]
+        ("note", MODEL, 120, 30)
+    ]
 
 
 def test_a_malformed_note_is_asked_again_once(server, writer, caplog):
@@ -84,11 +100,16 @@ def test_a_malformed_note_is_asked_again_once(server, writer, caplog):
 
 
 def test_content_instead_of_the_note_call_is_not_a_note(server, writer):
-    server.script(Reply(body=completion(content=json.dumps(NOTE))),
-                  Reply(body=completion(content="Sure! Here are the facts.")))
-    with pytest.raises(NoteWriterError, match=r"no readable note call in 2 attempts \(the "
-                                              r"last: the answer holds no note call\); the ask "
-                                              "stays pending"):
+    server.script(
+        Reply(body=completion(content=json.dumps(NOTE))),
+        Reply(body=completion(content="Sure! Here are the facts.")),
+    )
+    with pytest.raises(
+        NoteWriterError,
+        match=r"no readable note call in 2 attempts \(the "
+        r"last: the answer holds no note call\); the ask "
+        "stays pending",
+    ):
         write(writer)
 
 
@@ -106,17 +127,27 @@ def test_an_endpoint_failure_is_raised(server, writer):
 
 
 def test_from_env_falls_back_to_the_judge_and_keeps_the_key_with_its_url():
-    judge_env = {"FADEWAY_JUDGE_BASE_URL": "http://127.0.0.1:9/v1",
-                 "FADEWAY_JUDGE_MODEL": "judge-m", "FADEWAY_JUDGE_API_KEY": "sk-judge"}
+    judge_env = {
+        "FADEWAY_JUDGE_BASE_URL": "http://127.0.0.1:9/v1",
+        "FADEWAY_JUDGE_MODEL": "judge-m",
+        "FADEWAY_JUDGE_API_KEY": "sk-judge",
+    }
     w = LLMNoteWriter.from_env(environ=judge_env)
     assert (w.endpoint.base_url, w.model, w.endpoint._api_key) == (
-        "http://127.0.0.1:9/v1", "judge-m", "sk-judge")
+        "http://127.0.0.1:9/v1",
+        "judge-m",
+        "sk-judge",
+    )
     w = LLMNoteWriter.from_env(environ={**judge_env, "FADEWAY_NOTE_WRITER_MODEL": "big"})
     assert (w.model, w.endpoint._api_key) == ("big", "sk-judge")
-    w = LLMNoteWriter.from_env(environ={**judge_env,
-                                        "FADEWAY_NOTE_WRITER_BASE_URL": "http://127.0.0.2/v1"})
+    w = LLMNoteWriter.from_env(
+        environ={**judge_env, "FADEWAY_NOTE_WRITER_BASE_URL": "http://127.0.0.2/v1"}
+    )
     assert (w.endpoint.base_url, w.model, w.endpoint._api_key) == (
-        "http://127.0.0.2/v1", "judge-m", None)  # the judge's key stays with the judge's URL
+        "http://127.0.0.2/v1",
+        "judge-m",
+        None,
+    )  # the judge's key stays with the judge's URL
     assert w.name == "llm:judge-m"
     with pytest.raises(EndpointError, match="FADEWAY_NOTE_WRITER_BASE_URL"):
         LLMNoteWriter.from_env(environ={})
@@ -126,16 +157,26 @@ def test_a_memory_takes_the_writers_note_as_a_models(server, tmp_path):
     server.script(*[everything] * 2000)
     clock = [1_700_000_000.0]
     writer = LLMNoteWriter(Endpoint(server.url), model=MODEL)
-    with fadeway.open(tmp_path / "m.db", ceiling=2_500, clock=lambda: clock[0],
-                      background=False, judge=LLMJudge(Endpoint(server.url), model="j"),
-                      episode_min_tokens=100, episode_max_tokens=600) as engine:
+    with fadeway.open(
+        tmp_path / "m.db",
+        ceiling=2_500,
+        clock=lambda: clock[0],
+        background=False,
+        judge=LLMJudge(Endpoint(server.url), model="j"),
+        episode_min_tokens=100,
+        episode_max_tokens=600,
+    ) as engine:
         mem = engine.memory("m")
         history: list = []
         took = False
         for t in range(12):
             clock[0] += 60
-            history.append({"role": "user", "content": f"Dana: Ticket T-{t} is about "
-                                                       f"topic {t}. " + "words " * 200})
+            history.append(
+                {
+                    "role": "user",
+                    "content": f"Dana: Ticket T-{t} is about topic {t}. " + "words " * 200,
+                }
+            )
             request = mem.decorate({"model": "gpt-4.1", "messages": history})
             reply = {"role": "assistant", "content": f"Noted topic {t}."}
             mem.report(request, {"choices": [{"index": 0, "message": reply}]})
@@ -157,20 +198,24 @@ LOCOMO = shared_data("locomo/locomo10.json")
 LOCOMO_SESSIONS = 99  # every session: the whole conversation
 
 
-@pytest.mark.skipif(LOCOMO is None, reason="LoCoMo (shared/data/locomo/locomo10.json) is not "
-                                           "available; it is never bundled")
+@pytest.mark.skipif(
+    LOCOMO is None,
+    reason="LoCoMo (shared/data/locomo/locomo10.json) is not available; it is never bundled",
+)
 def test_locomo_replay_with_the_llm_judge_and_note_writer(server, tmp_path):
     from fadeway.locomo import locomo_lines, read_locomo
     from fadeway.replay import replay_memory
 
     sample = read_locomo(LOCOMO)[0]
-    lines = [line for dia, line in locomo_lines(sample)
-             if int(dia.split(":")[0][1:]) <= LOCOMO_SESSIONS]
+    lines = [
+        line for dia, line in locomo_lines(sample) if int(dia.split(":")[0][1:]) <= LOCOMO_SESSIONS
+    ]
     server.script(*[everything] * 20_000)
     judge = LLMJudge(Endpoint(server.url), model="judge-m")
     writer = LLMNoteWriter(Endpoint(server.url), model="writer-m")
-    with fadeway.open(tmp_path / "locomo.db", ceiling=2_000, background=False,
-                      judge=judge, synchronous="NORMAL") as engine:
+    with fadeway.open(
+        tmp_path / "locomo.db", ceiling=2_000, background=False, judge=judge, synchronous="NORMAL"
+    ) as engine:
         done = replay_memory(engine, sample["sample_id"], lines, note_writer=writer)
         engine.drain()
         mem = engine.memory(sample["sample_id"])
@@ -185,6 +230,10 @@ def test_locomo_replay_with_the_llm_judge_and_note_writer(server, tmp_path):
     assert {"judge:boundaries", "judge:about", "judge:levels"} <= set(used)
     assert all(u.tokens_in > 0 for u in used.values())
     # Every request the server saw was a judgment or a note ask, all answered.
-    kinds = {r.body["tools"][0]["function"]["name"] if "tools" in r.body
-             else r.body["response_format"]["json_schema"]["name"] for r in server.requests}
+    kinds = {
+        r.body["tools"][0]["function"]["name"]
+        if "tools" in r.body
+        else r.body["response_format"]["json_schema"]["name"]
+        for r in server.requests
+    }
     assert "note" in kinds and "about" in kinds

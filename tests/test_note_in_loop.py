@@ -10,9 +10,8 @@ import pytest
 
 import fadeway
 import fadeway.note_writer
-from fadeway.errors import InvalidRequestError
-
 from conftest import open_small
+from fadeway.errors import InvalidRequestError
 from helpers import call, chat_reply, note_call
 
 FACT = [("Dana owns the checkout.", "Dana", "checkout", False)]
@@ -27,19 +26,42 @@ def _user(t: int, fmt: str = "chat") -> dict:
 
 
 def _asks(request: dict) -> bool:
-    return any("note" in (t.get("name"), (t.get("function") or {}).get("name"))
-               for t in request.get("tools") or [])
+    return any(
+        "note" in (t.get("name"), (t.get("function") or {}).get("name"))
+        for t in request.get("tools") or []
+    )
 
 
 def _reply(fmt: str, t: int, text: str | None, calls: list[tuple[str, str, str]]) -> dict:
     """A provider reply with `text` and calls (id, name, arguments), in `fmt`."""
     if fmt == "chat":
         return chat_reply(text, tool_calls=[call(i, n, a) for i, n, a in calls] or None)
-    output = [{"type": "message", "id": f"msg_{t}", "role": "assistant", "status": "completed",
-               "content": [{"type": "output_text", "annotations": [], "logprobs": [],
-                            "text": text}]}] if text else []
-    output += [{"type": "function_call", "id": f"fc_{i}", "call_id": i, "name": n,
-                "arguments": a, "status": "completed"} for i, n, a in calls]
+    output = (
+        [
+            {
+                "type": "message",
+                "id": f"msg_{t}",
+                "role": "assistant",
+                "status": "completed",
+                "content": [
+                    {"type": "output_text", "annotations": [], "logprobs": [], "text": text}
+                ],
+            }
+        ]
+        if text
+        else []
+    )
+    output += [
+        {
+            "type": "function_call",
+            "id": f"fc_{i}",
+            "call_id": i,
+            "name": n,
+            "arguments": a,
+            "status": "completed",
+        }
+        for i, n, a in calls
+    ]
     return {"id": f"resp_{t}", "object": "response", "status": "completed", "output": output}
 
 
@@ -97,8 +119,7 @@ def _calls_and_outputs(fmt: str, items: list[dict]) -> tuple[list[str], list[str
 @pytest.mark.parametrize("sends", ["whole history", "new messages"])
 @pytest.mark.parametrize("fmt", ["chat", "responses"])
 @pytest.mark.parametrize("with_call", [True, False], ids=["note beside a call", "note and text"])
-def test_a_loop_that_rebuilds_the_reply_from_report_goes_on(small, clock, fmt, sends,
-                                                            with_call):
+def test_a_loop_that_rebuilds_the_reply_from_report_goes_on(small, clock, fmt, sends, with_call):
     """The loop appends the reply's text and `result.tool_calls` (the note call left out) and
     the outputs of those calls: the memory takes it as the stored reply, stores nothing twice,
     and every call in the next requests has exactly one output."""
@@ -112,7 +133,8 @@ def test_a_loop_that_rebuilds_the_reply_from_report_goes_on(small, clock, fmt, s
     text = None if with_call else "Here is the answer."
     result = mem.report(req, _reply(fmt, t, text, calls))
     assert [c.get("call_id") or c["id"] for c in result.tool_calls] == (
-        ["call_x"] if with_call else [])
+        ["call_x"] if with_call else []
+    )
     stored = len(mem.messages())
     new = _rebuilt(fmt, t, text, result.tool_calls)
     new += [_output(fmt, "call_x", "x is 42")] if with_call else []
@@ -122,8 +144,9 @@ def test_a_loop_that_rebuilds_the_reply_from_report_goes_on(small, clock, fmt, s
         clock.advance(60)
         history.append(_user(turn, fmt))
         pending.append(history[-1])
-        req = mem.decorate({"model": "gpt-4.1",
-                            KEY[fmt]: history if sends == "whole history" else list(pending)})
+        req = mem.decorate(
+            {"model": "gpt-4.1", KEY[fmt]: history if sends == "whole history" else list(pending)}
+        )
         pending.clear()
         made, answered = _calls_and_outputs(fmt, req[KEY[fmt]])
         assert sorted(made) == sorted(answered) and len(set(made)) == len(made)
@@ -139,11 +162,23 @@ def _as_sdk_objects(fmt: str, reply: dict) -> list:
     """The reply's message (or output items) as the `openai` SDK's objects."""
     openai = pytest.importorskip("openai")
     if fmt == "chat":
-        return [openai.types.chat.ChatCompletion.model_validate(
-            {**reply, "created": 0, "model": "m"}).choices[0].message]
-    return list(openai.types.responses.Response.model_validate(
-        {**reply, "created_at": 0, "model": "m", "parallel_tool_calls": True, "tool_choice": "auto",
-         "tools": []}).output)
+        return [
+            openai.types.chat.ChatCompletion.model_validate({**reply, "created": 0, "model": "m"})
+            .choices[0]
+            .message
+        ]
+    return list(
+        openai.types.responses.Response.model_validate(
+            {
+                **reply,
+                "created_at": 0,
+                "model": "m",
+                "parallel_tool_calls": True,
+                "tool_choice": "auto",
+                "tools": [],
+            }
+        ).output
+    )
 
 
 @pytest.mark.parametrize("objects", ["dicts", "sdk objects"])
@@ -157,11 +192,15 @@ def test_a_loop_that_skips_report_and_answers_the_note_call_itself(small, clock,
     pending: list = []
     _, t = _until_ask(mem, clock, fmt, history, pending)
     note = note_call("note_1", FACT)["function"]
-    reply = _reply(fmt, t, None, [("note_1", "note", note["arguments"]),
-                                  ("call_x", "lookup", "{}")])
+    reply = _reply(
+        fmt, t, None, [("note_1", "note", note["arguments"]), ("call_x", "lookup", "{}")]
+    )
     sent = _sent_reply(fmt, reply) if objects == "dicts" else _as_sdk_objects(fmt, reply)
-    history += [*sent, _output(fmt, "note_1", "error: unknown tool note"),
-                _output(fmt, "call_x", "x is 42")]
+    history += [
+        *sent,
+        _output(fmt, "note_1", "error: unknown tool note"),
+        _output(fmt, "call_x", "x is 42"),
+    ]
     for turn in (t + 1, t + 2):
         req = mem.decorate({"model": "gpt-4.1", KEY[fmt]: history})
         made, answered = _calls_and_outputs(fmt, req[KEY[fmt]])
@@ -182,9 +221,21 @@ def test_a_tool_of_the_callers_named_note_is_refused_before_anything_is_stored(s
     else:
         tool = {"type": "function", "name": "note", "parameters": {}}
     with pytest.raises(InvalidRequestError, match=r"tools\[1\] is named 'note'"):
-        mem.decorate({"model": "gpt-4.1", KEY[fmt]: [_user(0, fmt)],
-                      "tools": [{"type": "function", "name": "lookup", "parameters": {},
-                                 "function": {"name": "lookup", "parameters": {}}}, tool]})
+        mem.decorate(
+            {
+                "model": "gpt-4.1",
+                KEY[fmt]: [_user(0, fmt)],
+                "tools": [
+                    {
+                        "type": "function",
+                        "name": "lookup",
+                        "parameters": {},
+                        "function": {"name": "lookup", "parameters": {}},
+                    },
+                    tool,
+                ],
+            }
+        )
     assert mem.messages() == []
 
 
@@ -238,7 +289,8 @@ class _Failing(fadeway.note_writer.NoteWriter):
 
 @pytest.mark.parametrize("writer", ["offline", "flaky"])
 def test_an_engine_with_a_note_writer_answers_asks_in_the_lane_and_never_asks_the_model(
-        tmp_path, clock, writer):
+    tmp_path, clock, writer
+):
     """`fadeway.open(note_writer=...)`: the requests carry no note ask and no note tool; the
     lane's note job answers the ask (again at the next call while the writer fails), and the
     call after the note seals the episodes, their facts marked as the writer's."""
@@ -327,8 +379,9 @@ def test_a_responses_delta_loop_with_reasoning_items_goes_on_past_a_seal(small, 
 
     def reply(t, calls, text=None):
         out = _reply("responses", t, text, calls)
-        out["output"].insert(0, {"type": "reasoning", "id": f"rs_{t}", "summary": [],
-                                 "encrypted_content": "e"})
+        out["output"].insert(
+            0, {"type": "reasoning", "id": f"rs_{t}", "summary": [], "encrypted_content": "e"}
+        )
         return out
 
     pending: list = []
@@ -342,8 +395,10 @@ def test_a_responses_delta_loop_with_reasoning_items_goes_on_past_a_seal(small, 
             calls.insert(0, (f"note_{t}", "note", note))
         first = reply(t, calls)
         result = mem.report(req, first)
-        pending = [*first["output"], *(_output("responses", c["call_id"], "42")
-                                       for c in result.tool_calls)]
+        pending = [
+            *first["output"],
+            *(_output("responses", c["call_id"], "42") for c in result.tool_calls),
+        ]
         req = mem.decorate({"model": "o4-mini", "input": pending})
         made, answered = _calls_and_outputs("responses", req["input"])
         assert sorted(made) == sorted(answered)
@@ -394,25 +449,34 @@ def test_a_provider_that_reuses_call_ids_every_turn_goes_on(small, clock, fmt, s
         history.append(_user(t, fmt))
         pending.append(history[-1])
         for _ in range(3):  # the rounds of the turn: calls, then text
-            req = mem.decorate({"model": "gpt-4.1",
-                                KEY[fmt]: history if sends == "whole history" else list(pending)})
+            req = mem.decorate(
+                {
+                    "model": "gpt-4.1",
+                    KEY[fmt]: history if sends == "whole history" else list(pending),
+                }
+            )
             pending.clear()
             assert _paired_by_position(fmt, req[KEY[fmt]]), f"turn {t}"
             calls = []
             if _asks(req):
-                note = note_call("x", [(f"Dana met Lee on day {t}.", "Dana", f"day {t}",
-                                        False)])
+                note = note_call("x", [(f"Dana met Lee on day {t}.", "Dana", f"day {t}", False)])
                 calls.append(("call_0", "note", note["function"]["arguments"]))
                 notes_given += 1
             if t % 2 == 0 and not any(b'"lookup"' in m.body for m in mem.messages()[-3:]):
                 calls.append((f"call_{len(calls)}", "lookup", json.dumps({"q": t})))
                 lookups += 1
-            reply = _reply(fmt, t, None if calls else f"answer {t} " + " ".join(
-                f"r{t}_{i}" for i in range(30)), calls)
+            reply = _reply(
+                fmt,
+                t,
+                None if calls else f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)),
+                calls,
+            )
             result = mem.report(req, reply)
             new = _sent_reply(fmt, reply)
-            new += [_output(fmt, c["call_id"] if fmt == "responses" else c["id"], f"result {t}")
-                    for c in result.tool_calls]
+            new += [
+                _output(fmt, c["call_id"] if fmt == "responses" else c["id"], f"result {t}")
+                for c in result.tool_calls
+            ]
             history.extend(new)
             pending.extend(new)
             if not calls:
@@ -425,8 +489,9 @@ def test_a_provider_that_reuses_call_ids_every_turn_goes_on(small, clock, fmt, s
 
 
 @pytest.mark.parametrize("fmt", ["chat", "responses"])
-def test_a_reply_that_gives_two_calls_one_id_is_refused_before_anything_is_stored(small, clock,
-                                                                                  fmt):
+def test_a_reply_that_gives_two_calls_one_id_is_refused_before_anything_is_stored(
+    small, clock, fmt
+):
     """Ids may repeat across replies, not within one: two outputs for one id could not be told
     apart (a note's and a lookup's, or two notes'), so the reply is refused rather than one of
     them lost."""

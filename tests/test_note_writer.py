@@ -12,8 +12,12 @@ from fadeway.note_writer import LeavingMessage, OfflineNoteWriter
 
 TURNS = [
     LeavingMessage(12, "user", "Export the pricing table so finance can check the annual prices."),
-    LeavingMessage(12, "assistant", "Dana took the checkout migration; she wants the tax rate "
-                                    "table before she starts. Ticket FIN-77 is open."),
+    LeavingMessage(
+        12,
+        "assistant",
+        "Dana took the checkout migration; she wants the tax rate "
+        "table before she starts. Ticket FIN-77 is open.",
+    ),
     LeavingMessage(13, "user", "We agreed to launch the pricing page on 2026-03-14 at 09:00."),
     LeavingMessage(13, "tool", '{"id": "LEG-412", "status": "approved", "reviewer": "Legal"}'),
     LeavingMessage(14, "user", "ok thanks"),
@@ -29,8 +33,11 @@ def test_facts_are_sentences_of_the_turns_with_their_entities_verbatim():
     texts = " ".join(m.text for m in TURNS)
     assert note.notes, "nothing was extracted"
     for entry in note.notes:
-        sentence = entry.note.split(": ", 1)[-1] if entry.note.startswith(("user:", "tool:")) \
+        sentence = (
+            entry.note.split(": ", 1)[-1]
+            if entry.note.startswith(("user:", "tool:"))
             else entry.note
+        )
         if entry.note == "LEG-412: status approved, reviewer Legal.":
             continue  # the tool's JSON record, read as a sentence (its values verbatim)
         assert sentence in texts
@@ -46,12 +53,16 @@ def test_facts_are_sentences_of_the_turns_with_their_entities_verbatim():
 
 
 def test_markdown_lines_and_json_records_read_as_sentences():
-    answer = ("Launch recap:\n- **Signups: 412** on launch day, against 158.\n"
-              "- Lucía Fernández accepted, starts **18 May**.\n"
-              'write_doc {"title": "Q2 OKRs", "content": "O1 Ship checkout v2 by June.\\n'
-              'O2 Keep 95% of the 1,846 Team seats.\\nO3 Hire one SRE by May."}')
-    records = '[{"id": "OPS-312", "status": "in_progress", "due": "2026-04-17"}, ' \
-              '{"id": "OPS-314", "status": "open", "owner": "Jonas", "nested": {"x": 1}}]'
+    answer = (
+        "Launch recap:\n- **Signups: 412** on launch day, against 158.\n"
+        "- Lucía Fernández accepted, starts **18 May**.\n"
+        'write_doc {"title": "Q2 OKRs", "content": "O1 Ship checkout v2 by June.\\n'
+        'O2 Keep 95% of the 1,846 Team seats.\\nO3 Hire one SRE by May."}'
+    )
+    records = (
+        '[{"id": "OPS-312", "status": "in_progress", "due": "2026-04-17"}, '
+        '{"id": "OPS-314", "status": "open", "owner": "Jonas", "nested": {"x": 1}}]'
+    )
     note = write([LeavingMessage(3, "assistant", answer), LeavingMessage(3, "tool", records)])
     texts = [e.note for e in note.notes]
     assert "Signups: 412 on launch day, against 158." in texts  # bullet and emphasis gone
@@ -69,8 +80,15 @@ def test_nothing_worth_keeping_is_one_empty_entry():
 
 
 def test_a_speaker_prefix_becomes_the_subject():
-    note = write([LeavingMessage(3, "user", "Caroline: I went to the LGBTQ support group on "
-                                             "7 May 2023 and it was so powerful.")])
+    note = write(
+        [
+            LeavingMessage(
+                3,
+                "user",
+                "Caroline: I went to the LGBTQ support group on 7 May 2023 and it was so powerful.",
+            )
+        ]
+    )
     assert note.notes[0].subject == "Caroline"
     assert note.notes[0].note.startswith("Caroline: ")
 
@@ -103,9 +121,16 @@ def test_replay_goes_on_when_the_note_writer_fails_and_the_ask_stays(tmp_path, c
 
     sample = resources.files("fadeway") / "samples" / "quickstart.jsonl"
     lines = list(read_replay(str(sample)))
-    with fadeway.open(tmp_path / "r.db", background=False, ceiling=400,
-                      episode_min_tokens=50, episode_max_tokens=200) as engine, \
-            caplog.at_level("WARNING", logger="fadeway"):
+    with (
+        fadeway.open(
+            tmp_path / "r.db",
+            background=False,
+            ceiling=400,
+            episode_min_tokens=50,
+            episode_max_tokens=200,
+        ) as engine,
+        caplog.at_level("WARNING", logger="fadeway"),
+    ):
         mem = engine.memory(lines[0].memory_id)
         replay(mem, lines, note_writer=_RefusingWriter())
         engine.drain()
@@ -116,14 +141,21 @@ def test_replay_goes_on_when_the_note_writer_fails_and_the_ask_stays(tmp_path, c
 
 
 def test_a_capitalised_first_word_is_a_name_only_when_the_turns_say_so():
-    note = write([
-        LeavingMessage(5, "user", "Caroline: Yeah, I went to the adoption council meeting with "
-                                  "Mel last Friday."),
-        LeavingMessage(5, "assistant", "Melanie: Glad it went well, I know Mel was nervous."),
-        LeavingMessage(6, "user", "Caroline: Mel said the agency called on 3 June."),
-        LeavingMessage(6, "assistant", "Melanie: Last Friday was the pottery class at Clay Works."),
-        LeavingMessage(7, "user", "Caroline: Biking sounds like a great way to spend the day."),
-    ])
+    note = write(
+        [
+            LeavingMessage(
+                5,
+                "user",
+                "Caroline: Yeah, I went to the adoption council meeting with Mel last Friday.",
+            ),
+            LeavingMessage(5, "assistant", "Melanie: Glad it went well, I know Mel was nervous."),
+            LeavingMessage(6, "user", "Caroline: Mel said the agency called on 3 June."),
+            LeavingMessage(
+                6, "assistant", "Melanie: Last Friday was the pottery class at Clay Works."
+            ),
+            LeavingMessage(7, "user", "Caroline: Biking sounds like a great way to spend the day."),
+        ]
+    )
     by_text = {e.note: e for e in note.notes}
     subjects = {e.subject for e in note.notes}
     # Openers that name nothing are never subjects; the speaker stands in for them.
@@ -139,11 +171,13 @@ def test_a_capitalised_first_word_is_a_name_only_when_the_turns_say_so():
 
 
 def test_a_name_spoken_to_is_not_the_object_and_first_person_sentences_stay():
-    note = write([
-        LeavingMessage(2, "assistant", "Melanie: Wow, Caroline, that sounds awesome!"),
-        LeavingMessage(2, "user", "Caroline: I finally finished my first abstract painting."),
-        LeavingMessage(3, "user", "Caroline: Thanks Melanie, that means a lot to me."),
-    ])
+    note = write(
+        [
+            LeavingMessage(2, "assistant", "Melanie: Wow, Caroline, that sounds awesome!"),
+            LeavingMessage(2, "user", "Caroline: I finally finished my first abstract painting."),
+            LeavingMessage(3, "user", "Caroline: Thanks Melanie, that means a lot to me."),
+        ]
+    )
     assert all(e.object not in {"Caroline", "Melanie"} for e in note.notes)
     painting = next(e for e in note.notes if "abstract painting" in e.note)
     assert painting.subject == "Caroline" and painting.object == "first abstract painting"
@@ -154,15 +188,23 @@ def test_a_name_spoken_to_is_not_the_object_and_first_person_sentences_stay():
 
 AGENT = [
     LeavingMessage(4, "user", "Where do the launch numbers stand, and who owns OPS-312?"),
-    LeavingMessage(4, "tool", '{"signups": 412, "paid": 131, "annual_pct": 42.7}',
-                   tool="query_metrics"),
-    LeavingMessage(4, "tool", '[{"id": "evt_7Qm2", "title": "Eng standup", '
-                              '"start": "2026-04-08T09:30:00+01:00"}]', tool="calendar_events"),
-    LeavingMessage(4, "assistant",
-                   "Paid: 131 (114 Team, 17 Business), against an average of 41.\n"
-                   "The longest delay was 39 minutes, from 13:52 to 14:33 UTC.\n"
-                   "Sent to Jonas and Ben: accept Datadog at $19,200 a year.\n"
-                   "It peaked at 388Mi against the 512Mi limit on Friday."),
+    LeavingMessage(
+        4, "tool", '{"signups": 412, "paid": 131, "annual_pct": 42.7}', tool="query_metrics"
+    ),
+    LeavingMessage(
+        4,
+        "tool",
+        '[{"id": "evt_7Qm2", "title": "Eng standup", "start": "2026-04-08T09:30:00+01:00"}]',
+        tool="calendar_events",
+    ),
+    LeavingMessage(
+        4,
+        "assistant",
+        "Paid: 131 (114 Team, 17 Business), against an average of 41.\n"
+        "The longest delay was 39 minutes, from 13:52 to 14:33 UTC.\n"
+        "Sent to Jonas and Ben: accept Datadog at $19,200 a year.\n"
+        "It peaked at 388Mi against the 512Mi limit on Friday.",
+    ),
     LeavingMessage(5, "assistant", "Yes: I booked the refund of INV-20958 with Priya."),
     LeavingMessage(5, "user", "I moved the Q2 budget review to 16 April at 10:00."),
     LeavingMessage(6, "assistant", "The Q2 headcount plan marks REQ-031 as filled."),
@@ -183,20 +225,26 @@ def test_a_wire_role_is_the_subject_only_when_the_sentence_names_nothing_else():
     # A quantity is no subject, nor a day: this sentence names nothing else, so it stays the
     # assistant's, written so.
     peak = by_object["388Mi"]
-    assert (peak.subject, peak.note) == ("assistant", "assistant: It peaked at 388Mi against "
-                                                      "the 512Mi limit on Friday.")
+    assert (peak.subject, peak.note) == (
+        "assistant",
+        "assistant: It peaked at 388Mi against the 512Mi limit on Friday.",
+    )
     # A tool's record without a naming field is about the tool; one with an id, about the id
     # (kept whole, as its timestamp is).
     metrics = next(e for e in note.notes if "412" in e.note)
-    assert (metrics.subject, metrics.note) == ("query_metrics",
-                                               "query_metrics: signups 412, paid 131, "
-                                               "annual pct 42.7.")
+    assert (metrics.subject, metrics.note) == (
+        "query_metrics",
+        "query_metrics: signups 412, paid 131, annual pct 42.7.",
+    )
     standup = next(e for e in note.notes if "Eng standup" in e.note)
     assert standup.subject == "evt_7Qm2"
     # "Yes:" opens one of the assistant's two messages: no speaker's name, and no label.
     refund = next(e for e in note.notes if "INV-20958" in e.note)
     assert (refund.subject, refund.object, refund.note) == (
-        "INV-20958", "Priya", "Yes: I booked the refund of INV-20958 with Priya.")
+        "INV-20958",
+        "Priya",
+        "Yes: I booked the refund of INV-20958 with Priya.",
+    )
     # What the user says of themselves is about the user, written so in the note.
     review = next(e for e in note.notes if "budget review" in e.note)
     assert review.subject == "user" and review.note.startswith("user: I moved")
@@ -207,13 +255,21 @@ def test_a_wire_role_is_the_subject_only_when_the_sentence_names_nothing_else():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["user", "assistant", "tool", "Caroline"]),
-                          st.text(st.characters(codec="utf-8"), max_size=160)
-                          | st.sampled_from([t.text for t in AGENT + TURNS])),
-                max_size=6))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["user", "assistant", "tool", "Caroline"]),
+            st.text(st.characters(codec="utf-8"), max_size=160)
+            | st.sampled_from([t.text for t in AGENT + TURNS]),
+        ),
+        max_size=6,
+    )
+)
 def test_every_subject_and_object_is_written_in_its_note_and_apart(said):
-    messages = [LeavingMessage(i, role, text, tool="lookup" if role == "tool" else "")
-                for i, (role, text) in enumerate(said)]
+    messages = [
+        LeavingMessage(i, role, text, tool="lookup" if role == "tool" else "")
+        for i, (role, text) in enumerate(said)
+    ]
     for entry in write(messages).notes:
         assert entry.subject in entry.note and entry.object in entry.note
         assert entry.object not in entry.subject or not entry.note  # "": nothing kept
@@ -227,23 +283,66 @@ def test_leaving_messages_name_the_tool_each_output_answers():
     CHAT, RESPONSES = Format.CHAT_COMPLETIONS, Format.RESPONSES
 
     def record(seq, role, body, answers=None):
-        return MessageRecord(seq=seq, turn=1, at=0.0, role=role, kind="message",
-                             side="assistant", source="request", tokens=1, digest=b"",
-                             answers=answers, body=json.dumps(body).encode())
+        return MessageRecord(
+            seq=seq,
+            turn=1,
+            at=0.0,
+            role=role,
+            kind="message",
+            side="assistant",
+            source="request",
+            tokens=1,
+            digest=b"",
+            answers=answers,
+            body=json.dumps(body).encode(),
+        )
 
-    chat = [record(0, "assistant", {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "c1", "type": "function",
-                 "function": {"name": "read_doc", "arguments": "{}"}},
-                {"id": "c2", "type": "function",
-                 "function": {"name": "query_metrics", "arguments": "{}"}}]}),
-            record(1, "tool", {"role": "tool", "tool_call_id": "c2", "content": "paid 131"}, "c2"),
-            record(2, "tool", {"role": "tool", "tool_call_id": "c9", "content": "gone"}, "c9")]
-    responses = [record(0, "assistant", {"type": "function_call", "call_id": "r1",
-                                         "name": "calendar_events", "arguments": "{}"}),
-                 record(1, "tool", {"type": "function_call_output", "call_id": "r1",
-                                    "output": "Eng standup"}, "r1")]
+    chat = [
+        record(
+            0,
+            "assistant",
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "read_doc", "arguments": "{}"},
+                    },
+                    {
+                        "id": "c2",
+                        "type": "function",
+                        "function": {"name": "query_metrics", "arguments": "{}"},
+                    },
+                ],
+            },
+        ),
+        record(1, "tool", {"role": "tool", "tool_call_id": "c2", "content": "paid 131"}, "c2"),
+        record(2, "tool", {"role": "tool", "tool_call_id": "c9", "content": "gone"}, "c9"),
+    ]
+    responses = [
+        record(
+            0,
+            "assistant",
+            {
+                "type": "function_call",
+                "call_id": "r1",
+                "name": "calendar_events",
+                "arguments": "{}",
+            },
+        ),
+        record(
+            1,
+            "tool",
+            {"type": "function_call_output", "call_id": "r1", "output": "Eng standup"},
+            "r1",
+        ),
+    ]
     assert [(m.role, m.tool, m.text) for m in leaving_messages(chat, CHAT)[1:]] == [
-        ("tool", "query_metrics", "paid 131"), ("tool", "", "gone")]  # its call left earlier
+        ("tool", "query_metrics", "paid 131"),
+        ("tool", "", "gone"),
+    ]  # its call left earlier
     assert leaving_messages(responses, RESPONSES)[1].tool == "calendar_events"
     assert leaving_messages(chat, CHAT)[0].tool == ""
 
@@ -251,12 +350,14 @@ def test_leaving_messages_name_the_tool_each_output_answers():
 def test_each_speaker_of_a_group_chat_is_the_subject_of_what_they_say_of_themselves():
     """Several names open one role's messages (a group chat mapped to "user"): each is a
     speaker, also for a message's later sentences, which carry no prefix of their own."""
-    note = write([
-        LeavingMessage(1, "user", "Alice: The offsite moved to Lisbon. I booked it for June."),
-        LeavingMessage(1, "user", "Bob: The flights are with TAP. I paid the 400 EUR deposit."),
-        LeavingMessage(2, "user", "Alice: I will send the agenda to Priya."),
-        LeavingMessage(2, "user", "Bob: I asked Dana about the hotel in Alfama."),
-    ])
+    note = write(
+        [
+            LeavingMessage(1, "user", "Alice: The offsite moved to Lisbon. I booked it for June."),
+            LeavingMessage(1, "user", "Bob: The flights are with TAP. I paid the 400 EUR deposit."),
+            LeavingMessage(2, "user", "Alice: I will send the agenda to Priya."),
+            LeavingMessage(2, "user", "Bob: I asked Dana about the hotel in Alfama."),
+        ]
+    )
     by_text = {e.note: e for e in note.notes}
     assert by_text["Alice: I booked it for June."].subject == "Alice"
     assert by_text["Bob: I paid the 400 EUR deposit."].subject == "Bob"

@@ -28,24 +28,35 @@ from fadeway.notes import (
     parse_note_arguments,
     without_note_calls,
 )
-
 from helpers import OPENAPI_RELATIVE, Schemas, call, chat_reply, shared_data
 
 CHAT, RESPONSES = Format.CHAT_COMPLETIONS, Format.RESPONSES
-GOOD = {"notes": [
-    {"note": "Pricing page copy v3 was approved by the user.", "subject": "user",
-     "object": "pricing page copy v3", "milestone": True},
-    {"note": "The pricing page launches on 2026-03-14.", "subject": "pricing page",
-     "object": "launch date", "milestone": False},
-]}
+GOOD = {
+    "notes": [
+        {
+            "note": "Pricing page copy v3 was approved by the user.",
+            "subject": "user",
+            "object": "pricing page copy v3",
+            "milestone": True,
+        },
+        {
+            "note": "The pricing page launches on 2026-03-14.",
+            "subject": "pricing page",
+            "object": "launch date",
+            "milestone": False,
+        },
+    ]
+}
 
 
 @pytest.fixture(scope="module")
 def schemas() -> Schemas:
     path = shared_data(str(OPENAPI_RELATIVE))
     if path is None:
-        pytest.skip("the OpenAI OpenAPI document is absent: set FADEWAY_SHARED_DATA to the "
-                    "shared/data directory holding openai-openapi/openapi.json")
+        pytest.skip(
+            "the OpenAI OpenAPI document is absent: set FADEWAY_SHARED_DATA to the "
+            "shared/data directory holding openai-openapi/openapi.json"
+        )
     return Schemas(json.loads(path.read_text(encoding="utf-8")))
 
 
@@ -56,33 +67,46 @@ def test_chat_tool_validates(schemas: Schemas) -> None:
     tool = note_tool(CHAT)
     assert tool["function"]["name"] == NOTE_TOOL_NAME == "note"
     schemas.check("ChatCompletionTool", tool)
-    schemas.check("CreateChatCompletionRequest", {
-        "model": "gpt-4.1",
-        "messages": [
-            {"role": "user", "content": "hi"},
-            {"role": "assistant", "content": None,
-             "tool_calls": [call("call_1", "note", json.dumps(GOOD))]},
-            note_output(CHAT, "call_1", True),
-            note_output(CHAT, "call_2", False),
-        ],
-        "tools": [{"type": "function", "function": {"name": "lookup"}}, tool],
-    })
+    schemas.check(
+        "CreateChatCompletionRequest",
+        {
+            "model": "gpt-4.1",
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [call("call_1", "note", json.dumps(GOOD))],
+                },
+                note_output(CHAT, "call_1", True),
+                note_output(CHAT, "call_2", False),
+            ],
+            "tools": [{"type": "function", "function": {"name": "lookup"}}, tool],
+        },
+    )
 
 
 def test_responses_tool_validates(schemas: Schemas) -> None:
     tool = note_tool(RESPONSES)
     assert tool["name"] == "note" and tool["strict"] is True
     schemas.check("FunctionTool", tool)
-    schemas.check("CreateResponse", {
-        "model": "gpt-4.1",
-        "input": [
-            {"role": "user", "content": "hi"},
-            {"type": "function_call", "call_id": "call_1", "name": "note",
-             "arguments": json.dumps(GOOD)},
-            note_output(RESPONSES, "call_1", True),
-        ],
-        "tools": [tool],
-    })
+    schemas.check(
+        "CreateResponse",
+        {
+            "model": "gpt-4.1",
+            "input": [
+                {"role": "user", "content": "hi"},
+                {
+                    "type": "function_call",
+                    "call_id": "call_1",
+                    "name": "note",
+                    "arguments": json.dumps(GOOD),
+                },
+                note_output(RESPONSES, "call_1", True),
+            ],
+            "tools": [tool],
+        },
+    )
 
 
 def test_the_validator_is_not_vacuous(schemas: Schemas) -> None:
@@ -113,18 +137,26 @@ def test_parameters_are_a_strict_mode_json_schema() -> None:
 
 def test_parse_a_good_note() -> None:
     note = parse_note_arguments(json.dumps(GOOD))
-    assert note == Note([
-        NoteEntry("Pricing page copy v3 was approved by the user.", "user",
-                  "pricing page copy v3", True),
-        NoteEntry("The pricing page launches on 2026-03-14.", "pricing page", "launch date",
-                  False),
-    ])
+    assert note == Note(
+        [
+            NoteEntry(
+                "Pricing page copy v3 was approved by the user.",
+                "user",
+                "pricing page copy v3",
+                True,
+            ),
+            NoteEntry(
+                "The pricing page launches on 2026-03-14.", "pricing page", "launch date", False
+            ),
+        ]
+    )
     assert note.facts == note.notes
 
 
 def test_an_empty_note_is_valid_and_holds_no_facts() -> None:
-    note = parse_note_arguments('{"notes": [{"note": "", "subject": "", "object": "", '
-                                '"milestone": false}]}')
+    note = parse_note_arguments(
+        '{"notes": [{"note": "", "subject": "", "object": "", "milestone": false}]}'
+    )
     assert note is not None and len(note.notes) == 1 and note.facts == []
     assert parse_note_arguments('{"notes": []}') == Note([])
 
@@ -145,7 +177,15 @@ def _entry(**changes: Any) -> dict[str, Any]:
 
 
 MALFORMED = [
-    "", " ", "null", "[]", "{}", "notes", "{\"notes\": ", "{'notes': []}", '"{\\"notes\\": []}"',
+    "",
+    " ",
+    "null",
+    "[]",
+    "{}",
+    "notes",
+    '{"notes": ',
+    "{'notes': []}",
+    '"{\\"notes\\": []}"',
     json.dumps({"notes": None}),
     json.dumps({"notes": {}}),
     json.dumps({"notes": [None]}),
@@ -170,8 +210,9 @@ MALFORMED = [
 
 
 @pytest.mark.parametrize("arguments", MALFORMED)
-def test_malformed_arguments_give_none_and_a_log_line(arguments: str,
-                                                      caplog: pytest.LogCaptureFixture) -> None:
+def test_malformed_arguments_give_none_and_a_log_line(
+    arguments: str, caplog: pytest.LogCaptureFixture
+) -> None:
     with caplog.at_level(logging.WARNING, logger="fadeway.notes"):
         assert parse_note_arguments(arguments) is None
     assert [r.name for r in caplog.records] == ["fadeway.notes"]
@@ -195,12 +236,18 @@ def test_arbitrary_bytes_never_raise(data: bytes) -> None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
-                                                                 max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
     max_leaves=8,
 )
-field_values = st.one_of(st.text(max_size=5), st.booleans(), st.none(), st.integers(),
-                         st.lists(st.text(max_size=2), max_size=1))
+field_values = st.one_of(
+    st.text(max_size=5),
+    st.booleans(),
+    st.none(),
+    st.integers(),
+    st.lists(st.text(max_size=2), max_size=1),
+)
 
 
 @st.composite
@@ -211,8 +258,12 @@ def near_notes(draw: st.DrawFn) -> Any:
     entries = []
     for _ in range(draw(st.integers(0, 3))):
         entry = {}
-        for key, good in (("note", st.text(max_size=5)), ("subject", st.text(max_size=5)),
-                          ("object", st.text(max_size=5)), ("milestone", st.booleans())):
+        for key, good in (
+            ("note", st.text(max_size=5)),
+            ("subject", st.text(max_size=5)),
+            ("object", st.text(max_size=5)),
+            ("milestone", st.booleans()),
+        ):
             choice = draw(st.integers(0, 5))
             if choice == 0:
                 continue
@@ -228,8 +279,7 @@ def test_parsing_agrees_with_the_tool_schema(document: Any) -> None:
     valid = Draft202012Validator(NOTE_PARAMETERS).is_valid(document)
     if valid:
         facts = [e for e in document["notes"] if e["note"].strip()]
-        named = [e for e in facts
-                 if any(c.isalnum() for c in e["subject"] + e["object"])]
+        named = [e for e in facts if any(c.isalnum() for c in e["subject"] + e["object"])]
         valid = not facts or bool(named)
     assert (parse_note_arguments(json.dumps(document)) is not None) == valid
 
@@ -255,28 +305,65 @@ def test_chat_note_calls_are_found_in_a_history() -> None:
         {"role": "assistant", "content": None, "tool_calls": [call("a1", "note", "{}")]},
         {"role": "tool", "tool_call_id": "a1", "content": NOTED},
         {"role": "assistant", "content": "ok", "tool_calls": None},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "a2", "type": "function", "function": {"name": "note", "arguments": GOOD}},
-            {"type": "function", "function": {"name": "note", "arguments": "{}"}},  # no id
-        ]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "a2", "type": "function", "function": {"name": "note", "arguments": GOOD}},
+                {"type": "function", "function": {"name": "note", "arguments": "{}"}},  # no id
+            ],
+        },
     ]
-    assert find_note_calls(CHAT, history) == [("a1", "{}"), ("a2", json.dumps(GOOD,
-                                                                            separators=(",", ":")))]
+    assert find_note_calls(CHAT, history) == [
+        ("a1", "{}"),
+        ("a2", json.dumps(GOOD, separators=(",", ":"))),
+    ]
 
 
 def test_responses_note_calls_are_found_and_removed() -> None:
-    note = {"type": "function_call", "id": "fc_1", "call_id": "call_n", "name": "note",
-            "arguments": json.dumps(GOOD), "status": "completed"}
-    lookup = {"type": "function_call", "id": "fc_2", "call_id": "call_l", "name": "lookup",
-              "arguments": "{}", "status": "completed"}
-    spaced = {"type": "function_call", "id": "fc_3", "call_id": "call_s", "name": "note",
-              "namespace": "crm", "arguments": "{}", "status": "completed"}
-    response = {"id": "resp_1", "object": "response", "status": "completed", "output": [
-        {"type": "reasoning", "id": "rs_1", "summary": []},
-        note, lookup, spaced,
-        {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
-         "content": [{"type": "output_text", "text": "Working on it.", "annotations": []}]},
-    ]}
+    note = {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_n",
+        "name": "note",
+        "arguments": json.dumps(GOOD),
+        "status": "completed",
+    }
+    lookup = {
+        "type": "function_call",
+        "id": "fc_2",
+        "call_id": "call_l",
+        "name": "lookup",
+        "arguments": "{}",
+        "status": "completed",
+    }
+    spaced = {
+        "type": "function_call",
+        "id": "fc_3",
+        "call_id": "call_s",
+        "name": "note",
+        "namespace": "crm",
+        "arguments": "{}",
+        "status": "completed",
+    }
+    response = {
+        "id": "resp_1",
+        "object": "response",
+        "status": "completed",
+        "output": [
+            {"type": "reasoning", "id": "rs_1", "summary": []},
+            note,
+            lookup,
+            spaced,
+            {
+                "type": "message",
+                "id": "msg_1",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": "Working on it.", "annotations": []}],
+            },
+        ],
+    }
     reply = parse_response(RESPONSES, response)
     assert find_note_calls(RESPONSES, reply.items) == [("call_n", json.dumps(GOOD))]
     assert without_note_calls(RESPONSES, reply.tool_calls) == [lookup, spaced]
@@ -285,10 +372,16 @@ def test_responses_note_calls_are_found_and_removed() -> None:
 
 
 def test_note_outputs() -> None:
-    assert note_output(CHAT, "call_1", True) == {"role": "tool", "tool_call_id": "call_1",
-                                                 "content": NOTED}
+    assert note_output(CHAT, "call_1", True) == {
+        "role": "tool",
+        "tool_call_id": "call_1",
+        "content": NOTED,
+    }
     assert note_output(RESPONSES, "call_1", False) == {
-        "type": "function_call_output", "call_id": "call_1", "output": NOTE_NOT_READ}
+        "type": "function_call_output",
+        "call_id": "call_1",
+        "output": NOTE_NOT_READ,
+    }
     assert NOTED == "Noted."
     assert "could not be read" in NOTE_NOT_READ and "again" in NOTE_NOT_READ
 
@@ -296,22 +389,45 @@ def test_note_outputs() -> None:
 def test_a_note_entry_needs_an_entity_to_be_a_fact(caplog):
     """A blank side takes the other side's entity; an entry that names none (blank, or
     punctuation only) is left out with a log line, so no nameless entity joins such facts."""
-    note = parse_note_arguments(json.dumps({"notes": [
-        {"note": "Dana resigned.", "subject": "Dana", "object": "", "milestone": True},
-        {"note": "It rained.", "subject": " ", "object": "...", "milestone": False},
-        {"note": "Q2 ends.", "subject": "", "object": "Q2", "milestone": False},
-        {"note": "", "subject": "A", "object": "B", "milestone": False},
-        {"note": "Ben owns tax.", "subject": "Ben", "object": "tax table", "milestone": False},
-    ]}))
+    note = parse_note_arguments(
+        json.dumps(
+            {
+                "notes": [
+                    {"note": "Dana resigned.", "subject": "Dana", "object": "", "milestone": True},
+                    {"note": "It rained.", "subject": " ", "object": "...", "milestone": False},
+                    {"note": "Q2 ends.", "subject": "", "object": "Q2", "milestone": False},
+                    {"note": "", "subject": "A", "object": "B", "milestone": False},
+                    {
+                        "note": "Ben owns tax.",
+                        "subject": "Ben",
+                        "object": "tax table",
+                        "milestone": False,
+                    },
+                ]
+            }
+        )
+    )
     with caplog.at_level("WARNING", logger="fadeway.notes"):
         facts = note.facts
     assert [(f.note, f.subject, f.object, f.milestone) for f in facts] == [
-        ("Dana resigned.", "Dana", "Dana", True), ("Q2 ends.", "Q2", "Q2", False),
-        ("Ben owns tax.", "Ben", "tax table", False)]
+        ("Dana resigned.", "Dana", "Dana", True),
+        ("Q2 ends.", "Q2", "Q2", False),
+        ("Ben owns tax.", "Ben", "tax table", False),
+    ]
     assert "1 note entries name no entity" in caplog.text and "It rained." in caplog.text
     # A note whose every fact names no entity keeps nothing: it is not read, the ask stands.
-    assert parse_note_arguments(json.dumps({"notes": [
-        {"note": "It rained.", "subject": "", "object": "-", "milestone": False}]})) is None
-    assert parse_note_arguments('{"notes": [{"note": "", "subject": "", "object": "", '
-                                '"milestone": false}]}') == Note(
-        [NoteEntry("", "", "", False)])  # nothing to keep, said as such: a note
+    assert (
+        parse_note_arguments(
+            json.dumps(
+                {
+                    "notes": [
+                        {"note": "It rained.", "subject": "", "object": "-", "milestone": False}
+                    ]
+                }
+            )
+        )
+        is None
+    )
+    assert parse_note_arguments(
+        '{"notes": [{"note": "", "subject": "", "object": "", "milestone": false}]}'
+    ) == Note([NoteEntry("", "", "", False)])  # nothing to keep, said as such: a note

@@ -25,14 +25,25 @@ from streaming import chat_chunks, response_events, sse
 CREATED = 1_700_000_000
 WEATHER_TOOL_CHAT = {
     "type": "function",
-    "function": {"name": "get_weather", "description": "Current weather in a city",
-                 "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                                "required": ["city"]}},
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather in a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
 }
 WEATHER_TOOL_RESPONSES = {
-    "type": "function", "name": "get_weather", "description": "Current weather in a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                   "required": ["city"]},
+    "type": "function",
+    "name": "get_weather",
+    "description": "Current weather in a city",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
     "strict": False,
 }
 WEATHER_ARGS = json.dumps({"city": "Paris"})
@@ -46,20 +57,32 @@ Reply = Callable[[dict[str, Any], int], dict[str, Any]]
 
 # -- realistic bodies -----------------------------------------------------------------------------
 
-def chat_completion(message: dict[str, Any], prompt_tokens: int, *,
-                    finish_reason: str = "stop") -> dict[str, Any]:
+
+def chat_completion(
+    message: dict[str, Any], prompt_tokens: int, *, finish_reason: str = "stop"
+) -> dict[str, Any]:
     return {
-        "id": "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG", "object": "chat.completion",
-        "created": CREATED, "model": "gpt-4.1-2025-04-14",
-        "choices": [{"index": 0, "message": message, "logprobs": None,
-                     "finish_reason": finish_reason}],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 12,
-                  "total_tokens": prompt_tokens + 12,
-                  "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
-                  "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0,
-                                                "accepted_prediction_tokens": 0,
-                                                "rejected_prediction_tokens": 0}},
-        "service_tier": "default", "system_fingerprint": "fp_b376dfbbd5",
+        "id": "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG",
+        "object": "chat.completion",
+        "created": CREATED,
+        "model": "gpt-4.1-2025-04-14",
+        "choices": [
+            {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": 12,
+            "total_tokens": prompt_tokens + 12,
+            "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+            "completion_tokens_details": {
+                "reasoning_tokens": 0,
+                "audio_tokens": 0,
+                "accepted_prediction_tokens": 0,
+                "rejected_prediction_tokens": 0,
+            },
+        },
+        "service_tier": "default",
+        "system_fingerprint": "fp_b376dfbbd5",
     }
 
 
@@ -68,45 +91,84 @@ def chat_text(text: str) -> dict[str, Any]:
 
 
 def chat_tool_call(call_id: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": None, "refusal": None, "annotations": [],
-            "tool_calls": [{"id": call_id, "type": "function",
-                            "function": {"name": "get_weather", "arguments": WEATHER_ARGS}}]}
-
-
-def response_object(output: list[dict[str, Any]], input_tokens: int,
-                    request: dict[str, Any]) -> dict[str, Any]:
     return {
-        "id": "resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b", "object": "response",
-        "created_at": CREATED, "status": "completed", "background": False, "error": None,
-        "incomplete_details": None, "instructions": request.get("instructions"),
-        "max_output_tokens": None, "model": "gpt-4.1-2025-04-14", "output": output,
-        "parallel_tool_calls": True, "previous_response_id": None,
-        "reasoning": {"effort": None, "summary": None}, "store": True, "temperature": 1.0,
-        "text": {"format": {"type": "text"}}, "tool_choice": "auto",
-        "tools": request.get("tools", []), "top_p": 1.0, "truncation": "disabled",
-        "usage": {"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": 0},
-                  "output_tokens": 18, "output_tokens_details": {"reasoning_tokens": 0},
-                  "total_tokens": input_tokens + 18},
-        "user": None, "metadata": {},
+        "role": "assistant",
+        "content": None,
+        "refusal": None,
+        "annotations": [],
+        "tool_calls": [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": WEATHER_ARGS},
+            }
+        ],
+    }
+
+
+def response_object(
+    output: list[dict[str, Any]], input_tokens: int, request: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "id": "resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b",
+        "object": "response",
+        "created_at": CREATED,
+        "status": "completed",
+        "background": False,
+        "error": None,
+        "incomplete_details": None,
+        "instructions": request.get("instructions"),
+        "max_output_tokens": None,
+        "model": "gpt-4.1-2025-04-14",
+        "output": output,
+        "parallel_tool_calls": True,
+        "previous_response_id": None,
+        "reasoning": {"effort": None, "summary": None},
+        "store": True,
+        "temperature": 1.0,
+        "text": {"format": {"type": "text"}},
+        "tool_choice": "auto",
+        "tools": request.get("tools", []),
+        "top_p": 1.0,
+        "truncation": "disabled",
+        "usage": {
+            "input_tokens": input_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 18,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": input_tokens + 18,
+        },
+        "user": None,
+        "metadata": {},
     }
 
 
 def output_message(text: str) -> dict[str, Any]:
-    return {"type": "message", "id": "msg_67ccd2bf17f0819081ff3bb2cf6508e6", "status": "completed",
-            "role": "assistant",
-            "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]}
+    return {
+        "type": "message",
+        "id": "msg_67ccd2bf17f0819081ff3bb2cf6508e6",
+        "status": "completed",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}],
+    }
 
 
 def output_function_call(call_id: str) -> list[dict[str, Any]]:
     return [
         {"type": "reasoning", "id": "rs_67ccd2bf0f5c81908a2ad0f1ea5b8c61", "summary": []},
-        {"type": "function_call", "id": "fc_67ccd2bfc04c8190a4ba0aaa1d6e3ebe",
-         "call_id": call_id, "name": "get_weather", "arguments": WEATHER_ARGS,
-         "status": "completed"},
+        {
+            "type": "function_call",
+            "id": "fc_67ccd2bfc04c8190a4ba0aaa1d6e3ebe",
+            "call_id": call_id,
+            "name": "get_weather",
+            "arguments": WEATHER_ARGS,
+            "status": "completed",
+        },
     ]
 
 
 # -- the imitation server -------------------------------------------------------------------------
+
 
 class FakeOpenAI(ThreadingHTTPServer):
     """Answers each POST with the next queued reply; records (path, body) of every request.
@@ -145,18 +207,27 @@ class _Handler(BaseHTTPRequestHandler):
             if reply is not None:
                 self.server.sent.append(reply)
         if reply is None:
-            self._send(404, {"error": {"message": f"no reply queued for {self.path}",
-                                       "type": "invalid_request_error"}})
+            self._send(
+                404,
+                {
+                    "error": {
+                        "message": f"no reply queued for {self.path}",
+                        "type": "invalid_request_error",
+                    }
+                },
+            )
         elif body.get("stream"):
-            self._stream(reply, chat=self.path.endswith("/chat/completions"),
-                         usage=bool((body.get("stream_options") or {}).get("include_usage")))
+            self._stream(
+                reply,
+                chat=self.path.endswith("/chat/completions"),
+                usage=bool((body.get("stream_options") or {}).get("include_usage")),
+            )
         else:
             self._send(200, reply)
 
     def _stream(self, reply: dict[str, Any], *, chat: bool, usage: bool) -> None:
         """The reply as the API streams it: server-sent events, the connection then closed."""
-        events = (chat_chunks(reply, include_usage=usage) if chat
-                  else response_events(reply))
+        events = chat_chunks(reply, include_usage=usage) if chat else response_events(reply)
         data = sse(events, done=chat)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -180,8 +251,9 @@ class _Handler(BaseHTTPRequestHandler):
 def server() -> Iterator[FakeOpenAI]:
     srv = FakeOpenAI()
     # A short poll interval: shutdown() waits up to one interval for the loop to notice.
-    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05},
-                              name="fake-openai", daemon=True)
+    thread = threading.Thread(
+        target=srv.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-openai", daemon=True
+    )
     thread.start()
     try:
         yield srv
@@ -231,9 +303,14 @@ CHAT_PATH = "/v1/chat/completions"
 def test_chat_reply_is_stored_and_a_close_count_kept(server, client, engine) -> None:
     mem = engine.memory("chat-text")
     server.replies[CHAT_PATH].append(lambda body, n: chat_completion(chat_text("Bonjour !"), n))
-    request = {"model": "gpt-4.1", "temperature": 0.2,
-               "messages": [{"role": "system", "content": "You are terse."},
-                            {"role": "user", "content": "Say hello in French."}]}
+    request = {
+        "model": "gpt-4.1",
+        "temperature": 0.2,
+        "messages": [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "Say hello in French."},
+        ],
+    }
     decorated = mem.decorate(request)
     server.prompt_tokens = round(CLOSE_FACTOR * _estimate(mem))
     completion = client.chat.completions.create(**decorated)
@@ -242,8 +319,9 @@ def test_chat_reply_is_stored_and_a_close_count_kept(server, client, engine) -> 
     _assert_received(server, CHAT_PATH, decorated)
     assert result == fadeway.ReportResult(tool_calls=[], note_taken=False, call_again=False)
     assert _stored(mem) == [request["messages"][1], server.sent[-1]["choices"][0]["message"]]
-    assert _stored(mem)[-1] == completion.choices[0].message.model_dump(mode="json",
-                                                                         exclude_unset=True)
+    assert _stored(mem)[-1] == completion.choices[0].message.model_dump(
+        mode="json", exclude_unset=True
+    )
     record = mem.export().requests[-1]
     assert record.provider_tokens == completion.usage.prompt_tokens == server.prompt_tokens
     assert record.ratio_kept is True
@@ -256,8 +334,10 @@ def test_chat_tool_loop_stores_nothing_twice(server, client, engine) -> None:
         lambda body, n: chat_completion(chat_tool_call("call_w1"), n, finish_reason="tool_calls"),
         lambda body, n: chat_completion(chat_text("18 °C and sunny in Paris."), n),
     ]
-    messages: list[Any] = [{"role": "developer", "content": "Use the tools."},
-                           {"role": "user", "content": "Weather in Paris?"}]
+    messages: list[Any] = [
+        {"role": "developer", "content": "Use the tools."},
+        {"role": "user", "content": "Weather in Paris?"},
+    ]
     request = {"model": "gpt-4.1", "messages": messages, "tools": [WEATHER_TOOL_CHAT]}
 
     decorated = mem.decorate(request)
@@ -268,8 +348,11 @@ def test_chat_tool_loop_stores_nothing_twice(server, client, engine) -> None:
     assert result.note_taken is False and result.call_again is False
 
     # The caller's loop: the SDK's message object itself, then the tool's output.
-    messages = [*decorated["messages"], first.choices[0].message,
-                {"role": "tool", "tool_call_id": result.tool_calls[0]["id"], "content": "18 °C"}]
+    messages = [
+        *decorated["messages"],
+        first.choices[0].message,
+        {"role": "tool", "tool_call_id": result.tool_calls[0]["id"], "content": "18 °C"},
+    ]
     decorated = mem.decorate({**request, "messages": messages})
     second = client.chat.completions.create(**decorated)
     result = mem.report(decorated, second)
@@ -287,8 +370,9 @@ def test_chat_tool_loop_stores_nothing_twice(server, client, engine) -> None:
 def test_chat_absurd_count_is_recorded_not_kept(server, client, engine) -> None:
     mem = engine.memory("chat-absurd")
     server.replies[CHAT_PATH].append(lambda body, n: chat_completion(chat_text("Hi."), n))
-    decorated = mem.decorate({"model": "gpt-4o-mini",
-                              "messages": [{"role": "user", "content": "Hello there!"}]})
+    decorated = mem.decorate(
+        {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hello there!"}]}
+    )
     server.prompt_tokens = ABSURD_FACTOR * _estimate(mem)
     mem.report(decorated, client.chat.completions.create(**decorated))
     record = mem.export().requests[-1]
@@ -306,9 +390,14 @@ RESPONSES_PATH = "/v1/responses"
 def test_responses_reply_is_stored_and_a_close_count_kept(server, client, engine) -> None:
     mem = engine.memory("responses-text")
     server.replies[RESPONSES_PATH].append(
-        lambda body, n: response_object([output_message("Bonjour !")], n, body))
-    request = {"model": "gpt-4.1", "instructions": "You are terse.",
-               "input": "Say hello in French.", "store": False}
+        lambda body, n: response_object([output_message("Bonjour !")], n, body)
+    )
+    request = {
+        "model": "gpt-4.1",
+        "instructions": "You are terse.",
+        "input": "Say hello in French.",
+        "store": False,
+    }
     decorated = mem.decorate(request)
     server.prompt_tokens = round(CLOSE_FACTOR * _estimate(mem))
     response = client.responses.create(**decorated)
@@ -331,9 +420,12 @@ def test_responses_function_call_loop_stores_nothing_twice(server, client, engin
         lambda body, n: response_object(output_function_call("call_w1"), n, body),
         lambda body, n: response_object([output_message("18 °C and sunny.")], n, body),
     ]
-    request = {"model": "gpt-4.1", "instructions": "Use the tools.",
-               "input": [{"role": "user", "content": "Weather in Paris?"}],
-               "tools": [WEATHER_TOOL_RESPONSES]}
+    request = {
+        "model": "gpt-4.1",
+        "instructions": "Use the tools.",
+        "input": [{"role": "user", "content": "Weather in Paris?"}],
+        "tools": [WEATHER_TOOL_RESPONSES],
+    }
 
     decorated = mem.decorate(request)
     server.prompt_tokens = ABSURD_FACTOR * _estimate(mem)
@@ -347,8 +439,11 @@ def test_responses_function_call_loop_stores_nothing_twice(server, client, engin
     assert record.provider_tokens == server.prompt_tokens and record.ratio_kept is False
 
     # The caller's loop: the SDK's output items themselves, then the function's output.
-    items = [*decorated["input"], *first.output,
-             {"type": "function_call_output", "call_id": "call_w1", "output": "18 °C"}]
+    items = [
+        *decorated["input"],
+        *first.output,
+        {"type": "function_call_output", "call_id": "call_w1", "output": "18 °C"},
+    ]
     decorated = mem.decorate({**request, "input": items})
     server.prompt_tokens = round(CLOSE_FACTOR * _estimate(mem))
     second = client.responses.create(**decorated)
@@ -358,15 +453,23 @@ def test_responses_function_call_loop_stores_nothing_twice(server, client, engin
 
     stored = _stored(mem)
     assert [m.get("type", "message") for m in stored] == [
-        "message", "reasoning", "function_call", "function_call_output", "message"]
+        "message",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+        "message",
+    ]
     assert decorated["input"] == stored[:4]
     assert stored[1:3] == server.sent[0]["output"]
     assert stored[-1] == server.sent[1]["output"][0]
-    assert [(r.replied, r.ratio_kept) for r in mem.export().requests] == [(True, False),
-                                                                          (True, True)]
+    assert [(r.replied, r.ratio_kept) for r in mem.export().requests] == [
+        (True, False),
+        (True, True),
+    ]
 
 
 # -- streaming ------------------------------------------------------------------------------------
+
 
 def test_chat_stream_tool_loop_with_the_callers_own_accumulation(server, client, engine) -> None:
     mem = engine.memory("chat-stream")
@@ -375,8 +478,13 @@ def test_chat_stream_tool_loop_with_the_callers_own_accumulation(server, client,
         lambda body, n: chat_completion(chat_text("18 °C and sunny in Paris."), n),
     ]
     messages: list[Any] = [{"role": "user", "content": "Weather in Paris?"}]
-    request = {"model": "gpt-4.1", "messages": messages, "tools": [WEATHER_TOOL_CHAT],
-               "stream": True, "stream_options": {"include_usage": True}}
+    request = {
+        "model": "gpt-4.1",
+        "messages": messages,
+        "tools": [WEATHER_TOOL_CHAT],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
 
     decorated = mem.decorate(request)
     server.prompt_tokens = round(CLOSE_FACTOR * _estimate(mem))
@@ -392,9 +500,14 @@ def test_chat_stream_tool_loop_with_the_callers_own_accumulation(server, client,
 
     # The caller's loop rebuilds the assistant message from the deltas its own way.
     call = result.tool_calls[0]
-    messages += [{"role": "assistant", "content": None, "tool_calls": [
-                     {"id": call["id"], "type": "function", "function": call["function"]}]},
-                 {"role": "tool", "tool_call_id": call["id"], "content": "18 °C"}]
+    messages += [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": call["id"], "type": "function", "function": call["function"]}],
+        },
+        {"role": "tool", "tool_call_id": call["id"], "content": "18 °C"},
+    ]
     decorated = mem.decorate({**request, "messages": messages})
     stream = client.chat.completions.create(**decorated)
     result = mem.report(decorated, stream)  # the SDK's stream itself, read by report
@@ -408,10 +521,15 @@ def test_chat_stream_tool_loop_with_the_callers_own_accumulation(server, client,
 def test_responses_stream_is_stored_as_the_response(server, client, engine) -> None:
     mem = engine.memory("responses-stream")
     server.replies[RESPONSES_PATH].append(
-        lambda body, n: response_object(output_function_call("call_w1"), n, body))
-    request = {"model": "gpt-4.1", "instructions": "Use the tools.", "stream": True,
-               "input": [{"role": "user", "content": "Weather in Paris?"}],
-               "tools": [WEATHER_TOOL_RESPONSES]}
+        lambda body, n: response_object(output_function_call("call_w1"), n, body)
+    )
+    request = {
+        "model": "gpt-4.1",
+        "instructions": "Use the tools.",
+        "stream": True,
+        "input": [{"role": "user", "content": "Weather in Paris?"}],
+        "tools": [WEATHER_TOOL_RESPONSES],
+    }
     decorated = mem.decorate(request)
     server.prompt_tokens = round(CLOSE_FACTOR * _estimate(mem))
     events = list(client.responses.create(**decorated))
@@ -424,18 +542,22 @@ def test_responses_stream_is_stored_as_the_response(server, client, engine) -> N
 
 # -- async ----------------------------------------------------------------------------------------
 
+
 def test_async_client_with_async_twins(server, engine) -> None:
     mem = engine.memory("async")
     server.replies[CHAT_PATH] += [lambda body, n: chat_completion(chat_text("Pong."), n)] * 2
     server.replies[RESPONSES_PATH].append(
-        lambda body, n: response_object([output_message("Pong.")], n, body))
+        lambda body, n: response_object([output_message("Pong.")], n, body)
+    )
 
     async def main() -> None:
-        client = openai.AsyncOpenAI(base_url=server.base_url, api_key="test", max_retries=0,
-                                    timeout=10)
+        client = openai.AsyncOpenAI(
+            base_url=server.base_url, api_key="test", max_retries=0, timeout=10
+        )
         try:
             decorated = await mem.adecorate(
-                {"model": "gpt-4.1", "messages": [{"role": "user", "content": "Ping?"}]})
+                {"model": "gpt-4.1", "messages": [{"role": "user", "content": "Ping?"}]}
+            )
             server.prompt_tokens = _estimate(mem)
             completion = await client.chat.completions.create(**decorated)
             result = await mem.areport(decorated, completion)
@@ -444,8 +566,12 @@ def test_async_client_with_async_twins(server, engine) -> None:
 
             streamed = engine.memory("async-stream")
             decorated = await streamed.adecorate(
-                {"model": "gpt-4.1", "stream": True,
-                 "messages": [{"role": "user", "content": "Ping?"}]})
+                {
+                    "model": "gpt-4.1",
+                    "stream": True,
+                    "messages": [{"role": "user", "content": "Ping?"}],
+                }
+            )
             stream = await client.chat.completions.create(**decorated)
             assert (await streamed.areport(decorated, stream)).tool_calls == []
             assert _stored(streamed)[-1] == {"role": "assistant", "content": "Pong."}

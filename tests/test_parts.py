@@ -137,5 +137,5 @@ def test_raw_spans_touch_or_overlap_and_cover_everything(text: str, lim: dict[st
 def test_a_lone_surrogate_keeps_its_place():
     text = "First sentence here is long enough. \ud800 Second one?"
     parts = message_parts(text, min_chars=1)
-    assert [p.text for p in parts] == [text[p.start:p.end].strip() for p in parts]
-    assert "".join(text[p.start:p.end] for p in parts) == text
+    assert [p.text for p in parts] == [text[p.start : p.end].strip() for p in parts]
+    assert "".join(text[p.start : p.end] for p in parts) == text

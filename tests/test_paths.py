@@ -13,8 +13,20 @@ from fadeway.errors import InvalidMemoryIdError
 from fadeway.paths import data_dir_for, index_dir
 
 DATA = Path("/srv/fadeway/memories.db.indexes")
-NASTY = ["../../etc/passwd", "/etc/passwd", "a/../../b", "..", ".", "nul\x00byte", "\\..\\x",
-         "x" * 100_000, "ü🙂\u202e", "\ud800lone surrogate", "C:\\Windows", "~root"]
+NASTY = [
+    "../../etc/passwd",
+    "/etc/passwd",
+    "a/../../b",
+    "..",
+    ".",
+    "nul\x00byte",
+    "\\..\\x",
+    "x" * 100_000,
+    "ü🙂\u202e",
+    "\ud800lone surrogate",
+    "C:\\Windows",
+    "~root",
+]
 
 
 def inside(base: Path, path: Path) -> bool:
@@ -68,8 +80,16 @@ def test_data_dir_sits_beside_the_sqlite_file(tmp_path):
     assert data_dir_for("memories.db") == Path.cwd() / "memories.db.indexes"
 
 
-@pytest.mark.parametrize("db", [":memory:", "", "sqlite:///:memory:", "file::memory:",
-                                "file:shared?mode=memory&cache=shared",
-                                "postgresql://db.example/fadeway"])
+@pytest.mark.parametrize(
+    "db",
+    [
+        ":memory:",
+        "",
+        "sqlite:///:memory:",
+        "file::memory:",
+        "file:shared?mode=memory&cache=shared",
+        "postgresql://db.example/fadeway",
+    ],
+)
 def test_no_data_dir_without_a_file(db):
     assert data_dir_for(db) is None

@@ -17,20 +17,29 @@ from fadeway import blocks
 from fadeway.judge import OfflineJudge, ScriptedJudge
 from fadeway.lane import run_ready
 from fadeway.recall import Snapshot, block_tokens, group_facts, recall
-
 from helpers import chat_reply, converse_with_notes, note_call
 
 OWNER = ("Dana owns the checkout migration.", "Dana", "checkout migration", False)
 LEAVE = ("Dana is on parental leave until May.", "Dana", "parental leave", False)
-OTHER = [("The office plants get watered on Fridays.", "office plants", "Fridays", False),
-         ("Legal reviews every refund term.", "legal", "refund term", False)]
+OTHER = [
+    ("The office plants get watered on Fridays.", "office plants", "Fridays", False),
+    ("Legal reviews every refund term.", "legal", "refund term", False),
+]
 QUESTION = "Can the checkout migration owner join the review next week?"
 
 
 def _open(path, clock, judge=None, **settings):
-    return fadeway.open(path, clock=clock, background=False, ceiling=3_000,
-                        judge=judge or ScriptedJudge(), episode_min_tokens=100,
-                        episode_max_tokens=400, cut_after_tokens=600, **settings)
+    return fadeway.open(
+        path,
+        clock=clock,
+        background=False,
+        ceiling=3_000,
+        judge=judge or ScriptedJudge(),
+        episode_min_tokens=100,
+        episode_max_tokens=400,
+        cut_after_tokens=600,
+        **settings,
+    )
 
 
 def _with_facts(eng, mem, clock, notes, **settings):
@@ -45,8 +54,10 @@ def _with_facts(eng, mem, clock, notes, **settings):
 def _asked(eng, mem, clock):
     """`_with_facts` for the owner's facts, then QUESTION decorated: the history as sent (the
     question last) and the decorated request."""
-    history = [*_with_facts(eng, mem, clock, [[OWNER, *OTHER]]),
-               {"role": "user", "content": QUESTION}]
+    history = [
+        *_with_facts(eng, mem, clock, [[OWNER, *OTHER]]),
+        {"role": "user", "content": QUESTION},
+    ]
     return history, mem.decorate({"model": "gpt-4.1", "messages": history})
 
 
@@ -104,8 +115,7 @@ def test_run_ready_runs_what_never_waits_and_refuses_what_does():
         run_ready(waits())
 
 
-def test_without_a_prepared_walk_a_slow_judge_falls_back_to_the_hits(tmp_path, clock,
-                                                                      monkeypatch):
+def test_without_a_prepared_walk_a_slow_judge_falls_back_to_the_hits(tmp_path, clock, monkeypatch):
     monkeypatch.setattr(C, "RECALL_WALK_DEADLINE", 0.3)
     with _open(tmp_path / "r.db", clock) as eng:
         mem = eng.memory("m")
@@ -126,12 +136,20 @@ def test_without_a_prepared_walk_a_slow_judge_falls_back_to_the_hits(tmp_path, c
 
 
 def test_after_a_change_of_topic_the_prepared_walk_gives_way_to_the_messages_own_hits(
-        tmp_path, clock):
+    tmp_path, clock
+):
     """The walk prepared after the previous reply judged that exchange; the new message's own
     search hits are added to it and shown first, so a block after a change of topic answers
     the new message rather than the old topic (only RECALL_FACTS facts are grouped)."""
-    plants = [(f"The office plants on floor {i} get watered on Fridays by the plant team.",
-               "office plants", f"floor {i}", False) for i in range(5)]
+    plants = [
+        (
+            f"The office plants on floor {i} get watered on Fridays by the plant team.",
+            "office plants",
+            f"floor {i}",
+            False,
+        )
+        for i in range(5)
+    ]
     with _open(tmp_path / "r.db", clock) as eng:
         mem = eng.memory("m")
         history = _with_facts(eng, mem, clock, [[*plants, OWNER]])
@@ -142,8 +160,10 @@ def test_after_a_change_of_topic_the_prepared_walk_gives_way_to_the_messages_own
         reply = chat_reply("On Fridays, by the plant team, on every floor.")
         mem.report(request, reply)
         eng.drain()  # prepares the walk for the next message: the plants, central
-        history += [reply["choices"][0]["message"],
-                    {"role": "user", "content": "Who owns the checkout migration?"}]
+        history += [
+            reply["choices"][0]["message"],
+            {"role": "user", "content": "Who owns the checkout migration?"},
+        ]
         request = mem.decorate({"model": "gpt-4.1", "messages": history})
         [recalled] = [r for r in mem.export().recalls if r.turn == mem._history.turn]
     block = request["messages"][-2]["content"]
@@ -153,8 +173,14 @@ def test_after_a_change_of_topic_the_prepared_walk_gives_way_to_the_messages_own
 
 def _blocks_of_the_turn(messages):
     """(facts block, the recall block before the last user message) of a request."""
-    facts = next((m["content"] for m in messages if m["role"] == "system"
-                  and m["content"].startswith("Recorded facts")), "")
+    facts = next(
+        (
+            m["content"]
+            for m in messages
+            if m["role"] == "system" and m["content"].startswith("Recorded facts")
+        ),
+        "",
+    )
     last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
     before = messages[last_user - 1] if last_user else {}
     recalled = before.get("content", "") if before.get("role") == "system" else ""
@@ -185,14 +211,21 @@ def test_a_fact_sealed_or_forgotten_in_the_same_call_stands_in_one_block(tmp_pat
         for t in range(60):
             clock.advance(60)
             asks = "Who owns the checkout migration? " if t > 3 else ""
-            history.append({"role": "user", "content": asks + f"Turn {t}: " + " ".join(
-                f"w{t}_{i}" for i in range(40))})
+            history.append(
+                {
+                    "role": "user",
+                    "content": asks + f"Turn {t}: " + " ".join(f"w{t}_{i}" for i in range(40)),
+                }
+            )
             states_before = {e.n: e.state for e in mem.episodes()}
             request = mem.decorate({"model": "gpt-4.1", "messages": history})
             facts, recalled = _blocks_of_the_turn(request["messages"])
             assert not (OWNER[0] in facts and OWNER[0] in recalled), f"turn {t}: shown twice"
-            changed = {n: s for n, s in ((e.n, e.state) for e in mem.episodes())
-                       if states_before.get(n) != s}
+            changed = {
+                n: s
+                for n, s in ((e.n, e.state) for e in mem.episodes())
+                if states_before.get(n) != s
+            }
             if asks and "sealed" in changed.values() and OWNER[0] in facts:
                 seen["sealed"] += 1
             if asks and "forgotten" in changed.values() and OWNER[0] not in facts:
@@ -216,8 +249,10 @@ def test_a_fact_let_go_by_the_facts_block_comes_back_in_one_block_of_a_request(t
             words = f"Turn {t}: " + " ".join(f"w{t}_{i}" for i in range(40))
             if t > 3:
                 question = "Who owns the checkout migration?"
-                history += [{"role": "user", "content": f"{question} ({t})"},
-                            {"role": "user", "content": f"{question} {words}"}]
+                history += [
+                    {"role": "user", "content": f"{question} ({t})"},
+                    {"role": "user", "content": f"{question} {words}"},
+                ]
             else:
                 history.append({"role": "user", "content": words})
             request = mem.decorate({"model": "gpt-4.1", "messages": history})
@@ -252,9 +287,13 @@ def test_a_restated_fact_is_dated_by_its_latest_statement(tmp_path, clock):
 
 def _blocks_before_users(messages):
     """(index, text) of every recall block in a request."""
-    return [(i, m["content"]) for i, m in enumerate(messages)
-            if m["role"] == "system" and isinstance(m["content"], str)
-            and m["content"].startswith("[assistant_recent_memories]")]
+    return [
+        (i, m["content"])
+        for i, m in enumerate(messages)
+        if m["role"] == "system"
+        and isinstance(m["content"], str)
+        and m["content"].startswith("[assistant_recent_memories]")
+    ]
 
 
 def _unsaid(items, conversation):
@@ -289,11 +328,21 @@ def test_distill_reads_the_turns_tool_outputs_as_said(tmp_path, clock):
         mem = eng.memory("m")
         history, request = _asked(eng, mem, clock)
         assert OWNER[0] in request["messages"][-2]["content"]
-        reply = chat_reply(None, tool_calls=[{"id": "c1", "type": "function", "function": {
-            "name": "lookup_owner", "arguments": "{}"}}])
+        reply = chat_reply(
+            None,
+            tool_calls=[
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "lookup_owner", "arguments": "{}"},
+                }
+            ],
+        )
         mem.report(request, reply)
-        history += [reply["choices"][0]["message"],
-                    {"role": "tool", "tool_call_id": "c1", "content": OWNER[0]}]
+        history += [
+            reply["choices"][0]["message"],
+            {"role": "tool", "tool_call_id": "c1", "content": OWNER[0]},
+        ]
         request = mem.decorate({"model": "gpt-4.1", "messages": history})
         mem.report(request, chat_reply("Yes, she can."))
         eng.drain()
@@ -308,14 +357,20 @@ def test_distill_rewrites_a_block_to_what_it_kept_and_nothing_more(tmp_path, clo
     """A rewrite shows only the facts and excerpts distill kept, so it never grows the block it
     shrinks (excerpts once took their episode's first facts, kept or not); keeping everything
     keeps the block's text as it was."""
+
     def judged(items, conversation):
         return [keep == "all" or i % 2 == 0 for i in range(len(items))]
 
     with _open(tmp_path / "r.db", clock, ScriptedJudge(distill=judged)) as eng:
         mem = eng.memory("m")
         history = _with_facts(eng, mem, clock, [[OWNER, LEAVE, *OTHER]])
-        history.append({"role": "user", "content": QUESTION + " Also who waters the plants? "
-                        "As in w2_3 w2_4, w5_6 and w5_7."})  # words of passages too
+        history.append(
+            {
+                "role": "user",
+                "content": QUESTION + " Also who waters the plants? "
+                "As in w2_3 w2_4, w5_6 and w5_7.",
+            }
+        )  # words of passages too
         request = mem.decorate({"model": "gpt-4.1", "messages": history})
         reply = chat_reply("Let me check.")
         mem.report(request, reply)
@@ -333,8 +388,9 @@ def test_distill_rewrites_a_block_to_what_it_kept_and_nothing_more(tmp_path, clo
     assert distilled.tokens < recalled.tokens
     assert distilled.text is not None
     assert all(facts[n] in distilled.text for n in kept)
-    assert not any(facts[n] in distilled.text for n in dropped if facts[n] not in
-                   [facts[k] for k in kept])
+    assert not any(
+        facts[n] in distilled.text for n in dropped if facts[n] not in [facts[k] for k in kept]
+    )
     shown = [f for f in facts.values() if f in distilled.text]
     assert set(shown) <= {facts[n] for n in recalled.facts}  # nothing the block did not show
 
@@ -345,9 +401,14 @@ def test_requests_keep_their_prefix_and_the_facts_block_between_fades(tmp_path, 
     with _open(tmp_path / "r.db", clock) as eng:
         mem = eng.memory("m")
         history = converse_with_notes(eng, mem, clock, [[OWNER, LEAVE, *OTHER]])
-        questions = [QUESTION, "Who reviews refund terms?", "When are the plants watered?",
-                     "Is Dana back in May?", "And the checkout migration owner again?",
-                     "Anything on refund terms from legal?"]
+        questions = [
+            QUESTION,
+            "Who reviews refund terms?",
+            "When are the plants watered?",
+            "Is Dana back in May?",
+            "And the checkout migration owner again?",
+            "Anything on refund terms from legal?",
+        ]
         previous, previous_states, checked = None, None, 0
         for q in questions * 2:
             clock.advance(60)
@@ -381,10 +442,12 @@ def test_recall_never_reads_across_memories(tmp_path, clock):
 
 
 def test_grouping_keeps_every_fact_and_names_groups_for_their_hub(tmp_path, clock):
-    facts = [("Dana owns the checkout migration.", "Dana", "checkout migration", False),
-             ("Dana reviews the tax rate table.", "Dana", "tax rate table", False),
-             ("The tax rate table comes from finance.", "tax rate table", "finance", False),
-             ("The office plants get watered on Fridays.", "office plants", "Fridays", False)]
+    facts = [
+        ("Dana owns the checkout migration.", "Dana", "checkout migration", False),
+        ("Dana reviews the tax rate table.", "Dana", "tax rate table", False),
+        ("The tax rate table comes from finance.", "tax rate table", "finance", False),
+        ("The office plants get watered on Fridays.", "office plants", "Fridays", False),
+    ]
     with _open(tmp_path / "r.db", clock) as eng:
         converse_with_notes(eng, eng.memory("m"), clock, [facts])
         with eng.store.read("m") as tx:
@@ -406,10 +469,16 @@ def test_a_tie_names_the_group_by_its_first_facts_subject_whatever_the_hash_seed
     from types import SimpleNamespace
 
     subjects = [f"subject {i} {chr(97 + i % 26)}" for i in range(40)]
-    facts = {n: SimpleNamespace(subject=s, object=f"object {n}", at=float(n))
-             for n, s in enumerate(subjects)}
-    snap = SimpleNamespace(graph=SimpleNamespace(edges={}, entities={}), facts=facts,
-                           recalled=lambda n: n, stated=lambda n: n)
+    facts = {
+        n: SimpleNamespace(subject=s, object=f"object {n}", at=float(n))
+        for n, s in enumerate(subjects)
+    }
+    snap = SimpleNamespace(
+        graph=SimpleNamespace(edges={}, entities={}),
+        facts=facts,
+        recalled=lambda n: n,
+        stated=lambda n: n,
+    )
     groups = group_facts(snap, sorted(facts))
     assert sorted(g.name for g in groups) == sorted(subjects)
 
@@ -423,8 +492,11 @@ def test_a_prepared_walk_never_shows_a_fact_now_in_the_facts_block(tmp_path, clo
         number = {f.text: f.n for f in export.facts}
         with eng.store.write("m") as tx:
             tx.set_facts_order(f"[{number[OWNER[0]]}]")  # the owner sits in the facts block
-            tx.insert_walk(WalkRecord(turn=999, at=clock(), levels=[
-                (number[OWNER[0]], 3), (number[LEAVE[0]], 3)]))
+            tx.insert_walk(
+                WalkRecord(
+                    turn=999, at=clock(), levels=[(number[OWNER[0]], 3), (number[LEAVE[0]], 3)]
+                )
+            )
         result = _recall(eng, "m", "Anything new?", prepared_turn=999)
     assert result.walk == "prepared"
     assert number[LEAVE[0]] in result.facts and number[OWNER[0]] not in result.facts
@@ -441,8 +513,9 @@ def test_a_failing_embedder_costs_the_turn_its_block_not_the_turn(tmp_path, cloc
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    dead = EndpointEmbedder(Endpoint(f"http://127.0.0.1:{port}/v1", max_attempts=1),
-                            model="m", dim=8)
+    dead = EndpointEmbedder(
+        Endpoint(f"http://127.0.0.1:{port}/v1", max_attempts=1), model="m", dim=8
+    )
     with _open(tmp_path / "r.db", clock) as eng:
         history = converse_with_notes(eng, eng.memory("m"), clock, [[OWNER, *OTHER]])
         eng.embedder = dead
@@ -456,10 +529,18 @@ def test_a_failing_embedder_costs_the_turn_its_block_not_the_turn(tmp_path, cloc
     assert "recall failed" in caplog.text
 
 
-def test_a_block_over_its_share_of_the_ceiling_leaves_out_the_least_first(tmp_path, clock,
-                                                                          monkeypatch):
-    many = [(f"Dana moved the checkout migration step {i} to review {i}.", "Dana",
-             f"checkout step {i}", False) for i in range(8)]
+def test_a_block_over_its_share_of_the_ceiling_leaves_out_the_least_first(
+    tmp_path, clock, monkeypatch
+):
+    many = [
+        (
+            f"Dana moved the checkout migration step {i} to review {i}.",
+            "Dana",
+            f"checkout step {i}",
+            False,
+        )
+        for i in range(8)
+    ]
     with _open(tmp_path / "r.db", clock) as eng:
         mem = eng.memory("m")
         _with_facts(eng, mem, clock, [[OWNER, *OTHER], many[:4], [LEAVE, *many[4:]]])
@@ -489,8 +570,11 @@ def _several_new_messages(eng, clock, asked):
     return mem, history
 
 
-ASKED = ["Who waters the office plants, and on which day?",
-         "Is the checkout migration on track?", QUESTION]
+ASKED = [
+    "Who waters the office plants, and on which day?",
+    "Is the checkout migration on track?",
+    QUESTION,
+]
 
 
 def test_each_new_user_message_gets_its_own_block_and_a_fact_is_shown_once(tmp_path, clock):
@@ -502,28 +586,33 @@ def test_each_new_user_message_gets_its_own_block_and_a_fact_is_shown_once(tmp_p
         again = mem.decorate({"model": "gpt-4.1", "messages": history})  # a resend
         export = mem.export()
     messages = request["messages"]
-    tail = messages[next(i for i, m in enumerate(messages) if m["content"] == ASKED[0]) - 1:]
+    tail = messages[next(i for i, m in enumerate(messages) if m["content"] == ASKED[0]) - 1 :]
     shown = _blocks_before_users(tail)
     # Each block stands just before one of the new messages; the first one's holds its answer.
     assert all(tail[i + 1]["content"] in ASKED for i, _ in shown)
     assert tail[1]["content"] == ASKED[0] and OTHER[0][0] in tail[0]["content"]
     assert [m["content"] for m in tail if m["role"] == "user"] == ASKED
     # Stored with the new messages' own turns, once: the resend recalled nothing more.
-    asked_seqs = [m.seq for m in export.messages
-                  if msgspec.json.decode(m.message).get("content") in ASKED]
+    asked_seqs = [
+        m.seq for m in export.messages if msgspec.json.decode(m.message).get("content") in ASKED
+    ]
     new = [r for r in export.recalls if r.seq in asked_seqs]
     assert [r.text for r in new] == [text for _, text in shown]
     assert all(r.turn == export.messages[r.seq].turn for r in new)
-    assert len({r.turn for r in new}) == len(new) == len({r.seq for r in export.recalls} & set(
-        asked_seqs))
+    assert (
+        len({r.turn for r in new})
+        == len(new)
+        == len({r.seq for r in export.recalls} & set(asked_seqs))
+    )
     assert again["messages"] == request["messages"]
     # No fact twice.
     facts = [n for r in new for n in r.facts]
     assert len(facts) == len(set(facts))
 
 
-def test_the_earlier_messages_get_no_block_once_their_time_is_spent(tmp_path, clock, caplog,
-                                                                     monkeypatch):
+def test_the_earlier_messages_get_no_block_once_their_time_is_spent(
+    tmp_path, clock, caplog, monkeypatch
+):
     monkeypatch.setattr(C, "RECALL_EARLIER_DEADLINE", 0.0)
     with _open(tmp_path / "r.db", clock) as eng:
         mem, history = _several_new_messages(eng, clock, ASKED)
@@ -536,8 +625,7 @@ def test_the_earlier_messages_get_no_block_once_their_time_is_spent(tmp_path, cl
     assert "2 earlier user message(s)" in caplog.text
 
 
-def test_a_judge_that_raises_its_own_clients_errors_costs_decorate_nothing(tmp_path, clock,
-                                                                             caplog):
+def test_a_judge_that_raises_its_own_clients_errors_costs_decorate_nothing(tmp_path, clock, caplog):
     """A judge of the caller's wraps some HTTP client, whose errors are not fadeway's: while it
     is down, decorate's inline cut falls back to sizes and its walk to the search hits, and
     the conversation goes on (the lane's jobs fail and are retried, as for any judge)."""
@@ -565,12 +653,21 @@ def test_a_judge_that_raises_its_own_clients_errors_costs_decorate_nothing(tmp_p
         for t in range(60):
             judge.down = t >= 30
             clock.advance(60)
-            history.append({"role": "user", "content": f"Turn {t}: Dana and Lee " + " ".join(
-                f"w{t}_{i}" for i in range(40))})
+            history.append(
+                {
+                    "role": "user",
+                    "content": f"Turn {t}: Dana and Lee "
+                    + " ".join(f"w{t}_{i}" for i in range(40)),
+                }
+            )
             req = mem.decorate({"model": "gpt-4.1", "messages": history})
             asked = any(x.get("function", {}).get("name") == "note" for x in req.get("tools", []))
-            reply = chat_reply(f"answer {t}", tool_calls=[note_call(
-                f"n{t}", [(f"Dana said {t}.", "Dana", f"w{t}_1", False)])] if asked else None)
+            reply = chat_reply(
+                f"answer {t}",
+                tool_calls=[note_call(f"n{t}", [(f"Dana said {t}.", "Dana", f"w{t}_1", False)])]
+                if asked
+                else None,
+            )
             mem.report(req, reply)
             history.append(reply["choices"][0]["message"])
             eng.drain()

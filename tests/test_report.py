@@ -92,8 +92,19 @@ def test_estimate_counts_instructions_tools_and_history(engine):
     mem = engine.memory("m")
     base = {"model": "gpt-4.1", "messages": [user("hi")]}
     with_system = {**base, "messages": [{"role": "system", "content": "word " * 100}, user("hi")]}
-    with_tools = {**base, "tools": [{"type": "function", "function": {
-        "name": "lookup", "description": "word " * 100, "parameters": {"type": "object"}}}]}
+    with_tools = {
+        **base,
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "lookup",
+                    "description": "word " * 100,
+                    "parameters": {"type": "object"},
+                },
+            }
+        ],
+    }
     b, s, t = mem.measure(base), mem.measure(with_system), mem.measure(with_tools)
     assert 100 <= s - b <= 110
     assert 100 <= t - b <= 130

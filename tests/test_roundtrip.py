@@ -9,16 +9,18 @@ import msgspec
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from strategies import chat_conversations, responses_conversations
 
 import fadeway
 from fadeway.formats import parse_request
 from fadeway.formats.canonical import digest_of
 from fadeway.history import digests_of_sent
+from strategies import chat_conversations, responses_conversations
 
-_settings = settings(max_examples=60, deadline=None,
-                     suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                            HealthCheck.too_slow])
+_settings = settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 conversations = st.one_of(chat_conversations(), responses_conversations())
 
 
@@ -61,8 +63,11 @@ def test_full_then_only_new_stores_each_message_once(fresh, request_, data):
     history = _history(request_)
     assume(history)
     key = "messages" if "messages" in request_ else "input"
-    head = request_[key][: len(request_[key]) - len(history)] if isinstance(
-        request_[key], list) else []
+    head = (
+        request_[key][: len(request_[key]) - len(history)]
+        if isinstance(request_[key], list)
+        else []
+    )
     k = data.draw(st.integers(1, len(history)), label="split")
     # A delta whose first message equals the first stored one is indistinguishable from a
     # resent full history; the contract reads it as the full history.
@@ -78,7 +83,8 @@ def test_full_then_only_new_stores_each_message_once(fresh, request_, data):
     assert [msgspec.json.decode(m.body) for m in mem.messages()] == history
     assert out[key] == head + history
     assert {k_: v for k_, v in out.items() if k_ != key} == {
-        k_: v for k_, v in request_.items() if k_ != key}
+        k_: v for k_, v in request_.items() if k_ != key
+    }
 
 
 @_settings
@@ -111,8 +117,13 @@ def test_import_refuses_an_existing_memory_and_bad_documents(engine):
         engine.import_memory(msgspec.structs.replace(doc, memory_id="y", fadeway_export=9))
     bad = msgspec.json.decode(fadeway.dumps(doc))
     bad["memory_id"] = "z"
-    bad["messages"].append({**bad["messages"][0], "seq": 1, "message": {
-        "role": "tool", "tool_call_id": "nope", "content": "x"}})
+    bad["messages"].append(
+        {
+            **bad["messages"][0],
+            "seq": 1,
+            "message": {"role": "tool", "tool_call_id": "nope", "content": "x"},
+        }
+    )
     with pytest.raises(InvalidExportError, match="no earlier assistant call has id 'nope'"):
         engine.import_memory(bad)
     assert sorted(engine.memory_ids()) == ["m"]
@@ -159,8 +170,12 @@ def test_the_digests_of_a_sent_history_are_digest_of_each_message(fresh, request
 
 def test_a_resent_history_is_recognised_without_hashing_it_again(engine):
     mem = engine.memory("m")
-    history = [{"role": "user", "content": f"question {i}"} if i % 2 == 0 else
-               {"role": "assistant", "content": f"answer {i}", "refusal": None} for i in range(9)]
+    history = [
+        {"role": "user", "content": f"question {i}"}
+        if i % 2 == 0
+        else {"role": "assistant", "content": f"answer {i}", "refusal": None}
+        for i in range(9)
+    ]
     mem.decorate({"messages": history})
     with mock.patch("fadeway.history.digest_of", wraps=digest_of) as hashed:
         mem.decorate({"messages": [*history, {"role": "user", "content": "and now?"}]})
@@ -180,12 +195,20 @@ def test_an_export_carries_the_work_its_lane_had_still_to_do(tmp_path, clock):
     history: list = []
     for t in range(60):
         clock.advance(60)
-        history.append({"role": "user", "content": f"Turn {t}: " + " ".join(
-            f"w{t}_{i}" for i in range(40))})
+        history.append(
+            {"role": "user", "content": f"Turn {t}: " + " ".join(f"w{t}_{i}" for i in range(40))}
+        )
         req = mem.decorate({"model": "gpt-4.1", "messages": history})
         if any(x.get("function", {}).get("name") == "note" for x in req.get("tools", [])):
-            mem.report(req, chat_reply(None, tool_calls=[note_call("n1", [
-                ("Dana owns the checkout.", "Dana", "checkout", False)])]))
+            mem.report(
+                req,
+                chat_reply(
+                    None,
+                    tool_calls=[
+                        note_call("n1", [("Dana owns the checkout.", "Dana", "checkout", False)])
+                    ],
+                ),
+            )
             break  # the lane has not run since the note
         mem.report(req, reply := chat_reply(f"answer {t}"))
         history.append(reply["choices"][0]["message"])
@@ -199,11 +222,20 @@ def test_an_export_carries_the_work_its_lane_had_still_to_do(tmp_path, clock):
     copy.drain()
     done = [source.memory("m").export(), copy.memory("m").export()]
     assert done[0].entities and done[0].traces and not done[0].jobs
-    assert [(d.entities, d.edges, d.traces) for d in done] == [(done[0].entities,
-                                                              done[0].edges, done[0].traces)] * 2
+    assert [(d.entities, d.edges, d.traces) for d in done] == [
+        (done[0].entities, done[0].edges, done[0].traces)
+    ] * 2
     with pytest.raises(fadeway.errors.InvalidExportError, match=r"unknown kind \['teleport'\]"):
-        copy.import_memory(msgspec.structs.replace(doc, memory_id="x", jobs=[
-            fadeway.model.ExportedJob(kind="teleport", payload=msgspec.Raw(b"{}"),
-                                      created_at=0.0)]))
+        copy.import_memory(
+            msgspec.structs.replace(
+                doc,
+                memory_id="x",
+                jobs=[
+                    fadeway.model.ExportedJob(
+                        kind="teleport", payload=msgspec.Raw(b"{}"), created_at=0.0
+                    )
+                ],
+            )
+        )
     source.close()
     copy.close()

@@ -71,7 +71,7 @@ def test_every_tool_call_is_answered_right_after_it_in_order(lines):
             for call in calls:
                 assert call["type"] == "function"
                 json.loads(call["function"]["arguments"])  # arguments are a JSON string
-            answers = messages[i + 1:i + 1 + len(ids)]
+            answers = messages[i + 1 : i + 1 + len(ids)]
             assert [m["role"] for m in answers] == ["tool"] * len(ids), f"line {i + 1}"
             assert [m["tool_call_id"] for m in answers] == ids, f"line {i + 1}"
             assert all(isinstance(m["content"], str) for m in answers)

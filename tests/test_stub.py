@@ -12,12 +12,21 @@ PACKAGE = Path(__file__).resolve().parent.parent / "python" / "fadeway"
 
 
 def test_the_stub_matches_the_extension():
-    run = subprocess.run([sys.executable, "-m", "mypy.stubtest", "fadeway._core"],
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-m", "mypy.stubtest", "fadeway._core"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
 
 
 def test_the_package_type_checks():
-    run = subprocess.run([sys.executable, "-m", "mypy", str(PACKAGE)], capture_output=True,
-                         text=True, timeout=600, cwd=PACKAGE.parent.parent)
+    run = subprocess.run(
+        [sys.executable, "-m", "mypy", str(PACKAGE)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=PACKAGE.parent.parent,
+    )
     assert run.returncode == 0, run.stdout + run.stderr

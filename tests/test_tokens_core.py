@@ -114,11 +114,7 @@ assigned_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cn",))
 
 
 @settings(max_examples=200, deadline=None)
-@given(
-    text=st.one_of(
-        assigned_text, st.lists(st.sampled_from(TRICKY), max_size=12).map("".join)
-    )
-)
+@given(text=st.one_of(assigned_text, st.lists(st.sampled_from(TRICKY), max_size=12).map("".join)))
 def test_short_counts_equal_tiktoken_and_the_slow_twin(
     tiktoken_encodings: dict, slow_twin: None, text: str
 ) -> None:

@@ -19,11 +19,18 @@ RELATIVE = 1e-12
 
 
 def random_log(rng: random.Random, count: int, episodes: int, facts: int) -> list[TraceRecord]:
-    return [TraceRecord(n=n, episode=rng.randint(1, episodes),
-                        fact=None if rng.random() < 0.3 else rng.randint(1, facts),
-                        kind="fact", score=rng.random(), counted=rng.random() < 0.7,
-                        at=NOW - 60 * 525_600 ** rng.random())
-            for n in range(1, count + 1)]
+    return [
+        TraceRecord(
+            n=n,
+            episode=rng.randint(1, episodes),
+            fact=None if rng.random() < 0.3 else rng.randint(1, facts),
+            kind="fact",
+            score=rng.random(),
+            counted=rng.random() < 0.7,
+            at=NOW - 60 * 525_600 ** rng.random(),
+        )
+        for n in range(1, count + 1)
+    ]
 
 
 def close(got: np.ndarray, want: list[float]) -> bool:
@@ -45,8 +52,10 @@ def test_activations_match_the_reference(seed: int, count: int, by_fact: bool) -
     else:
         args = {}
         key_of = [t.episode for t in traces]
-    groups = [[(t.at, t.score) for t, k in zip(traces, key_of, strict=True)
-               if t.counted and k == key] for key in keys]
+    groups = [
+        [(t.at, t.score) for t, k in zip(traces, key_of, strict=True) if t.counted and k == key]
+        for key in keys
+    ]
     assert close(log.activation(keys, NOW, **args), activation_reference(groups, NOW))
     assert close(log.significance(keys, **args), significance_reference(groups))
 
@@ -82,20 +91,32 @@ class FakeTransaction:
 
 def columns_of(traces: list[TraceRecord]) -> np.ndarray:
     """What `Transaction.trace_columns` says of `traces`, from the records."""
-    return np.array([(t.episode, t.fact or 0, t.at, t.score if t.counted else 0.0)
-                     for t in traces], dtype=np.float64).reshape(-1, 4)
+    return np.array(
+        [(t.episode, t.fact or 0, t.at, t.score if t.counted else 0.0) for t in traces],
+        dtype=np.float64,
+    ).reshape(-1, 4)
 
 
 def test_the_stores_trace_columns_are_its_trace_records(tmp_path, clock) -> None:
     from fadeway.judge import ScriptedJudge
-
     from helpers import converse_with_notes
 
-    with fadeway.open(tmp_path / "t.db", clock=clock, background=False, ceiling=3_000,
-                      judge=ScriptedJudge(), episode_min_tokens=100, episode_max_tokens=400,
-                      cut_after_tokens=600) as engine:
-        converse_with_notes(engine, engine.memory("m"), clock,
-                            [[("Dana owns the checkout.", "Dana", "checkout", False)]])
+    with fadeway.open(
+        tmp_path / "t.db",
+        clock=clock,
+        background=False,
+        ceiling=3_000,
+        judge=ScriptedJudge(),
+        episode_min_tokens=100,
+        episode_max_tokens=400,
+        cut_after_tokens=600,
+    ) as engine:
+        converse_with_notes(
+            engine,
+            engine.memory("m"),
+            clock,
+            [[("Dana owns the checkout.", "Dana", "checkout", False)]],
+        )
         with engine.store.read("m") as tx:
             traces = tx.traces()
             assert {t.kind for t in traces} == {"encoding", "fact"}
@@ -127,11 +148,29 @@ def test_the_store_reads_traces_after_a_number(tmp_path, clock) -> None:
     engine = fadeway.open(tmp_path / "traces.db", clock=clock, background=False)
     engine.memory("m").decorate({"messages": [{"role": "user", "content": "hi"}]})
     with engine.store.write("m") as tx:
-        tx.insert_episodes([EpisodeRecord(n=1, first_seq=0, last_seq=0, first_turn=1,
-                                          last_turn=1, start_at=0.0, end_at=0.0, tokens=5,
-                                          cut_at=0.0)])
-        tx.append_traces([TraceRecord(n=n, episode=1, fact=None, kind="encoding", score=1.0,
-                                      counted=True, at=float(n)) for n in range(1, 6)])
+        tx.insert_episodes(
+            [
+                EpisodeRecord(
+                    n=1,
+                    first_seq=0,
+                    last_seq=0,
+                    first_turn=1,
+                    last_turn=1,
+                    start_at=0.0,
+                    end_at=0.0,
+                    tokens=5,
+                    cut_at=0.0,
+                )
+            ]
+        )
+        tx.append_traces(
+            [
+                TraceRecord(
+                    n=n, episode=1, fact=None, kind="encoding", score=1.0, counted=True, at=float(n)
+                )
+                for n in range(1, 6)
+            ]
+        )
     with engine.store.read("m") as tx:
         assert [t.n for t in tx.traces(after=2)] == [3, 4, 5]
         assert [t.n for t in tx.traces()] == [1, 2, 3, 4, 5]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fadeway.history import next_turns, units
 from fadeway.formats import Side
+from fadeway.history import next_turns, units
 from fadeway.model import MessageRecord
 
 
@@ -31,10 +31,23 @@ def histories(draw):
             side = Side(what)
         rows.append((side, calls, answers))
     turns = next_turns(0, (side for side, _, _ in rows))
-    return [MessageRecord(seq=i, turn=turns[i], at=0.0, role="x", kind="message",
-                          side=side.value, source="request", tokens=i % 7 + 1, digest=b"",
-                          calls=calls, answers=answers, body=b"{}")
-            for i, (side, calls, answers) in enumerate(rows)]
+    return [
+        MessageRecord(
+            seq=i,
+            turn=turns[i],
+            at=0.0,
+            role="x",
+            kind="message",
+            side=side.value,
+            source="request",
+            tokens=i % 7 + 1,
+            digest=b"",
+            calls=calls,
+            answers=answers,
+            body=b"{}",
+        )
+        for i, (side, calls, answers) in enumerate(rows)
+    ]
 
 
 @given(histories())
@@ -48,7 +61,7 @@ def test_units_partition_the_history_and_keep_calls_with_outputs(messages):
         if m.answers is not None:
             assert unit_of[m.seq] == unit_of[call_at[m.answers]]
     for u in us:
-        assert u.tokens == sum(m.tokens for m in messages[u.first:u.last + 1])
+        assert u.tokens == sum(m.tokens for m in messages[u.first : u.last + 1])
         assert u.turn == messages[u.first].turn
 
 
@@ -57,8 +70,12 @@ def test_a_user_message_always_opens_a_unit_unless_it_sits_between_a_call_and_it
     us = units(messages)
     starts = {u.first for u in us}
     call_at = {c: m.seq for m in messages for c in m.calls}
-    bridged = {seq for m in messages if m.answers is not None
-               for seq in range(call_at[m.answers], m.seq + 1)}
+    bridged = {
+        seq
+        for m in messages
+        if m.answers is not None
+        for seq in range(call_at[m.answers], m.seq + 1)
+    }
     for m in messages:
         if m.side == "user" and m.seq not in bridged:
             assert m.seq in starts

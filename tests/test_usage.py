@@ -6,7 +6,6 @@ from __future__ import annotations
 import fadeway
 from fadeway import usage
 from fadeway.judge import ScriptedJudge
-
 from helpers import converse_with_notes
 
 FACTS = [("Dana owns the checkout migration.", "Dana", "checkout migration", False)]
@@ -25,9 +24,16 @@ class MeteredJudge(ScriptedJudge):
 
 
 def test_usage_is_recorded_per_memory_and_exported_without_latency(tmp_path, clock):
-    with fadeway.open(tmp_path / "u.db", clock=clock, background=False, ceiling=3_000,
-                      judge=MeteredJudge(), episode_min_tokens=100, episode_max_tokens=400,
-                      cut_after_tokens=600) as eng:
+    with fadeway.open(
+        tmp_path / "u.db",
+        clock=clock,
+        background=False,
+        ceiling=3_000,
+        judge=MeteredJudge(),
+        episode_min_tokens=100,
+        episode_max_tokens=400,
+        cut_after_tokens=600,
+    ) as eng:
         a, b = eng.memory("a"), eng.memory("b")
         converse_with_notes(eng, a, clock, [FACTS])
         summary = {(s.kind, s.model): s for s in a.usage()}

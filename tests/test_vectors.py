@@ -73,18 +73,21 @@ def test_growth_beyond_the_initial_capacity():
     index = VectorIndex(DIM, NAME, capacity=8)
     rows = unit_rows(100, seed=1)
     for start in range(0, 100, 7):
-        index.add(np.arange(start, min(start + 7, 100)), rows[start:start + 7])
+        index.add(np.arange(start, min(start + 7, 100)), rows[start : start + 7])
     assert len(index) == 100 and index.capacity >= 100
     np.testing.assert_array_equal(index.search(rows, 1)[0][:, 0], np.arange(100))
 
 
-@pytest.mark.parametrize(("ids", "vectors", "match"), [
-    ([1, 2], np.zeros((3, DIM)), r"vectors must be \(2, 32\)"),
-    ([1], np.zeros((1, DIM + 1)), r"vectors must be \(1, 32\)"),
-    ([-1], np.ones((1, DIM)), "non-negative"),
-    ([5, 5], np.ones((2, DIM)), "distinct"),
-    ([1], np.full((1, DIM), np.nan), "finite"),
-])
+@pytest.mark.parametrize(
+    ("ids", "vectors", "match"),
+    [
+        ([1, 2], np.zeros((3, DIM)), r"vectors must be \(2, 32\)"),
+        ([1], np.zeros((1, DIM + 1)), r"vectors must be \(1, 32\)"),
+        ([-1], np.ones((1, DIM)), "non-negative"),
+        ([5, 5], np.ones((2, DIM)), "distinct"),
+        ([1], np.full((1, DIM), np.nan), "finite"),
+    ],
+)
 def test_bad_adds_are_refused(ids, vectors, match):
     index = VectorIndex(DIM, NAME)
     with pytest.raises(ValueError, match=match):
@@ -113,9 +116,12 @@ def test_save_and_load_round_trip(tmp_path):
     meta = json.loads((tmp_path / "deep" / "dir" / "passages.hnsw.json").read_text())
     assert meta["format"] == FORMAT_VERSION
     assert (meta["embedder"], meta["dim"], meta["count"], meta["max_id"]) == (
-        NAME, DIM, len(ids), int(ids.max()))
-    assert sorted(p.name for p in path.parent.iterdir()) == ["passages.hnsw",
-                                                             "passages.hnsw.json"]
+        NAME,
+        DIM,
+        len(ids),
+        int(ids.max()),
+    )
+    assert sorted(p.name for p in path.parent.iterdir()) == ["passages.hnsw", "passages.hnsw.json"]
     loaded.add([10_000], unit_rows(1, seed=9))  # a loaded index keeps growing
     assert 10_000 in loaded
 
@@ -130,13 +136,13 @@ def test_saving_again_replaces_the_files(tmp_path):
     assert loaded is not None and 999 in loaded and len(loaded) == 21
 
 
-@pytest.mark.parametrize(("name", "dim"), [("openai:text-embedding-3-small", DIM),
-                                           (NAME, DIM * 2)])
+@pytest.mark.parametrize(("name", "dim"), [("openai:text-embedding-3-small", DIM), (NAME, DIM * 2)])
 def test_another_embedder_or_dimension_is_a_mismatch(tmp_path, name, dim):
     index, _, _ = filled(10)
     index.save(tmp_path / "i.hnsw")
-    with pytest.raises(EmbedderMismatchError, match=f"built by embedder '{NAME}' with "
-                                                    f"dimension {DIM}"):
+    with pytest.raises(
+        EmbedderMismatchError, match=f"built by embedder '{NAME}' with dimension {DIM}"
+    ):
         VectorIndex.load(tmp_path / "i.hnsw", name, dim)
 
 
@@ -180,8 +186,9 @@ def test_an_index_newer_than_its_sidecar_is_stale(tmp_path):
     assert VectorIndex.load(path, NAME, DIM) is None
 
 
-@pytest.mark.parametrize("sidecar", [b"{not json", b"[]", b'{"format": 999}',
-                                     b'{"format": 1, "embedder": "hashing-32"}'])
+@pytest.mark.parametrize(
+    "sidecar", [b"{not json", b"[]", b'{"format": 999}', b'{"format": 1, "embedder": "hashing-32"}']
+)
 def test_an_unreadable_sidecar_is_stale(tmp_path, sidecar):
     index, _, _ = filled(10)
     index.save(tmp_path / "i.hnsw")

@@ -24,8 +24,13 @@ def test_view_seqs_leave_out_every_hidden_range(count, hidden):
 
 def _calls(fmt: str, call_id: str, name: str) -> dict:
     if fmt == "chat":
-        return {"role": "assistant", "content": None, "tool_calls": [
-            {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}]}
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
+            ],
+        }
     return {"type": "function_call", "call_id": call_id, "name": name, "arguments": "{}"}
 
 
@@ -36,12 +41,17 @@ def _out(fmt: str, call_id: str) -> dict:
 
 
 #: fadeway's additions (the outputs, while the latest call of note_1 is the note).
-_own = [{"role": "system", "content": blocks.facts_block([blocks.BlockFact("a", "b", "c")], [])},
-        {"role": "tool", "tool_call_id": "note_1", "content": "noted"},
-        {"type": "function_call_output", "call_id": "note_1", "output": "noted"}]
-_theirs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
-           {"role": "tool", "tool_call_id": "call_1", "content": "42"},
-           {"role": "system", "content": "Be brief."}]
+_own = [
+    {"role": "system", "content": blocks.facts_block([blocks.BlockFact("a", "b", "c")], [])},
+    {"role": "tool", "tool_call_id": "note_1", "content": "noted"},
+    {"type": "function_call_output", "call_id": "note_1", "output": "noted"},
+]
+_theirs = [
+    {"role": "user", "content": "hi"},
+    {"role": "assistant", "content": "hello"},
+    {"role": "tool", "tool_call_id": "call_1", "content": "42"},
+    {"role": "system", "content": "Be brief."},
+]
 
 
 #: Calls whose ids the outputs above answer, a note's or the caller's (ids may repeat).
@@ -51,7 +61,8 @@ _makers = [_calls(fmt, "note_1", name) for fmt in ("chat", "responses") for name
 @given(st.lists(st.sampled_from(_own + _theirs + _makers), max_size=12), st.booleans())
 @example([_makers[1], _theirs[0], _own[1], _theirs[0]], True)  # note_1 is the caller's call here
 def test_the_last_user_messages_are_the_user_messages_that_end_what_stripping_keeps(
-        messages, notes):
+    messages, notes
+):
     answers_note = {"note_1"}.__contains__ if notes else (lambda call_id: False)
     kept = strip_own_additions(messages, answers_note)
     users = last_user_messages(messages, answers_note)
@@ -69,12 +80,22 @@ def test_an_output_is_fadeways_when_the_latest_call_of_its_id_before_it_is_a_not
     of the caller's one id: each output answers the call of its id just before it, and one
     whose call was not sent answers the stored history's latest call of that id."""
     user = {"role": "user", "content": "hi"}
-    sent = [_calls(fmt, "call_0", "note"), _out(fmt, "call_0"), user,
-            _calls(fmt, "call_0", "lookup"), _out(fmt, "call_0"), user]
+    sent = [
+        _calls(fmt, "call_0", "note"),
+        _out(fmt, "call_0"),
+        user,
+        _calls(fmt, "call_0", "lookup"),
+        _out(fmt, "call_0"),
+        user,
+    ]
     for stored_says in (True, False):
-        answers_note = (lambda call_id, says=stored_says: says)
+
+        def answers_note(call_id, says=stored_says):
+            return says
+
         assert own_additions(sent, answers_note) == [False, True, False, False, False, False]
         assert last_user_messages(sent, answers_note) == [(5, user)]
         assert own_additions(sent[1:2], answers_note) == [stored_says]  # its call not sent
-    assert last_user_messages(
-        [*sent[3:5], user, _out(fmt, "call_1")], {"call_1"}.__contains__) == [(2, user)]
+    assert last_user_messages([*sent[3:5], user, _out(fmt, "call_1")], {"call_1"}.__contains__) == [
+        (2, user)
+    ]

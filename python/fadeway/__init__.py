@@ -1,10 +1,10 @@
 """fadeway: a memory for LLM agents that forgets the way people do, and keeps what matters.
 
-    engine = fadeway.open("memories.db")
-    mem = engine.memory("conv-42")
-    request = mem.decorate({"model": "gpt-4.1", "messages": [...]})
-    response = client.chat.completions.create(**request)
-    mem.report(request, response)
+engine = fadeway.open("memories.db")
+mem = engine.memory("conv-42")
+request = mem.decorate({"model": "gpt-4.1", "messages": [...]})
+response = client.chat.completions.create(**request)
+mem.report(request, response)
 """
 
 from __future__ import annotations

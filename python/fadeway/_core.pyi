@@ -6,9 +6,22 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
-    "__version__", "activation", "significance", "activation_log_order", "Bm25Index",
-    "tokenize", "hash_embed", "fade_order", "fade", "rrf", "split_parts", "split_episodes",
-    "count_tokens", "count_tokens_many", "encode_tokens", "token_bytes",
+    "__version__",
+    "activation",
+    "significance",
+    "activation_log_order",
+    "Bm25Index",
+    "tokenize",
+    "hash_embed",
+    "fade_order",
+    "fade",
+    "rrf",
+    "split_parts",
+    "split_episodes",
+    "count_tokens",
+    "count_tokens_many",
+    "encode_tokens",
+    "token_bytes",
 ]
 __version__: str
 
@@ -58,7 +71,6 @@ def rrf(
     k: float,
     limit: int,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]: ...
-
 def tokenize(text: str, stopwords: bool = True, stem: bool = True) -> list[str]: ...
 
 @final

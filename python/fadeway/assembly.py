@@ -23,9 +23,8 @@ import numpy as np
 from . import _constants as C
 from . import blocks, formats, notes, tokens
 from . import view as view_mod
+from .cache import MemoryCache
 from .episodes import Cut, commit_cut, plan_read_cut, read_cut
-from .formats import Format, ParsedRequest
-from .formats.canonical import encode_json, plain
 from .forgetting import (
     Fade,
     ask_spans,
@@ -40,15 +39,15 @@ from .forgetting import (
     turn_sizes,
     typical_turn,
 )
-from .cache import MemoryCache
+from .formats import Format, ParsedRequest
+from .formats.canonical import encode_json, plain
 from .history import History
 from .lane import run_sync
 from .model import EpisodeRecord, MemoryRecord, MessageRecord
 from .recall import RecallResult
 from .recall_turns import blocks_in_view, fix_finals
 from .store import Transaction
-from .view import (block_message, history_view, instruction_role, resolvable, stateless,
-                   view_seqs)
+from .view import block_message, history_view, instruction_role, resolvable, stateless, view_seqs
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -102,25 +101,29 @@ class Planned(NamedTuple):
 def same_read(a: CutRead, b: CutRead) -> bool:
     """Whether two reads of the history to cut hold the same messages (a plan of one is then
     the plan of the other)."""
-    return (a[1:3] == b[1:3] and [m.digest for m in a[0]] == [m.digest for m in b[0]]
-            and [m.digest for m in a[3]] == [m.digest for m in b[3]])
+    return (
+        a[1:3] == b[1:3]
+        and [m.digest for m in a[0]] == [m.digest for m in b[0]]
+        and [m.digest for m in a[3]] == [m.digest for m in b[3]]
+    )
 
 
-def note_ask_tokens(parsed: ParsedRequest, encoding: str,
-                    spans: Sequence[tuple[int, int]]) -> int:
+def note_ask_tokens(parsed: ParsedRequest, encoding: str, spans: Sequence[tuple[int, int]]) -> int:
     """What the note ask for the turn `spans` (`ask_spans`) adds to `parsed`: its message and
     the note tool (raw tokens)."""
     bare = ParsedRequest(parsed.format, parsed.request, parsed.instructions, [], parsed.model)
     with_tool = replace(bare, request=view_mod.with_note_tool(parsed.format, parsed.request))
-    tool = (tokens.fixed_request_tokens(with_tool, encoding)
-            - tokens.fixed_request_tokens(bare, encoding))
+    tool = tokens.fixed_request_tokens(with_tool, encoding) - tokens.fixed_request_tokens(
+        bare, encoding
+    )
     first, *more = spans
     [ask] = tokens.count_texts(encoding, [blocks.note_ask(*first, *more)])
     return tool + C.TOKENS_PER_MESSAGE + ask
 
 
-def _placed(recalled: dict[int, tuple[str, int]], current: dict[int, RecallResult]
-            ) -> dict[int, tuple[str, int]]:
+def _placed(
+    recalled: dict[int, tuple[str, int]], current: dict[int, RecallResult]
+) -> dict[int, tuple[str, int]]:
     """The blocks to show by seq (text and size): `recalled` with this call's `current` blocks
     in place of what it held for their seqs."""
     out = {seq: b for seq, b in recalled.items() if seq not in current}
@@ -128,8 +131,9 @@ def _placed(recalled: dict[int, tuple[str, int]], current: dict[int, RecallResul
     return out
 
 
-def note_arguments(history: History,
-                   seqs: Collection[int] | None = None) -> dict[tuple[int, str], str]:
+def note_arguments(
+    history: History, seqs: Collection[int] | None = None
+) -> dict[tuple[int, str], str]:
     """Arguments of the note calls in the stored history (those in the messages `seqs` when
     given: a long memory holds many, and most left the view long ago), by message and call id,
     in the order made."""
@@ -150,10 +154,20 @@ class Assembly:
         self.memory_id = memory_id
         self.history = history
 
-    def forget_and_assemble(self, tx: Transaction, parsed: ParsedRequest, memory: MemoryRecord,
-                            episodes: list[EpisodeRecord], encoding: str, now: float,
-                            before: int, current: dict[int, RecallResult] | None = None, *,
-                            planned: Planned | None = None, inline: bool = True) -> Assembled:
+    def forget_and_assemble(
+        self,
+        tx: Transaction,
+        parsed: ParsedRequest,
+        memory: MemoryRecord,
+        episodes: list[EpisodeRecord],
+        encoding: str,
+        now: float,
+        before: int,
+        current: dict[int, RecallResult] | None = None,
+        *,
+        planned: Planned | None = None,
+        inline: bool = True,
+    ) -> Assembled:
         """Seal what was acknowledged, fade if the history is over its budget (or the turn
         sleeps), and build the request around the view. `episodes` are as this call found them
         (storing new messages does not change episodes). Also says whether episodes sealed
@@ -169,8 +183,11 @@ class Assembly:
         acked = {e for e, _ in known.acks}
         facts, graph = known.facts, known.graph
         sealed_before = {e.n for e in episodes if e.state in ("sealed", "forgotten")}
-        seal = {e.n: "sealed" for e in episodes
-                if e.state == "leaving" and e.n in acked and e.last_turn < mirror.turn}
+        seal = {
+            e.n: "sealed"
+            for e in episodes
+            if e.state == "leaving" and e.n in acked and e.last_turn < mirror.turn
+        }
         if seal:
             tx.set_episode_states(seal)
             episodes = mirror.episodes.sync(tx)
@@ -182,8 +199,20 @@ class Assembly:
         recalled = _placed(blocks_in_view(tx, mirror, shown, since), current)
         if not any(e.state == "leaving" for e in episodes):
             sizes = {seq: size for seq, (_, size) in recalled.items()}
-            faded = self._fade_if_needed(tx, parsed, shown, episodes, known, encoding, ratio,
-                                         now, before, sizes, planned, inline)
+            faded = self._fade_if_needed(
+                tx,
+                parsed,
+                shown,
+                episodes,
+                known,
+                encoding,
+                ratio,
+                now,
+                before,
+                sizes,
+                planned,
+                inline,
+            )
             if faded:
                 episodes, changed = mirror.episodes.sync(tx), True
                 shown = self.shown()
@@ -214,8 +243,10 @@ class Assembly:
         if stateless(fmt, parsed.request):
             shown = resolvable(mirror, shown)  # the request, its size and its key without them
         role = instruction_role(fmt, parsed.instructions)
-        accepted = {key: notes.parse_note_arguments(args) is not None
-                    for key, args in note_arguments(self.history, shown).items()}
+        accepted = {
+            key: notes.parse_note_arguments(args) is not None
+            for key, args in note_arguments(self.history, shown).items()
+        }
         asking = [e for e in episodes if e.state == "leaving" and e.n not in acked]
         request = parsed.request
         ask = None
@@ -231,36 +262,59 @@ class Assembly:
         # Messages of the request beside the stored ones and the blocks: the ask, and fadeway's
         # outputs for its note calls in view.
         visible = set(shown)
-        added = [*([ask] if ask else []),
-                 *(notes.NOTED if accepted.get((seq, call_id), False) else notes.NOTE_NOT_READ
-                   for seq, ids in mirror.note_calls.items() if seq in visible for call_id in ids)]
-        fixed = (tokens.fixed_request_tokens(ParsedRequest(fmt, request, instructions, [],
-                                                           parsed.model), encoding)
-                 + sum(map(mirror.tokens.__getitem__, shown))
-                 + sum(tokens.count_texts(encoding, added)) + C.TOKENS_PER_MESSAGE * len(added))
+        added = [
+            *([ask] if ask else []),
+            *(
+                notes.NOTED if accepted.get((seq, call_id), False) else notes.NOTE_NOT_READ
+                for seq, ids in mirror.note_calls.items()
+                if seq in visible
+                for call_id in ids
+            ),
+        ]
+        fixed = (
+            tokens.fixed_request_tokens(
+                ParsedRequest(fmt, request, instructions, [], parsed.model), encoding
+            )
+            + sum(map(mirror.tokens.__getitem__, shown))
+            + sum(tokens.count_texts(encoding, added))
+            + C.TOKENS_PER_MESSAGE * len(added)
+        )
         shown_blocks = sum(size for _, size in recalled.values())
         over = round((fixed + shown_blocks) * ratio) - self.engine.ceiling
         if over > 0 and current:
             current = self._within_ceiling(current, over, ratio)
             recalled = _placed(recalled, current)
-        view = history_view(fmt, mirror, shown, accepted,
-                            {seq: block_message(role, text) for seq, (text, _) in recalled.items()})
+        view = history_view(
+            fmt,
+            mirror,
+            shown,
+            accepted,
+            {seq: block_message(role, text) for seq, (text, _) in recalled.items()},
+        )
         if ask:
             view.append(block_message(role, ask))
         estimate = fixed + sum(size for _, size in recalled.values())
         if asking and round(estimate * ratio) > self.engine.ceiling:
-            log.warning("memory %r: the request stands at %d tokens, over the %d-token ceiling, "
-                        "while episodes %s wait for a note (%s); no fade starts until it comes",
-                        self.memory_id, round(estimate * ratio), self.engine.ceiling,
-                        [e.n for e in asking],
-                        "asked" if ask else "the note writer answers in the lane" if writer
-                        else "the ask waits for a tool_choice that lets it out")
+            log.warning(
+                "memory %r: the request stands at %d tokens, over the %d-token ceiling, "
+                "while episodes %s wait for a note (%s); no fade starts until it comes",
+                self.memory_id,
+                round(estimate * ratio),
+                self.engine.ceiling,
+                [e.n for e in asking],
+                "asked"
+                if ask
+                else "the note writer answers in the lane"
+                if writer
+                else "the ask waits for a tool_choice that lets it out",
+            )
         key = Key(estimate, len(shown), mirror.digests[shown[-1]] if shown else None)
         out = ParsedRequest(fmt, request, instructions, view, parsed.model)
         return Assembled(formats.assemble(out, view), key, bool(newly_sealed) or queued, current)
 
-    def _within_ceiling(self, current: dict[int, RecallResult], over: int,
-                        ratio: float) -> dict[int, RecallResult]:
+    def _within_ceiling(
+        self, current: dict[int, RecallResult], over: int, ratio: float
+    ) -> dict[int, RecallResult]:
         """This call's recall blocks shrunk by `over` tokens (corrected) in all, so that the
         request fits under the ceiling: the request that takes the history over its budget
         still holds the turns a fade sends leaving, and the room for the next call leaves out
@@ -277,15 +331,30 @@ class Assembly:
             out[seq] = out[seq].within(size - left)
             left -= size - out[seq].size
         short = max(left, 0)
-        log.info("memory %r: this call's recall blocks shrunk by %d tokens (%d short) to keep the "
-                 "request within the ceiling", self.memory_id, math.ceil(over / ratio) - short,
-                 short)
+        log.info(
+            "memory %r: this call's recall blocks shrunk by %d tokens (%d short) to keep the "
+            "request within the ceiling",
+            self.memory_id,
+            math.ceil(over / ratio) - short,
+            short,
+        )
         return out
 
-    def _fade_if_needed(self, tx: Transaction, parsed: ParsedRequest, shown: list[int],
-                        episodes: Sequence[EpisodeRecord], known: MemoryCache, encoding: str,
-                        ratio: float, now: float, before: int, block_sizes: dict[int, int],
-                        planned: Planned | None, inline: bool) -> bool:
+    def _fade_if_needed(
+        self,
+        tx: Transaction,
+        parsed: ParsedRequest,
+        shown: list[int],
+        episodes: Sequence[EpisodeRecord],
+        known: MemoryCache,
+        encoding: str,
+        ratio: float,
+        now: float,
+        before: int,
+        block_sizes: dict[int, int],
+        planned: Planned | None,
+        inline: bool,
+    ) -> bool:
         """Run a fade to the landing when the history is over its budget, or the turn sleeps.
 
         `shown`, `episodes` and `known` are the memory's as this decorate stands (seals
@@ -293,13 +362,16 @@ class Assembly:
         first if it was not yet (`forget_and_assemble` says how).
         """
         mirror, engine = self.history, self.engine
-        history_tokens = round((sum(map(mirror.tokens.__getitem__, shown))
-                                + sum(block_sizes.values())) * ratio)
-        sealed_facts = facts_of(episodes, known.facts, known.episode_facts, states=("sealed",),
-                                graph=known.graph)
+        history_tokens = round(
+            (sum(map(mirror.tokens.__getitem__, shown)) + sum(block_sizes.values())) * ratio
+        )
+        sealed_facts = facts_of(
+            episodes, known.facts, known.episode_facts, states=("sealed",), graph=known.graph
+        )
         # The block shows each fact once, however many sealed episodes hold it.
-        fact_sizes = fact_tokens(list({f.n: f for fs in sealed_facts.values() for f in fs}
-                                      .values()), encoding, ratio)
+        fact_sizes = fact_tokens(
+            list({f.n: f for fs in sealed_facts.values() for f in fs}.values()), encoding, ratio
+        )
         bare = tokens.fixed_request_tokens(parsed, encoding)
         # The request a fade sends episodes leaving in carries the ask and the note tool. The
         # ask names those episodes' turns: until the fade has picked them it is counted naming
@@ -310,8 +382,10 @@ class Assembly:
         block = sum(fact_sizes.values())
         sizes, steps = turn_sizes(mirror, ratio, block_sizes)
         typical, room = typical_turn(sizes), next_call_room(steps)
-        current = round((sum(mirror.tokens[mirror.turn_start:])
-                         + block_sizes.get(mirror.turn_start, 0)) * ratio)
+        current = round(
+            (sum(mirror.tokens[mirror.turn_start :]) + block_sizes.get(mirror.turn_start, 0))
+            * ratio
+        )
         plan = budget(engine.ceiling, fixed + block, room, typical, current)
 
         def beside(fixed: int) -> tuple[bool, int]:
@@ -335,13 +409,23 @@ class Assembly:
             if planned is not None and same_read(planned.read, read):
                 commit_cut(tx, planned.cut, now)
             elif inline:
-                commit_cut(tx, run_sync(plan_read_cut(
-                    engine, read, deadline=time.monotonic() + C.INLINE_CUT_DEADLINE)), now)
+                commit_cut(
+                    tx,
+                    run_sync(
+                        plan_read_cut(
+                            engine, read, deadline=time.monotonic() + C.INLINE_CUT_DEADLINE
+                        )
+                    ),
+                    now,
+                )
             else:
                 raise PlanCut(read)
         if sleeping:
-            log.info("memory %r: the turn sleeps after %.1f h of silence; fading to the landing",
-                     self.memory_id, silent / 3600)
+            log.info(
+                "memory %r: the turn sleeps after %.1f h of silence; fading to the landing",
+                self.memory_id,
+                silent / 3600,
+            )
         mirror.episodes.sync(tx)
         mirror.trace_log.sync(tx)
         acked = {e for e, _ in known.acks}
@@ -352,15 +436,22 @@ class Assembly:
             return fade_episodes(
                 mirror.episodes.columns(),
                 lambda numbers: mirror.trace_log.activation(numbers, now),
-                block_sizes, holding, fact_sizes, ratio, history_tokens, block,
+                block_sizes,
+                holding,
+                fact_sizes,
+                ratio,
+                history_tokens,
+                block,
                 lambda b: landing(engine.ceiling, fixed + b, room, typical, current),
-                (lambda b: np.maximum(0, engine.ceiling - fixed - b - room_left)) if fits else None)
+                (lambda b: np.maximum(0, engine.ceiling - fixed - b - room_left)) if fits else None,
+            )
 
         for _ in range(C.FADE_ASK_PASSES):
             picked = pick(fixed)
-            states = {n: ("sealed" if n in acked else "leaving") if live else "forgotten"
-                      for n, live in zip(picked.numbers.tolist(), picked.live.tolist(),
-                                         strict=True)}
+            states = {
+                n: ("sealed" if n in acked else "leaving") if live else "forgotten"
+                for n, live in zip(picked.numbers.tolist(), picked.live.tolist(), strict=True)
+            }
             leaving = [n for n, state in states.items() if state == "leaving"]
             if not asks or not leaving:
                 break
@@ -377,28 +468,40 @@ class Assembly:
         plan = budget(engine.ceiling, fixed + block, room, typical, current)
         if states:
             tx.set_episode_states(states)
-            log.info("memory %r: fade to the landing (%d tokens), projected view %d tokens%s: %s",
-                     self.memory_id, plan.landing, history_tokens,
-                     "" if history_tokens <= min(plan.landing, plan.budget)
-                     else " (nothing more to fade)",
-                     ", ".join(f"episode {n} {s}" for n, s in states.items()))
+            log.info(
+                "memory %r: fade to the landing (%d tokens), projected view %d tokens%s: %s",
+                self.memory_id,
+                plan.landing,
+                history_tokens,
+                ""
+                if history_tokens <= min(plan.landing, plan.budget)
+                else " (nothing more to fade)",
+                ", ".join(f"episode {n} {s}" for n, s in states.items()),
+            )
         return bool(states)
 
-    def _facts_order(self, tx: Transaction, episodes: Sequence[EpisodeRecord],
-                     known: MemoryCache, now: float) -> list[int]:
+    def _facts_order(
+        self, tx: Transaction, episodes: Sequence[EpisodeRecord], known: MemoryCache, now: float
+    ) -> list[int]:
         """The facts block's facts (those of sealed episodes, each as the held fact it stands
         as, retired ones left out), most active first. A held fact's activation counts the
         traces of the restatements merged into it."""
-        shown = {f.n for fs in facts_of(episodes, known.facts, known.episode_facts,
-                                        states=("sealed",), graph=known.graph).values()
-                 for f in fs}
+        shown = {
+            f.n
+            for fs in facts_of(
+                episodes, known.facts, known.episode_facts, states=("sealed",), graph=known.graph
+            ).values()
+            for f in fs
+        }
         if not shown:
             return []
         ns = sorted(shown)
         log = self.history.trace_log
         log.sync(tx)
         act = log.activation(ns, now, by="fact", fact_key=known.graph.root)
-        return [n for _, n in sorted(zip(act.tolist(), ns, strict=True), key=lambda p: (-p[0], -p[1]))]
+        return [
+            n for _, n in sorted(zip(act.tolist(), ns, strict=True), key=lambda p: (-p[0], -p[1]))
+        ]
 
     def shown(self) -> list[int]:
         """The seqs of the stored messages in view, by the episodes as last synced."""

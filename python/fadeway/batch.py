@@ -59,10 +59,15 @@ def open_for_replay(settings: ReplaySettings) -> Engine:
     """An engine for replay: no background threads (the replay runs each lane itself, at fixed
     points, so a resumed run repeats an uninterrupted one exactly)."""
     ceiling = C.DEFAULT_CEILING if settings.ceiling is None else settings.ceiling
-    return open_engine(settings.db, ceiling=ceiling, background=False,
-                       synchronous=REPLAY_SYNCHRONOUS,
-                       lane_lease_seconds=REPLAY_LANE_LEASE_SECONDS, judge=settings.judge,
-                       judge_model=settings.judge_model)
+    return open_engine(
+        settings.db,
+        ceiling=ceiling,
+        background=False,
+        synchronous=REPLAY_SYNCHRONOUS,
+        lane_lease_seconds=REPLAY_LANE_LEASE_SECONDS,
+        judge=settings.judge,
+        judge_model=settings.judge_model,
+    )
 
 
 def _note_writer(settings: ReplaySettings) -> NoteWriter | None:
@@ -85,8 +90,9 @@ def _die_with_parent(parent: int) -> None:
 def _init_worker(settings: ReplaySettings, progress: multiprocessing.Queue, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
     _die_with_parent(parent)
-    _worker.update(engine=open_for_replay(settings), settings=settings, progress=progress,
-                   parent=parent)
+    _worker.update(
+        engine=open_for_replay(settings), settings=settings, progress=progress, parent=parent
+    )
 
 
 def _replay_in_worker(memory: MemoryLines) -> Replayed:
@@ -106,15 +112,25 @@ def _replay_in_worker(memory: MemoryLines) -> Replayed:
             out.put(pending)
             pending, last = 0, now
 
-    result = replay_memory(engine, memory.memory_id, memory.lines, fmt=memory.format,
-                           model=settings.model, note_writer=_note_writer(settings),
-                           progress=progress)
+    result = replay_memory(
+        engine,
+        memory.memory_id,
+        memory.lines,
+        fmt=memory.format,
+        model=settings.model,
+        note_writer=_note_writer(settings),
+        progress=progress,
+    )
     out.put(pending)
     return result
 
 
-def _replay_in_workers(memories: Sequence[MemoryLines], settings: ReplaySettings, workers: int,
-                       advance: Callable[[int], None]) -> list[Replayed]:
+def _replay_in_workers(
+    memories: Sequence[MemoryLines],
+    settings: ReplaySettings,
+    workers: int,
+    advance: Callable[[int], None],
+) -> list[Replayed]:
     context = multiprocessing.get_context("spawn")
     progress: multiprocessing.Queue = context.Queue()
     pool = context.Pool(workers, _init_worker, (settings, progress, os.getpid()))
@@ -142,6 +158,7 @@ def _replay_in_workers(memories: Sequence[MemoryLines], settings: ReplaySettings
 
 # -- the run ----------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True, slots=True)
 class MemorySummary:
     """One memory as the store holds it after a run (`new`: messages this run stored)."""
@@ -163,13 +180,27 @@ def summarize(engine: Engine, new: dict[str, int]) -> list[MemorySummary]:
             messages = tx.message_count()
             states = [e.state for e in tx.episodes()]
             facts = len(tx.facts())
-        rows.append(MemorySummary(memory_id, messages, added, len(states), facts,
-                                  states.count("sealed"), states.count("forgotten")))
+        rows.append(
+            MemorySummary(
+                memory_id,
+                messages,
+                added,
+                len(states),
+                facts,
+                states.count("sealed"),
+                states.count("forgotten"),
+            )
+        )
     return rows
 
 
-def run_batch(batch: Batch, settings: ReplaySettings, *, workers: int = 1,
-              advance: Callable[[int], None] = lambda n: None) -> list[MemorySummary]:
+def run_batch(
+    batch: Batch,
+    settings: ReplaySettings,
+    *,
+    workers: int = 1,
+    advance: Callable[[int], None] = lambda n: None,
+) -> list[MemorySummary]:
     """Import the batch's exports, replay its memories (`workers` processes when there are
     several), and return the store's summary of every memory touched."""
     new: dict[str, int] = {}
@@ -193,9 +224,18 @@ def run_batch(batch: Batch, settings: ReplaySettings, *, workers: int = 1,
         memories = sorted(batch.memories.values(), key=lambda m: -m.messages)
         workers = max(1, min(workers, len(memories)))
         if workers == 1:
-            results = [replay_memory(engine, m.memory_id, m.lines, fmt=m.format,
-                                     model=settings.model, note_writer=_note_writer(settings),
-                                     progress=advance) for m in memories]
+            results = [
+                replay_memory(
+                    engine,
+                    m.memory_id,
+                    m.lines,
+                    fmt=m.format,
+                    model=settings.model,
+                    note_writer=_note_writer(settings),
+                    progress=advance,
+                )
+                for m in memories
+            ]
         else:
             results = _replay_in_workers(memories, settings, workers, advance)
         stored = {r.memory_id: r.stored for r in results}

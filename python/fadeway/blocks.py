@@ -44,14 +44,31 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 __all__ = [
-    "FACTS_HEADER", "MILESTONES_HEADER", "RECALL_CLOSE", "RECALL_OPEN",
-    "BlockFact", "Excerpt", "PartSection", "RecallGroup", "RecalledFact",
-    "entities", "facts_block", "fold", "is_block", "is_sound_block", "neutralise", "note_ask",
-    "recall_block", "resealed", "turns",
+    "FACTS_HEADER",
+    "MILESTONES_HEADER",
+    "RECALL_CLOSE",
+    "RECALL_OPEN",
+    "BlockFact",
+    "Excerpt",
+    "PartSection",
+    "RecallGroup",
+    "RecalledFact",
+    "entities",
+    "facts_block",
+    "fold",
+    "is_block",
+    "is_sound_block",
+    "neutralise",
+    "note_ask",
+    "recall_block",
+    "resealed",
+    "turns",
 ]
 
-FACTS_HEADER = ("Recorded facts from compacted history, most relevant first, resolved entities "
-                "in brackets. Their turns are out of view.")
+FACTS_HEADER = (
+    "Recorded facts from compacted history, most relevant first, resolved entities "
+    "in brackets. Their turns are out of view."
+)
 MILESTONES_HEADER = "Milestones:"
 
 RECALL_OPEN = "[assistant_recent_memories]"
@@ -62,8 +79,9 @@ RECALL_PREAMBLE = (
     "IMPT: Overlapping or competing facts require temporal consideration and reasoning to "
     "resolve."
 )
-GROUPS_HEADER = ("Remembered facts, grouped by what they are about, newest first "
-                 "(dated; newer facts win):")
+GROUPS_HEADER = (
+    "Remembered facts, grouped by what they are about, newest first (dated; newer facts win):"
+)
 PARTS_HEADER = "Remembered facts for each part of this message, searched on its own:"
 EXCERPTS_HEADER = "Conversation excerpts:"
 RETIRED = "retired"
@@ -96,10 +114,10 @@ _NOTE_ASK_REST = (
     "its canonical name, the name your earlier facts already use, else the most specific name in "
     "the conversation. Each fact becomes one edge between its subject and object in a knowledge "
     "graph.\n"
-    "For example, where the user had called it \"the new copy\": note \"Pricing page copy v3 was "
-    "approved by the user.\" with subject \"user\" and object \"pricing page copy v3\"; note "
-    "\"Pricing page copy v3 awaits legal review of its refund line.\" with subject \"pricing page "
-    "copy v3\" and object \"refund line\".\n"
+    'For example, where the user had called it "the new copy": note "Pricing page copy v3 was '
+    'approved by the user." with subject "user" and object "pricing page copy v3"; note '
+    '"Pricing page copy v3 awaits legal review of its refund line." with subject "pricing page '
+    'copy v3" and object "refund line".\n'
     "\n"
 )
 _NOTE_ASK_SPAN = re.compile(r"turn (\d+)|turns (\d+)\u2013(\d+)")
@@ -184,32 +202,69 @@ _SLASHES = "/\\\u2215\u2044\u29f8\u29f9\u2571\u2572\u27cb\u27cd\u2cfa\u30fb\u303
 # brackets (and slash), and still read as one marker: blanks, control characters (C0 and C1),
 # joiners and dashes, as in "[-/assistant_recent_memories]". Unicode's other spaces too (`\s`,
 # `str.isspace`); what shows nothing else is left out of the folded copy.
-_GAPS = frozenset(" " + "".join(map(chr, [*range(0x20), *range(0x7f, 0xa0)]))
-                  + "_.-:+" + "".join(map(chr, range(0x2010, 0x2016))))
+_GAPS = frozenset(
+    " "
+    + "".join(map(chr, [*range(0x20), *range(0x7F, 0xA0)]))
+    + "_.-:+"
+    + "".join(map(chr, range(0x2010, 0x2016)))
+)
 # Any number of them; possessive, so that a long run costs one pass.
 _GAP = "[\\s" + "".join(map(re.escape, sorted(_GAPS))) + "]*+"
 # Between the words: those, and up to three of anything else but letters and digits.
 _SEPARATOR = _GAP + r"(?:[\W_]" + _GAP + r"){0,3}"
-_WORDS = re.compile(_SEPARATOR.join(_GAP.join(re.escape(c) for c in word)
-                                    for word in ("assistant", "recent", "memor"))
-                    + _GAP + r"(?:y|i" + _GAP + "e" + _GAP + "s)")
+_WORDS = re.compile(
+    _SEPARATOR.join(
+        _GAP.join(re.escape(c) for c in word) for word in ("assistant", "recent", "memor")
+    )
+    + _GAP
+    + r"(?:y|i"
+    + _GAP
+    + "e"
+    + _GAP
+    + "s)"
+)
 _OPEN_SAFE, _CLOSE_SAFE = "(", ")"
 # What would make an excerpt's first character start a line of the block (a list item, a
 # heading, a bracketed header): read on the folded copy, so a look-alike counts too. Dashes
 # are told by their category; parentheses and quotation marks start ordinary sentences.
-_LINE_STARTERS = frozenset("#*+>\u2212\u2022\u2043\u25e6" + "".join(
-    c for c in _OPENERS if c not in "({" and unicodedata.category(c) == "Ps"))
+_LINE_STARTERS = frozenset(
+    "#*+>\u2212\u2022\u2043\u25e6"
+    + "".join(c for c in _OPENERS if c not in "({" and unicodedata.category(c) == "Ps")
+)
 
 
 # Look-alikes of the marker's Latin letters from other scripts (Cyrillic, Greek, Armenian),
 # which NFKC leaves apart.
-_HOMOGLYPHS = str.maketrans({
-    "\u0430": "a", "\u0251": "a", "\u03b1": "a", "\u0455": "s", "\u0456": "i", "\u0131": "i",
-    "\u03b9": "i", "\u04cf": "i", "\u0435": "e", "\u03b5": "e", "\u04bd": "e", "\u0441": "c",
-    "\u03f2": "c", "\u043e": "o", "\u03bf": "o", "\u0585": "o", "\u0440": "p", "\u0442": "t",
-    "\u03c4": "t", "\u043c": "m", "\u043f": "n", "\u03b7": "n", "\u0433": "r", "\u0443": "y",
-    "\u04af": "y", "\u03b3": "y",
-})
+_HOMOGLYPHS = str.maketrans(
+    {
+        "\u0430": "a",
+        "\u0251": "a",
+        "\u03b1": "a",
+        "\u0455": "s",
+        "\u0456": "i",
+        "\u0131": "i",
+        "\u03b9": "i",
+        "\u04cf": "i",
+        "\u0435": "e",
+        "\u03b5": "e",
+        "\u04bd": "e",
+        "\u0441": "c",
+        "\u03f2": "c",
+        "\u043e": "o",
+        "\u03bf": "o",
+        "\u0585": "o",
+        "\u0440": "p",
+        "\u0442": "t",
+        "\u03c4": "t",
+        "\u043c": "m",
+        "\u043f": "n",
+        "\u03b7": "n",
+        "\u0433": "r",
+        "\u0443": "y",
+        "\u04af": "y",
+        "\u03b3": "y",
+    }
+)
 # Blank letters that render as a space or nothing (Hangul fillers, the Braille blank).
 _BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
 
@@ -253,6 +308,7 @@ def _marker_brackets(folded: str) -> list[tuple[int, str]]:
     """Where the brackets of each marker in a folded copy are, with the safe character each
     becomes: a bracket (or a slash and a bracket) before the marker's words, a bracket after.
     What `_GAPS` holds, and any space, may stand between them."""
+
     def between(ch: str) -> bool:
         return ch in _GAPS or ch.isspace()
 
@@ -298,8 +354,11 @@ def _line(text: str) -> str:
     text = neutralise(text)
     first = next((ch for ch in text if not _shows_nothing(ch) and not ch.isspace()), "")
     first = unicodedata.normalize("NFKC", first)[:1]
-    return "\\" + text if first and (first in _LINE_STARTERS
-                                      or unicodedata.category(first) == "Pd") else text
+    return (
+        "\\" + text
+        if first and (first in _LINE_STARTERS or unicodedata.category(first) == "Pd")
+        else text
+    )
 
 
 # --- shared pieces -----------------------------------------------------------------------------
@@ -398,8 +457,9 @@ def note_ask(first_turn: int, last_turn: int, *more: tuple[int, int]) -> str:
     return f"History from {where} is leaving live context." + _NOTE_ASK_REST
 
 
-def recall_block(groups: Sequence[RecallGroup], part_sections: Sequence[PartSection],
-                 excerpts: Sequence[Excerpt]) -> str | None:
+def recall_block(
+    groups: Sequence[RecallGroup], part_sections: Sequence[PartSection], excerpts: Sequence[Excerpt]
+) -> str | None:
     """The recall block: grouped facts, facts per part of the message, conversation excerpts.
 
     Sections with nothing are left out; None when nothing was found.
@@ -460,18 +520,22 @@ def _is_note_ask(text: str) -> bool:
     head, found, _ = text.partition(" is leaving live context.")
     if not found or not head.startswith("History from "):
         return False
-    spans = [(int(single), int(single)) if single else (int(first), int(last))
-             for single, first, last in _NOTE_ASK_SPAN.findall(head)]
+    spans = [
+        (int(single), int(single)) if single else (int(first), int(last))
+        for single, first, last in _NOTE_ASK_SPAN.findall(head)
+    ]
     if not spans or any(a > b for a, b in spans):
         return False
     return text == note_ask(*spans[0], *spans[1:])
 
 
 def _is_recall_block(text: str) -> bool:
-    return (text.startswith(f"{RECALL_OPEN}\n\n{RECALL_PREAMBLE}\n\n")
-            and text.endswith("\n" + RECALL_CLOSE)
-            and text.count(RECALL_OPEN) == 1
-            and text.count(RECALL_CLOSE) == 1)
+    return (
+        text.startswith(f"{RECALL_OPEN}\n\n{RECALL_PREAMBLE}\n\n")
+        and text.endswith("\n" + RECALL_CLOSE)
+        and text.count(RECALL_OPEN) == 1
+        and text.count(RECALL_CLOSE) == 1
+    )
 
 
 def resealed(text: object, kind: str) -> str | None:
@@ -485,14 +549,21 @@ def resealed(text: object, kind: str) -> str | None:
         if not _is_facts_block(text):
             return None
         lines = text.split("\n")
-        return "\n".join([lines[0], *(line if line == MILESTONES_HEADER else neutralise(line)
-                                      for line in lines[1:])])
+        return "\n".join(
+            [
+                lines[0],
+                *(line if line == MILESTONES_HEADER else neutralise(line) for line in lines[1:]),
+            ]
+        )
     if kind == "recall":
         head = f"{RECALL_OPEN}\n\n{RECALL_PREAMBLE}\n\n"
-        if not (text.startswith(head) and text.endswith("\n" + RECALL_CLOSE)
-                and len(text) > len(head) + len(RECALL_CLOSE)):
+        if not (
+            text.startswith(head)
+            and text.endswith("\n" + RECALL_CLOSE)
+            and len(text) > len(head) + len(RECALL_CLOSE)
+        ):
             return None
-        inner = text[len(head):-len(RECALL_CLOSE) - 1].split("\n")
+        inner = text[len(head) : -len(RECALL_CLOSE) - 1].split("\n")
         kept = [_without_markers(_ODD_BREAK.sub(" ", line)) for line in inner]
         return head + "\n".join(kept) + "\n" + RECALL_CLOSE
     raise ValueError(f"kind must be 'facts' or 'recall', not {kind!r}")

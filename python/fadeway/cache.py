@@ -29,8 +29,14 @@ class MemoryCache:
 
     def position(self) -> tuple[int, ...]:
         """How far this cache has read (it moves with every sync that finds something new)."""
-        return (self._last_fact, self._last_episode, len(self.acks), len(self.entities),
-                len(self.edges), len(self.retirements))
+        return (
+            self._last_fact,
+            self._last_episode,
+            len(self.acks),
+            len(self.entities),
+            len(self.edges),
+            len(self.retirements),
+        )
 
     def sync(self, tx: Transaction) -> None:
         facts = tx.facts(self._last_fact)
@@ -53,8 +59,9 @@ class MemoryCache:
             episodes_of_note: dict[int, list[int]] = {}
             for episode, note in self.acks:
                 episodes_of_note.setdefault(note, []).append(episode)
-            self.fact_episodes = {n: episodes_of_note.get(f.note, [])
-                                  for n, f in self.facts.items()}
+            self.fact_episodes = {
+                n: episodes_of_note.get(f.note, []) for n, f in self.facts.items()
+            }
             self.episode_facts = {}
             for n, eps in self.fact_episodes.items():
                 for e in eps:

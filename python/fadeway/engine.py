@@ -8,26 +8,27 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from pathlib import Path
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from . import _constants as C
-from .errors import ImportConflictError, InvalidExportError, InvalidMemoryIdError
-from .export import check_export, resealed
+
 # Each registers its lane job: fact traces, the graph, passages, and embeddings.
 from . import graph, note_taking, passages, scoring  # noqa: F401
 from .embed import Embedder, embedder_from
 from .episodes import CutSettings
+from .errors import ImportConflictError, InvalidExportError, InvalidMemoryIdError
+from .export import check_export, resealed
 from .history import History
 from .judge import Judge, judge_from
 from .lane import BackgroundWorker, drain, job_kinds
 from .memory import Memory
-from .note_writer import LLMNoteWriter, NoteWriter, note_writer_from
 from .model import MemoryExport, MessageRecord, RequestRecord
+from .note_writer import LLMNoteWriter, NoteWriter, note_writer_from
 from .paths import data_dir_for, index_dir
 from .search import MemoryIndex
 from .store import Store, open_store
@@ -46,12 +47,14 @@ def _check_memory_id(memory_id: Any) -> str:
         raise InvalidMemoryIdError("a memory id must not be empty")
     if len(memory_id) > MAX_MEMORY_ID_LENGTH:
         raise InvalidMemoryIdError(
-            f"a memory id must be at most {MAX_MEMORY_ID_LENGTH} characters, not {len(memory_id)}")
+            f"a memory id must be at most {MAX_MEMORY_ID_LENGTH} characters, not {len(memory_id)}"
+        )
     try:
         memory_id.encode("utf-8")
     except UnicodeEncodeError:
-        raise InvalidMemoryIdError("a memory id must be valid Unicode (it holds a lone "
-                                   "surrogate)") from None
+        raise InvalidMemoryIdError(
+            "a memory id must be valid Unicode (it holds a lone surrogate)"
+        ) from None
     return memory_id
 
 
@@ -67,15 +70,23 @@ def _check_settings(ceiling: int, lane_lease_seconds: float, lane_retry_seconds:
 class Engine:
     """Many memories in one store, with one clock and one set of settings."""
 
-    def __init__(self, store: Store, *, ceiling: int = C.DEFAULT_CEILING,
-                 clock: Callable[[], float] | None = None, judge: Judge | str | None = None,
-                 judge_model: str | None = None, cut_settings: CutSettings | None = None,
-                 background: bool = True,
-                 lane_threads: int = C.LANE_THREADS,
-                 lane_lease_seconds: float = C.LANE_LEASE_SECONDS,
-                 lane_retry_seconds: float = C.LANE_RETRY_SECONDS,
-                 embedder: Embedder | str | None = None, data_dir: Path | None = None,
-                 note_writer: NoteWriter | str | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        ceiling: int = C.DEFAULT_CEILING,
+        clock: Callable[[], float] | None = None,
+        judge: Judge | str | None = None,
+        judge_model: str | None = None,
+        cut_settings: CutSettings | None = None,
+        background: bool = True,
+        lane_threads: int = C.LANE_THREADS,
+        lane_lease_seconds: float = C.LANE_LEASE_SECONDS,
+        lane_retry_seconds: float = C.LANE_RETRY_SECONDS,
+        embedder: Embedder | str | None = None,
+        data_dir: Path | None = None,
+        note_writer: NoteWriter | str | None = None,
+    ) -> None:
         _check_settings(ceiling, lane_lease_seconds, lane_retry_seconds)
         self.store = store
         self.ceiling = ceiling
@@ -140,8 +151,9 @@ class Engine:
             else:
                 self._histories.move_to_end(memory_id)
             held = sum(h.body_bytes for h in self._histories.values())
-            while len(self._histories) > 1 and (len(self._histories) > C.HISTORY_CACHE_MEMORIES
-                                                or held > C.HISTORY_CACHE_BYTES):
+            while len(self._histories) > 1 and (
+                len(self._histories) > C.HISTORY_CACHE_MEMORIES or held > C.HISTORY_CACHE_BYTES
+            ):
                 held -= self._histories.popitem(last=False)[1].body_bytes
         return Memory(self, memory_id, history)
 
@@ -151,13 +163,13 @@ class Engine:
             index = self._indexes.get(memory_id)
             if index is None:
                 directory = index_dir(self.data_dir, memory_id) if self.data_dir else None
-                index = self._indexes[memory_id] = MemoryIndex(memory_id, directory,
-                                                                 self.embedder)
+                index = self._indexes[memory_id] = MemoryIndex(memory_id, directory, self.embedder)
             else:
                 self._indexes.move_to_end(memory_id)
             held = sum(i.nbytes for i in self._indexes.values())
-            while len(self._indexes) > 1 and (len(self._indexes) > C.OPEN_INDEXES
-                                              or held > C.OPEN_INDEX_BYTES):
+            while len(self._indexes) > 1 and (
+                len(self._indexes) > C.OPEN_INDEXES or held > C.OPEN_INDEX_BYTES
+            ):
                 closing = self._indexes.popitem(last=False)[1]
                 held -= closing.nbytes
                 closing.save()
@@ -176,7 +188,11 @@ class Engine:
             value = at.timestamp()
         else:
             value = at
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+        ):
             raise ValueError(f"the time must be finite Unix seconds, not {value!r}")
         return float(value)
 
@@ -194,15 +210,30 @@ class Engine:
             raise InvalidExportError(f"the export queues jobs of unknown kind {unknown}")
         entries = check_export(export)
         export = resealed(export)
-        rows = [MessageRecord(seq=m.seq, turn=m.turn, at=m.at, role=e.role, kind=e.kind,
-                              side=e.side.value, source=m.source, tokens=m.tokens,
-                              digest=e.digest, calls=e.calls, answers=e.answers, body=e.body)
-                for m, e in zip(export.messages, entries, strict=True)]
+        rows = [
+            MessageRecord(
+                seq=m.seq,
+                turn=m.turn,
+                at=m.at,
+                role=e.role,
+                kind=e.kind,
+                side=e.side.value,
+                source=m.source,
+                tokens=m.tokens,
+                digest=e.digest,
+                calls=e.calls,
+                answers=e.answers,
+                body=e.body,
+            )
+            for m, e in zip(export.messages, entries, strict=True)
+        ]
         memory = self.memory(export.memory_id)
         with memory._history.lock, self.store.write(export.memory_id) as tx:
             if tx.memory() is not None:
-                raise ImportConflictError(f"memory {export.memory_id!r} already exists; import "
-                                          "restores into an empty memory only")
+                raise ImportConflictError(
+                    f"memory {export.memory_id!r} already exists; import "
+                    "restores into an empty memory only"
+                )
             tx.create_memory(export.format, export.created_at)
             instructions = bytes(export.instructions)
             tx.set_instructions(None if instructions == b"null" else instructions)
@@ -227,15 +258,27 @@ class Engine:
             tx.insert_passages(export.passages)
             for recall in export.recalls:
                 tx.insert_recall(recall)
-            for table, texts in (("distills", export.distills),
-                                 ("recall_finals", export.recall_finals)):
+            for table, texts in (
+                ("distills", export.distills),
+                ("recall_finals", export.recall_finals),
+            ):
                 for text in texts:
                     tx.insert_block_text(table, text)
             for walk in export.walks:
                 tx.insert_walk(walk)
             for u in export.usage:
-                tx.insert_usage([UsageRecord(kind=u.kind, model=u.model, tokens_in=u.tokens_in,
-                                             tokens_out=u.tokens_out, seconds=0.0)], u.at)
+                tx.insert_usage(
+                    [
+                        UsageRecord(
+                            kind=u.kind,
+                            model=u.model,
+                            tokens_in=u.tokens_in,
+                            tokens_out=u.tokens_out,
+                            seconds=0.0,
+                        )
+                    ],
+                    u.at,
+                )
             for job in export.jobs:  # the work the source had still to do
                 tx.enqueue(job.kind, bytes(job.payload), job.created_at)
             if export.facts or export.passages:
@@ -266,17 +309,24 @@ def _load_export(doc: MemoryExport | dict[str, Any] | bytes | str) -> MemoryExpo
     return export
 
 
-def open(url: str | os.PathLike[str] = "fadeway.db", *, ceiling: int = C.DEFAULT_CEILING,
-         clock: Callable[[], float] | None = None, synchronous: str = "FULL",
-         judge: Judge | str | None = None, judge_model: str | None = None,
-         episode_min_tokens: int = C.EPISODE_MIN_TOKENS,
-         episode_max_tokens: int = C.EPISODE_MAX_TOKENS,
-         cut_after_tokens: int = C.CUT_AFTER_TOKENS, background: bool = True,
-         lane_threads: int = C.LANE_THREADS,
-         lane_lease_seconds: float = C.LANE_LEASE_SECONDS,
-         lane_retry_seconds: float = C.LANE_RETRY_SECONDS,
-         embedder: Embedder | str | None = None,
-         note_writer: NoteWriter | str | None = None) -> Engine:
+def open(
+    url: str | os.PathLike[str] = "fadeway.db",
+    *,
+    ceiling: int = C.DEFAULT_CEILING,
+    clock: Callable[[], float] | None = None,
+    synchronous: str = "FULL",
+    judge: Judge | str | None = None,
+    judge_model: str | None = None,
+    episode_min_tokens: int = C.EPISODE_MIN_TOKENS,
+    episode_max_tokens: int = C.EPISODE_MAX_TOKENS,
+    cut_after_tokens: int = C.CUT_AFTER_TOKENS,
+    background: bool = True,
+    lane_threads: int = C.LANE_THREADS,
+    lane_lease_seconds: float = C.LANE_LEASE_SECONDS,
+    lane_retry_seconds: float = C.LANE_RETRY_SECONDS,
+    embedder: Embedder | str | None = None,
+    note_writer: NoteWriter | str | None = None,
+) -> Engine:
     """Open (or create) a store of memories.
 
     url: a file path or `sqlite:///path` (the embedded default).
@@ -308,8 +358,17 @@ def open(url: str | os.PathLike[str] = "fadeway.db", *, ceiling: int = C.DEFAULT
     settings = CutSettings(episode_min_tokens, episode_max_tokens, cut_after_tokens)
     judge = judge_from(judge, model=judge_model)  # a bad spec fails before the store opens
     note_writer = note_writer_from(note_writer, model=judge_model)
-    return Engine(open_store(url, synchronous=synchronous), ceiling=ceiling, clock=clock,
-                  judge=judge, cut_settings=settings, background=background,
-                  lane_threads=lane_threads, lane_lease_seconds=lane_lease_seconds,
-                  lane_retry_seconds=lane_retry_seconds, embedder=embedder,
-                  data_dir=data_dir_for(url), note_writer=note_writer)
+    return Engine(
+        open_store(url, synchronous=synchronous),
+        ceiling=ceiling,
+        clock=clock,
+        judge=judge,
+        cut_settings=settings,
+        background=background,
+        lane_threads=lane_threads,
+        lane_lease_seconds=lane_lease_seconds,
+        lane_retry_seconds=lane_retry_seconds,
+        embedder=embedder,
+        data_dir=data_dir_for(url),
+        note_writer=note_writer,
+    )

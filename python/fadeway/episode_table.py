@@ -117,8 +117,9 @@ class EpisodeTable:
         self._position.update((e.n, len(self._records) - len(new) + i) for i, e in enumerate(new))
         if cols is not None:
             more = _columns_of(new)
-            self._columns = EpisodeColumns(*(np.concatenate((getattr(cols, f), getattr(more, f)))
-                                             for f in _FIELDS))
+            self._columns = EpisodeColumns(
+                *(np.concatenate((getattr(cols, f), getattr(more, f))) for f in _FIELDS)
+            )
 
 
 _FIELDS = ("n", "first_seq", "last_seq", "tokens", "state")
@@ -131,6 +132,9 @@ def _columns_of(records: list[EpisodeRecord]) -> EpisodeColumns:
         return np.fromiter((getattr(e, field) for e in records), dtype=np.int64, count=count)
 
     return EpisodeColumns(
-        n=column("n"), first_seq=column("first_seq"), last_seq=column("last_seq"),
+        n=column("n"),
+        first_seq=column("first_seq"),
+        last_seq=column("last_seq"),
         tokens=column("tokens"),
-        state=np.fromiter((_CODE[e.state] for e in records), dtype=np.int8, count=count))
+        state=np.fromiter((_CODE[e.state] for e in records), dtype=np.int8, count=count),
+    )

@@ -105,8 +105,7 @@ class EndpointError(FadewayError):
     5xx), so the same call may well succeed later; a refused call or a missing setting is not.
     """
 
-    def __init__(self, message: str, *, status: int | None = None,
-                 retryable: bool = False) -> None:
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False) -> None:
         super().__init__(message)
         self.status = status
         self.retryable = retryable
@@ -115,8 +114,7 @@ class EndpointError(FadewayError):
 class EndpointTimeout(EndpointError, TimeoutError):
     """A call to a provider endpoint did not finish by its deadline (all attempts and waits)."""
 
-    def __init__(self, message: str, *, status: int | None = None,
-                 retryable: bool = True) -> None:
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = True) -> None:
         super().__init__(message, status=status, retryable=retryable)
 
 

@@ -31,8 +31,18 @@ if TYPE_CHECKING:
     from .engine import Engine
     from .store import Transaction
 
-__all__ = ["export_memory", "dumps", "loads", "write_jsonl", "read_jsonl", "check_export",
-           "read_export_file", "numbered_lines", "check_export_file", "import_file"]
+__all__ = [
+    "export_memory",
+    "dumps",
+    "loads",
+    "write_jsonl",
+    "read_jsonl",
+    "check_export",
+    "read_export_file",
+    "numbered_lines",
+    "check_export_file",
+    "import_file",
+]
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(MemoryExport)
@@ -50,8 +60,12 @@ def export_memory(tx: Transaction, memory_id: str) -> MemoryExport:
     notes_, facts, acks = tx.notes(), tx.facts(), tx.acks()
     graph = (tx.entities(), tx.aliases(), tx.edges(), tx.retirements())
     passages = tx.passages()
-    recalls = (tx.recalls(), tx.block_texts("distills"), tx.block_texts("recall_finals"),
-               tx.walks())
+    recalls = (
+        tx.recalls(),
+        tx.block_texts("distills"),
+        tx.block_texts("recall_finals"),
+        tx.walks(),
+    )
     usage = tx.usage()
     return MemoryExport(
         memory_id=memory_id,
@@ -59,16 +73,36 @@ def export_memory(tx: Transaction, memory_id: str) -> MemoryExport:
         created_at=memory.created_at,
         decorated_through=memory.decorated_through,
         instructions=msgspec.Raw(memory.instructions or b"null"),
-        messages=[ExportedMessage(seq=m.seq, turn=m.turn, at=m.at, role=m.role, kind=m.kind,
-                                  source=m.source, tokens=m.tokens,
-                                  message=msgspec.Raw(m.body)) for m in messages],
-        requests=[ExportedRequest(n=r.n, at=r.at, model=r.model, encoding=r.encoding,
-                                  estimate=r.estimate, view_len=r.view_len,
-                                  view_last=r.view_last,
-                                  history_through=r.history_through,
-                                  provider_tokens=r.provider_tokens, ratio_kept=r.ratio_kept,
-                                  ratio_note=r.ratio_note, replied=r.replied)
-                  for r in requests],
+        messages=[
+            ExportedMessage(
+                seq=m.seq,
+                turn=m.turn,
+                at=m.at,
+                role=m.role,
+                kind=m.kind,
+                source=m.source,
+                tokens=m.tokens,
+                message=msgspec.Raw(m.body),
+            )
+            for m in messages
+        ],
+        requests=[
+            ExportedRequest(
+                n=r.n,
+                at=r.at,
+                model=r.model,
+                encoding=r.encoding,
+                estimate=r.estimate,
+                view_len=r.view_len,
+                view_last=r.view_last,
+                history_through=r.history_through,
+                provider_tokens=r.provider_tokens,
+                ratio_kept=r.ratio_kept,
+                ratio_note=r.ratio_note,
+                replied=r.replied,
+            )
+            for r in requests
+        ],
         episodes=episodes,
         traces=traces,
         notes=notes_,
@@ -85,10 +119,17 @@ def export_memory(tx: Transaction, memory_id: str) -> MemoryExport:
         distills=recalls[1],
         recall_finals=recalls[2],
         walks=recalls[3],
-        usage=[ExportedUsage(at=u.at, kind=u.kind, model=u.model, tokens_in=u.tokens_in,
-                             tokens_out=u.tokens_out) for u in usage],
-        jobs=[ExportedJob(kind=j.kind, payload=msgspec.Raw(j.payload), created_at=j.created_at)
-              for j in tx.jobs() if j.state == "pending" and j.kind != "embed"],
+        usage=[
+            ExportedUsage(
+                at=u.at, kind=u.kind, model=u.model, tokens_in=u.tokens_in, tokens_out=u.tokens_out
+            )
+            for u in usage
+        ],
+        jobs=[
+            ExportedJob(kind=j.kind, payload=msgspec.Raw(j.payload), created_at=j.created_at)
+            for j in tx.jobs()
+            if j.state == "pending" and j.kind != "embed"
+        ],
     )
 
 
@@ -131,8 +172,10 @@ def check_export(doc: MemoryExport) -> list[Entry]:
     and recall blocks that point at what the export holds; and the queued jobs' payloads JSON
     objects."""
     if doc.fadeway_export != EXPORT_VERSION:
-        raise InvalidExportError(f"export version {doc.fadeway_export} is not supported (this "
-                                 f"fadeway reads version {EXPORT_VERSION})")
+        raise InvalidExportError(
+            f"export version {doc.fadeway_export} is not supported (this "
+            f"fadeway reads version {EXPORT_VERSION})"
+        )
     if doc.format not in {f.value for f in Format}:
         raise InvalidExportError(f"unknown format {doc.format!r} in export")
     if not doc.memory_id:
@@ -145,12 +188,19 @@ def check_export(doc: MemoryExport) -> list[Entry]:
         if m.seq != i:
             raise InvalidExportError(f"message {i} of the export has seq {m.seq}")
         if m.turn < turn:
-            raise InvalidExportError(f"message {i} of the export is in turn {m.turn}, before "
-                                     f"the turn {turn} of the message before it")
+            raise InvalidExportError(
+                f"message {i} of the export is in turn {m.turn}, before "
+                f"the turn {turn} of the message before it"
+            )
         turn = m.turn
         try:
-            entry = formats.entry(fmt, msgspec.json.decode(m.message),
-                                  f"exported message {i}", made.__contains__, body=bytes(m.message))
+            entry = formats.entry(
+                fmt,
+                msgspec.json.decode(m.message),
+                f"exported message {i}",
+                made.__contains__,
+                body=bytes(m.message),
+            )
         except FadewayError as exc:
             raise InvalidExportError(str(exc)) from None
         made.update(entry.calls)
@@ -164,8 +214,9 @@ def check_export(doc: MemoryExport) -> list[Entry]:
         except msgspec.DecodeError:
             payload = None
         if not isinstance(payload, dict):
-            raise InvalidExportError(f"job {i} of the export ({job.kind}) has a payload that "
-                                     "is not a JSON object")
+            raise InvalidExportError(
+                f"job {i} of the export ({job.kind}) has a payload that is not a JSON object"
+            )
     return entries
 
 
@@ -173,18 +224,20 @@ def resealed(doc: MemoryExport) -> MemoryExport:
     """`doc` (checked) with its facts and recall blocks resealed (`blocks.resealed`): what an
     older fadeway stored, or what another writer put there, cannot open or close a block in
     the copy. A block fadeway writes now comes out as it went in."""
+
     def recall(text: str) -> str:
         return blocks.resealed(text, "recall") or text
 
     return msgspec.structs.replace(
         doc,
-        facts_block=doc.facts_block and (blocks.resealed(doc.facts_block, "facts")
-                                         or doc.facts_block),
+        facts_block=doc.facts_block
+        and (blocks.resealed(doc.facts_block, "facts") or doc.facts_block),
         recalls=[msgspec.structs.replace(r, text=recall(r.text)) for r in doc.recalls],
-        distills=[msgspec.structs.replace(r, text=r.text and recall(r.text))
-                  for r in doc.distills],
-        recall_finals=[msgspec.structs.replace(r, text=r.text and recall(r.text))
-                       for r in doc.recall_finals])
+        distills=[msgspec.structs.replace(r, text=r.text and recall(r.text)) for r in doc.distills],
+        recall_finals=[
+            msgspec.structs.replace(r, text=r.text and recall(r.text)) for r in doc.recall_finals
+        ],
+    )
 
 
 def _check_instructions(fmt: Format, raw: bytes) -> None:
@@ -196,20 +249,28 @@ def _check_instructions(fmt: Format, raw: bytes) -> None:
         saved = msgspec.json.decode(raw)
     except msgspec.DecodeError:
         saved = None
-    if not (isinstance(saved, dict) and set(saved) == {"instructions", "messages"}
-            and isinstance(saved["messages"], list)):
-        raise InvalidExportError('the export\'s instructions are not null nor {"instructions": '
-                                 '..., "messages": [...]}')
+    if not (
+        isinstance(saved, dict)
+        and set(saved) == {"instructions", "messages"}
+        and isinstance(saved["messages"], list)
+    ):
+        raise InvalidExportError(
+            'the export\'s instructions are not null nor {"instructions": ..., "messages": [...]}'
+        )
     # As decorate takes them: the leading system or developer messages as sent, and the
     # request's own `instructions` field, which a list may give as messages of those roles.
     split = (chat_completions if fmt is Format.CHAT_COMPLETIONS else responses).split
     field = saved["instructions"]
-    for what, messages in (("instructions", saved["messages"]),
-                           ("instructions field", field if isinstance(field, list) else [])):
+    for what, messages in (
+        ("instructions", saved["messages"]),
+        ("instructions field", field if isinstance(field, list) else []),
+    ):
         lead, rest = split(messages)
         if rest:
-            raise InvalidExportError(f"the export's {what} hold message {len(lead)}, which is "
-                                     "not a system or developer message")
+            raise InvalidExportError(
+                f"the export's {what} hold message {len(lead)}, which is "
+                "not a system or developer message"
+            )
 
 
 def _check_episodes(doc: MemoryExport) -> None:
@@ -222,15 +283,19 @@ def _check_episodes(doc: MemoryExport) -> None:
         if e.n != i + 1 or e.first_seq != following or e.last_seq < e.first_seq:
             raise InvalidExportError(
                 f"episode {i + 1} of the export (n {e.n}, messages {e.first_seq}-{e.last_seq}) "
-                f"does not follow the one before it (which ends before message {following})")
+                f"does not follow the one before it (which ends before message {following})"
+            )
         if e.last_seq >= len(doc.messages):
-            raise InvalidExportError(f"episode {e.n} of the export ends at message {e.last_seq}, "
-                                     f"past the {len(doc.messages)} messages it holds")
+            raise InvalidExportError(
+                f"episode {e.n} of the export ends at message {e.last_seq}, "
+                f"past the {len(doc.messages)} messages it holds"
+            )
         if e.state not in ("live", "leaving", "sealed", "forgotten"):
             raise InvalidExportError(f"episode {e.n} of the export is in state {e.state!r}")
         if e.state in ("sealed", "forgotten") and e.n not in acked:
-            raise InvalidExportError(f"episode {e.n} of the export is {e.state} but no note "
-                                     "was taken for it")
+            raise InvalidExportError(
+                f"episode {e.n} of the export is {e.state} but no note was taken for it"
+            )
         following = e.last_seq + 1
 
 
@@ -240,16 +305,22 @@ def _check_blocks(doc: MemoryExport) -> None:
     facts = {f.n for f in doc.facts}
     if doc.facts_order is not None and not facts.issuperset(doc.facts_order):
         raise InvalidExportError("the export's facts order names facts it does not hold")
-    for kind, records in (("recall", doc.recalls), ("distilled", doc.distills),
-                          ("final", doc.recall_finals)):
+    for kind, records in (
+        ("recall", doc.recalls),
+        ("distilled", doc.distills),
+        ("final", doc.recall_finals),
+    ):
         for r in records:
             if r.text is not None and blocks.resealed(r.text, "recall") is None:
-                raise InvalidExportError(f"the export's {kind} block for turn {r.turn} is not "
-                                         "a recall block")
+                raise InvalidExportError(
+                    f"the export's {kind} block for turn {r.turn} is not a recall block"
+                )
     for r in doc.recalls:
         if not 0 <= r.seq < len(doc.messages) or doc.messages[r.seq].turn != r.turn:
-            raise InvalidExportError(f"the export's recall block for turn {r.turn} stands before "
-                                     f"message {r.seq}, which is not in that turn")
+            raise InvalidExportError(
+                f"the export's recall block for turn {r.turn} stands before "
+                f"message {r.seq}, which is not in that turn"
+            )
 
 
 def numbered_lines(path: str | Path) -> Iterator[tuple[str, bytes]]:
@@ -280,8 +351,10 @@ def check_export_file(path: str | Path) -> dict[str, str]:
         except InvalidExportError as exc:
             raise InvalidExportError(f"{where}: {exc}") from None
         if doc.memory_id in seen:
-            raise InvalidExportError(f"{where}: memory {doc.memory_id!r} is exported twice "
-                                     f"(also at {seen[doc.memory_id]})")
+            raise InvalidExportError(
+                f"{where}: memory {doc.memory_id!r} is exported twice "
+                f"(also at {seen[doc.memory_id]})"
+            )
         seen[doc.memory_id] = where
     return seen
 
@@ -300,8 +373,10 @@ def import_file(engine: Engine, path: str | Path) -> tuple[list[str], list[str]]
     for where, doc in read_export_file(path) if present else ():  # conflicts first
         if doc.memory_id in present:
             if dumps(engine.memory(doc.memory_id).export()) != dumps(doc):
-                raise ImportConflictError(f"{where}: memory {doc.memory_id!r} already holds "
-                                          "something else; import restores into an empty memory")
+                raise ImportConflictError(
+                    f"{where}: memory {doc.memory_id!r} already holds "
+                    "something else; import restores into an empty memory"
+                )
             same.add(doc.memory_id)
     for _, doc in read_export_file(path):
         if doc.memory_id in same:

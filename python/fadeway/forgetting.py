@@ -17,15 +17,29 @@ import numpy as np
 
 from . import _constants as C
 from . import _core, blocks, tokens
+from .episode_table import STATES, EpisodeColumns
 from .graph import Graph
 from .history import History, opens_unit
-from .episode_table import STATES, EpisodeColumns
 from .model import EpisodeRecord, FactRecord
 
 __all__ = [
-    "Budget", "Fade", "SharedFacts", "budget", "landing", "blocks_within", "typical_turn",
-    "next_call_room", "fade_picks", "fade_episodes", "ask_spans",
-    "hidden_ranges", "facts_of", "facts_block_text", "turn_sizes", "silence", "fact_tokens",
+    "Budget",
+    "Fade",
+    "SharedFacts",
+    "budget",
+    "landing",
+    "blocks_within",
+    "typical_turn",
+    "next_call_room",
+    "fade_picks",
+    "fade_episodes",
+    "ask_spans",
+    "hidden_ranges",
+    "facts_of",
+    "facts_block_text",
+    "turn_sizes",
+    "silence",
+    "fact_tokens",
 ]
 
 
@@ -43,14 +57,14 @@ class Budget:
 
 def typical_turn(turn_sizes: Sequence[int]) -> int:
     """The median of the last complete turns' sizes (a default when there are none)."""
-    recent = list(turn_sizes)[-C.TYPICAL_TURN_WINDOW:]
+    recent = list(turn_sizes)[-C.TYPICAL_TURN_WINDOW :]
     return int(statistics.median(recent)) if recent else C.DEFAULT_TYPICAL_TURN_TOKENS
 
 
 def next_call_room(step_sizes: Sequence[int]) -> int:
     """Room for the next call: the largest recent assistant step (a reply with its calls and
     their outputs)."""
-    recent = list(step_sizes)[-C.TYPICAL_TURN_WINDOW:]
+    recent = list(step_sizes)[-C.TYPICAL_TURN_WINDOW :]
     return max(recent) if recent else C.DEFAULT_NEXT_CALL_TOKENS
 
 
@@ -61,8 +75,9 @@ def budget(ceiling: int, fixed: int, room: int, typical: int, current_turn: int)
     return Budget(ceiling, fixed, room, b, land, current_turn)
 
 
-def landing(ceiling: int, fixed: int | np.ndarray, room: int, typical: int,
-            current_turn: int) -> np.ndarray:
+def landing(
+    ceiling: int, fixed: int | np.ndarray, room: int, typical: int, current_turn: int
+) -> np.ndarray:
     """`budget`'s landing, for one fixed part or an array of them."""
     b = np.maximum(0, ceiling - fixed - room)
     return np.maximum(current_turn, np.minimum(b // 2, b - 2 * typical))
@@ -80,10 +95,16 @@ def blocks_within(first: np.ndarray, last: np.ndarray, block_sizes: dict[int, in
     return np.bincount(by_first[at[inside]], weights=sizes[inside], minlength=len(first))
 
 
-def fade_picks(activation: np.ndarray, tie: np.ndarray, history_cut: np.ndarray,
-               block_cut_along: Callable[[np.ndarray], np.ndarray], history: int, block: int,
-               landing_of: Callable[[np.ndarray], np.ndarray],
-               budget_of: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
+def fade_picks(
+    activation: np.ndarray,
+    tie: np.ndarray,
+    history_cut: np.ndarray,
+    block_cut_along: Callable[[np.ndarray], np.ndarray],
+    history: int,
+    block: int,
+    landing_of: Callable[[np.ndarray], np.ndarray],
+    budget_of: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> np.ndarray:
     """The episodes a fade picks, as indices in the order picked: least active first (ties by
     `tie`), while the projected history stands above the landing, or above the budget
     `budget_of` gives for the facts block left (a block so large that the current turn alone
@@ -145,18 +166,17 @@ class SharedFacts:
 
     __slots__ = ("n", "holders", "starts", "sizes")
 
-    def __init__(self, n: int, holders_of: Mapping[int, Sequence[int]],
-                 sizes: Mapping[int, int]) -> None:
+    def __init__(
+        self, n: int, holders_of: Mapping[int, Sequence[int]], sizes: Mapping[int, int]
+    ) -> None:
         """`n` episodes (indices 0 to n − 1), `holders_of` each fact's holders by fact number,
         `sizes` each fact's tokens by fact number (none: it weighs nothing)."""
         facts = [f for f, held in holders_of.items() if held]
         self.n = n
         self.holders = np.fromiter((i for f in facts for i in holders_of[f]), dtype=np.int64)
-        counts = np.fromiter((len(holders_of[f]) for f in facts), dtype=np.int64,
-                             count=len(facts))
+        counts = np.fromiter((len(holders_of[f]) for f in facts), dtype=np.int64, count=len(facts))
         self.starts = np.concatenate(([0], np.cumsum(counts)))[:-1].astype(np.int64)
-        self.sizes = np.fromiter((sizes.get(f, 0) for f in facts), dtype=np.int64,
-                                 count=len(facts))
+        self.sizes = np.fromiter((sizes.get(f, 0) for f in facts), dtype=np.int64, count=len(facts))
 
     def cut_along(self, order: np.ndarray) -> np.ndarray:
         """The tokens that leave the block at each pick of `order` (episode indices)."""
@@ -166,15 +186,23 @@ class SharedFacts:
         position[order] = np.arange(len(order))
         last = np.maximum.reduceat(position[self.holders], self.starts)
         leaves = last < len(order)
-        return np.bincount(last[leaves], weights=self.sizes[leaves],
-                           minlength=len(order)).astype(np.int64)
+        return np.bincount(last[leaves], weights=self.sizes[leaves], minlength=len(order)).astype(
+            np.int64
+        )
 
 
-def fade_episodes(episodes: EpisodeColumns, activation_of: Callable[[np.ndarray], np.ndarray],
-                  block_sizes: dict[int, int], sealed_facts: Mapping[int, Sequence[int]],
-                  fact_sizes: Mapping[int, int], ratio: float, history: int, block: int,
-                  landing_of: Callable[[np.ndarray], np.ndarray],
-                  budget_of: Callable[[np.ndarray], np.ndarray] | None = None) -> Fade:
+def fade_episodes(
+    episodes: EpisodeColumns,
+    activation_of: Callable[[np.ndarray], np.ndarray],
+    block_sizes: dict[int, int],
+    sealed_facts: Mapping[int, Sequence[int]],
+    fact_sizes: Mapping[int, int],
+    ratio: float,
+    history: int,
+    block: int,
+    landing_of: Callable[[np.ndarray], np.ndarray],
+    budget_of: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> Fade:
     """The fade of a memory whose episodes are `episodes`, down to the landing.
 
     Only live and sealed episodes can fade: a live one starts leaving, taking its messages (and
@@ -192,19 +220,34 @@ def fade_episodes(episodes: EpisodeColumns, activation_of: Callable[[np.ndarray]
         shown = shown + blocks_within(episodes.first_seq[at], episodes.last_seq[at], block_sizes)
     history_cut = np.where(live, np.rint(shown * ratio), 0).astype(np.int64)
     holders: dict[int, list[int]] = {}
-    for i, facts in zip(_sealed_positions(numbers, live, sealed_facts), sealed_facts.values()):
+    for i, facts in zip(
+        _sealed_positions(numbers, live, sealed_facts), sealed_facts.values(), strict=True
+    ):
         if i >= 0:
             for f in dict.fromkeys(facts):
                 holders.setdefault(f, []).append(i)
     shared = SharedFacts(len(at), holders, fact_sizes)
-    picks = fade_picks(activation_of(numbers), numbers, history_cut, shared.cut_along, history,
-                       block, landing_of, budget_of)
-    return Fade(numbers[picks], live[picks], int(history_cut[picks].sum()),
-                int(shared.cut_along(picks).sum()))
+    picks = fade_picks(
+        activation_of(numbers),
+        numbers,
+        history_cut,
+        shared.cut_along,
+        history,
+        block,
+        landing_of,
+        budget_of,
+    )
+    return Fade(
+        numbers[picks],
+        live[picks],
+        int(history_cut[picks].sum()),
+        int(shared.cut_along(picks).sum()),
+    )
 
 
-def _sealed_positions(numbers: np.ndarray, live: np.ndarray,
-                     sealed_facts: Mapping[int, Sequence[int]]) -> list[int]:
+def _sealed_positions(
+    numbers: np.ndarray, live: np.ndarray, sealed_facts: Mapping[int, Sequence[int]]
+) -> list[int]:
     """The position in `numbers` (ascending episode numbers) of each episode of `sealed_facts`,
     or -1 where it is not there or live. Searched, not mapped: a dict of every episode cost a
     fade on 10,000 episodes 0.75 ms, more than the rest of its decision."""
@@ -232,25 +275,34 @@ def hidden_ranges(episodes: Sequence[EpisodeRecord]) -> list[tuple[int, int]]:
     return [(e.first_seq, e.last_seq) for e in episodes if e.state in ("sealed", "forgotten")]
 
 
-def facts_of(episodes: Sequence[EpisodeRecord], facts: Mapping[int, FactRecord],
-             episode_facts: Mapping[int, Sequence[int]], states: tuple[str, ...],
-             graph: Graph | None = None) -> dict[int, list[FactRecord]]:
+def facts_of(
+    episodes: Sequence[EpisodeRecord],
+    facts: Mapping[int, FactRecord],
+    episode_facts: Mapping[int, Sequence[int]],
+    states: tuple[str, ...],
+    graph: Graph | None = None,
+) -> dict[int, list[FactRecord]]:
     """The facts of each episode in `states`, from `facts` by number and `episode_facts`, the
     numbers of the facts of the notes each episode acknowledged (a note's facts belong to every
     episode it acked; `MemoryCache` keeps both).
 
     With the `graph`, each fact is given as the held fact it stands as, once per episode, and
     retired facts are left out."""
-    out = {e.n: [facts[n] for n in episode_facts[e.n]] for e in episodes
-           if e.state in states and e.n in episode_facts}
+    out = {
+        e.n: [facts[n] for n in episode_facts[e.n]]
+        for e in episodes
+        if e.state in states and e.n in episode_facts
+    }
     if graph is None:
         return out
-    return {e: [facts[n] for n in graph.shown(f.n for f in fs) if n in facts]
-            for e, fs in out.items()}
+    return {
+        e: [facts[n] for n in graph.shown(f.n for f in fs) if n in facts] for e, fs in out.items()
+    }
 
 
-def facts_block_text(facts: Mapping[int, FactRecord], order: Sequence[int],
-                     graph: Graph | None = None) -> str | None:
+def facts_block_text(
+    facts: Mapping[int, FactRecord], order: Sequence[int], graph: Graph | None = None
+) -> str | None:
     """The facts block of the facts numbered in `order` (`facts` by number), under their
     entities' canonical names."""
     shown = [facts[n] for n in order if n in facts]
@@ -259,12 +311,15 @@ def facts_block_text(facts: Mapping[int, FactRecord], order: Sequence[int],
         subject, obj = graph.names(f) if graph is not None else (f.subject, f.object)
         return blocks.BlockFact(f.text, subject, obj)
 
-    return blocks.facts_block([block_fact(f) for f in shown if not f.milestone],
-                              [block_fact(f) for f in shown if f.milestone])
+    return blocks.facts_block(
+        [block_fact(f) for f in shown if not f.milestone],
+        [block_fact(f) for f in shown if f.milestone],
+    )
 
 
-def turn_sizes(history: History, ratio: float, blocks: Mapping[int, int] | None = None
-               ) -> tuple[list[int], list[int]]:
+def turn_sizes(
+    history: History, ratio: float, blocks: Mapping[int, int] | None = None
+) -> tuple[list[int], list[int]]:
     """Sizes of the last complete turns as the view holds them, their recall blocks included
     (`blocks`: sizes by the seq of the user message a block stands before), and of each turn's
     largest assistant step (a reply with its tool calls, and the batch of outputs answering
@@ -289,8 +344,10 @@ def turn_sizes(history: History, ratio: float, blocks: Mapping[int, int] | None 
                 steps[turn] = max(steps.get(turn, 0), step)
             step = 0
     turns = sorted(t for t in totals if t > 0)
-    return ([round(totals[t] * ratio) for t in turns],
-            [round(steps.get(t, 0) * ratio) for t in turns])
+    return (
+        [round(totals[t] * ratio) for t in turns],
+        [round(steps.get(t, 0) * ratio) for t in turns],
+    )
 
 
 def silence(history: History, before: int) -> float:
@@ -301,13 +358,14 @@ def silence(history: History, before: int) -> float:
     by decorate alone, at their call's time."""
     users = history.user_seqs
     k = bisect.bisect_left(users, before)
-    ats = [history.ats[seq] for seq in users[max(k - 1, 0):]]
+    ats = [history.ats[seq] for seq in users[max(k - 1, 0) :]]
     return max((b - a for a, b in zip(ats, ats[1:], strict=False)), default=0.0)
 
 
 def fact_tokens(facts: Sequence[FactRecord], encoding: str, ratio: float) -> dict[int, int]:
     """What each of `facts` weighs in the facts block, corrected, by fact number."""
     lines = [f"- {f.text} [{blocks.entities(f.subject, f.object)}]" for f in facts]
-    return {f.n: round((size + 1) * ratio)
-            for f, size in zip(facts, tokens.count_texts(encoding, lines), strict=True)}
-
+    return {
+        f.n: round((size + 1) * ratio)
+        for f, size in zip(facts, tokens.count_texts(encoding, lines), strict=True)
+    }

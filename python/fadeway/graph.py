@@ -64,8 +64,13 @@ def normalise_name(name: str) -> str:
 class Graph:
     """The graph as stored: nodes, surface names, fact edges, merges and retirements."""
 
-    def __init__(self, entities: Sequence[EntityRecord], aliases: Sequence[AliasRecord],
-                 edges: Sequence[EdgeRecord], retirements: Sequence[RetirementRecord]) -> None:
+    def __init__(
+        self,
+        entities: Sequence[EntityRecord],
+        aliases: Sequence[AliasRecord],
+        edges: Sequence[EdgeRecord],
+        retirements: Sequence[RetirementRecord],
+    ) -> None:
         self.entities = {e.n: e for e in entities}
         self.aliases = list(aliases)
         self.by_norm = {a.norm: a.entity for a in aliases}
@@ -129,10 +134,16 @@ class GraphUpdate:
     entity_vectors: list[tuple[int, bytes]] = field(default_factory=list)
 
 
-async def plan_graph(judge: Judge, embedder: Embedder, graph: Graph,
-                     facts: Sequence[FactRecord], new: Sequence[FactRecord],
-                     entity_vectors: dict[int, np.ndarray], *,
-                     deadline: float | None = None) -> GraphUpdate:
+async def plan_graph(
+    judge: Judge,
+    embedder: Embedder,
+    graph: Graph,
+    facts: Sequence[FactRecord],
+    new: Sequence[FactRecord],
+    entity_vectors: dict[int, np.ndarray],
+    *,
+    deadline: float | None = None,
+) -> GraphUpdate:
     """Resolve the entities of `new` facts, then merge or retire against held `facts`.
 
     `entity_vectors` holds each known entity's canonical-name vector by `embedder`.
@@ -147,8 +158,9 @@ async def plan_graph(judge: Judge, embedder: Embedder, graph: Graph,
             names.setdefault(name, f.at)
     unknown = [name for name in names if normalise_name(name) not in by_norm]
     vectors = await embedder.embed(unknown, deadline=deadline) if unknown else None
-    confirmed = await _confirm_entities(judge, graph, unknown, vectors, entity_vectors,
-                                        deadline=deadline)
+    confirmed = await _confirm_entities(
+        judge, graph, unknown, vectors, entity_vectors, deadline=deadline
+    )
     for i, name in enumerate(unknown):
         norm = normalise_name(name)
         if norm in by_norm:
@@ -163,9 +175,14 @@ async def plan_graph(judge: Judge, embedder: Embedder, graph: Graph,
         by_norm[norm] = entity
     for name, at in names.items():
         if name not in known_names:
-            update.aliases.append(AliasRecord(norm=normalise_name(name),
-                                              entity=by_norm[normalise_name(name)], name=name,
-                                              at=at))
+            update.aliases.append(
+                AliasRecord(
+                    norm=normalise_name(name),
+                    entity=by_norm[normalise_name(name)],
+                    name=name,
+                    at=at,
+                )
+            )
     entity_name = {e.n: e.name for e in (*graph.entities.values(), *update.entities)}
 
     def fact_text(f: FactRecord) -> FactText:
@@ -174,8 +191,11 @@ async def plan_graph(judge: Judge, embedder: Embedder, graph: Graph,
 
     held = [f for f in facts if f.n in graph.edges and graph.is_current(f.n)]
     pairs = _relate_candidates(graph, held, new, by_norm)
-    answered = (await judge.relate([(fact_text(n), fact_text(h)) for n, h in pairs],
-                                   deadline=deadline) if pairs else [])
+    answered = (
+        await judge.relate([(fact_text(n), fact_text(h)) for n, h in pairs], deadline=deadline)
+        if pairs
+        else []
+    )
     # No answer is "unrelated": nothing merges and nothing retires on a guess.
     relations = [r if r is not None else "unrelated" for r in answered]
     retired = set(graph.retired)
@@ -183,8 +203,9 @@ async def plan_graph(judge: Judge, embedder: Embedder, graph: Graph,
         found = [(h, r) for (n, h), r in zip(pairs, relations, strict=True) if n.n == f.n]
         same = next((h for h, r in found if r == "same"), None)
         s, o = by_norm[normalise_name(f.subject)], by_norm[normalise_name(f.object)]
-        update.edges.append(EdgeRecord(fact=f.n, subject=s, object=o,
-                                       merged_into=same.n if same else None, at=f.at))
+        update.edges.append(
+            EdgeRecord(fact=f.n, subject=s, object=o, merged_into=same.n if same else None, at=f.at)
+        )
         if same is not None:
             continue
         for h, r in found:
@@ -194,9 +215,15 @@ async def plan_graph(judge: Judge, embedder: Embedder, graph: Graph,
     return update
 
 
-async def _confirm_entities(judge: Judge, graph: Graph, unknown: Sequence[str],
-                            vectors: np.ndarray | None, entity_vectors: dict[int, np.ndarray],
-                            *, deadline: float | None) -> dict[str, int]:
+async def _confirm_entities(
+    judge: Judge,
+    graph: Graph,
+    unknown: Sequence[str],
+    vectors: np.ndarray | None,
+    entity_vectors: dict[int, np.ndarray],
+    *,
+    deadline: float | None,
+) -> dict[str, int]:
     """Unknown names the judge confirms as an existing entity, found by embedding similarity."""
     if not unknown or vectors is None or not entity_vectors:
         return {}
@@ -205,12 +232,13 @@ async def _confirm_entities(judge: Judge, graph: Graph, unknown: Sequence[str],
     cos = vectors @ matrix.T
     asks: list[tuple[str, int]] = []
     for i, name in enumerate(unknown):
-        best = np.argsort(-cos[i], kind="stable")[:C.ENTITY_CANDIDATES]
+        best = np.argsort(-cos[i], kind="stable")[: C.ENTITY_CANDIDATES]
         asks.extend((name, int(ids[j])) for j in best if cos[i, j] >= C.ENTITY_CANDIDATE_THRESHOLD)
     if not asks:
         return {}
-    answers = await judge.same_entity([(name, graph.entities[e].name) for name, e in asks],
-                                      deadline=deadline)
+    answers = await judge.same_entity(
+        [(name, graph.entities[e].name) for name, e in asks], deadline=deadline
+    )
     out: dict[str, int] = {}
     for (name, entity), yes in zip(asks, answers, strict=True):
         if yes is True:  # no answer (None) is not a confirmation: the name stays its own entity
@@ -218,8 +246,9 @@ async def _confirm_entities(judge: Judge, graph: Graph, unknown: Sequence[str],
     return out
 
 
-def _relate_candidates(graph: Graph, held: Sequence[FactRecord], new: Sequence[FactRecord],
-                       by_norm: dict[str, int]) -> list[tuple[FactRecord, FactRecord]]:
+def _relate_candidates(
+    graph: Graph, held: Sequence[FactRecord], new: Sequence[FactRecord], by_norm: dict[str, int]
+) -> list[tuple[FactRecord, FactRecord]]:
     """(new, held) pairs to judge: held facts sharing an entity with the new one, then the best
     BM25 hits among held facts, at most RELATE_CANDIDATES per new fact."""
     if not held:
@@ -237,7 +266,7 @@ def _relate_candidates(graph: Graph, held: Sequence[FactRecord], new: Sequence[F
         ids, _ = index.search(f.text, C.RELATE_BM25_HITS)
         for n in ids.tolist():
             chosen.setdefault(n, None)
-        pairs.extend((f, by_n[n]) for n in list(chosen)[:C.RELATE_CANDIDATES])
+        pairs.extend((f, by_n[n]) for n in list(chosen)[: C.RELATE_CANDIDATES])
     return pairs
 
 
@@ -255,8 +284,15 @@ class GraphJob(JobHandler):
         if not new:
             return note, len(graph.entities), None
         vectors = {n: np.frombuffer(v, dtype=np.float32) for n, v in stored}
-        update = await plan_graph(engine.judge, embedder, graph, facts, new, vectors,
-                                  deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE)
+        update = await plan_graph(
+            engine.judge,
+            embedder,
+            graph,
+            facts,
+            new,
+            vectors,
+            deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE,
+        )
         return note, len(graph.entities), update
 
     def apply(self, engine: Engine, tx: Transaction, job: JobRecord, prepared: Any) -> bool:
@@ -270,9 +306,15 @@ class GraphJob(JobHandler):
             return False  # the graph moved since the snapshot: plan again
         tx.insert_graph(update.entities, update.aliases, update.edges, update.retirements)
         tx.insert_vectors("entity", engine.embedder.name, update.entity_vectors)
-        log.info("memory %r: note %d: %d new entities, %d aliases, %d merged, %d retired",
-                 tx.memory_id, note, len(update.entities), len(update.aliases),
-                 sum(e.merged_into is not None for e in update.edges), len(update.retirements))
+        log.info(
+            "memory %r: note %d: %d new entities, %d aliases, %d merged, %d retired",
+            tx.memory_id,
+            note,
+            len(update.entities),
+            len(update.aliases),
+            sum(e.merged_into is not None for e in update.edges),
+            len(update.retirements),
+        )
         return True
 
 

@@ -15,13 +15,13 @@ from typing import Any
 import msgspec
 
 from .cache import MemoryCache
+from .episode_table import EpisodeTable
 from .errors import HistoryConflictError
 from .formats import Format, Side, text_of
 from .formats.canonical import digest_of, encode_json, plain, to_plain
 from .formats.responses import CLIENT_CALL_TYPES
 from .model import MessageRecord, Unit
 from .notes import find_note_calls, is_note_call
-from .episode_table import EpisodeTable
 from .trace_log import TraceLog
 
 __all__ = ["History", "align", "digests_of_sent", "opens_unit", "units", "next_turns"]
@@ -117,9 +117,21 @@ class History:
         return len(self.digests)
 
     def clear(self) -> None:
-        for part in (self.digests, self.sources, self.bodies, self.tokens, self.turns,
-                     self.sides, self.ats, self.note_calls, self.makers, self.row_calls,
-                     self.row_answers, self.row_kinds, self.user_seqs):
+        for part in (
+            self.digests,
+            self.sources,
+            self.bodies,
+            self.tokens,
+            self.turns,
+            self.sides,
+            self.ats,
+            self.note_calls,
+            self.makers,
+            self.row_calls,
+            self.row_answers,
+            self.row_kinds,
+            self.user_seqs,
+        ):
             part.clear()
         self.pending = PendingCalls()
         self.turn = self.turn_start = self.body_bytes = 0
@@ -129,14 +141,24 @@ class History:
         if count >= len(self):
             return
         self.body_bytes -= sum(map(len, self.bodies[count:]))
-        for part in (self.digests, self.sources, self.bodies, self.tokens, self.turns,
-                     self.sides, self.ats, self.row_calls, self.row_answers, self.row_kinds):
+        for part in (
+            self.digests,
+            self.sources,
+            self.bodies,
+            self.tokens,
+            self.turns,
+            self.sides,
+            self.ats,
+            self.row_calls,
+            self.row_answers,
+            self.row_kinds,
+        ):
             del part[count:]
         for seq in [s for s in self.note_calls if s >= count]:
             del self.note_calls[seq]
         if any(seq >= count for seq in self.makers.values()):
             self.makers = {c: s for s, calls in enumerate(self.row_calls) for c in calls}
-        del self.user_seqs[bisect.bisect_left(self.user_seqs, count):]
+        del self.user_seqs[bisect.bisect_left(self.user_seqs, count) :]
         self.turn = self.turns[-1] if count else 0
         start = count
         while start and self.turns[start - 1] == self.turn:
@@ -201,8 +223,12 @@ class History:
         elif answered is not None:
             self.pending.answer(answered)
         elif self.row_calls[seq]:
-            self.pending.made(self.row_kinds[seq], self.row_calls[seq],
-                              f"made in stored message {seq}", self.note_calls.get(seq, ()))
+            self.pending.made(
+                self.row_kinds[seq],
+                self.row_calls[seq],
+                f"made in stored message {seq}",
+                self.note_calls.get(seq, ()),
+            )
 
     def answers_note(self, call_id: str) -> bool:
         """Whether an output for `call_id` answers a note call: the latest stored call so named."""
@@ -238,8 +264,13 @@ def _essence(message: Any) -> tuple:
         return ()
     calls = [c.get("id") for c in message.get("tool_calls") or [] if isinstance(c, dict)]
     said = {k: v for k, v in message.items() if k not in _REASONING_FIELDS}
-    return (message.get("role"), message.get("type") or "message",
-            tuple(map(_json_text, text_of(said))), tuple(calls), message.get("call_id"))
+    return (
+        message.get("role"),
+        message.get("type") or "message",
+        tuple(map(_json_text, text_of(said))),
+        tuple(calls),
+        message.get("call_id"),
+    )
 
 
 def _alike(sent: Any, stored: Any) -> bool:
@@ -262,8 +293,9 @@ def _json_text(text: str) -> str:
     if not text.startswith(("{", "[")):
         return text
     try:
-        return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"),
-                          ensure_ascii=False)
+        return json.dumps(
+            json.loads(text), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        )
     except ValueError:
         return text
 
@@ -295,8 +327,9 @@ def _without_note_calls(message: Any) -> dict[str, Any] | None:
         return message
     if message.get("type") == "function_call":
         return None if is_note_call(Format.RESPONSES, message) else message
-    calls = [c for c in message.get("tool_calls") or []
-             if not is_note_call(Format.CHAT_COMPLETIONS, c)]
+    calls = [
+        c for c in message.get("tool_calls") or [] if not is_note_call(Format.CHAT_COMPLETIONS, c)
+    ]
     rest = {**message, "tool_calls": calls}
     if not calls and not text_of(rest):  # the note's name and arguments are texts too
         return None
@@ -308,8 +341,13 @@ def _without_note_calls(message: Any) -> dict[str, Any] | None:
 _EDIT_EVIDENCE = 2
 
 
-def align(sent: Sequence[Any], sent_digests: Sequence[bytes], history: History,
-          decorated_through: int, view: Sequence[int] = ()) -> int:
+def align(
+    sent: Sequence[Any],
+    sent_digests: Sequence[bytes],
+    history: History,
+    decorated_through: int,
+    view: Sequence[int] = (),
+) -> int:
     """How many leading messages of `sent` are already stored; the rest are new.
 
     The sent history is aligned with the stored one by position. When it starts with the stored
@@ -333,8 +371,7 @@ def align(sent: Sequence[Any], sent_digests: Sequence[bytes], history: History,
             return False
         mine = to_plain(sent[i], "message")
         stored = plain(history.bodies[j])
-        return _alike(mine, stored) or (
-            j in noted and _alike(mine, _without_note_calls(stored)))
+        return _alike(mine, stored) or (j in noted and _alike(mine, _without_note_calls(stored)))
 
     def may_be_missing(j: int) -> bool:
         """A stored item a rebuilt history may leave out: a reasoning item (a client without its
@@ -342,8 +379,11 @@ def align(sent: Sequence[Any], sent_digests: Sequence[bytes], history: History,
         reply item that held only note calls."""
         if history.row_kinds[j] == "reasoning":
             return True
-        return j in noted and history.sources[j] == "reply" and _without_note_calls(
-            plain(history.bodies[j])) is None
+        return (
+            j in noted
+            and history.sources[j] == "reply"
+            and _without_note_calls(plain(history.bodies[j])) is None
+        )
 
     def matched(seqs: Sequence[int], k: int, j: int) -> tuple[int, int]:
         """Sent from `k` on against `seqs` from `j` on, as far as they agree: where each
@@ -364,17 +404,18 @@ def align(sent: Sequence[Any], sent_digests: Sequence[bytes], history: History,
         if not seqs:
             continue
         first = 0  # a view may open with items the sent history leaves out
-        while first + 1 < len(seqs) and not same(0, seqs[first]) and may_be_missing(
-                seqs[first]):
+        while first + 1 < len(seqs) and not same(0, seqs[first]) and may_be_missing(seqs[first]):
             first += 1
         if not same(0, seqs[first]):
             if min(len(seqs) - first, len(sent)) > _EDIT_EVIDENCE and all(
-                    same(k, seqs[first + k]) for k in range(1, _EDIT_EVIDENCE + 1)):
+                same(k, seqs[first + k]) for k in range(1, _EDIT_EVIDENCE + 1)
+            ):
                 raise HistoryConflictError(
                     f"message 0 of the sent history differs from stored message {seqs[first]}, "
                     "though the messages after it are the stored ones: earlier messages "
                     "cannot be edited. To send only new messages, leave out what was sent "
-                    "before.")
+                    "before."
+                )
             continue
         k, j = matched(seqs, 1, first + 1)
         if k < len(sent) and j < len(seqs):
@@ -382,7 +423,8 @@ def align(sent: Sequence[Any], sent_digests: Sequence[bytes], history: History,
                 f"message {k} of the sent history differs from stored message {seqs[j]}; a "
                 "history that starts like the stored one must continue it unchanged (earlier "
                 "messages cannot be edited). To send only new messages, leave out what was "
-                "sent before.")
+                "sent before."
+            )
         if j == len(seqs) or j >= decorated_through:
             return k
         # A short run equal to the stored head, sent after the history moved on: new messages.
@@ -405,8 +447,11 @@ def opens_unit(side: str, before: str | None) -> bool:
     """Whether a message on `side`, after one on `before` (None: it is the first), starts a
     unit: every user (or mid-history system) message, and the first item of an assistant step
     (after a user message, a system message or an output). Sides compare as `Side` values."""
-    return before is None or side in (Side.USER, Side.SYSTEM) or (
-        side == Side.ASSISTANT and before in (Side.USER, Side.SYSTEM, Side.OUTPUT))
+    return (
+        before is None
+        or side in (Side.USER, Side.SYSTEM)
+        or (side == Side.ASSISTANT and before in (Side.USER, Side.SYSTEM, Side.OUTPUT))
+    )
 
 
 def units(messages: Sequence[MessageRecord]) -> list[Unit]:

@@ -78,15 +78,15 @@ class _AttemptFailed(Exception):
 class _LoopThread:
     """An event loop in a daemon thread that owns one httpx client and one semaphore."""
 
-    def __init__(self, make_client: Callable[[], httpx.AsyncClient],
-                 max_concurrency: int) -> None:
+    def __init__(self, make_client: Callable[[], httpx.AsyncClient], max_concurrency: int) -> None:
         self.closing = False
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self._run, name="fadeway-http", daemon=True)
         self.thread.start()
         self.client: httpx.AsyncClient = self.submit(_call(make_client)).result()
         self.semaphore: asyncio.Semaphore = self.submit(
-            _call(asyncio.Semaphore, max_concurrency)).result()
+            _call(asyncio.Semaphore, max_concurrency)
+        ).result()
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
@@ -135,20 +135,33 @@ class Endpoint:
     closed when it is garbage-collected or at exit.
     """
 
-    def __init__(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
-                 timeout: float = REQUEST_TIMEOUT, connect_timeout: float = CONNECT_TIMEOUT,
-                 max_concurrency: int = MAX_CONCURRENCY, max_attempts: int = MAX_ATTEMPTS,
-                 backoff_initial: float = BACKOFF_INITIAL, backoff_max: float = BACKOFF_MAX,
-                 retry_after_max: float = RETRY_AFTER_MAX,
-                 headers: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str | None = None,
+        api_key: str | None = None,
+        timeout: float = REQUEST_TIMEOUT,
+        connect_timeout: float = CONNECT_TIMEOUT,
+        max_concurrency: int = MAX_CONCURRENCY,
+        max_attempts: int = MAX_ATTEMPTS,
+        backoff_initial: float = BACKOFF_INITIAL,
+        backoff_max: float = BACKOFF_MAX,
+        retry_after_max: float = RETRY_AFTER_MAX,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         url = httpx.URL(base_url)
         if url.scheme not in ("http", "https") or not url.host:
             raise ValueError(f"endpoint base URL {base_url!r} must be an http:// or https:// URL")
         if max_concurrency < 1 or max_attempts < 1:
-            raise ValueError(f"max_concurrency ({max_concurrency}) and max_attempts "
-                             f"({max_attempts}) must be at least 1")
-        if min(timeout, connect_timeout) <= 0 or min(backoff_initial, backoff_max,
-                                                     retry_after_max) < 0:
+            raise ValueError(
+                f"max_concurrency ({max_concurrency}) and max_attempts "
+                f"({max_attempts}) must be at least 1"
+            )
+        if (
+            min(timeout, connect_timeout) <= 0
+            or min(backoff_initial, backoff_max, retry_after_max) < 0
+        ):
             raise ValueError("timeouts must be positive and backoff/retry-after caps not negative")
         self.base_url = str(base_url).rstrip("/")
         self.model = model
@@ -167,8 +180,9 @@ class Endpoint:
         self._closed = False
 
     @classmethod
-    def from_env(cls, prefix: str, *, environ: Mapping[str, str] | None = None,
-                 **settings: Any) -> Endpoint:
+    def from_env(
+        cls, prefix: str, *, environ: Mapping[str, str] | None = None, **settings: Any
+    ) -> Endpoint:
         """An endpoint from `{prefix}_BASE_URL`, `{prefix}_MODEL` and `{prefix}_API_KEY`.
 
         `prefix` is e.g. `FADEWAY_EMBEDDINGS` or `FADEWAY_JUDGE`; the base URL is required, the
@@ -177,10 +191,16 @@ class Endpoint:
         env = os.environ if environ is None else environ
         base_url = env.get(f"{prefix}_BASE_URL", "").strip()
         if not base_url:
-            raise EndpointError(f"{prefix}_BASE_URL is not set; set it to the endpoint's API root, "
-                                "e.g. https://api.openai.com/v1")
-        return cls(base_url, model=env.get(f"{prefix}_MODEL", "").strip() or None,
-                   api_key=env.get(f"{prefix}_API_KEY", "").strip() or None, **settings)
+            raise EndpointError(
+                f"{prefix}_BASE_URL is not set; set it to the endpoint's API root, "
+                "e.g. https://api.openai.com/v1"
+            )
+        return cls(
+            base_url,
+            model=env.get(f"{prefix}_MODEL", "").strip() or None,
+            api_key=env.get(f"{prefix}_API_KEY", "").strip() or None,
+            **settings,
+        )
 
     def __repr__(self) -> str:
         key = ", api_key=<set>" if self._api_key else ""
@@ -200,14 +220,23 @@ class Endpoint:
     def _make_client(self) -> httpx.AsyncClient:
         from . import __version__
 
-        headers = {"Accept": "application/json", "Content-Type": "application/json",
-                   "User-Agent": f"fadeway/{__version__}", **self._headers}
+        headers = {
+            "Accept": "application/json",
+            "Content-Type": "application/json",
+            "User-Agent": f"fadeway/{__version__}",
+            **self._headers,
+        }
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
-        limits = httpx.Limits(max_connections=self.max_concurrency,
-                              max_keepalive_connections=self.max_concurrency)
-        return httpx.AsyncClient(headers=headers, limits=limits, follow_redirects=False,
-                                 timeout=httpx.Timeout(self.timeout, connect=self.connect_timeout))
+        limits = httpx.Limits(
+            max_connections=self.max_concurrency, max_keepalive_connections=self.max_concurrency
+        )
+        return httpx.AsyncClient(
+            headers=headers,
+            limits=limits,
+            follow_redirects=False,
+            timeout=httpx.Timeout(self.timeout, connect=self.connect_timeout),
+        )
 
     def close(self) -> None:
         """Close the connections and stop the endpoint's thread; calls in flight fail."""
@@ -239,14 +268,17 @@ class Endpoint:
     # -- calls ------------------------------------------------------------------------------
 
     @overload
-    async def post_json(self, path: str, payload: Any, *, deadline: float | None = None,
-                        response_type: type[T]) -> T: ...
+    async def post_json(
+        self, path: str, payload: Any, *, deadline: float | None = None, response_type: type[T]
+    ) -> T: ...
     @overload
-    async def post_json(self, path: str, payload: Any, *, deadline: float | None = None,
-                        response_type: Any = Any) -> Any: ...
+    async def post_json(
+        self, path: str, payload: Any, *, deadline: float | None = None, response_type: Any = Any
+    ) -> Any: ...
 
-    async def post_json(self, path: str, payload: Any, *, deadline: float | None = None,
-                        response_type: Any = Any) -> Any:
+    async def post_json(
+        self, path: str, payload: Any, *, deadline: float | None = None, response_type: Any = Any
+    ) -> Any:
         """POST `payload` as JSON to `path` under the base URL; return the decoded answer.
 
         `response_type` (a msgspec-decodable type) validates the answer's shape. Raises
@@ -257,19 +289,23 @@ class Endpoint:
         return await asyncio.wrap_future(future)
 
     @overload
-    def post_json_sync(self, path: str, payload: Any, *, deadline: float | None = None,
-                       response_type: type[T]) -> T: ...
+    def post_json_sync(
+        self, path: str, payload: Any, *, deadline: float | None = None, response_type: type[T]
+    ) -> T: ...
     @overload
-    def post_json_sync(self, path: str, payload: Any, *, deadline: float | None = None,
-                       response_type: Any = Any) -> Any: ...
+    def post_json_sync(
+        self, path: str, payload: Any, *, deadline: float | None = None, response_type: Any = Any
+    ) -> Any: ...
 
-    def post_json_sync(self, path: str, payload: Any, *, deadline: float | None = None,
-                       response_type: Any = Any) -> Any:
+    def post_json_sync(
+        self, path: str, payload: Any, *, deadline: float | None = None, response_type: Any = Any
+    ) -> Any:
         """The blocking twin of `post_json`."""
         return self._submit(path, payload, deadline, response_type).result()
 
-    def _submit(self, path: str, payload: Any, deadline: float | None,
-                response_type: Any) -> concurrent.futures.Future[Any]:
+    def _submit(
+        self, path: str, payload: Any, deadline: float | None, response_type: Any
+    ) -> concurrent.futures.Future[Any]:
         body = msgspec.json.encode(payload)
         runner = self._ensure_runner()
         return runner.submit(self._post(runner, self._url(path), body, deadline, response_type))
@@ -277,25 +313,30 @@ class Endpoint:
     def _url(self, path: str) -> str:
         return f"{self.base_url}/{path.lstrip('/')}"
 
-    async def _post(self, runner: _LoopThread, url: str, body: bytes, deadline: float | None,
-                    response_type: Any) -> Any:
+    async def _post(
+        self, runner: _LoopThread, url: str, body: bytes, deadline: float | None, response_type: Any
+    ) -> Any:
         try:
             return await self._post_attempts(runner, url, body, deadline, response_type)
         except asyncio.CancelledError:
             if runner.closing:
-                raise EndpointError(f"POST {url}: the endpoint was closed during the call",
-                                    retryable=True) from None
+                raise EndpointError(
+                    f"POST {url}: the endpoint was closed during the call", retryable=True
+                ) from None
             raise
 
-    async def _post_attempts(self, runner: _LoopThread, url: str, body: bytes,
-                             deadline: float | None, response_type: Any) -> Any:
+    async def _post_attempts(
+        self, runner: _LoopThread, url: str, body: bytes, deadline: float | None, response_type: Any
+    ) -> Any:
         for attempt in range(1, self.max_attempts + 1):
             status: int | None = None
             try:
                 response = await self._attempt(runner, url, body, deadline)
             except _DeadlinePassed:
-                raise EndpointTimeout(f"POST {url} did not finish by its deadline "
-                                      f"(attempt {attempt} of {self.max_attempts})") from None
+                raise EndpointTimeout(
+                    f"POST {url} did not finish by its deadline "
+                    f"(attempt {attempt} of {self.max_attempts})"
+                ) from None
             except _AttemptFailed as exc:
                 reason = str(exc)
                 wait = self._backoff(attempt)
@@ -305,25 +346,38 @@ class Endpoint:
                     return self._decode(url, response, response_type)
                 message = self._server_message(response)
                 if status not in RETRY_STATUSES and status < 500:
-                    raise EndpointError(f"POST {url} was refused with HTTP {status}: {message}",
-                                        status=status)
+                    raise EndpointError(
+                        f"POST {url} was refused with HTTP {status}: {message}", status=status
+                    )
                 reason = f"HTTP {status}: {message}"
                 asked = retry_after_seconds(response.headers)
-                wait = self._backoff(attempt) if asked is None else min(asked,
-                                                                        self.retry_after_max)
+                wait = self._backoff(attempt) if asked is None else min(asked, self.retry_after_max)
             if attempt == self.max_attempts:
-                raise EndpointError(f"POST {url} failed on all {attempt} attempts; the last: "
-                                    f"{reason}", status=status, retryable=True)
+                raise EndpointError(
+                    f"POST {url} failed on all {attempt} attempts; the last: {reason}",
+                    status=status,
+                    retryable=True,
+                )
             if deadline is not None and time.monotonic() + wait >= deadline:
-                raise EndpointTimeout(f"POST {url} failed ({reason}) and its retry in {wait:.2f}s "
-                                      "would pass the deadline", status=status)
-            log.warning("POST %s: %s; retrying in %.2fs (attempt %d of %d)", url, reason, wait,
-                        attempt + 1, self.max_attempts)
+                raise EndpointTimeout(
+                    f"POST {url} failed ({reason}) and its retry in {wait:.2f}s "
+                    "would pass the deadline",
+                    status=status,
+                )
+            log.warning(
+                "POST %s: %s; retrying in %.2fs (attempt %d of %d)",
+                url,
+                reason,
+                wait,
+                attempt + 1,
+                self.max_attempts,
+            )
             await asyncio.sleep(wait)
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
-    async def _attempt(self, runner: _LoopThread, url: str, body: bytes,
-                       deadline: float | None) -> httpx.Response:
+    async def _attempt(
+        self, runner: _LoopThread, url: str, body: bytes, deadline: float | None
+    ) -> httpx.Response:
         """One attempt: wait for a slot (bounded by the deadline), then send (bounded by both)."""
         try:
             async with asyncio.timeout(_remaining(deadline)):
@@ -342,7 +396,8 @@ class Endpoint:
                 raise _AttemptFailed(f"no answer within {self.timeout:g}s") from None
             except httpx.TransportError as exc:
                 raise _AttemptFailed(
-                    self._redact(f"{type(exc).__name__}: {exc}".rstrip(": "))) from exc
+                    self._redact(f"{type(exc).__name__}: {exc}".rstrip(": "))
+                ) from exc
         finally:
             runner.semaphore.release()
 
@@ -354,11 +409,14 @@ class Endpoint:
         try:
             return msgspec.json.decode(response.content, type=response_type)
         except msgspec.ValidationError as exc:
-            raise EndpointResponseError(f"POST {url} answered JSON of an unexpected shape: {exc}",
-                                        status=response.status_code) from None
+            raise EndpointResponseError(
+                f"POST {url} answered JSON of an unexpected shape: {exc}",
+                status=response.status_code,
+            ) from None
         except msgspec.DecodeError as exc:
-            raise EndpointResponseError(f"POST {url} answered malformed JSON: {exc}",
-                                        status=response.status_code) from None
+            raise EndpointResponseError(
+                f"POST {url} answered malformed JSON: {exc}", status=response.status_code
+            ) from None
 
     def _server_message(self, response: httpx.Response) -> str:
         """The server's own words: OpenAI's `error.message`, else the body's text, cut short."""

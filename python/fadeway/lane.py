@@ -33,14 +33,22 @@ import httpx
 from . import _constants as C
 from .errors import EndpointError, FadewayError
 from .model import JobRecord
-from .usage import UsageRecord, collecting
 from .store import Transaction
+from .usage import UsageRecord, collecting
 
 if TYPE_CHECKING:
     from .engine import Engine
 
-__all__ = ["JobHandler", "register_job", "run_lane", "drain", "idle_wait", "BackgroundWorker",
-           "run_sync", "run_ready"]
+__all__ = [
+    "JobHandler",
+    "register_job",
+    "run_lane",
+    "drain",
+    "idle_wait",
+    "BackgroundWorker",
+    "run_sync",
+    "run_ready",
+]
 
 log = logging.getLogger("fadeway.lane")
 T = TypeVar("T")
@@ -116,8 +124,9 @@ def _owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
 
 
-def run_lane(engine: Engine, memory_id: str, owner: str | None = None,
-             stop: threading.Event | None = None) -> int | None:
+def run_lane(
+    engine: Engine, memory_id: str, owner: str | None = None, stop: threading.Event | None = None
+) -> int | None:
     """Run a memory's pending jobs, oldest first, while holding its lane (until `stop` is set:
     the job in hand is finished, the next left pending).
 
@@ -149,8 +158,11 @@ def run_lane(engine: Engine, memory_id: str, owner: str | None = None,
         try:
             with engine.store.write(memory_id) as tx:
                 if not tx.claim_lane(owner, now, now + lease):
-                    log.info("memory %r: lane taken over during job %d; result discarded",
-                             memory_id, job.n)
+                    log.info(
+                        "memory %r: lane taken over during job %d; result discarded",
+                        memory_id,
+                        job.n,
+                    )
                     tx.insert_usage(used, job.created_at)  # spent all the same
                     return applied
                 current = tx.pending_job()
@@ -214,12 +226,18 @@ def transient(exc: BaseException) -> bool:
         return exc.retryable
     # OSError: sockets' own errors, and those of clients built on them (requests' included),
     # but not a file that is missing or may not be read, which waiting will not bring.
-    return (isinstance(exc, (OSError, TimeoutError, httpx.TransportError))
-            and not isinstance(exc, _LOCAL_ERRORS))
+    return isinstance(exc, (OSError, TimeoutError, httpx.TransportError)) and not isinstance(
+        exc, _LOCAL_ERRORS
+    )
 
 
-_LOCAL_ERRORS = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError,
-                 PermissionError)
+_LOCAL_ERRORS = (
+    FileNotFoundError,
+    FileExistsError,
+    IsADirectoryError,
+    NotADirectoryError,
+    PermissionError,
+)
 
 
 def retry_wait(engine: Engine, waits: int) -> float:
@@ -230,8 +248,9 @@ def retry_wait(engine: Engine, waits: int) -> float:
     return wait * (1.0 - C.LANE_RETRY_JITTER * random.random())
 
 
-def _failed_attempt(engine: Engine, memory_id: str, job: JobRecord, exc: Exception,
-                    used: list[UsageRecord]) -> None:
+def _failed_attempt(
+    engine: Engine, memory_id: str, job: JobRecord, exc: Exception, used: list[UsageRecord]
+) -> None:
     """Count a failed attempt at `job`: one that could not reach its service waits before the
     next and may do so JOB_MAX_TRANSIENT_ATTEMPTS times; any other failure is tried again at
     once, up to JOB_MAX_ATTEMPTS of those. Then the job is given up."""
@@ -240,21 +259,46 @@ def _failed_attempt(engine: Engine, memory_id: str, job: JobRecord, exc: Excepti
     wait = retry_wait(engine, job.waits + 1) if waited else 0.0
     with engine.store.write(memory_id) as tx:
         tx.insert_usage(used, job.created_at)
-        attempts, waits = tx.record_attempt(job.n, error, time.time() + wait if wait > 0 else None,
-                                            waited=waited)
-        count, limit = ((waits, C.JOB_MAX_TRANSIENT_ATTEMPTS) if waited else
-                        (attempts - waits, C.JOB_MAX_ATTEMPTS))
+        attempts, waits = tx.record_attempt(
+            job.n, error, time.time() + wait if wait > 0 else None, waited=waited
+        )
+        count, limit = (
+            (waits, C.JOB_MAX_TRANSIENT_ATTEMPTS)
+            if waited
+            else (attempts - waits, C.JOB_MAX_ATTEMPTS)
+        )
         if count >= limit:
             tx.finish_job(job.n, "failed", error)
-            log.error("memory %r: job %d (%s) failed %d times and is given up: %s",
-                      memory_id, job.n, job.kind, attempts, error)
+            log.error(
+                "memory %r: job %d (%s) failed %d times and is given up: %s",
+                memory_id,
+                job.n,
+                job.kind,
+                attempts,
+                error,
+            )
         elif waited:
-            log.warning("memory %r: job %d (%s) could not reach its service (%d of %d times); "
-                        "trying again in %.0f s: %s", memory_id, job.n, job.kind, count, limit,
-                        wait, error)
+            log.warning(
+                "memory %r: job %d (%s) could not reach its service (%d of %d times); "
+                "trying again in %.0f s: %s",
+                memory_id,
+                job.n,
+                job.kind,
+                count,
+                limit,
+                wait,
+                error,
+            )
         else:
-            log.warning("memory %r: job %d (%s) failed (%d of %d times): %s",
-                        memory_id, job.n, job.kind, count, limit, error)
+            log.warning(
+                "memory %r: job %d (%s) failed (%d of %d times): %s",
+                memory_id,
+                job.n,
+                job.kind,
+                count,
+                limit,
+                error,
+            )
 
 
 def drain(engine: Engine) -> int:
@@ -299,8 +343,10 @@ class BackgroundWorker:
         self._engine = engine
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._loop, name=f"fadeway-lane-{i}",
-                                          daemon=True) for i in range(threads)]
+        self._threads = [
+            threading.Thread(target=self._loop, name=f"fadeway-lane-{i}", daemon=True)
+            for i in range(threads)
+        ]
         for t in self._threads:
             t.start()
         self._wake.set()  # resume whatever a previous process left pending

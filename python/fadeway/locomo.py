@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ def session_start(text: str) -> float:
         parsed = datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y")
     except ValueError:
         raise ReplayFormatError(f"not a LoCoMo session date: {text!r}") from None
-    return parsed.replace(tzinfo=timezone.utc).timestamp()
+    return parsed.replace(tzinfo=UTC).timestamp()
 
 
 def _sessions(conversation: dict[str, Any]) -> list[int]:
@@ -51,19 +51,23 @@ def locomo_lines(sample: dict[str, Any], source: str = "") -> Iterator[tuple[str
         memory_id = sample["sample_id"]
         roles = {conv["speaker_a"]: "user", conv["speaker_b"]: "assistant"}
     except (KeyError, TypeError) as exc:
-        raise ReplayFormatError(f"{label}sample {sample.get('sample_id', '?')!r} lacks "
-                                f"{exc}: a LoCoMo sample has sample_id and a conversation with "
-                                "speaker_a and speaker_b") from None
+        raise ReplayFormatError(
+            f"{label}sample {sample.get('sample_id', '?')!r} lacks "
+            f"{exc}: a LoCoMo sample has sample_id and a conversation with "
+            "speaker_a and speaker_b"
+        ) from None
     if not isinstance(memory_id, str) or not memory_id:
-        raise ReplayFormatError(f"{label}a LoCoMo sample_id must be a non-empty string, "
-                                f"not {memory_id!r}")
+        raise ReplayFormatError(
+            f"{label}a LoCoMo sample_id must be a non-empty string, not {memory_id!r}"
+        )
     for number in _sessions(conv):
         place = f"{label}{memory_id} session {number}"
         try:
             start = session_start(conv[f"session_{number}_date_time"])
         except KeyError:
-            raise ReplayFormatError(f"{place} has no session_{number}_date_time, the time its "
-                                    "turns are replayed at") from None
+            raise ReplayFormatError(
+                f"{place} has no session_{number}_date_time, the time its turns are replayed at"
+            ) from None
         except ReplayFormatError as exc:
             raise ReplayFormatError(f"{place}: {exc}") from None
         for i, turn in enumerate(conv[f"session_{number}"]):
@@ -73,13 +77,17 @@ def locomo_lines(sample: dict[str, Any], source: str = "") -> Iterator[tuple[str
                 role = roles[turn["speaker"]]
                 dia_id = turn["dia_id"]
             except (KeyError, TypeError) as exc:
-                raise ReplayFormatError(f"{where}: a turn needs speaker (speaker_a or speaker_b), "
-                                        f"text and dia_id; {exc} is missing or wrong") from None
+                raise ReplayFormatError(
+                    f"{where}: a turn needs speaker (speaker_a or speaker_b), "
+                    f"text and dia_id; {exc} is missing or wrong"
+                ) from None
             if turn.get("blip_caption"):
                 content += f" [image: {turn['blip_caption']}]"
             message = {"role": role, "content": content}
-            yield dia_id, ReplayLine(memory_id, start + i * TURN_SECONDS, message,
-                                     f"{where} ({dia_id})")
+            yield (
+                dia_id,
+                ReplayLine(memory_id, start + i * TURN_SECONDS, message, f"{where} ({dia_id})"),
+            )
 
 
 def read_locomo(path: str | Path) -> list[dict[str, Any]]:
@@ -89,12 +97,15 @@ def read_locomo(path: str | Path) -> list[dict[str, Any]]:
     try:
         data = msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:
-        raise ReplayFormatError(f"{path}:{_line_of(raw, str(exc))}: not complete JSON "
-                                f"({exc})") from None
+        raise ReplayFormatError(
+            f"{path}:{_line_of(raw, str(exc))}: not complete JSON ({exc})"
+        ) from None
     if not isinstance(data, list) or not all(
-            isinstance(s, dict) and "conversation" in s and "sample_id" in s for s in data):
-        raise ReplayFormatError(f"{path}: not a LoCoMo file (a list of samples with "
-                                "sample_id and conversation)")
+        isinstance(s, dict) and "conversation" in s and "sample_id" in s for s in data
+    ):
+        raise ReplayFormatError(
+            f"{path}: not a LoCoMo file (a list of samples with sample_id and conversation)"
+        )
     return data
 
 

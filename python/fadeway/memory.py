@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from . import _constants as C
 from . import formats, notes, tokens
 from .assembly import Assembly, Key, PlanCut, Planned, note_arguments
+from .episodes import commit_cut, plan_read_cut, prepare_cut, uncut_range
 from .errors import (
     EmptyRequestError,
     FormatMismatchError,
@@ -24,9 +25,9 @@ from .errors import (
     InvalidRequestError,
     UnmatchedToolOutputError,
 )
+from .export import export_memory
 from .formats import Entry, Format, ParsedRequest, Side, streams
 from .formats.canonical import digest_of, encode_json, plain
-from .episodes import commit_cut, plan_read_cut, prepare_cut, uncut_range
 from .history import (
     History,
     PendingCalls,
@@ -38,18 +39,19 @@ from .history import (
     units,
 )
 from .lane import run_sync
-from .note_writer import NoteWriter
 from .model import (
     EpisodeView,
     MemoryExport,
     MemoryRecord,
     MessageRecord,
     ReportResult,
-    SearchHit,
     RequestRecord,
+    SearchHit,
     TraceRecord,
     Unit,
 )
+from .note_taking import awaiting_note, pending_ask, write_note
+from .note_writer import NoteWriter
 from .recall_turns import (
     Pending,
     place_recall,
@@ -57,12 +59,10 @@ from .recall_turns import (
     recall_for,
     store_recall,
 )
-from .export import export_memory
 from .search import search_memory
-from .usage import UsageRecord, UsageSummary, collecting, summarise_usage
 from .store import Transaction
+from .usage import UsageRecord, UsageSummary, collecting, summarise_usage
 from .view import caller_tools, last_user_messages, strip_own_additions
-from .note_taking import awaiting_note, pending_ask, write_note
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -86,8 +86,9 @@ def _call_list(waiting: dict[str, str]) -> str:
     return f"call{'s' if len(waiting) > 1 else ''} {ids}{more} ({next(iter(waiting.values()))})"
 
 
-def _check_pairing(fmt: Format, e: Entry, where: str, pending: PendingCalls,
-                   own: Sequence[str]) -> None:
+def _check_pairing(
+    fmt: Format, e: Entry, where: str, pending: PendingCalls, own: Sequence[str]
+) -> None:
     """A call's output comes after it, once, before the next user message (in Chat
     Completions, before any other message), as providers require. `pending` holds the calls of
     the turn in progress not answered yet, and is brought up to date with `e`; `own` are the
@@ -97,13 +98,15 @@ def _check_pairing(fmt: Format, e: Entry, where: str, pending: PendingCalls,
             raise UnmatchedToolOutputError(
                 f"{where} answers call {e.answers!r}, which is not waiting for an output: it "
                 "already has one, or belongs to an earlier turn (a call is answered once, "
-                "right after the reply that made it)")
+                "right after the reply that made it)"
+            )
         return
     if pending and (e.side is Side.USER or fmt is Format.CHAT_COMPLETIONS):
         raise InvalidMessageError(
             f"{where} comes before the output of {_call_list(pending.waiting())}: the outputs "
             "of a reply's calls come right after it (the provider refuses anything between); "
-            "send them first, or an output saying the call was not run")
+            "send them first, or an output saying the call was not run"
+        )
     if e.calls:
         pending.made(e.kind, e.calls, f"made in {where}", own)
 
@@ -141,7 +144,8 @@ class Memory:
                     key = "messages" if parsed.format is Format.CHAT_COMPLETIONS else "input"
                     raise EmptyRequestError(
                         f"the request's {key} list is empty and memory {self.memory_id!r} holds "
-                        "no history yet: there is nothing to send")
+                        "no history yet: there is nothing to send"
+                    )
         now = self._engine._now(at)
         encoding = tokens.encoding_for_model(parsed.model)
         fmt = parsed.format
@@ -157,28 +161,62 @@ class Memory:
             return []
         with self._engine.store.read(self.memory_id) as tx:
             self._sync(tx)
-        return recall_for(self._engine, self.memory_id, self._history,
-                          [(digest_of(m, f"message {i}"), m) for i, m in users])
+        return recall_for(
+            self._engine,
+            self.memory_id,
+            self._history,
+            [(digest_of(m, f"message {i}"), m) for i, m in users],
+        )
 
-    def _decorate(self, parsed: ParsedRequest, fmt: Format, encoding: str, now: float,
-                  pending: list[Pending], used: list[UsageRecord]) -> dict[str, Any]:
+    def _decorate(
+        self,
+        parsed: ParsedRequest,
+        fmt: Format,
+        encoding: str,
+        now: float,
+        pending: list[Pending],
+        used: list[UsageRecord],
+    ) -> dict[str, Any]:
         planned: Planned | None = None
         for attempt in range(1, C.CUT_RETRIES + 1):
             mark = self._history.mark()
             try:
                 # The last attempt cuts inline if the history changed under every plan.
-                return self._decorate_once(replace(parsed, request=dict(parsed.request)), fmt,
-                                           encoding, now, pending, used, planned,
-                                           inline=attempt == C.CUT_RETRIES)
+                return self._decorate_once(
+                    replace(parsed, request=dict(parsed.request)),
+                    fmt,
+                    encoding,
+                    now,
+                    pending,
+                    used,
+                    planned,
+                    inline=attempt == C.CUT_RETRIES,
+                )
             except PlanCut as need:
                 self._history.roll_back(mark)
-                planned = Planned(need.read, run_sync(plan_read_cut(
-                    self._engine, need.read, deadline=time.monotonic() + C.INLINE_CUT_DEADLINE)))
+                planned = Planned(
+                    need.read,
+                    run_sync(
+                        plan_read_cut(
+                            self._engine,
+                            need.read,
+                            deadline=time.monotonic() + C.INLINE_CUT_DEADLINE,
+                        )
+                    ),
+                )
         raise AssertionError("unreachable: the last attempt cuts inline")
 
-    def _decorate_once(self, parsed: ParsedRequest, fmt: Format, encoding: str, now: float,
-                       pending: list[Pending], used: list[UsageRecord], planned: Planned | None,
-                       inline: bool) -> dict[str, Any]:
+    def _decorate_once(
+        self,
+        parsed: ParsedRequest,
+        fmt: Format,
+        encoding: str,
+        now: float,
+        pending: list[Pending],
+        used: list[UsageRecord],
+        planned: Planned | None,
+        inline: bool,
+    ) -> dict[str, Any]:
         with self._writing() as tx:
             memory = self._open(tx, fmt, now)
             self._sync(tx)
@@ -186,14 +224,18 @@ class Memory:
             parsed.instructions = strip_own_additions(parsed.instructions, mirror.answers_note)
             parsed.history = strip_own_additions(parsed.history, mirror.answers_note)
             has_instructions = bool(parsed.instructions) or (
-                parsed.request.get("instructions") is not None)
-            instructions = encode_json({"instructions": parsed.request.get("instructions"),
-                                        "messages": parsed.instructions})
+                parsed.request.get("instructions") is not None
+            )
+            instructions = encode_json(
+                {
+                    "instructions": parsed.request.get("instructions"),
+                    "messages": parsed.instructions,
+                }
+            )
             episodes = mirror.episodes.sync(tx)
             last_view = self._assembly.shown()
             sent_digests = digests_of_sent(parsed.history, mirror, last_view)
-            start = align(parsed.history, sent_digests, mirror, memory.decorated_through,
-                          last_view)
+            start = align(parsed.history, sent_digests, mirror, memory.decorated_through, last_view)
             new = self._entries(fmt, parsed.history, start, sent_digests)
             before = len(mirror)
             self._append(tx, new, encoding, now, source="request")
@@ -204,30 +246,55 @@ class Memory:
             elif not has_instructions and memory.instructions is not None:
                 _restore_instructions(parsed, memory.instructions)
             tx.set_decorated_through(len(mirror))
-            out = self._assembly.forget_and_assemble(tx, parsed, memory, episodes, encoding,
-                                                     now, before, placed, planned=planned,
-                                                     inline=inline)
+            out = self._assembly.forget_and_assemble(
+                tx,
+                parsed,
+                memory,
+                episodes,
+                encoding,
+                now,
+                before,
+                placed,
+                planned=planned,
+                inline=inline,
+            )
             store_recall(tx, mirror, out.recalls, now)
             self._record_request(tx, parsed, encoding, now, used, out.key)
         if took or out.queued:
             self._engine._jobs_queued()
         return out.request
 
-    def _record_request(self, tx: Transaction, parsed: ParsedRequest, encoding: str, now: float,
-                        used: list[UsageRecord], key: Key) -> None:
+    def _record_request(
+        self,
+        tx: Transaction,
+        parsed: ParsedRequest,
+        encoding: str,
+        now: float,
+        used: list[UsageRecord],
+        key: Key,
+    ) -> None:
         """Record a decorated request (what `report` finds it by), and the model calls made
         for it (recall's, and a cut's)."""
         tx.insert_usage(used, now)
         latest = tx.latest_request()
-        tx.insert_request(RequestRecord(
-            n=(latest.n if latest else 0) + 1, at=now, model=parsed.model, encoding=encoding,
-            estimate=key.estimate, view_len=key.length, view_last=key.last,
-            history_through=len(self._history)))
+        tx.insert_request(
+            RequestRecord(
+                n=(latest.n if latest else 0) + 1,
+                at=now,
+                model=parsed.model,
+                encoding=encoding,
+                estimate=key.estimate,
+                view_len=key.length,
+                view_last=key.last,
+                history_through=len(self._history),
+            )
+        )
 
     # -- notes -----------------------------------------------------------------------------
 
-    def _take_notes(self, tx: Transaction, fmt: Format, since: int, now: float,
-                    source: str) -> bool:
+    def _take_notes(
+        self, tx: Transaction, fmt: Format, since: int, now: float, source: str
+    ) -> bool:
         """Take the note calls in the messages stored from `since` on."""
         mirror = self._history
         seqs = [seq for seq in mirror.note_calls if seq >= since]
@@ -247,14 +314,22 @@ class Memory:
             start = seq
             while start > 0 and not opens_unit(mirror.sides[start], mirror.sides[start - 1]):
                 start -= 1
-            answered[start] = self._write_note(tx, note, arguments, call_id, now, source,
-                                               answered.get(start))
+            answered[start] = self._write_note(
+                tx, note, arguments, call_id, now, source, answered.get(start)
+            )
             took = True
         return took
 
-    def _write_note(self, tx: Transaction, note: notes.Note, arguments: str,
-                    call_id: str | None, now: float, source: str,
-                    awaiting: list[int] | None = None) -> list[int]:
+    def _write_note(
+        self,
+        tx: Transaction,
+        note: notes.Note,
+        arguments: str,
+        call_id: str | None,
+        now: float,
+        source: str,
+        awaiting: list[int] | None = None,
+    ) -> list[int]:
         """Write a note's facts against every episode awaiting them (or `awaiting`), and
         acknowledge those; returns them."""
         if awaiting is None:
@@ -271,8 +346,10 @@ class Memory:
 
     def _check_format(self, stored: str, fmt: Format) -> None:
         if stored != fmt.value:
-            raise FormatMismatchError(f"memory {self.memory_id!r} holds a {stored} conversation; "
-                                      f"this request is {fmt.value}")
+            raise FormatMismatchError(
+                f"memory {self.memory_id!r} holds a {stored} conversation; "
+                f"this request is {fmt.value}"
+            )
 
     @contextmanager
     def _writing(self) -> Iterator[Transaction]:
@@ -292,8 +369,14 @@ class Memory:
     def _sync(self, tx: Transaction) -> None:
         self._history.sync(tx.message_count(), tx.messages)
 
-    def _entries(self, fmt: Format, sent: Sequence[Any], start: int,
-                 digests: Sequence[bytes] | None = None, label: str = "message") -> list[Entry]:
+    def _entries(
+        self,
+        fmt: Format,
+        sent: Sequence[Any],
+        start: int,
+        digests: Sequence[bytes] | None = None,
+        label: str = "message",
+    ) -> list[Entry]:
         """Validate the new messages `sent[start:]`; nothing is written if one is bad. A request
         may end before the outputs of its last calls (a replay sends them one by one); what
         comes after them is checked when it comes."""
@@ -311,18 +394,26 @@ class Memory:
         step: set[str] = set()  # ids the reply in progress (a run of assistant items) made
         for i in range(start, len(sent)):
             where = f"{label} {i}"
-            e = formats.entry(fmt, sent[i], where, known_call,
-                              digest=digests[i] if digests else None)
+            e = formats.entry(
+                fmt, sent[i], where, known_call, digest=digests[i] if digests else None
+            )
             if e.side is not Side.ASSISTANT:
                 step = set()
             elif e.calls:
-                again = next((c for j, c in enumerate(e.calls) if c in step or (
-                    e.kind == "message" and c in e.calls[:j])), None)
+                again = next(
+                    (
+                        c
+                        for j, c in enumerate(e.calls)
+                        if c in step or (e.kind == "message" and c in e.calls[:j])
+                    ),
+                    None,
+                )
                 if again is not None:
                     raise InvalidMessageError(
                         f"{where} makes call {again!r}, an id its reply already gave another "
                         "call: the outputs of the two could not be told apart (ids may repeat "
-                        "across replies, not within one)")
+                        "across replies, not within one)"
+                    )
                 step.update(e.calls)
             if e.answers is not None and answers_note(e.answers):
                 # A loop that skipped `report` answered every call of the reply it sends back,
@@ -334,17 +425,29 @@ class Memory:
             out.append(e)
         return out
 
-    def _append(self, tx: Transaction, new: list[Entry], encoding: str, at: float,
-                source: str) -> None:
+    def _append(
+        self, tx: Transaction, new: list[Entry], encoding: str, at: float, source: str
+    ) -> None:
         if not new:
             return
         sizes = tokens.entry_tokens(encoding, new)
         turns = next_turns(self._history.turn, (e.side for e in new))
         first = len(self._history)
         rows = [
-            MessageRecord(seq=first + i, turn=turns[i], at=at, role=e.role, kind=e.kind,
-                          side=e.side.value, source=source, tokens=sizes[i], digest=e.digest,
-                          calls=e.calls, answers=e.answers, body=e.body)
+            MessageRecord(
+                seq=first + i,
+                turn=turns[i],
+                at=at,
+                role=e.role,
+                kind=e.kind,
+                side=e.side.value,
+                source=source,
+                tokens=sizes[i],
+                digest=e.digest,
+                calls=e.calls,
+                answers=e.answers,
+                body=e.body,
+            )
             for i, e in enumerate(new)
         ]
         tx.insert_messages(rows)
@@ -352,8 +455,9 @@ class Memory:
 
     # -- report ----------------------------------------------------------------------------
 
-    def report(self, request: dict[str, Any], response: Any, *,
-               at: float | None = None) -> ReportResult:
+    def report(
+        self, request: dict[str, Any], response: Any, *, at: float | None = None
+    ) -> ReportResult:
         """Store the provider's reply to a decorated `request`; `response` is an SDK object or a
         dict in the request's wire format, or what a stream yielded (its chunks or events, as a
         list or any iterable). Returns the tool calls left for the caller to run.
@@ -366,25 +470,39 @@ class Memory:
             if memory is None:
                 raise InvalidRequestError(
                     f"memory {self.memory_id!r} has no decorated request to report on; call "
-                    "decorate first")
+                    "decorate first"
+                )
             self._check_format(memory.format, parsed.format)
             self._sync(tx)
             sent = strip_own_additions(parsed.history, self._history.answers_note)
             last_digest = digest_of(sent[-1], "the request's last message") if sent else None
             result = ReportResult(
-                tool_calls=notes.without_note_calls(parsed.format, reply.tool_calls))
+                tool_calls=notes.without_note_calls(parsed.format, reply.tool_calls)
+            )
             match = tx.find_request(len(sent), last_digest)
             latest = tx.latest_request()
             if match is not None and match.replied:
-                log.info("memory %r: request %d was already reported; reply not stored again",
-                         self.memory_id, match.n)
+                log.info(
+                    "memory %r: request %d was already reported; reply not stored again",
+                    self.memory_id,
+                    match.n,
+                )
                 return result
             if match is not None and latest is not None and match.n != latest.n:
-                log.warning("memory %r: report for request %d arrived after request %d was "
-                            "decorated; its reply is not stored and its token count not kept",
-                            self.memory_id, match.n, latest.n)
-                tx.record_report(match.n, reply.prompt_tokens, False,
-                                 f"out of order: request {latest.n} was decorated since", False)
+                log.warning(
+                    "memory %r: report for request %d arrived after request %d was "
+                    "decorated; its reply is not stored and its token count not kept",
+                    self.memory_id,
+                    match.n,
+                    latest.n,
+                )
+                tx.record_report(
+                    match.n,
+                    reply.prompt_tokens,
+                    False,
+                    f"out of order: request {latest.n} was decorated since",
+                    False,
+                )
                 return result
             new = self._entries(parsed.format, reply.items, 0, label="reply item")
             encoding = match.encoding if match else tokens.encoding_for_model(parsed.model)
@@ -393,11 +511,17 @@ class Memory:
             took = self._take_notes(tx, parsed.format, before, now, source="model")
             calls = notes.find_note_calls(parsed.format, reply.items)
             remaining = notes.without_note_calls(parsed.format, reply.tool_calls)
-            result = ReportResult(tool_calls=remaining, note_taken=took,
-                                  call_again=bool(calls) and not remaining and not reply.text)
+            result = ReportResult(
+                tool_calls=remaining,
+                note_taken=took,
+                call_again=bool(calls) and not remaining and not reply.text,
+            )
             if match is None:
-                log.info("memory %r: the reported request is not one decorate returned; its "
-                         "token count is not kept", self.memory_id)
+                log.info(
+                    "memory %r: the reported request is not one decorate returned; its "
+                    "token count is not kept",
+                    self.memory_id,
+                )
             else:
                 kept, note = self._judge_ratio(match, reply.prompt_tokens)
                 tx.record_report(match.n, reply.prompt_tokens, kept, note, True)
@@ -418,7 +542,9 @@ class Memory:
         tx.enqueue("cut", encode_json({"closed_end": closed_end}), now)
         return True
 
-    def _judge_ratio(self, request: RequestRecord, provider: int | None) -> tuple[bool | None, str | None]:
+    def _judge_ratio(
+        self, request: RequestRecord, provider: int | None
+    ) -> tuple[bool | None, str | None]:
         if provider is None:
             return None, "the response carried no prompt token count"
         if request.estimate <= 0:
@@ -426,8 +552,10 @@ class Memory:
         ratio = provider / request.estimate
         low, high = C.PLAUSIBLE_RATIO
         if not low <= ratio <= high:
-            note = (f"ratio {ratio:.3f} (provider {provider} / estimate {request.estimate}) is "
-                    f"outside the plausible range {low}–{high}")
+            note = (
+                f"ratio {ratio:.3f} (provider {provider} / estimate {request.estimate}) is "
+                f"outside the plausible range {low}–{high}"
+            )
             log.warning("memory %r: %s; not kept", self.memory_id, note)
             return False, note
         return True, None
@@ -445,14 +573,25 @@ class Memory:
         if ask is None:
             return False
         with collecting() as used:
-            note = run_sync(writer.write(ask.text, ask.messages,
-                                         deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE))
+            note = run_sync(
+                writer.write(
+                    ask.text, ask.messages, deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE
+                )
+            )
         with self._history.lock, self._writing() as tx:
             tx.insert_usage(used, now)
             if awaiting_note(tx) != ask.awaiting:
                 return False  # another note came meanwhile: its facts are those episodes'
-            write_note(tx, self.memory_id, note, encode_json(note).decode(), None, now,
-                       f"note-writer:{writer.name}", ask.awaiting)
+            write_note(
+                tx,
+                self.memory_id,
+                note,
+                encode_json(note).decode(),
+                None,
+                now,
+                f"note-writer:{writer.name}",
+                ask.awaiting,
+            )
         self._engine._jobs_queued()
         return True
 
@@ -496,11 +635,22 @@ class Memory:
         by_episode: dict[int, list[TraceRecord]] = {}
         for t in traces:
             by_episode.setdefault(t.episode, []).append(t)
-        return [EpisodeView(
-            n=e.n, state=e.state, first_seq=e.first_seq, last_seq=e.last_seq,
-            first_turn=e.first_turn, last_turn=e.last_turn, start_at=e.start_at, end_at=e.end_at,
-            tokens=e.tokens, units=units(messages[e.first_seq:e.last_seq + 1]),
-            traces=by_episode.get(e.n, [])) for e in episodes]
+        return [
+            EpisodeView(
+                n=e.n,
+                state=e.state,
+                first_seq=e.first_seq,
+                last_seq=e.last_seq,
+                first_turn=e.first_turn,
+                last_turn=e.last_turn,
+                start_at=e.start_at,
+                end_at=e.end_at,
+                tokens=e.tokens,
+                units=units(messages[e.first_seq : e.last_seq + 1]),
+                traces=by_episode.get(e.n, []),
+            )
+            for e in episodes
+        ]
 
     def cut(self, *, at: float | None = None) -> int:
         """Cut all closed, uncut history into episodes now; returns how many were made.
@@ -512,8 +662,7 @@ class Memory:
         with self._history.lock, self._engine.store.read(self.memory_id) as tx:
             self._sync(tx)
         for _ in range(C.CUT_RETRIES):
-            prepared = run_sync(prepare_cut(self._engine, self.memory_id,
-                                            self._history.turn_start))
+            prepared = run_sync(prepare_cut(self._engine, self.memory_id, self._history.turn_start))
             with self._history.lock, self._writing() as tx:
                 if commit_cut(tx, prepared, now):
                     return len(prepared[1].episodes) if prepared else 0
@@ -544,12 +693,15 @@ class Memory:
 
     # -- async twins -----------------------------------------------------------------------
 
-    async def adecorate(self, request: dict[str, Any], *, at: float | None = None) -> dict[str, Any]:
+    async def adecorate(
+        self, request: dict[str, Any], *, at: float | None = None
+    ) -> dict[str, Any]:
         """`decorate`, off the event loop."""
         return await asyncio.to_thread(self.decorate, request, at=at)
 
-    async def areport(self, request: dict[str, Any], response: Any, *,
-                      at: float | None = None) -> ReportResult:
+    async def areport(
+        self, request: dict[str, Any], response: Any, *, at: float | None = None
+    ) -> ReportResult:
         """`report`, off the event loop; an async stream (an SDK `AsyncStream`) is read here."""
         if streams.is_async_stream(response):
             response = [event async for event in response]

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from . import _constants as C
 from . import blocks
+from .forgetting import ask_spans
 from .formats import Format
 from .formats.canonical import encode_json
-from .forgetting import ask_spans
 from .lane import JobHandler, register_job
 from .model import EpisodeRecord, FactRecord, JobRecord, NoteRecord
 from .note_writer import LeavingMessage, leaving_messages
@@ -62,32 +62,53 @@ def pending_ask(tx: Transaction) -> PendingAsk | None:
     memory = tx.memory()
     assert memory is not None  # it holds episodes
     first, *more = ask_spans(awaiting)
-    return PendingAsk([e.n for e in awaiting], blocks.note_ask(*first, *more),
-                      leaving_messages(leaving, Format(memory.format)))
+    return PendingAsk(
+        [e.n for e in awaiting],
+        blocks.note_ask(*first, *more),
+        leaving_messages(leaving, Format(memory.format)),
+    )
 
 
-def write_note(tx: Transaction, memory_id: str, note: Note, arguments: str,
-               call_id: str | None, now: float, source: str, awaiting: list[int]) -> None:
+def write_note(
+    tx: Transaction,
+    memory_id: str,
+    note: Note,
+    arguments: str,
+    call_id: str | None,
+    now: float,
+    source: str,
+    awaiting: list[int],
+) -> None:
     """Write a note's facts against the `awaiting` episodes and acknowledge those; queue the
     lane's work on the facts (the graph, their traces, their vectors)."""
     existing = tx.notes()
     n = (existing[-1].n if existing else 0) + 1
     first_fact = tx.fact_count() + 1
-    facts = [FactRecord(n=first_fact + i, note=n, text=entry.note, subject=entry.subject,
-                        object=entry.object, milestone=entry.milestone, at=now)
-             for i, entry in enumerate(note.facts)]
-    tx.insert_note(NoteRecord(n=n, at=now, call_id=call_id, source=source,
-                              arguments=arguments), facts, awaiting)
+    facts = [
+        FactRecord(
+            n=first_fact + i,
+            note=n,
+            text=entry.note,
+            subject=entry.subject,
+            object=entry.object,
+            milestone=entry.milestone,
+            at=now,
+        )
+        for i, entry in enumerate(note.facts)
+    ]
+    tx.insert_note(
+        NoteRecord(n=n, at=now, call_id=call_id, source=source, arguments=arguments),
+        facts,
+        awaiting,
+    )
     if facts:
         # The graph takes the facts first (merges and retirements), then they are scored
         # against the episodes remembered now and embedded for search.
         remembered = [e.n for e in tx.episodes() if e.state != "forgotten"]
         tx.enqueue("graph", encode_json({"note": n}), now)
-        tx.enqueue("score", encode_json({"note": n, "remembered": number_runs(remembered)}),
-                   now)
+        tx.enqueue("score", encode_json({"note": n, "remembered": number_runs(remembered)}), now)
         tx.enqueue("embed", b"{}", now)
-    log.info("memory %r: note %d took %d facts for episodes %s", memory_id, n, len(facts),
-             awaiting)
+    log.info("memory %r: note %d took %d facts for episodes %s", memory_id, n, len(facts), awaiting)
 
 
 class NoteJob(JobHandler):
@@ -102,8 +123,9 @@ class NoteJob(JobHandler):
             ask = pending_ask(tx)
         if ask is None:
             return None
-        note = await writer.write(ask.text, ask.messages,
-                                  deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE)
+        note = await writer.write(
+            ask.text, ask.messages, deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE
+        )
         return ask.awaiting, note, f"note-writer:{writer.name}"
 
     def apply(self, engine: Engine, tx: Transaction, job: JobRecord, prepared: Any) -> bool:
@@ -112,8 +134,16 @@ class NoteJob(JobHandler):
         awaiting, note, source = prepared
         if awaiting_note(tx) != awaiting:
             return False  # a note came meanwhile, or a fade moved on: ask again
-        write_note(tx, tx.memory_id, note, encode_json(note).decode(), None,
-                   job.created_at, source, awaiting)
+        write_note(
+            tx,
+            tx.memory_id,
+            note,
+            encode_json(note).decode(),
+            None,
+            job.created_at,
+            source,
+            awaiting,
+        )
         return True
 
 

@@ -44,8 +44,15 @@ from .notes import (
     parse_note_arguments,
 )
 
-__all__ = ["LeavingMessage", "leaving_messages", "NoteWriter", "NoteWriterError",
-           "OfflineNoteWriter", "LLMNoteWriter", "note_writer_from"]
+__all__ = [
+    "LeavingMessage",
+    "leaving_messages",
+    "NoteWriter",
+    "NoteWriterError",
+    "OfflineNoteWriter",
+    "LLMNoteWriter",
+    "note_writer_from",
+]
 
 log = logging.getLogger("fadeway.note_writer")
 
@@ -70,9 +77,12 @@ def leaving_messages(records: Sequence[MessageRecord], fmt: Format) -> list[Leav
     among `records`, if there)."""
     values = [plain(m.body) for m in records]
     names = call_names(fmt, values)
-    return [LeavingMessage(m.turn, m.role, " ".join(text_of(value)),
-                           names.get(m.answers, "") if m.answers else "")
-            for m, value in zip(records, values, strict=True)]
+    return [
+        LeavingMessage(
+            m.turn, m.role, " ".join(text_of(value)), names.get(m.answers, "") if m.answers else ""
+        )
+        for m, value in zip(records, values, strict=True)
+    ]
 
 
 class NoteWriter(abc.ABC):
@@ -81,17 +91,20 @@ class NoteWriter(abc.ABC):
     name: str = "note-writer"
 
     @abc.abstractmethod
-    async def write(self, ask: str, messages: Sequence[LeavingMessage], *,
-                    deadline: float | None = None) -> Note:
+    async def write(
+        self, ask: str, messages: Sequence[LeavingMessage], *, deadline: float | None = None
+    ) -> Note:
         """The note for `ask` (the note ask's text), given the leaving turns' messages."""
 
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])|\n+")
 _SPEAKER = re.compile(r"^([A-Z][\w.-]{0,30}):\s+")
-_MONTHS = frozenset("""
+_MONTHS = frozenset(
+    """
     January February March April May June July August September October November December
     Jan Feb Mar Apr Jun Jul Aug Sep Sept Oct Nov Dec
-    """.split())
+    """.split()
+)
 _MONTH = "(?:" + "|".join(sorted(_MONTHS, key=lambda m: (-len(m), m))) + ")"  # longest first
 # Named things: timestamps, dates ("18 May", "April 20, 2026"), amounts with their currency
 # ("$1,200", "£92k"), quantities with a unit ("512Mi", "10am", "5k"), numbers, identifiers
@@ -105,26 +118,81 @@ _ENTITY = re.compile(
     r"|\b\d(?:[\d,.]*\d)?[kKMB]\b"
     r"|\b\d[\d,.]*(?!st\b|nd\b|rd\b|th\b)[A-Za-z]{2,3}\b"
     r"|\b\d[\d,.:/-]*\d\b(?:\s?%)?|\b\d\b|\b[a-z][a-z\d]*_\w*\d\w*|\b[A-Z][\w-]*\d[\w-]*"
-    r"|\b\w+-\d+\b|\b(?:[A-Z][\w'-]+)(?:\s+(?:of|the|de|and|&)?\s*[A-Z][\w'-]+)*")
+    r"|\b\w+-\d+\b|\b(?:[A-Z][\w'-]+)(?:\s+(?:of|the|de|and|&)?\s*[A-Z][\w'-]+)*"
+)
 _MILESTONE = re.compile(
     r"\b(?:agreed|approved|decided|chose|chosen|rejected|done|finished|completed|shipped|"
-    r"launched|merged|blocked|next|will|plan(?:s|ned)?|deadline|due)\b", re.IGNORECASE)
-_STOP_ENTITIES = frozenset({"I", "I'm", "I've", "I'll", "I'd", "It", "It's", "The", "This",
-                            "That", "That's", "Here's", "There's", "You're", "We're", "Yes",
-                            "No", "Ok", "OK", "Okay", "Hi", "Hey", "Hello", "Thanks", "Thank",
-                            "Wow", "Oh", "So", "And", "But", "We", "You", "My", "Our", "Your",
-                            "Their", "His", "Her", "He", "She", "They", "He's", "She's",
-                            "They're", "These", "Those", "What", "How", "Great", "Sure", "Good"})
+    r"launched|merged|blocked|next|will|plan(?:s|ned)?|deadline|due)\b",
+    re.IGNORECASE,
+)
+_STOP_ENTITIES = frozenset(
+    {
+        "I",
+        "I'm",
+        "I've",
+        "I'll",
+        "I'd",
+        "It",
+        "It's",
+        "The",
+        "This",
+        "That",
+        "That's",
+        "Here's",
+        "There's",
+        "You're",
+        "We're",
+        "Yes",
+        "No",
+        "Ok",
+        "OK",
+        "Okay",
+        "Hi",
+        "Hey",
+        "Hello",
+        "Thanks",
+        "Thank",
+        "Wow",
+        "Oh",
+        "So",
+        "And",
+        "But",
+        "We",
+        "You",
+        "My",
+        "Our",
+        "Your",
+        "Their",
+        "His",
+        "Her",
+        "He",
+        "She",
+        "They",
+        "He's",
+        "She's",
+        "They're",
+        "These",
+        "Those",
+        "What",
+        "How",
+        "Great",
+        "Sure",
+        "Good",
+    }
+)
 
 
 _NOUN_PHRASE = re.compile(
     r"\b(?:the|a|an|this|that|my|your|our|their|his|her|its)\s+((?:[\w'-]+\s+){0,3}?[\w'-]+)"
     r"(?=\s*(?:[.,;:!?)]|$|\s(?:so|and|but|before|after|to|for|with|because|when|while|is|are|"
-    r"was|were|on|in|at|by|of)\b))", re.IGNORECASE)
+    r"was|were|on|in|at|by|of)\b))",
+    re.IGNORECASE,
+)
 
 
-_TRAILING = re.compile(r"\s+(?:too|also|again|though|anyway|now|still|already|just|only)$",
-                       re.IGNORECASE)
+_TRAILING = re.compile(
+    r"\s+(?:too|also|again|though|anyway|now|still|already|just|only)$", re.IGNORECASE
+)
 
 
 def _object(subject: str, entities: list[str], sentence: str) -> str | None:
@@ -153,7 +221,8 @@ _VOCATIVE = re.compile(r"\s*(?:[,!?]|\.(?:\s|$)|$)")
 # Words that open sentences without naming anything: function words, time adverbs,
 # interjections. A capitalised opener in one of the word forms below is a common word too
 # ("Talking", "Realized", "Really", "Life's", "They're", "Didn't", "Veggies").
-_OPENERS = frozenset("""
+_OPENERS = frozenset(
+    """
     A An Another Some Many Most Every Both Either Neither Such Other Few Several Lots Plenty
     Me Him Us Them Mine Yours Ours Theirs Who Whom Whose Which Where When Why Whatever
     If Since While After Before Because As For From In On At To With Without About Of Off
@@ -168,17 +237,22 @@ _OPENERS = frozenset("""
     Last Next Happy Yeah Yep Glad Any All Each Wish Can't Let's Aw Aww Haha Awesome Congrats
     Nice Cool Really Just Also Maybe Well Sounds Love Sorry Check Appreciate Gonna Totally
     Definitely Four Five Six Seven Eight Nine Ten
-    """.split())
+    """.split()
+)
 # Past tenses that open an agent's report of what it did ("Sent Elena the resolution").
-_DID = frozenset("""
+_DID = frozenset(
+    """
     Sent Told Made Got Put Set Left Kept Took Gave Found Said Wrote Ran Met Paid Built Brought
     Bought Thought Felt Heard Meant Saw Went Came Began Chose Held Led Lost Won Spent Sold
-    """.split())
+    """.split()
+)
 # Calendar words name a time, not whom a fact is about.
-_CALENDAR = _MONTHS | frozenset("""
+_CALENDAR = _MONTHS | frozenset(
+    """
     Monday Tuesday Wednesday Thursday Friday Saturday Sunday Mon Tue Tues Wed Thu Thur Thurs Fri
     Sat Sun UTC GMT
-    """.split())
+    """.split()
+)
 _FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|My|me|we|We|our|Our|us)\b")
 _WORD_FORM = re.compile(r"(?:ing|ed|ly|ies|['\u2019](?:s|re|ll|d|ve|m|t))$")
 
@@ -212,8 +286,13 @@ def _opening_name(phrase: str, words: _Words) -> str:
         first = parts[0]
         if any(ch.isdigit() for ch in first) or not first[1:].islower() or first in words.names:
             break
-        if (first not in _STOP_ENTITIES and first not in _OPENERS and first not in _DID
-                and first.lower() not in words.common and not _WORD_FORM.search(first)):
+        if (
+            first not in _STOP_ENTITIES
+            and first not in _OPENERS
+            and first not in _DID
+            and first.lower() not in words.common
+            and not _WORD_FORM.search(first)
+        ):
             break
         parts.pop(0)
     return " ".join(parts)
@@ -227,7 +306,7 @@ def _entities(sentence: str, words: _Words) -> list[str]:
     found = []
     for m in _ENTITY.finditer(sentence):
         text = m.group(0).strip(" .,;:!?\"'()[]")
-        if _VOCATIVE.match(sentence, m.end()) and _ADDRESS.search(sentence[:m.start()]):
+        if _VOCATIVE.match(sentence, m.end()) and _ADDRESS.search(sentence[: m.start()]):
             continue
         if m.start() <= 1 and text:  # the sentence's first word (past an opening quote)
             text = _opening_name(text, words)
@@ -270,12 +349,17 @@ def _records(value: Any) -> list[str]:
     """`{"id": "LEG-412", "status": "approved"}` as "LEG-412: status approved." (its short
     scalar fields, the naming one first); a list gives one sentence per record."""
     if isinstance(value, list):
-        return [s for item in value[:C.NOTE_WRITER_MAX_FACTS] for s in _records(item)]
+        return [s for item in value[: C.NOTE_WRITER_MAX_FACTS] for s in _records(item)]
     if not isinstance(value, dict):
         return []
-    fields = {str(k): v for k, v in value.items()
-              if isinstance(v, (str, int, float)) and not isinstance(v, bool)
-              and len(str(v)) <= 80 and str(v).strip()}
+    fields = {
+        str(k): v
+        for k, v in value.items()
+        if isinstance(v, (str, int, float))
+        and not isinstance(v, bool)
+        and len(str(v)) <= 80
+        and str(v).strip()
+    }
     name = next((str(fields.pop(k)) for k in _NAME_KEYS if k in fields), None)
     parts = [f"{k.replace('_', ' ')} {v}" for k, v in list(fields.items())[:6]]
     if not parts:
@@ -313,15 +397,20 @@ _LABEL = re.compile(r"([A-Z][\w&/.-]*(?: [\w&/.-]*[\dA-Z][\w&/.-]*)?):\s")
 _SUBJECT_PHRASE = re.compile(
     r"(?:the|a|an|this|that|our|your|their|its|his|her)\s+((?:[\w'-]+\s+){0,2}?[\w'-]+)"
     r"(?=\s+(?:is|are|was|were|has|have|had|will|would|can|could|should|may|might|must|does|"
-    r"did|\w+ed|\w+s)\b)", re.IGNORECASE)
+    r"did|\w+ed|\w+s)\b)",
+    re.IGNORECASE,
+)
 
 
 def _is_label(text: str) -> bool:
     """Whether `text` before a colon names what its line is about ("Paid", "Checkout v2"),
     not a common opener, a day, or what the speaker did ("Updated", "Told Priya")."""
     first, *rest = text.split()
-    return (first not in _OPENERS | _STOP_ENTITIES | _CALENDAR and not first.endswith("ed")
-            and not (rest and first in _DID))
+    return (
+        first not in _OPENERS | _STOP_ENTITIES | _CALENDAR
+        and not first.endswith("ed")
+        and not (rest and first in _DID)
+    )
 
 
 def _subject(sentence: str, entities: list[str], who: str, named: bool) -> str:
@@ -336,8 +425,9 @@ def _subject(sentence: str, entities: list[str], who: str, named: bool) -> str:
     """
     if named:
         return entities[0] if entities and sentence.startswith(entities[0]) else who
-    words = [e for e in entities if e[:1].isalpha()
-             and e.split()[0].removesuffix("'s") not in _CALENDAR]
+    words = [
+        e for e in entities if e[:1].isalpha() and e.split()[0].removesuffix("'s") not in _CALENDAR
+    ]
     label = _LABEL.match(sentence)
     if label is not None and _is_label(label.group(1)):
         return label.group(1)
@@ -359,8 +449,9 @@ class OfflineNoteWriter(NoteWriter):
     def __init__(self, max_facts: int = C.NOTE_WRITER_MAX_FACTS) -> None:
         self.max_facts = max_facts
 
-    async def write(self, ask: str, messages: Sequence[LeavingMessage], *,
-                    deadline: float | None = None) -> Note:
+    async def write(
+        self, ask: str, messages: Sequence[LeavingMessage], *, deadline: float | None = None
+    ) -> Note:
         candidates: list[tuple[float, int, NoteEntry]] = []
         order = 0
         said = []  # (who said it, whether a "Name:" prefix named them, its sentences)
@@ -371,10 +462,12 @@ class OfflineNoteWriter(NoteWriter):
             named = speaker is not None and speaker.group(1) in speakers.get(message.role, ())
             who = speaker.group(1) if named and speaker else message.tool or message.role
             if named and speaker:
-                text = text[speaker.end():]
+                text = text[speaker.end() :]
             said.append((who, named, [raw.strip() for raw in _sentences(text)]))
-        words = _Words.of([x for _, _, sentences in said for x in sentences],
-                          {who for who, named, _ in said if named})
+        words = _Words.of(
+            [x for _, _, sentences in said for x in sentences],
+            {who for who, named, _ in said if named},
+        )
         for who, named, sentences in said:
             for sentence in sentences:
                 if not C.NOTE_WRITER_MIN_CHARS <= len(sentence) <= C.NOTE_WRITER_MAX_CHARS:
@@ -389,10 +482,13 @@ class OfflineNoteWriter(NoteWriter):
                 milestone = bool(_MILESTONE.search(sentence))
                 # A subject the sentence does not write is its speaker, written before it.
                 note = sentence if subject != who else f"{who}: {sentence}"
-                candidates.append((_score(sentence, entities), order,
-                                   NoteEntry(note=note,
-                                             subject=subject, object=obj,
-                                             milestone=milestone)))
+                candidates.append(
+                    (
+                        _score(sentence, entities),
+                        order,
+                        NoteEntry(note=note, subject=subject, object=obj, milestone=milestone),
+                    )
+                )
                 order += 1
         if not candidates:
             return Note(notes=[NoteEntry(note="", subject="", object="", milestone=False)])
@@ -401,7 +497,7 @@ class OfflineNoteWriter(NoteWriter):
         for c in candidates:
             first.setdefault(c[2].note, c)
         candidates = list(first.values())
-        best = sorted(candidates, key=lambda c: (-c[0], c[1]))[:self.max_facts]
+        best = sorted(candidates, key=lambda c: (-c[0], c[1]))[: self.max_facts]
         return Note(notes=[entry for _, _, entry in sorted(best, key=lambda c: c[1])])
 
 
@@ -427,21 +523,28 @@ def _chat_message(message: LeavingMessage) -> dict[str, str]:
     if message.role in ("system", "developer"):
         return {"role": "system", "content": message.text}
     if message.role == "tool":
-        return {"role": "assistant",
-                "content": f"[{message.tool or 'tool'} output] {message.text}"}
+        return {"role": "assistant", "content": f"[{message.tool or 'tool'} output] {message.text}"}
     return {"role": "user", "content": f"{message.role}: {message.text}"}
 
 
 class LLMNoteWriter(NoteWriter):
     """Answers a note ask with a call to `model` at `endpoint`: the note tool, forced."""
 
-    def __init__(self, endpoint: Endpoint, *, model: str | None = None,
-                 temperature: float | None = 0.0, extra: Mapping[str, Any] | None = None,
-                 path: str = "chat/completions") -> None:
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        *,
+        model: str | None = None,
+        temperature: float | None = 0.0,
+        extra: Mapping[str, Any] | None = None,
+        path: str = "chat/completions",
+    ) -> None:
         model = model or endpoint.model
         if not model:
-            raise EndpointError(f"no note writer model for {endpoint.base_url}: pass model= or "
-                                f"set {ENV_PREFIX}_MODEL (or {JUDGE_ENV_PREFIX}_MODEL)")
+            raise EndpointError(
+                f"no note writer model for {endpoint.base_url}: pass model= or "
+                f"set {ENV_PREFIX}_MODEL (or {JUDGE_ENV_PREFIX}_MODEL)"
+            )
         self.endpoint = endpoint
         self.model = model
         self.name = f"llm:{model}"
@@ -450,8 +553,13 @@ class LLMNoteWriter(NoteWriter):
         self.path = path
 
     @classmethod
-    def from_env(cls, *, model: str | None = None, environ: Mapping[str, str] | None = None,
-                 **endpoint_settings: Any) -> LLMNoteWriter:
+    def from_env(
+        cls,
+        *,
+        model: str | None = None,
+        environ: Mapping[str, str] | None = None,
+        **endpoint_settings: Any,
+    ) -> LLMNoteWriter:
         """From FADEWAY_NOTE_WRITER_BASE_URL, _MODEL and _API_KEY, each falling back to
         FADEWAY_JUDGE_*. The key goes with its base URL: a writer at its own URL never sends
         the judge's key there."""
@@ -459,11 +567,17 @@ class LLMNoteWriter(NoteWriter):
         own = bool(env.get(f"{ENV_PREFIX}_BASE_URL", "").strip())
         prefix = ENV_PREFIX if own else JUDGE_ENV_PREFIX
         if not env.get(f"{prefix}_BASE_URL", "").strip():
-            raise EndpointError(f"neither {ENV_PREFIX}_BASE_URL nor {JUDGE_ENV_PREFIX}_BASE_URL "
-                                "is set; set one to the API root, e.g. https://api.openai.com/v1")
+            raise EndpointError(
+                f"neither {ENV_PREFIX}_BASE_URL nor {JUDGE_ENV_PREFIX}_BASE_URL "
+                "is set; set one to the API root, e.g. https://api.openai.com/v1"
+            )
         endpoint = Endpoint.from_env(prefix, environ=env, **endpoint_settings)
-        model = (model or env.get(f"{ENV_PREFIX}_MODEL", "").strip()
-                 or env.get(f"{JUDGE_ENV_PREFIX}_MODEL", "").strip() or None)
+        model = (
+            model
+            or env.get(f"{ENV_PREFIX}_MODEL", "").strip()
+            or env.get(f"{JUDGE_ENV_PREFIX}_MODEL", "").strip()
+            or None
+        )
         return cls(endpoint, model=model)
 
     def __repr__(self) -> str:
@@ -475,8 +589,7 @@ class LLMNoteWriter(NoteWriter):
     def _payload(self, ask: str, messages: Sequence[LeavingMessage]) -> dict[str, Any]:
         payload: dict[str, Any] = {
             "model": self.model,
-            "messages": [*(_chat_message(m) for m in messages),
-                         {"role": "system", "content": ask}],
+            "messages": [*(_chat_message(m) for m in messages), {"role": "system", "content": ask}],
             "tools": [note_tool(Format.CHAT_COMPLETIONS)],
             "tool_choice": {"type": "function", "function": {"name": NOTE_TOOL_NAME}},
         }
@@ -485,23 +598,32 @@ class LLMNoteWriter(NoteWriter):
         payload.update(self.extra)
         return payload
 
-    async def write(self, ask: str, messages: Sequence[LeavingMessage], *,
-                    deadline: float | None = None) -> Note:
+    async def write(
+        self, ask: str, messages: Sequence[LeavingMessage], *, deadline: float | None = None
+    ) -> Note:
         payload = self._payload(ask, messages)
         why = ""
         for attempt in range(1, NOTE_WRITER_ATTEMPTS + 1):
             start = time.perf_counter()
-            completion = await self.endpoint.post_json(self.path, payload, deadline=deadline,
-                                                       response_type=ChatCompletion)
+            completion = await self.endpoint.post_json(
+                self.path, payload, deadline=deadline, response_type=ChatCompletion
+            )
             usage.record("note", self.model, *completion.tokens, time.perf_counter() - start)
             note, why = _note_of(completion)
             if note is not None:
                 return note
-            log.warning("note writer %s: %s (attempt %d of %d)", self.name, why, attempt,
-                        NOTE_WRITER_ATTEMPTS)
-        raise NoteWriterError(f"note writer {self.name} gave no readable note call in "
-                              f"{NOTE_WRITER_ATTEMPTS} attempts (the last: {why}); the ask "
-                              "stays pending")
+            log.warning(
+                "note writer %s: %s (attempt %d of %d)",
+                self.name,
+                why,
+                attempt,
+                NOTE_WRITER_ATTEMPTS,
+            )
+        raise NoteWriterError(
+            f"note writer {self.name} gave no readable note call in "
+            f"{NOTE_WRITER_ATTEMPTS} attempts (the last: {why}); the ask "
+            "stays pending"
+        )
 
 
 def _note_of(completion: ChatCompletion) -> tuple[Note | None, str]:
@@ -520,8 +642,12 @@ def _note_of(completion: ChatCompletion) -> tuple[Note | None, str]:
     return (note, "") if note is not None else (None, "its arguments are not a note")
 
 
-def note_writer_from(spec: NoteWriter | str | None, *, model: str | None = None,
-                     environ: Mapping[str, str] | None = None) -> NoteWriter | None:
+def note_writer_from(
+    spec: NoteWriter | str | None,
+    *,
+    model: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> NoteWriter | None:
     """The note writer `spec` names: None or "none" (asks stay unanswered), "offline" (the
     extractive writer), an http(s) URL (the LLM writer at that OpenAI-compatible API root;
     model from the argument, else FADEWAY_NOTE_WRITER_MODEL, else FADEWAY_JUDGE_MODEL; key from
@@ -534,10 +660,19 @@ def note_writer_from(spec: NoteWriter | str | None, *, model: str | None = None,
         return OfflineNoteWriter()
     if isinstance(spec, str) and spec.startswith(("http://", "https://")):
         env = os.environ if environ is None else environ
-        model = (model or env.get(f"{ENV_PREFIX}_MODEL", "").strip()
-                 or env.get(f"{JUDGE_ENV_PREFIX}_MODEL", "").strip() or None)
-        key = (env.get(f"{ENV_PREFIX}_API_KEY", "").strip()
-               or env.get(f"{JUDGE_ENV_PREFIX}_API_KEY", "").strip() or None)
+        model = (
+            model
+            or env.get(f"{ENV_PREFIX}_MODEL", "").strip()
+            or env.get(f"{JUDGE_ENV_PREFIX}_MODEL", "").strip()
+            or None
+        )
+        key = (
+            env.get(f"{ENV_PREFIX}_API_KEY", "").strip()
+            or env.get(f"{JUDGE_ENV_PREFIX}_API_KEY", "").strip()
+            or None
+        )
         return LLMNoteWriter(Endpoint(spec, model=model, api_key=key), model=model)
-    raise ValueError(f"unknown note writer {spec!r}; allowed: 'offline', 'none', or an "
-                     "http(s):// URL of an OpenAI-compatible API")
+    raise ValueError(
+        f"unknown note writer {spec!r}; allowed: 'offline', 'none', or an "
+        "http(s):// URL of an OpenAI-compatible API"
+    )

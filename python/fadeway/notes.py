@@ -30,9 +30,17 @@ import msgspec
 from .formats.base import Format
 
 __all__ = [
-    "NOTED", "NOTE_NOT_READ", "NOTE_TOOL_NAME",
-    "Note", "NoteEntry",
-    "call_names", "find_note_calls", "is_note_call", "note_output", "note_tool", "parse_note_arguments",
+    "NOTED",
+    "NOTE_NOT_READ",
+    "NOTE_TOOL_NAME",
+    "Note",
+    "NoteEntry",
+    "call_names",
+    "find_note_calls",
+    "is_note_call",
+    "note_output",
+    "note_tool",
+    "parse_note_arguments",
     "without_note_calls",
 ]
 
@@ -42,8 +50,10 @@ NOTE_TOOL_NAME = "note"
 #: The tool output fadeway supplies for a note it took.
 NOTED = "Noted."
 #: The tool output for a note whose arguments could not be read; the ask stands.
-NOTE_NOT_READ = ('The note could not be read: its arguments must be {"notes": [{"note": string, '
-                 '"subject": string, "object": string, "milestone": boolean}]}. Write it again.')
+NOTE_NOT_READ = (
+    'The note could not be read: its arguments must be {"notes": [{"note": string, '
+    '"subject": string, "object": string, "milestone": boolean}]}. Write it again.'
+)
 
 NOTE_TOOL_DESCRIPTION = (
     "Record the facts of history that is leaving live context, when asked to. One entry per "
@@ -66,16 +76,16 @@ NOTE_PARAMETERS: dict[str, Any] = {
                     "note": {
                         "type": "string",
                         "description": "The fact as one sentence readable on its own; "
-                                       "identifiers and numbers verbatim. Empty when there "
-                                       "is nothing to keep.",
+                        "identifiers and numbers verbatim. Empty when there "
+                        "is nothing to keep.",
                     },
                     "subject": {"type": "string", "description": f"The subject: {_ENTITY}."},
                     "object": {"type": "string", "description": f"The object: {_ENTITY}."},
                     "milestone": {
                         "type": "boolean",
                         "description": "True when the fact is a milestone: agreed, chosen, "
-                                       "approved, rejected, done, in progress, blocked-on, "
-                                       "next or superseded.",
+                        "approved, rejected, done, in progress, blocked-on, "
+                        "next or superseded.",
                     },
                 },
                 "required": ["note", "subject", "object", "milestone"],
@@ -122,8 +132,9 @@ class Note(msgspec.Struct, frozen=True):
             else:
                 unnamed.append(entry.note[:80])
         if unnamed:
-            log.warning("%d note entries name no entity and are left out: %r", len(unnamed),
-                        unnamed[:3])
+            log.warning(
+                "%d note entries name no entity and are left out: %r", len(unnamed), unnamed[:3]
+            )
         return out
 
 
@@ -139,12 +150,22 @@ _LOG_EXCERPT_CHARS = 200
 def note_tool(fmt: Format) -> dict[str, Any]:
     """The note tool's definition, as the `tools` list of a `fmt` request holds it."""
     if fmt is Format.CHAT_COMPLETIONS:
-        return {"type": "function",
-                "function": {"name": NOTE_TOOL_NAME, "description": NOTE_TOOL_DESCRIPTION,
-                             "parameters": NOTE_PARAMETERS}}
+        return {
+            "type": "function",
+            "function": {
+                "name": NOTE_TOOL_NAME,
+                "description": NOTE_TOOL_DESCRIPTION,
+                "parameters": NOTE_PARAMETERS,
+            },
+        }
     if fmt is Format.RESPONSES:
-        return {"type": "function", "name": NOTE_TOOL_NAME, "description": NOTE_TOOL_DESCRIPTION,
-                "parameters": NOTE_PARAMETERS, "strict": True}
+        return {
+            "type": "function",
+            "name": NOTE_TOOL_NAME,
+            "description": NOTE_TOOL_DESCRIPTION,
+            "parameters": NOTE_PARAMETERS,
+            "strict": True,
+        }
     raise ValueError(f"unknown format {fmt!r}")
 
 
@@ -153,18 +174,24 @@ def parse_note_arguments(arguments: str) -> Note | None:
     or when they hold facts and none of them names an entity (no fact could be kept: the ask
     stands, and the model is told its note could not be read)."""
     if not isinstance(arguments, str | bytes):
-        log.warning("note arguments are %s, not a JSON string; the ask stands",
-                    type(arguments).__name__)
+        log.warning(
+            "note arguments are %s, not a JSON string; the ask stands", type(arguments).__name__
+        )
         return None
     try:
         note = _DECODER.decode(arguments)
     except (msgspec.DecodeError, UnicodeEncodeError) as error:  # lone surrogates fail to encode
-        log.warning("note arguments could not be read (%s); the ask stands: %r",
-                    error, arguments[:_LOG_EXCERPT_CHARS])
+        log.warning(
+            "note arguments could not be read (%s); the ask stands: %r",
+            error,
+            arguments[:_LOG_EXCERPT_CHARS],
+        )
         return None
     if any(entry.note.strip() for entry in note.notes) and not note.facts:
-        log.warning("no entry of the note names an entity; the ask stands: %r",
-                    arguments[:_LOG_EXCERPT_CHARS])
+        log.warning(
+            "no entry of the note names an entity; the ask stands: %r",
+            arguments[:_LOG_EXCERPT_CHARS],
+        )
         return None
     return note
 
@@ -175,11 +202,17 @@ def is_note_call(fmt: Format, call: Any) -> bool:
         return False
     if fmt is Format.CHAT_COMPLETIONS:
         function = call.get("function")
-        return (call.get("type", "function") == "function" and isinstance(function, dict)
-                and function.get("name") == NOTE_TOOL_NAME)
+        return (
+            call.get("type", "function") == "function"
+            and isinstance(function, dict)
+            and function.get("name") == NOTE_TOOL_NAME
+        )
     # A namespaced function named "note" belongs to the caller's namespace, not to fadeway.
-    return (call.get("type") == "function_call" and call.get("name") == NOTE_TOOL_NAME
-            and not call.get("namespace"))
+    return (
+        call.get("type") == "function_call"
+        and call.get("name") == NOTE_TOOL_NAME
+        and not call.get("namespace")
+    )
 
 
 def _arguments(value: Any) -> str:
@@ -233,8 +266,11 @@ def find_note_calls(fmt: Format, items: Iterable[Any]) -> list[tuple[str, str]]:
         if not isinstance(call_id, str):
             log.warning("a note call has no string %s; it is skipped", id_key)
             continue
-        raw = call["function"].get("arguments") if fmt is Format.CHAT_COMPLETIONS \
+        raw = (
+            call["function"].get("arguments")
+            if fmt is Format.CHAT_COMPLETIONS
             else call.get("arguments")
+        )
         found.append((call_id, _arguments(raw)))
     return found
 

@@ -31,8 +31,9 @@ __all__ = ["windows", "passages_of", "PassagesJob"]
 log = logging.getLogger("fadeway.passages")
 
 
-def windows(text: str, size: int = C.PASSAGE_MAX_CHARS,
-            overlap: int = C.PASSAGE_OVERLAP_CHARS) -> list[str]:
+def windows(
+    text: str, size: int = C.PASSAGE_MAX_CHARS, overlap: int = C.PASSAGE_OVERLAP_CHARS
+) -> list[str]:
     """`text` whole when it fits in `size` characters, else windows of at most `size` that
     overlap by about `overlap`, each cut at whitespace where there is some."""
     if size <= overlap or overlap < 0:
@@ -56,8 +57,9 @@ def windows(text: str, size: int = C.PASSAGE_MAX_CHARS,
 
 
 # Names that would read as a role of its own in an excerpt's header ("Turn 3 · Assistant").
-_ROLE_WORDS = frozenset({"user", "assistant", "system", "developer", "tool", "function", "model",
-                         "ai", "bot", "human"})
+_ROLE_WORDS = frozenset(
+    {"user", "assistant", "system", "developer", "tool", "function", "model", "ai", "bot", "human"}
+)
 # What would split a header's fields or close its bracket, or break its line.
 _HEADER_JUNK = re.compile(r"[\u00b7\u2022\u2027\u22c5\[\]\s]+")
 
@@ -74,8 +76,9 @@ def _who(body: dict[str, Any], role: str) -> str:
     return role if not name or letters in _ROLE_WORDS else name
 
 
-def passages_of(episode: EpisodeRecord, messages: Sequence[MessageRecord],
-                first_n: int) -> list[PassageRecord]:
+def passages_of(
+    episode: EpisodeRecord, messages: Sequence[MessageRecord], first_n: int
+) -> list[PassageRecord]:
     """The passages of an episode's messages, numbered from `first_n`."""
     out: list[PassageRecord] = []
     for m in messages:
@@ -85,9 +88,18 @@ def passages_of(episode: EpisodeRecord, messages: Sequence[MessageRecord],
             body = {k: v for k, v in body.items() if k != "name"}  # said once, as `who`
         text = " ".join(t for t in text_of(body) if t.strip())
         for part, window in enumerate(windows(text)):
-            out.append(PassageRecord(n=first_n + len(out), episode=episode.n, seq=m.seq,
-                                     part=part, turn=m.turn, at=m.at, role=who,
-                                     text=f"{who}: {window}"))
+            out.append(
+                PassageRecord(
+                    n=first_n + len(out),
+                    episode=episode.n,
+                    seq=m.seq,
+                    part=part,
+                    turn=m.turn,
+                    at=m.at,
+                    role=who,
+                    text=f"{who}: {window}",
+                )
+            )
     return out
 
 
@@ -99,8 +111,7 @@ class PassagesJob(JobHandler):
 
     def apply(self, engine: Engine, tx: Transaction, job: JobRecord, prepared: Any) -> bool:
         done = tx.passaged_episodes()
-        todo = [e for e in tx.episodes()
-                if e.state in ("sealed", "forgotten") and e.n not in done]
+        todo = [e for e in tx.episodes() if e.state in ("sealed", "forgotten") and e.n not in done]
         n = tx.passage_count() + 1
         rows: list[PassageRecord] = []
         for e in todo:
@@ -108,8 +119,12 @@ class PassagesJob(JobHandler):
         tx.insert_passages(rows)
         if rows:
             tx.enqueue("embed", b"{}", job.created_at)
-            log.info("memory %r: %d passages for episodes %s", tx.memory_id, len(rows),
-                     [e.n for e in todo])
+            log.info(
+                "memory %r: %d passages for episodes %s",
+                tx.memory_id,
+                len(rows),
+                [e.n for e in todo],
+            )
         return True
 
 

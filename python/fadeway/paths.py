@@ -47,13 +47,13 @@ def data_dir_for(db_path: str | os.PathLike[str]) -> Path | None:
     """
     text = os.fspath(db_path)
     if text.startswith("sqlite:///"):
-        text = text[len("sqlite:///"):]
+        text = text[len("sqlite:///") :]
     elif "://" in text:
         return None
     if text in ("", ":memory:"):
         return None
     if text.startswith("file:"):
-        path, _, query = text[len("file:"):].partition("?")
+        path, _, query = text[len("file:") :].partition("?")
         if "mode=memory" in query.split("&") or path in ("", ":memory:"):
             return None
         text = path

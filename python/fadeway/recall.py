@@ -24,8 +24,8 @@ import asyncio
 import functools
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -33,11 +33,11 @@ import msgspec
 
 from . import _constants as C
 from . import blocks, tokens
-from .graph import normalise_name
+from .cache import MemoryCache
 from .errors import EndpointError
+from .graph import normalise_name
 from .judge import FactText, Judge, JudgeTimeout
 from .lane import JobHandler, register_job, run_ready, run_sync
-from .cache import MemoryCache
 from .model import BlockText, JobRecord, WalkRecord
 from .parts import message_parts
 from .search import MemoryIndex, fuse
@@ -46,14 +46,25 @@ from .store import Transaction
 if TYPE_CHECKING:
     from .engine import Engine
 
-__all__ = ["RecallResult", "BlockContents", "MemoryCache", "Snapshot", "recall", "walk",
-           "group_facts", "block_tokens", "WalkJob", "DistillJob"]
+__all__ = [
+    "RecallResult",
+    "BlockContents",
+    "MemoryCache",
+    "Snapshot",
+    "recall",
+    "walk",
+    "group_facts",
+    "block_tokens",
+    "WalkJob",
+    "DistillJob",
+]
 
 log = logging.getLogger("fadeway.recall")
 
 #: Threads the passage searches run on, beside the graph searches (shared by every recall).
-_SEARCHES = ThreadPoolExecutor(max_workers=C.RECALL_SEARCH_THREADS,
-                               thread_name_prefix="fadeway-search")
+_SEARCHES = ThreadPoolExecutor(
+    max_workers=C.RECALL_SEARCH_THREADS, thread_name_prefix="fadeway-search"
+)
 
 
 @dataclass
@@ -68,8 +79,9 @@ class RecallResult:
     # What the block shows, to leave out more of it (see `within`).
     contents: BlockContents | None = field(default=None, compare=False, repr=False)
 
-    def beside(self, block_facts: Collection[int], shown: Collection[int],
-               limit: float) -> RecallResult:
+    def beside(
+        self, block_facts: Collection[int], shown: Collection[int], limit: float
+    ) -> RecallResult:
         """This recall beside a facts block that changed since it ran (a seal or a fade in the
         same decorate): without the facts the block now holds, and with the message's own hits
         that the block held then and has let go since (up to `RECALL_FACTS` grouped, none that
@@ -91,8 +103,13 @@ class RecallResult:
     def _fitted(self, contents: BlockContents, limit: float) -> RecallResult:
         """This recall with `contents` (a copy of its own, changed) fitted to `limit`."""
         block = contents.fit(limit)
-        return RecallResult(block, *contents.shown() if block else ([], []), walk=self.walk,
-                            timings=self.timings, contents=contents)
+        return RecallResult(
+            block,
+            *contents.shown() if block else ([], []),
+            walk=self.walk,
+            timings=self.timings,
+            contents=contents,
+        )
 
     @functools.cached_property
     def size(self) -> int:
@@ -115,28 +132,38 @@ class BlockContents:
     held_back: list[int] = field(default_factory=list)  # the message's hits in the facts block
 
     def copy(self) -> BlockContents:
-        return BlockContents(self.snap, list(self.grouped), list(self.sections),
-                             list(self.section_facts), list(self.excerpts),
-                             list(self.excerpt_facts), list(self.quoted), list(self.held_back))
+        return BlockContents(
+            self.snap,
+            list(self.grouped),
+            list(self.sections),
+            list(self.section_facts),
+            list(self.excerpts),
+            list(self.excerpt_facts),
+            list(self.quoted),
+            list(self.held_back),
+        )
 
     def beside(self, block_facts: set[int], elsewhere: set[int]) -> None:
         """Leave out the facts `block_facts` holds, and group the held-back hits it does not
         (while fewer than `RECALL_FACTS` are grouped), but none shown `elsewhere`."""
         gone = block_facts | elsewhere
-        sections, section_facts = _leave_out(self.sections, self.section_facts, gone,
-                                             keep_empty=False)
-        excerpts, excerpt_facts = _leave_out(self.excerpts, self.excerpt_facts, gone,
-                                             keep_empty=True)
+        sections, section_facts = _leave_out(
+            self.sections, self.section_facts, gone, keep_empty=False
+        )
+        excerpts, excerpt_facts = _leave_out(
+            self.excerpts, self.excerpt_facts, gone, keep_empty=True
+        )
         grouped = [n for n in self.grouped if n not in gone]
         shown = {*grouped, *section_facts, *excerpt_facts}
         back = [n for n in self.held_back if n not in gone and n not in shown]
-        grouped += back[:max(0, C.RECALL_FACTS - len(grouped))]
+        grouped += back[: max(0, C.RECALL_FACTS - len(grouped))]
         self.grouped, self.sections, self.section_facts = grouped, sections, section_facts
         self.excerpts, self.excerpt_facts = excerpts, excerpt_facts
 
     def render(self) -> str | None:
-        return blocks.recall_block(group_facts(self.snap, self.grouped), self.sections,
-                                   self.excerpts)
+        return blocks.recall_block(
+            group_facts(self.snap, self.grouped), self.sections, self.excerpts
+        )
 
     def fit(self, limit: float) -> str | None:
         """The block, leaving out the least of what it shows, one at a time, until it takes at
@@ -144,10 +171,10 @@ class BlockContents:
         block = self.render()
         while block is not None and block_tokens(block) > limit:
             if self.excerpts:
-                del self.excerpt_facts[len(self.excerpt_facts) - len(self.excerpts.pop().facts):]
+                del self.excerpt_facts[len(self.excerpt_facts) - len(self.excerpts.pop().facts) :]
                 self.quoted.pop()
             elif self.sections:
-                del self.section_facts[len(self.section_facts) - len(self.sections.pop().facts):]
+                del self.section_facts[len(self.section_facts) - len(self.sections.pop().facts) :]
             else:
                 self.grouped.pop()
             block = self.render()
@@ -155,16 +182,19 @@ class BlockContents:
 
     def shown(self) -> tuple[list[int], list[int]]:
         """The facts shown, in the block's order, and the passages quoted."""
-        return (list(dict.fromkeys([*self.grouped, *self.section_facts, *self.excerpt_facts])),
-                list(self.quoted))
+        return (
+            list(dict.fromkeys([*self.grouped, *self.section_facts, *self.excerpt_facts])),
+            list(self.quoted),
+        )
 
 
 class Snapshot:
     """What recall reads of one memory: the cache as it stood, the facts block's facts, and
     the walk prepared after turn `prepared_turn` (when one was)."""
 
-    def __init__(self, tx: Transaction, cache: MemoryCache | None = None,
-                 prepared_turn: int | None = None) -> None:
+    def __init__(
+        self, tx: Transaction, cache: MemoryCache | None = None, prepared_turn: int | None = None
+    ) -> None:
         if cache is None:
             cache = MemoryCache()
             cache.sync(tx)
@@ -174,8 +204,11 @@ class Snapshot:
         self.episodes = cache.episodes
         self.fact_episodes = cache.fact_episodes
         self.episode_facts = cache.episode_facts
-        self.block_facts = set(msgspec.json.decode(memory.facts_order)
-                               if memory is not None and memory.facts_order else [])
+        self.block_facts = set(
+            msgspec.json.decode(memory.facts_order)
+            if memory is not None and memory.facts_order
+            else []
+        )
         walks = tx.walks(prepared_turn) if prepared_turn is not None else []
         self.walk: WalkRecord | None = next((w for w in walks if w.turn == prepared_turn), None)
         self._latest: dict[int, int] | None = None  # held fact -> its latest restatement
@@ -202,7 +235,9 @@ class Snapshot:
                 root = self.graph.root(fact)
                 best = self._latest.get(root, root)
                 if best not in self.facts or (self.facts[fact].at, fact) > (
-                        self.facts[best].at, best):
+                    self.facts[best].at,
+                    best,
+                ):
                     self._latest[root] = fact
         return self._latest.get(n, n)
 
@@ -213,8 +248,9 @@ class Snapshot:
         first, last = self.turns(said)
         if (first, last) == (0, 0):
             first, last = self.turns(n)
-        return blocks.RecalledFact(self.facts[n].text, self.facts[said].at, first, last,
-                                   retired=n in self.graph.retired)
+        return blocks.RecalledFact(
+            self.facts[n].text, self.facts[said].at, first, last, retired=n in self.graph.retired
+        )
 
     def shown(self, ns: Sequence[int]) -> list[int]:
         """`ns` as held facts, once each, in order, without those in the facts block (retired
@@ -227,19 +263,22 @@ class Snapshot:
         return list(out)
 
 
-async def walk(judge: Judge, snap: Snapshot, dialogue: str, seeds: Sequence[int], *,
-               deadline: float | None) -> dict[int, int]:
+async def walk(
+    judge: Judge, snap: Snapshot, dialogue: str, seeds: Sequence[int], *, deadline: float | None
+) -> dict[int, int]:
     """Levels of the seeds and of the facts the walk reaches from them (MECHANISM: "The walk")."""
     levels: dict[int, int] = {}
     frontier = snap.shown(seeds)
     for _ in range(C.WALK_DEPTH + 1):
         if not frontier:
             break
-        answers = await judge.levels([snap.fact_text(n) for n in frontier], dialogue,
-                                     deadline=deadline)
+        answers = await judge.levels(
+            [snap.fact_text(n) for n in frontier], dialogue, deadline=deadline
+        )
         # No answer: KEEP_LEVEL (shown as a search hit, does not lead on).
-        levels.update((n, C.KEEP_LEVEL if a is None else a)
-                      for n, a in zip(frontier, answers, strict=True))
+        levels.update(
+            (n, C.KEEP_LEVEL if a is None else a) for n, a in zip(frontier, answers, strict=True)
+        )
         reached: dict[int, None] = {}
         for n in frontier:
             edge = snap.graph.edges.get(n)
@@ -249,19 +288,20 @@ async def walk(judge: Judge, snap: Snapshot, dialogue: str, seeds: Sequence[int]
                 for m in snap.graph.touching(entity):
                     if m not in levels and m in snap.facts and m not in snap.block_facts:
                         reached.setdefault(m, None)
-        frontier = list(reached)[:C.WALK_FANOUT]
+        frontier = list(reached)[: C.WALK_FANOUT]
     return levels
 
 
-def _leave_out(items: list[Any], ns: list[int], facts: set[int], *,
-               keep_empty: bool) -> tuple[list[Any], list[int]]:
+def _leave_out(
+    items: list[Any], ns: list[int], facts: set[int], *, keep_empty: bool
+) -> tuple[list[Any], list[int]]:
     """`items` (part sections or excerpts, whose facts are numbered `ns`, in order) without the
     facts numbered in `facts`; an item left with none stays only when `keep_empty`."""
     out: list[Any] = []
     out_ns: list[int] = []
     k = 0
     for item in items:
-        mine, k = ns[k:k + len(item.facts)], k + len(item.facts)
+        mine, k = ns[k : k + len(item.facts)], k + len(item.facts)
         kept = [(n, f) for n, f in zip(mine, item.facts, strict=True) if n not in facts]
         if kept or keep_empty:
             out.append(replace(item, facts=[f for _, f in kept]))
@@ -306,17 +346,25 @@ def group_facts(snap: Snapshot, ns: Sequence[int]) -> list[blocks.RecallGroup]:
         for n in facts:
             for end in dict.fromkeys(ends[n]):  # subject first: a tie names the group by it
                 degree[end] = degree.get(end, 0) + 1
-        hub = max(degree, key=lambda e: (degree[e], -min(i for i, n in enumerate(ns)
-                                                           if e in ends[n])))
+        hub = max(
+            degree, key=lambda e: (degree[e], -min(i for i, n in enumerate(ns) if e in ends[n]))
+        )
         newest = max(snap.facts[snap.stated(n)].at for n in facts)
         groups.append((newest, names[hub], [snap.recalled(n) for n in facts]))
     groups.sort(key=lambda g: -g[0])
     return [blocks.RecallGroup(name, facts) for _, name, facts in groups]
 
 
-def recall(engine: Engine, memory_id: str, message: str, recent: str, *,
-           prepared_turn: int | None = None, deadline: float | None = None,
-           leave_out: Collection[int] = ()) -> RecallResult:
+def recall(
+    engine: Engine,
+    memory_id: str,
+    message: str,
+    recent: str,
+    *,
+    prepared_turn: int | None = None,
+    deadline: float | None = None,
+    leave_out: Collection[int] = (),
+) -> RecallResult:
     """The recall block for `message` (the new user message), `recent` being the conversation
     ending with it. The walk the lane prepared after turn `prepared_turn` (the turn the new
     message follows) is used when it is there. The facts `leave_out` (another block of the same
@@ -360,19 +408,37 @@ def recall(engine: Engine, memory_id: str, message: str, recent: str, *,
     # number of parts. Vector searches of one index go in one batch: the index takes them one
     # at a time anyway (`VectorIndex` locks around hnswlib).
     fact_meaning = _SEARCHES.submit(index.by_meaning_batch, "fact", vectors, k, floor)
-    passage_meaning = _SEARCHES.submit(index.by_meaning_batch, "passage",
-                                       vectors[[row[t] for t in part_texts]], k, floor)
+    passage_meaning = _SEARCHES.submit(
+        index.by_meaning_batch, "passage", vectors[[row[t] for t in part_texts]], k, floor
+    )
     passage_words = [_SEARCHES.submit(index.by_words, "passage", t, k) for t in part_texts]
     fact_words = {t: _SEARCHES.submit(index.by_words, "fact", t, k) for t in (recent, message)}
     by_meaning = dict(zip(texts, fact_meaning.result(), strict=True))
     same = recent == message  # the first message of a memory: searched once
-    message_hits = [h.n for h in fuse([
-        fact_words[message].result(), [] if same else fact_words[recent].result(),
-        by_meaning[message], [] if same else by_meaning[recent]], k)]
-    part_hits = [by_meaning[p.text][:C.RECALL_PART_FACTS] for p in parts]
-    passage_hits = [h.n for h in fuse(
-        [ids for words, meaning in zip(passage_words, passage_meaning.result(), strict=True)
-         for ids in (words.result(), meaning)], C.RECALL_EXCERPTS)]
+    message_hits = [
+        h.n
+        for h in fuse(
+            [
+                fact_words[message].result(),
+                [] if same else fact_words[recent].result(),
+                by_meaning[message],
+                [] if same else by_meaning[recent],
+            ],
+            k,
+        )
+    ]
+    part_hits = [by_meaning[p.text][: C.RECALL_PART_FACTS] for p in parts]
+    passage_hits = [
+        h.n
+        for h in fuse(
+            [
+                ids
+                for words, meaning in zip(passage_words, passage_meaning.result(), strict=True)
+                for ids in (words.result(), meaning)
+            ],
+            C.RECALL_EXCERPTS,
+        )
+    ]
     lap("search")
 
     candidates = snap.shown([*message_hits, *(n for hits in part_hits for n in hits)])
@@ -389,7 +455,7 @@ def recall(engine: Engine, memory_id: str, message: str, recent: str, *,
     ranked = sorted((n for n in kept if kept[n] >= C.KEEP_LEVEL), key=rank)
     # Facts only a part found are shown under that part, not in the groups.
     only_parts = {m for hits in part_hits for m in hits} - set(message_hits)
-    grouped = [n for n in ranked if n not in only_parts][:C.RECALL_FACTS]
+    grouped = [n for n in ranked if n not in only_parts][: C.RECALL_FACTS]
     sections, section_facts = [], []
     for part, hits in zip(parts, part_hits, strict=True):
         facts = [n for n in snap.shown(hits) if kept.get(n, 0) >= C.KEEP_LEVEL]
@@ -400,20 +466,24 @@ def recall(engine: Engine, memory_id: str, message: str, recent: str, *,
         passages = {p.n: p for p in tx.passages_at(passage_hits)}
     quoted = [n for n in passage_hits if n in passages]
     fact_rank = {n: i for i, n in enumerate(message_hits)}
-    excerpts, excerpt_facts = _excerpts(snap, [passages[n] for n in quoted], fact_rank,
-                                        shown=[*grouped, *section_facts])
-    held_back = list(dict.fromkeys(root for n in message_hits
-                                   if (root := snap.graph.root(n)) in in_facts_block))
-    contents = BlockContents(snap, grouped, sections, section_facts, excerpts, excerpt_facts,
-                             quoted, held_back)
+    excerpts, excerpt_facts = _excerpts(
+        snap, [passages[n] for n in quoted], fact_rank, shown=[*grouped, *section_facts]
+    )
+    held_back = list(
+        dict.fromkeys(root for n in message_hits if (root := snap.graph.root(n)) in in_facts_block)
+    )
+    contents = BlockContents(
+        snap, grouped, sections, section_facts, excerpts, excerpt_facts, quoted, held_back
+    )
     block = contents.fit(engine.ceiling * C.RECALL_BLOCK_SHARE)  # at most its share
     lap("block")
     shown, quoted = contents.shown()
     return RecallResult(block, shown, quoted, how, timings, contents)
 
 
-def _walked(judge: Judge, snap: Snapshot, dialogue: str, candidates: list[int],
-            deadline: float | None) -> tuple[dict[int, int], str]:
+def _walked(
+    judge: Judge, snap: Snapshot, dialogue: str, candidates: list[int], deadline: float | None
+) -> tuple[dict[int, int], str]:
     """The walk's levels: the prepared one with this message's hits added, else an inline walk
     by `deadline`, else the hits as they are."""
     if snap.walk is not None:
@@ -431,22 +501,26 @@ def _walked(judge: Judge, snap: Snapshot, dialogue: str, candidates: list[int],
     try:
         if judge.ready:  # the offline judge: milliseconds, and nothing to wait for
             return run_ready(walk(judge, snap, dialogue, candidates, deadline=limit)), "inline"
-        bounded = asyncio.wait_for(walk(judge, snap, dialogue, candidates, deadline=limit),
-                                   timeout=max(0.0, limit - time.monotonic()))
+        bounded = asyncio.wait_for(
+            walk(judge, snap, dialogue, candidates, deadline=limit),
+            timeout=max(0.0, limit - time.monotonic()),
+        )
         levels = run_sync(bounded)
         return levels, "inline"
     except (JudgeTimeout, TimeoutError, EndpointError) as exc:
-        log.info("recall: no walk by the deadline (%s); the search hits are used as they are",
-                 exc or "timed out")
+        log.info(
+            "recall: no walk by the deadline (%s); the search hits are used as they are",
+            exc or "timed out",
+        )
         return dict.fromkeys(candidates, C.KEEP_LEVEL), "search hits"
     except Exception:  # a caller's judge may raise its own client's errors: the turn goes on
-        log.warning("recall: the judge failed; the search hits are used as they are",
-                    exc_info=True)
+        log.warning("recall: the judge failed; the search hits are used as they are", exc_info=True)
         return dict.fromkeys(candidates, C.KEEP_LEVEL), "search hits"
 
 
-def _excerpts(snap: Snapshot, passages: Sequence[Any], fact_rank: dict[int, int],
-              shown: Sequence[int] = ()) -> tuple[list[blocks.Excerpt], list[int]]:
+def _excerpts(
+    snap: Snapshot, passages: Sequence[Any], fact_rank: dict[int, int], shown: Sequence[int] = ()
+) -> tuple[list[blocks.Excerpt], list[int]]:
     """Excerpts of the found passages, each with those of its episode's facts that `fact_rank`
     holds (the message's own fact hits; for distill, the facts it kept), best first. Never a
     fact in the facts block, one shown above the excerpts (`shown`), or one under an earlier
@@ -457,17 +531,27 @@ def _excerpts(snap: Snapshot, passages: Sequence[Any], fact_rank: dict[int, int]
     facts_shown: list[int] = []
     seen = set(shown)
     for p in passages:
-        own = [n for n in snap.shown(snap.episode_facts.get(p.episode, [])) if n not in seen
-               and n in fact_rank]
+        own = [
+            n
+            for n in snap.shown(snap.episode_facts.get(p.episode, []))
+            if n not in seen and n in fact_rank
+        ]
         own.sort(key=fact_rank.__getitem__)
-        facts = own[:C.RECALL_EXCERPT_FACTS]
+        facts = own[: C.RECALL_EXCERPT_FACTS]
         seen.update(facts)
         facts_shown += facts
         prefix = f"{p.role}: "
-        text = p.text[len(prefix):] if p.text.startswith(prefix) else p.text
-        out.append(blocks.Excerpt(turn=p.turn, role=p.role, at=p.at, text=text,
-                                  hint=f"turn {p.turn}",
-                                  facts=[snap.recalled(n) for n in facts]))
+        text = p.text[len(prefix) :] if p.text.startswith(prefix) else p.text
+        out.append(
+            blocks.Excerpt(
+                turn=p.turn,
+                role=p.role,
+                at=p.at,
+                text=text,
+                hint=f"turn {p.turn}",
+                facts=[snap.recalled(n) for n in facts],
+            )
+        )
     return out, facts_shown
 
 
@@ -485,11 +569,19 @@ class WalkJob(JobHandler):
             snap = Snapshot(tx, index.cache)
         k = C.RECALL_SEARCH_HITS
         vector = (await engine.embedder.embed([dialogue]))[0]
-        seeds = [h.n for h in fuse([index.by_words("fact", dialogue, k),
-                                    index.by_meaning("fact", vector, k,
-                                                     C.RECALL_MIN_SIMILARITY)], k)]
-        levels = await walk(engine.judge, snap, dialogue, seeds,
-                            deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE)
+        seeds = [
+            h.n
+            for h in fuse(
+                [
+                    index.by_words("fact", dialogue, k),
+                    index.by_meaning("fact", vector, k, C.RECALL_MIN_SIMILARITY),
+                ],
+                k,
+            )
+        ]
+        levels = await walk(
+            engine.judge, snap, dialogue, seeds, deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE
+        )
         return WalkRecord(turn=turn, at=job.created_at, levels=sorted(levels.items()))
 
     def apply(self, engine: Engine, tx: Transaction, job: JobRecord, prepared: Any) -> bool:
@@ -519,18 +611,18 @@ class DistillJob(JobHandler):
         facts = [n for n in record.facts if n in snap.facts]
         items = [snap.fact_text(n) for n in facts]
         items += [FactText(p.text, p.role, "") for p in passages]
-        keep = await engine.judge.distill(items, conversation,
-                                          deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE)
+        keep = await engine.judge.distill(
+            items, conversation, deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE
+        )
         keep = [k is not False for k in keep]  # no answer (None) keeps the item
         if all(keep):
             return turn, record.text, record.tokens  # the block as it was, not regrouped
         kept_facts = [n for n, k in zip(facts, keep, strict=False) if k]
-        kept_passages = [p for p, k in zip(passages, keep[len(facts):], strict=True) if k]
+        kept_passages = [p for p, k in zip(passages, keep[len(facts) :], strict=True) if k]
         # Only what was kept: a kept fact of a kept excerpt's episode stands under it, the rest
         # in the groups. (Excerpts once took their episode's first facts, kept or not, and the
         # rewrite grew the block it was to shrink: 124 of 149 on a LoCoMo conversation.)
-        excerpts, under = _excerpts(snap, kept_passages,
-                                    {n: i for i, n in enumerate(kept_facts)})
+        excerpts, under = _excerpts(snap, kept_passages, {n: i for i, n in enumerate(kept_facts)})
         placed = set(under)
         grouped = [n for n in kept_facts if n not in placed]
         text = blocks.recall_block(group_facts(snap, grouped), [], excerpts)
@@ -539,8 +631,9 @@ class DistillJob(JobHandler):
     def apply(self, engine: Engine, tx: Transaction, job: JobRecord, prepared: Any) -> bool:
         if prepared is not None:
             turn, text, size = prepared
-            tx.insert_block_text("distills", BlockText(turn=turn, at=job.created_at, text=text,
-                                                       tokens=size))
+            tx.insert_block_text(
+                "distills", BlockText(turn=turn, at=job.created_at, text=text, tokens=size)
+            )
         return True
 
 

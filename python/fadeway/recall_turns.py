@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import _constants as C
+from .errors import EmbedderMismatchError, EndpointError, MemoryNotFoundError
 from .formats import text_of
 from .formats.canonical import encode_json, plain
-from .errors import EmbedderMismatchError, EndpointError, MemoryNotFoundError
 from .history import History
 from .judge import JudgeTimeout
 from .model import BlockText, RecallRecord
@@ -30,8 +30,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("fadeway.recall")
 
-__all__ = ["Pending", "recall_for", "preview", "place_recall", "store_recall", "fix_finals",
-           "blocks_in_view", "queue_after_reply"]
+__all__ = [
+    "Pending",
+    "recall_for",
+    "preview",
+    "place_recall",
+    "store_recall",
+    "fix_finals",
+    "blocks_in_view",
+    "queue_after_reply",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +58,7 @@ def recent_text(history: History, message: str) -> str:
     """The recent conversation ending with `message`: the last messages' text, clipped."""
     start = max(0, len(history) - C.RECALL_RECENT_MESSAGES)
     lines = [_text(plain(history.bodies[i])) for i in range(start, len(history))]
-    return "\n".join([*lines, message])[-C.RECALL_RECENT_CHARS:]
+    return "\n".join([*lines, message])[-C.RECALL_RECENT_CHARS :]
 
 
 def preview(engine: Engine, memory_id: str, message: str) -> RecallResult:
@@ -61,12 +69,19 @@ def preview(engine: Engine, memory_id: str, message: str) -> RecallResult:
             raise MemoryNotFoundError(f"the store holds no memory {memory_id!r}")
         history = History()
         history.sync(tx.message_count(), tx.messages)
-    return recall(engine, memory_id, message, recent_text(history, message),
-                  prepared_turn=history.turn, deadline=time.monotonic() + C.RECALL_DEADLINE)
+    return recall(
+        engine,
+        memory_id,
+        message,
+        recent_text(history, message),
+        prepared_turn=history.turn,
+        deadline=time.monotonic() + C.RECALL_DEADLINE,
+    )
 
 
-def recall_for(engine: Engine, memory_id: str, history: History,
-               messages: Sequence[tuple[bytes, Any]]) -> list[Pending]:
+def recall_for(
+    engine: Engine, memory_id: str, history: History, messages: Sequence[tuple[bytes, Any]]
+) -> list[Pending]:
     """Run recall for each new user message, before they join the history. `messages` are the
     user messages that end the request, as (digest, message) pairs in order; those up to the
     last one already stored (a resend) are skipped, and so is one without text. `history` is
@@ -81,7 +96,7 @@ def recall_for(engine: Engine, memory_id: str, history: History,
     if len(history):
         stored = [i for i, (digest, _) in enumerate(messages) if digest == history.digests[-1]]
         if stored:
-            messages = messages[stored[-1] + 1:]  # the caller resent stored turns
+            messages = messages[stored[-1] + 1 :]  # the caller resent stored turns
     texts = [_text(message) for _, message in messages]
     earlier = time.monotonic() + C.RECALL_EARLIER_DEADLINE
     pending: list[Pending] = []
@@ -93,19 +108,29 @@ def recall_for(engine: Engine, memory_id: str, history: History,
             continue
         if not last and time.monotonic() >= earlier:
             out_of_time = True
-            log.warning("memory %r: no time left for recall of %d earlier user message(s) of "
-                        "the request; they get no recall block", memory_id, len(texts) - 1 - j)
+            log.warning(
+                "memory %r: no time left for recall of %d earlier user message(s) of "
+                "the request; they get no recall block",
+                memory_id,
+                len(texts) - 1 - j,
+            )
             continue
         recent = recent_text(history, "\n".join(t for t in texts[: j + 1] if t.strip()))
         deadline = time.monotonic() + C.RECALL_DEADLINE if last else earlier
         try:
-            result = recall(engine, memory_id, text, recent, prepared_turn=history.turn,
-                            deadline=deadline, leave_out=shown)
+            result = recall(
+                engine,
+                memory_id,
+                text,
+                recent,
+                prepared_turn=history.turn,
+                deadline=deadline,
+                leave_out=shown,
+            )
         except (EndpointError, EmbedderMismatchError, JudgeTimeout, TimeoutError) as exc:
             # The turn goes on without a block rather than fail: the caller's message is stored
             # and answered. (mem.search raises the same error, for whoever looks.)
-            log.error("memory %r: recall failed, the turn gets no recall block: %s",
-                      memory_id, exc)
+            log.error("memory %r: recall failed, the turn gets no recall block: %s", memory_id, exc)
             continue
         # A recall with no block is kept when hits were held back for the facts block: a seal
         # or fade in this decorate may let them go (`RecallResult.beside`).
@@ -115,8 +140,9 @@ def recall_for(engine: Engine, memory_id: str, history: History,
     return pending
 
 
-def place_recall(history: History, pending: Sequence[Pending], before: int
-                 ) -> dict[int, RecallResult]:
+def place_recall(
+    history: History, pending: Sequence[Pending], before: int
+) -> dict[int, RecallResult]:
     """The seq of the user message each block stands before, when that message is among the
     user messages that end what was stored now (from seq `before` on); blocks and messages are
     matched by digest, in order."""
@@ -130,15 +156,24 @@ def place_recall(history: History, pending: Sequence[Pending], before: int
     return out
 
 
-def store_recall(tx: Transaction, history: History, placed: dict[int, RecallResult],
-                 now: float) -> None:
+def store_recall(
+    tx: Transaction, history: History, placed: dict[int, RecallResult], now: float
+) -> None:
     """Store each block with its turn, just before its user message (`placed`, by the seq of
     that message), as the request showed it."""
     for seq, result in sorted(placed.items()):
         if result.block is not None:
-            tx.insert_recall(RecallRecord(
-                turn=history.turns[seq], seq=seq, at=now, text=result.block,
-                tokens=result.size, facts=result.facts, passages=result.passages))
+            tx.insert_recall(
+                RecallRecord(
+                    turn=history.turns[seq],
+                    seq=seq,
+                    at=now,
+                    text=result.block,
+                    tokens=result.size,
+                    facts=result.facts,
+                    passages=result.passages,
+                )
+            )
 
 
 def fix_finals(tx: Transaction, history: History, since_turn: int, now: float) -> None:
@@ -154,13 +189,17 @@ def fix_finals(tx: Transaction, history: History, since_turn: int, now: float) -
         if r.turn in finals:
             continue
         d = distills.get(r.turn)
-        final = (BlockText(turn=r.turn, at=now, text=d.text, tokens=d.tokens) if d is not None
-                 else BlockText(turn=r.turn, at=now, text=r.text, tokens=r.tokens))
+        final = (
+            BlockText(turn=r.turn, at=now, text=d.text, tokens=d.tokens)
+            if d is not None
+            else BlockText(turn=r.turn, at=now, text=r.text, tokens=r.tokens)
+        )
         tx.insert_block_text("recall_finals", final)
 
 
-def blocks_in_view(tx: Transaction, history: History, seqs: Sequence[int],
-                   since_turn: int) -> dict[int, tuple[str, int]]:
+def blocks_in_view(
+    tx: Transaction, history: History, seqs: Sequence[int], since_turn: int
+) -> dict[int, tuple[str, int]]:
     """The recall blocks to show, by the seq of the user message they stand before: a past
     turn's final text, the current turn's block as recalled."""
     visible = set(seqs)
@@ -189,17 +228,24 @@ def queue_after_reply(tx: Transaction, history: History, now: float) -> bool:
         return False  # nothing to walk or distill yet
     turn = history.turns[start]
     user = _text(plain(history.bodies[start]))
-    replies = [_text(plain(history.bodies[i])) for i in range(start + 1, len(history))
-               if history.sides[i] == "assistant"]
+    replies = [
+        _text(plain(history.bodies[i]))
+        for i in range(start + 1, len(history))
+        if history.sides[i] == "assistant"
+    ]
     conversation = "\n".join([user, *replies])
-    tx.enqueue("walk", encode_json(
-        {"turn": turn, "dialogue": conversation[-C.RECALL_RECENT_CHARS:]}), now)
+    tx.enqueue(
+        "walk", encode_json({"turn": turn, "dialogue": conversation[-C.RECALL_RECENT_CHARS :]}), now
+    )
     if any(r.turn == turn for r in tx.recalls(turn)):
         # Distill rereads the whole turn: what a tool output said is said too. Past its length,
         # the start of what followed the message gives way, never the message itself.
-        after = "\n".join(_text(plain(history.bodies[i])) for i in range(start + 1, len(history))
-                          if history.sides[i] in ("assistant", "output"))
-        head = user[:C.DISTILL_CONVERSATION_CHARS]
+        after = "\n".join(
+            _text(plain(history.bodies[i]))
+            for i in range(start + 1, len(history))
+            if history.sides[i] in ("assistant", "output")
+        )
+        head = user[: C.DISTILL_CONVERSATION_CHARS]
         room = C.DISTILL_CONVERSATION_CHARS - len(head) - 1
         around = head + ("\n" + after[-room:] if room > 0 and after else "")
         tx.enqueue("distill", encode_json({"turn": turn, "conversation": around}), now)

@@ -42,8 +42,17 @@ from .note_writer import NoteWriter, NoteWriterError
 if TYPE_CHECKING:
     from .engine import Engine
 
-__all__ = ["ReplayLine", "ReplayFormatError", "Step", "read_replay", "check_lines", "plan",
-           "replay", "replay_memory", "DEFAULT_MODEL"]
+__all__ = [
+    "ReplayLine",
+    "ReplayFormatError",
+    "Step",
+    "read_replay",
+    "check_lines",
+    "plan",
+    "replay",
+    "replay_memory",
+    "DEFAULT_MODEL",
+]
 
 log = logging.getLogger("fadeway.replay")
 
@@ -89,10 +98,13 @@ def _line_error(where: str, exc: Exception) -> ReplayFormatError:
     if not isinstance(exc, msgspec.ValidationError):  # (a ValidationError is a DecodeError)
         return ReplayFormatError(f"{where}: not a complete JSON line ({text})")
     if "missing required field `at`" in text:
-        return ReplayFormatError(f"{where}: the line has no 'at' (the message's time, ISO 8601 "
-                                 "with zone or Unix seconds); replay needs each message's time")
-    return ReplayFormatError(f"{where}: {text}; a replay line is "
-                             '{"memory_id": str, "at": time, "message": {...}}')
+        return ReplayFormatError(
+            f"{where}: the line has no 'at' (the message's time, ISO 8601 "
+            "with zone or Unix seconds); replay needs each message's time"
+        )
+    return ReplayFormatError(
+        f'{where}: {text}; a replay line is {{"memory_id": str, "at": time, "message": {{...}}}}'
+    )
 
 
 def read_replay(path: str | Path) -> Iterator[ReplayLine]:
@@ -110,6 +122,7 @@ def read_replay(path: str | Path) -> Iterator[ReplayLine]:
 
 # -- steps ------------------------------------------------------------------------------------
 
+
 def _is_reply(message: dict[str, Any]) -> bool:
     return message.get("role") == "assistant" or message.get("type") in _REPLY_TYPES
 
@@ -120,8 +133,11 @@ def _is_instruction(message: dict[str, Any]) -> bool:
 
 def format_of(lines: Sequence[ReplayLine]) -> Format:
     """Responses when any line is a typed item, else Chat Completions (whose messages never are)."""
-    return Format.RESPONSES if any("type" in line.message for line in lines) else (
-        Format.CHAT_COMPLETIONS)
+    return (
+        Format.RESPONSES
+        if any("type" in line.message for line in lines)
+        else (Format.CHAT_COMPLETIONS)
+    )
 
 
 def check_lines(lines: Sequence[ReplayLine]) -> Format:
@@ -198,15 +214,22 @@ def plan(lines: Iterable[ReplayLine], fmt: Format = Format.CHAT_COMPLETIONS) -> 
         decorate(line)
     flush()
     if not instructions_done:
-        raise ReplayFormatError(f"{instructions_where}: instructions (a system or developer "
-                                "message) with no later message of the memory to send them with")
+        raise ReplayFormatError(
+            f"{instructions_where}: instructions (a system or developer "
+            "message) with no later message of the memory to send them with"
+        )
     return steps
 
 
 def _essence(message: dict[str, Any]) -> tuple:
     calls = tuple(c.get("id") for c in message.get("tool_calls") or () if isinstance(c, dict))
-    return (message.get("role"), message.get("type") or "message", tuple(text_of(message)),
-            calls, message.get("call_id"))
+    return (
+        message.get("role"),
+        message.get("type") or "message",
+        tuple(text_of(message)),
+        calls,
+        message.get("call_id"),
+    )
 
 
 class _Runner:
@@ -214,8 +237,14 @@ class _Runner:
     when the message repeats an earlier one (a lone repeat could be read as a resent head or
     as an echo of the stored reply; the whole history cannot)."""
 
-    def __init__(self, memory: Memory, fmt: Format, model: str,
-                 note_writer: NoteWriter | None, history: list[dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        memory: Memory,
+        fmt: Format,
+        model: str,
+        note_writer: NoteWriter | None,
+        history: list[dict[str, Any]],
+    ) -> None:
         self.memory = memory
         self.key = "messages" if fmt is Format.CHAT_COMPLETIONS else "input"
         self.fmt = fmt
@@ -236,7 +265,8 @@ class _Runner:
         essence = _essence(message)
         sent = self.history + [message] if essence in self.seen else [message]
         self.last_request = self.memory.decorate(
-            {"model": self.model, self.key: [*step.instructions, *sent]}, at=step.at)
+            {"model": self.model, self.key: [*step.instructions, *sent]}, at=step.at
+        )
         self.seen.add(essence)
         self.history.append(message)
 
@@ -246,8 +276,9 @@ class _Runner:
             raise RuntimeError("a report step needs the request decorated before it")
         items = [line.message for line in step.lines]
         if self.fmt is Format.CHAT_COMPLETIONS:
-            response: dict[str, Any] = {"choices": [{"index": 0, "message": items[0],
-                                                     "finish_reason": "stop"}]}
+            response: dict[str, Any] = {
+                "choices": [{"index": 0, "message": items[0], "finish_reason": "stop"}]
+            }
         else:
             response = {"output": items}
         self.memory.report(request, response, at=step.at)
@@ -265,12 +296,21 @@ class _Runner:
             self.memory.answer_ask(self.note_writer, at=at)
         except (NoteWriterError, EndpointError) as exc:
             # The ask stays pending and is asked again at the next reply; replay goes on.
-            log.warning("memory %r: the note writer did not answer (%s); the ask stays pending",
-                        self.memory.memory_id, exc)
+            log.warning(
+                "memory %r: the note writer did not answer (%s); the ask stays pending",
+                self.memory.memory_id,
+                exc,
+            )
 
 
-def replay(memory: Memory, lines: Iterable[ReplayLine], *, model: str = DEFAULT_MODEL,
-           fmt: str = "chat_completions", note_writer: NoteWriter | None = None) -> int:
+def replay(
+    memory: Memory,
+    lines: Iterable[ReplayLine],
+    *,
+    model: str = DEFAULT_MODEL,
+    fmt: str = "chat_completions",
+    note_writer: NoteWriter | None = None,
+) -> int:
     """Replay `lines` of one new memory; returns how many lines were read.
 
     Replies recorded right after a request are reported as chat completions (or responses) with
@@ -286,6 +326,7 @@ def replay(memory: Memory, lines: Iterable[ReplayLine], *, model: str = DEFAULT_
 
 
 # -- resumable replay -------------------------------------------------------------------------
+
 
 @dataclass(frozen=True, slots=True)
 class Replayed:
@@ -307,27 +348,34 @@ def run_lane_through(engine: Engine, memory_id: str) -> None:
             time.sleep(idle_wait(engine, [memory_id]))
 
 
-def _resume_point(engine: Engine, memory_id: str, steps: Sequence[Step],
-                  history: Sequence[ReplayLine]) -> tuple[int, int]:
+def _resume_point(
+    engine: Engine, memory_id: str, steps: Sequence[Step], history: Sequence[ReplayLine]
+) -> tuple[int, int]:
     """(steps done, messages stored): where an earlier run of these lines stopped."""
     with engine.store.read(memory_id) as tx:
         stored = tx.message_count()
         last = tx.messages(stored - 1, stored)[0] if stored else None
     if stored > len(history):
-        raise ReplayFormatError(f"memory {memory_id!r} already holds {stored} messages, more "
-                                f"than the {len(history)} its lines hold; replay appends to a "
-                                "memory only from the same beginning")
+        raise ReplayFormatError(
+            f"memory {memory_id!r} already holds {stored} messages, more "
+            f"than the {len(history)} its lines hold; replay appends to a "
+            "memory only from the same beginning"
+        )
     if last is not None and digest_of(history[stored - 1].message) != last.digest:
-        raise ReplayFormatError(f"{history[stored - 1].where}: memory {memory_id!r} already "
-                                f"holds a different message {stored - 1}; replay appends to a "
-                                "memory only from the same beginning")
+        raise ReplayFormatError(
+            f"{history[stored - 1].where}: memory {memory_id!r} already "
+            f"holds a different message {stored - 1}; replay appends to a "
+            "memory only from the same beginning"
+        )
     done = total = 0
     while done < len(steps) and total < stored:
         total += len(steps[done].lines)
         done += 1
     if total != stored:  # a step is one transaction; this means other writes were mixed in
-        raise ReplayFormatError(f"memory {memory_id!r} holds {stored} messages, which is not "
-                                "where any step of its lines ends")
+        raise ReplayFormatError(
+            f"memory {memory_id!r} holds {stored} messages, which is not "
+            "where any step of its lines ends"
+        )
     return done, stored
 
 
@@ -345,10 +393,16 @@ def _request_for_report(engine: Engine, memory_id: str, model: str, fmt: Format)
     return {"model": model, key: [msgspec.json.decode(m.body) for m in tail]}
 
 
-def replay_memory(engine: Engine, memory_id: str, lines: Sequence[ReplayLine], *,
-                  fmt: Format | None = None, model: str = DEFAULT_MODEL,
-                  note_writer: NoteWriter | None = None,
-                  progress: Callable[[int], None] | None = None) -> Replayed:
+def replay_memory(
+    engine: Engine,
+    memory_id: str,
+    lines: Sequence[ReplayLine],
+    *,
+    fmt: Format | None = None,
+    model: str = DEFAULT_MODEL,
+    note_writer: NoteWriter | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Replayed:
     """Replay one memory's lines, resuming after what an earlier run stored.
 
     After every step the memory's lane runs to completion, and after every report the note
@@ -359,8 +413,13 @@ def replay_memory(engine: Engine, memory_id: str, lines: Sequence[ReplayLine], *
     steps = plan(lines, fmt)
     history = [line for step in steps for line in step.lines]
     done, stored = _resume_point(engine, memory_id, steps, history)
-    runner = _Runner(engine.memory(memory_id), fmt, model, note_writer,
-                     [line.message for line in history[:stored]])
+    runner = _Runner(
+        engine.memory(memory_id),
+        fmt,
+        model,
+        note_writer,
+        [line.message for line in history[:stored]],
+    )
     if done:  # finish what the stopped run had left of its last step
         if steps[done - 1].kind == "report":
             runner.answer(steps[done - 1].at)

@@ -53,26 +53,46 @@ class ScoreJob(JobHandler):
         judged = None if remembered is None else {n for a, b in remembered for n in range(a, b + 1)}
         with engine.store.read(memory_id) as tx:
             facts = tx.facts(note=note)
-            episodes = [e for e in tx.episodes()
-                        if (e.state != "forgotten" if judged is None else e.n in judged)]
-            texts = [episode_text([m.body for m in tx.messages(e.first_seq, e.last_seq + 1)])
-                     for e in episodes]
+            episodes = [
+                e
+                for e in tx.episodes()
+                if (e.state != "forgotten" if judged is None else e.n in judged)
+            ]
+            texts = [
+                episode_text([m.body for m in tx.messages(e.first_seq, e.last_seq + 1)])
+                for e in episodes
+            ]
         if not facts or not episodes:
             return note, []
-        answers = await engine.judge.about([f.text for f in facts], texts,
-                                           deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE)
-        return note, [(f.n, e.n, a.yes, a.score)
-                      for f, row in zip(facts, answers, strict=True)
-                      for e, a in zip(episodes, row, strict=True) if a is not None]
+        answers = await engine.judge.about(
+            [f.text for f in facts], texts, deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE
+        )
+        return note, [
+            (f.n, e.n, a.yes, a.score)
+            for f, row in zip(facts, answers, strict=True)
+            for e, a in zip(episodes, row, strict=True)
+            if a is not None
+        ]
 
     def apply(self, engine: Engine, tx: Transaction, job: JobRecord, prepared: Any) -> bool:
         note, answers = prepared
         if tx.note_traced(note):
             return True  # already scored (a rerun after a crash between apply and done)
         n = tx.trace_count()
-        tx.append_traces([TraceRecord(n=n + i, episode=episode, fact=fact, kind="fact",
-                                      score=score, counted=yes, at=job.created_at)
-                          for i, (fact, episode, yes, score) in enumerate(answers, 1)])
+        tx.append_traces(
+            [
+                TraceRecord(
+                    n=n + i,
+                    episode=episode,
+                    fact=fact,
+                    kind="fact",
+                    score=score,
+                    counted=yes,
+                    at=job.created_at,
+                )
+                for i, (fact, episode, yes, score) in enumerate(answers, 1)
+            ]
+        )
         return True
 
 

@@ -26,9 +26,9 @@ import numpy as np
 
 from . import _constants as C
 from . import _core
+from .cache import MemoryCache
 from .errors import EndpointError
 from .lane import JobHandler, register_job, run_sync
-from .cache import MemoryCache
 from .model import FactRecord, JobRecord, SearchHit
 from .store import Transaction
 from .vectors import VectorIndex, write_atomic
@@ -60,8 +60,9 @@ def fingerprint(tx: Transaction, kind: str, through: int) -> str:
     2, 4, ... and `through`): a saved index belongs to a store only when they are the same, so
     that an index left beside a replaced store (an import of another run, with the same memory
     id and creation time) is rebuilt, not trusted."""
-    at = sorted({*(1 << k for k in range(max(through, 1).bit_length()) if 1 << k <= through),
-                 through} - {0})
+    at = sorted(
+        {*(1 << k for k in range(max(through, 1).bit_length()) if 1 << k <= through), through} - {0}
+    )
     if kind == "fact":
         docs = [(f.n, _fact_text(f)) for f in tx.facts_at(at)]
     else:
@@ -164,8 +165,12 @@ class MemoryIndex:
         for kind in KINDS:
             through, saved = int(state["through"][kind]), state["prints"].get(kind)
             if through and saved != fingerprint(tx, kind, through):
-                log.warning("memory %r: the saved %s indexes were built from other documents "
-                            "(a replaced store?); rebuilding them", self.memory_id, kind)
+                log.warning(
+                    "memory %r: the saved %s indexes were built from other documents "
+                    "(a replaced store?); rebuilding them",
+                    self.memory_id,
+                    kind,
+                )
                 continue
             if saved is not None:
                 self._prints[kind] = saved
@@ -177,13 +182,18 @@ class MemoryIndex:
                     raise ValueError("not the file this state was saved with")
                 words = _core.Bm25Index.from_bytes(data)
             except (OSError, ValueError) as exc:
-                log.warning("memory %r: %s word index unreadable (%s); rebuilding it",
-                            self.memory_id, kind, exc)
+                log.warning(
+                    "memory %r: %s word index unreadable (%s); rebuilding it",
+                    self.memory_id,
+                    kind,
+                    exc,
+                )
             else:
                 self.words[kind], self.through[kind] = words, int(state["through"][kind])
                 self.loaded.add(f"{kind}.bm25")
-            meaning = VectorIndex.load(self.directory / f"{kind}.hnsw", self.embedder.name,
-                                       self.embedder.dim)
+            meaning = VectorIndex.load(
+                self.directory / f"{kind}.hnsw", self.embedder.name, self.embedder.dim
+            )
             if meaning is not None:
                 self.meaning[kind] = meaning
                 self.loaded.add(f"{kind}.hnsw")
@@ -212,8 +222,9 @@ class MemoryIndex:
         return True
 
     def _rebuild_words(self, tx: Transaction, kind: str) -> bool:
-        log.warning("memory %r: %s word index disagrees with the store; rebuilding it",
-                    self.memory_id, kind)
+        log.warning(
+            "memory %r: %s word index disagrees with the store; rebuilding it", self.memory_id, kind
+        )
         self.words[kind], self.through[kind] = _core.Bm25Index(), 0
         self.loaded.discard(f"{kind}.bm25")
         self._sync_words(tx, kind, check=False)
@@ -224,23 +235,31 @@ class MemoryIndex:
         if check:  # every stored vector, against what the saved index holds
             stored = tx.vector_ns(kind, self.embedder.name)
             if len(index) > len(stored) or (len(index) and index.max_id not in stored):
-                log.warning("memory %r: %s vector index disagrees with the store; rebuilding "
-                            "it", self.memory_id, kind)
+                log.warning(
+                    "memory %r: %s vector index disagrees with the store; rebuilding it",
+                    self.memory_id,
+                    kind,
+                )
                 index = self.meaning[kind] = VectorIndex(self.embedder.dim, self.embedder.name)
                 self.loaded.discard(f"{kind}.hnsw")
             missing = sorted(n for n in stored if n not in index)
             if not missing:
                 return False
             wanted = set(missing)
-            rows = [(n, v) for n, v in tx.vectors(kind, self.embedder.name, missing[0] - 1)
-                    if n in wanted]
+            rows = [
+                (n, v)
+                for n, v in tx.vectors(kind, self.embedder.name, missing[0] - 1)
+                if n in wanted
+            ]
         else:  # vectors are written in order of n: what is new lies above the largest held
             rows = tx.vectors(kind, self.embedder.name, index.max_id if len(index) else 0)
             rows = [(n, v) for n, v in rows if n not in index]
             if not rows:
                 return False
-        index.add(np.fromiter((n for n, _ in rows), dtype=np.int64, count=len(rows)),
-                  np.stack([np.frombuffer(v, dtype=np.float32) for _, v in rows]))
+        index.add(
+            np.fromiter((n for n, _ in rows), dtype=np.int64, count=len(rows)),
+            np.stack([np.frombuffer(v, dtype=np.float32) for _, v in rows]),
+        )
         return True
 
     def drop(self) -> None:
@@ -281,9 +300,18 @@ class MemoryIndex:
         # Each file is atomic, the set is not: another process may save between them, so the
         # state names the word files it goes with (a vector index checks itself against the
         # store).
-        write_atomic(self.directory / _STATE, json.dumps(
-            {"format": _STATE_FORMAT, "created_at": self._identity,
-             "through": self.through, "prints": self._prints, "words": words}).encode())
+        write_atomic(
+            self.directory / _STATE,
+            json.dumps(
+                {
+                    "format": _STATE_FORMAT,
+                    "created_at": self._identity,
+                    "through": self.through,
+                    "prints": self._prints,
+                    "words": words,
+                }
+            ).encode(),
+        )
         self._dirty, self._saved_at = False, time.monotonic()
 
     # -- searching --------------------------------------------------------------------------
@@ -294,34 +322,44 @@ class MemoryIndex:
         ids, _ = self.words[kind].search(query, k)
         return ids.tolist()
 
-    def by_meaning(self, kind: str, vector: np.ndarray, k: int,
-                   min_similarity: float = -1.0) -> list[int]:
+    def by_meaning(
+        self, kind: str, vector: np.ndarray, k: int, min_similarity: float = -1.0
+    ) -> list[int]:
         if kind not in self.meaning:
             return []
         ids, similarity = self.meaning[kind].search(vector, k)
         return ids[similarity >= min_similarity].tolist()
 
-    def by_meaning_batch(self, kind: str, vectors: np.ndarray, k: int,
-                         min_similarity: float = -1.0) -> list[list[int]]:
+    def by_meaning_batch(
+        self, kind: str, vectors: np.ndarray, k: int, min_similarity: float = -1.0
+    ) -> list[list[int]]:
         """`by_meaning` for each row of `vectors`, in one call to the index."""
         if kind not in self.meaning or not len(vectors):
             return [[] for _ in range(len(vectors))]
         ids, similarity = self.meaning[kind].search(np.atleast_2d(vectors), k)
-        return [row[sim >= min_similarity].tolist() for row, sim in zip(ids, similarity,
-                                                                        strict=True)]
+        return [
+            row[sim >= min_similarity].tolist() for row, sim in zip(ids, similarity, strict=True)
+        ]
 
-    def search(self, kind: str, query: str, k: int, *,
-               vector: np.ndarray | None = None) -> list[Hit]:
+    def search(
+        self, kind: str, query: str, k: int, *, vector: np.ndarray | None = None
+    ) -> list[Hit]:
         """The `k` best `kind` documents for `query`: BM25 and (given the query's `vector`)
         nearest neighbours, fused by reciprocal rank."""
         if kind not in self.words:
             return []  # never synced: the memory holds nothing yet
-        return fuse([self.by_words(kind, query, k),
-                     self.by_meaning(kind, vector, k) if vector is not None else []], k)
+        return fuse(
+            [
+                self.by_words(kind, query, k),
+                self.by_meaning(kind, vector, k) if vector is not None else [],
+            ],
+            k,
+        )
 
 
-def fuse(lists: Sequence[Sequence[int]], k: int,
-         weights: Sequence[float] | None = None) -> list[Hit]:
+def fuse(
+    lists: Sequence[Sequence[int]], k: int, weights: Sequence[float] | None = None
+) -> list[Hit]:
     """Reciprocal rank fusion of ranked id lists (Rust), best first, at most `k`."""
     offsets = np.zeros(len(lists) + 1, dtype=np.int64)
     np.cumsum([len(ids) for ids in lists], out=offsets[1:])
@@ -337,8 +375,9 @@ def _top(tx: Transaction, kind: str) -> int:
     return tx.passage_count()
 
 
-def search_memory(engine: Engine, memory_id: str, query: str, *, kind: str = "fact",
-                  k: int = 10) -> list[SearchHit]:
+def search_memory(
+    engine: Engine, memory_id: str, query: str, *, kind: str = "fact", k: int = 10
+) -> list[SearchHit]:
     """The `k` best facts or passages of one memory for `query`, by words and by meaning,
     fused by reciprocal rank. The indexes catch up with the store first."""
     if kind not in KINDS:
@@ -354,13 +393,26 @@ def search_memory(engine: Engine, memory_id: str, query: str, *, kind: str = "fa
         wanted = {h.n for h in hits}
         if kind == "fact":
             retired = {r.fact for r in tx.retirements()}
-            rows = {f.n: SearchHit(kind=kind, n=f.n, score=0.0, text=f.text, at=f.at, turn=None,
-                                   retired=f.n in retired)
-                    for f in tx.facts() if f.n in wanted}
+            rows = {
+                f.n: SearchHit(
+                    kind=kind,
+                    n=f.n,
+                    score=0.0,
+                    text=f.text,
+                    at=f.at,
+                    turn=None,
+                    retired=f.n in retired,
+                )
+                for f in tx.facts()
+                if f.n in wanted
+            }
         else:
             first = min(wanted, default=1)
-            rows = {p.n: SearchHit(kind=kind, n=p.n, score=0.0, text=p.text, at=p.at,
-                                   turn=p.turn) for p in tx.passages(first - 1) if p.n in wanted}
+            rows = {
+                p.n: SearchHit(kind=kind, n=p.n, score=0.0, text=p.text, at=p.at, turn=p.turn)
+                for p in tx.passages(first - 1)
+                if p.n in wanted
+            }
     return [msgspec.structs.replace(rows[h.n], score=h.score) for h in hits if h.n in rows]
 
 
@@ -380,10 +432,12 @@ class EmbedJob(JobHandler):
         for kind, docs in todo.items():
             rows: list[tuple[int, bytes]] = []
             for i in range(0, len(docs), C.EMBED_BATCH):
-                batch = docs[i:i + C.EMBED_BATCH]
+                batch = docs[i : i + C.EMBED_BATCH]
                 vectors = await embedder.embed([t for _, t in batch], deadline=deadline)
-                rows.extend((n, v.astype(np.float32).tobytes())
-                            for (n, _), v in zip(batch, vectors, strict=True))
+                rows.extend(
+                    (n, v.astype(np.float32).tobytes())
+                    for (n, _), v in zip(batch, vectors, strict=True)
+                )
             out[kind] = rows
         return embedder.name, out
 

@@ -23,6 +23,7 @@ from .replay import ReplayFormatError, ReplayLine, check_lines, plan, read_repla
 
 __all__ = ["Batch", "MemoryLines", "detect", "read_inputs"]
 
+
 @dataclass(frozen=True, slots=True)
 class MemoryLines:
     """One memory's replay lines, checked, with its wire format and message count."""
@@ -46,7 +47,7 @@ class Batch:
 
 
 def detect(path: Path) -> str:
-    """"replay", "export" or "locomo", from the file's first line (or first character)."""
+    """ "replay", "export" or "locomo", from the file's first line (or first character)."""
     number, first = 0, b""
     with open(path, "rb") as fp:
         while not first:  # the first line that is not blank, whole (an export's is long)
@@ -59,8 +60,10 @@ def detect(path: Path) -> str:
     if first[:1] == b"[":
         return "locomo"
     if first[:1] != b"{":
-        raise ReplayFormatError(f"{path}:{number}: unknown format: expected JSONL replay lines, "
-                                "JSONL fadeway exports or LoCoMo JSON (a list of samples)")
+        raise ReplayFormatError(
+            f"{path}:{number}: unknown format: expected JSONL replay lines, "
+            "JSONL fadeway exports or LoCoMo JSON (a list of samples)"
+        )
     try:
         obj = msgspec.json.decode(first)
     except msgspec.DecodeError as exc:
@@ -70,9 +73,11 @@ def detect(path: Path) -> str:
     if isinstance(obj, dict) and "memory_id" in obj and "message" in obj:
         return "replay"
     keys = ", ".join(sorted(obj)) if isinstance(obj, dict) else type(obj).__name__
-    raise ReplayFormatError(f"{path}:{number}: unknown format (a line with {keys}): expected "
-                            'replay lines {"memory_id", "at", "message"}, fadeway exports '
-                            '{"fadeway_export", ...} or LoCoMo JSON')
+    raise ReplayFormatError(
+        f"{path}:{number}: unknown format (a line with {keys}): expected "
+        'replay lines {"memory_id", "at", "message"}, fadeway exports '
+        '{"fadeway_export", ...} or LoCoMo JSON'
+    )
 
 
 def read_inputs(paths: Sequence[str | Path]) -> Batch:
@@ -88,23 +93,28 @@ def read_inputs(paths: Sequence[str | Path]) -> Batch:
         if kind == "export":
             for memory_id, where in check_export_file(path).items():
                 if memory_id in exported:
-                    raise InvalidExportError(f"{where}: memory {memory_id!r} is exported twice "
-                                             f"(also at {exported[memory_id]})")
+                    raise InvalidExportError(
+                        f"{where}: memory {memory_id!r} is exported twice "
+                        f"(also at {exported[memory_id]})"
+                    )
                 exported[memory_id] = where
             batch.exports.append(path)
             continue
         if kind == "locomo":
-            lines = [line for sample in read_locomo(path)
-                     for _, line in locomo_lines(sample, str(path))]
+            lines = [
+                line for sample in read_locomo(path) for _, line in locomo_lines(sample, str(path))
+            ]
         else:
             lines = list(read_replay(path))
         for line in lines:
             grouped.setdefault(line.memory_id, []).append(line)
     for memory_id, lines in grouped.items():
         if memory_id in exported:
-            raise ReplayFormatError(f"{lines[0].where}: memory {memory_id!r} is also imported "
-                                    f"from an export ({exported[memory_id]}); replay one or the "
-                                    "other")
+            raise ReplayFormatError(
+                f"{lines[0].where}: memory {memory_id!r} is also imported "
+                f"from an export ({exported[memory_id]}); replay one or the "
+                "other"
+            )
         fmt = check_lines(lines)
         messages = sum(len(step.lines) for step in plan(lines, fmt))
         batch.memories[memory_id] = MemoryLines(memory_id, fmt, lines, messages)

@@ -8,20 +8,31 @@ fields the model reads (tool_choice, response formats).
 from __future__ import annotations
 
 from collections.abc import Sequence
+
 from . import _constants as C
 from . import _core
 from .formats import Entry, ParsedRequest, entry, text_of
 from .formats.canonical import encode_json, to_plain
 
 __all__ = [
-    "encoding_for_model", "count_texts", "entry_tokens", "fixed_request_tokens", "request_estimate",
+    "encoding_for_model",
+    "count_texts",
+    "entry_tokens",
+    "fixed_request_tokens",
+    "request_estimate",
     "measure_parsed",
 ]
 
 # Models that use cl100k_base; every other model (GPT-4o, 4.1, o-series, GPT-5, and models of
 # other providers, whose ratio corrects the rest) is estimated with o200k_base.
-_CL100K_PREFIXES = ("gpt-4-", "gpt-3.5", "text-embedding-ada", "text-embedding-3", "davinci-002",
-                    "babbage-002")
+_CL100K_PREFIXES = (
+    "gpt-4-",
+    "gpt-3.5",
+    "text-embedding-ada",
+    "text-embedding-3",
+    "davinci-002",
+    "babbage-002",
+)
 _READ_FIELDS = ("tool_choice", "response_format", "text", "functions", "function_call")
 
 
@@ -46,7 +57,7 @@ def entry_tokens(encoding: str, entries: Sequence[Entry]) -> list[int]:
     out, i = [], 0
     for e in entries:
         n = len(e.texts)
-        out.append(e.fixed_tokens + sum(counts[i:i + n]))
+        out.append(e.fixed_tokens + sum(counts[i : i + n]))
         i += n
     return out
 
@@ -86,6 +97,8 @@ def measure_parsed(parsed: ParsedRequest) -> int:
     """Our raw estimate of a whole request as sent, its history counted message by message
     (nothing is stored, so every call an output answers counts as known)."""
     encoding = encoding_for_model(parsed.model)
-    entries = [entry(parsed.format, m, f"message {i}", lambda _call: True)
-               for i, m in enumerate(parsed.history)]
+    entries = [
+        entry(parsed.format, m, f"message {i}", lambda _call: True)
+        for i, m in enumerate(parsed.history)
+    ]
     return request_estimate(parsed, sum(entry_tokens(encoding, entries)), encoding)

@@ -63,19 +63,33 @@ class TraceLog:
             self.clear()
         if top > self._last:
             columns = tx.trace_columns(after=self._last)
-            self._append(columns[:, 0].astype(np.int64), columns[:, 1].astype(np.int64),
-                         columns[:, 2], columns[:, 3], top)
+            self._append(
+                columns[:, 0].astype(np.int64),
+                columns[:, 1].astype(np.int64),
+                columns[:, 2],
+                columns[:, 3],
+                top,
+            )
 
     def extend(self, traces: Sequence[TraceRecord]) -> None:
         """Append `traces`, which follow the last one held."""
         if traces:
-            self._append([t.episode for t in traces], [t.fact or 0 for t in traces],
-                         [t.at for t in traces],
-                         [t.score if t.counted else 0.0 for t in traces], traces[-1].n)
+            self._append(
+                [t.episode for t in traces],
+                [t.fact or 0 for t in traces],
+                [t.at for t in traces],
+                [t.score if t.counted else 0.0 for t in traces],
+                traces[-1].n,
+            )
 
-    def _append(self, episode: Sequence[int] | np.ndarray, fact: Sequence[int] | np.ndarray,
-                at: Sequence[float] | np.ndarray, weight: Sequence[float] | np.ndarray,
-                last: int) -> None:
+    def _append(
+        self,
+        episode: Sequence[int] | np.ndarray,
+        fact: Sequence[int] | np.ndarray,
+        at: Sequence[float] | np.ndarray,
+        weight: Sequence[float] | np.ndarray,
+        last: int,
+    ) -> None:
         """Append the columns of traces that follow the last one held; `last` is the number of
         the last of them."""
         if not len(at):
@@ -97,8 +111,14 @@ class TraceLog:
             self._top[by] = max(self._top[by], int(column[part].max()))
         self._size, self._last = end, last
 
-    def activation(self, keys: Sequence[int] | np.ndarray, now: float, *, by: str = "episode",
-                   fact_key: Callable[[int], int] | None = None) -> np.ndarray:
+    def activation(
+        self,
+        keys: Sequence[int] | np.ndarray,
+        now: float,
+        *,
+        by: str = "episode",
+        fact_key: Callable[[int], int] | None = None,
+    ) -> np.ndarray:
         """The activation at `now` of each of `keys` (episode or fact numbers) from its
         counted traces, added in the order they were written (`_core.activation_log_order`).
 
@@ -111,15 +131,21 @@ class TraceLog:
         every = _core.activation_log_order(group, self._at[:n], self._weight[:n], now, span)
         return every[keys_]
 
-    def significance(self, keys: Sequence[int] | np.ndarray, *, by: str = "episode",
-                     fact_key: Callable[[int], int] | None = None) -> np.ndarray:
+    def significance(
+        self,
+        keys: Sequence[int] | np.ndarray,
+        *,
+        by: str = "episode",
+        fact_key: Callable[[int], int] | None = None,
+    ) -> np.ndarray:
         """The plain, never faded sum of each key's counted scores; arguments as `activation`."""
         group, keys_, span = self._groups(keys, by, fact_key)
         every = np.bincount(group, weights=self._weight[: self._size], minlength=span)
         return every[keys_].astype(np.float64)
 
-    def _groups(self, keys: Sequence[int] | np.ndarray, by: str,
-                fact_key: Callable[[int], int] | None) -> tuple[np.ndarray, np.ndarray, int]:
+    def _groups(
+        self, keys: Sequence[int] | np.ndarray, by: str, fact_key: Callable[[int], int] | None
+    ) -> tuple[np.ndarray, np.ndarray, int]:
         """Each trace's group (the number it counts for), the keys, and how many groups."""
         if by not in ("episode", "fact"):
             raise ValueError(f"by must be 'episode' or 'fact', not {by!r}")
@@ -132,7 +158,8 @@ class TraceLog:
         top = self._top[by]
         if fact_key is not None:
             # Fact 0 stands for no fact (an encoding trace): a group no key asks for.
-            table = np.fromiter((f and fact_key(f) for f in range(top + 1)), dtype=np.int64,
-                                count=top + 1)
+            table = np.fromiter(
+                (f and fact_key(f) for f in range(top + 1)), dtype=np.int64, count=top + 1
+            )
             column, top = table[column], int(table.max())
         return column, keys_, max(top, int(keys_.max(initial=0))) + 1

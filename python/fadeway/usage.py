@@ -49,9 +49,12 @@ def summarise_usage(rows: list[UsageRecord]) -> list[UsageSummary]:
         acc[1] += u.tokens_in
         acc[2] += u.tokens_out
         acc[3] += u.seconds
-    return [UsageSummary(kind=kind, model=model, calls=int(c), tokens_in=int(i),
-                         tokens_out=int(o), seconds=sec)
-            for (kind, model), (c, i, o, sec) in sums.items()]
+    return [
+        UsageSummary(
+            kind=kind, model=model, calls=int(c), tokens_in=int(i), tokens_out=int(o), seconds=sec
+        )
+        for (kind, model), (c, i, o, sec) in sums.items()
+    ]
 
 
 _collector: ContextVar[list[UsageRecord] | None] = ContextVar("fadeway_usage", default=None)
@@ -61,8 +64,11 @@ def record(kind: str, model: str, tokens_in: int, tokens_out: int, seconds: floa
     """Record one model call where a `collecting()` block is listening (else nowhere)."""
     collector = _collector.get()
     if collector is not None:
-        collector.append(UsageRecord(kind=kind, model=model, tokens_in=tokens_in,
-                                     tokens_out=tokens_out, seconds=seconds))
+        collector.append(
+            UsageRecord(
+                kind=kind, model=model, tokens_in=tokens_in, tokens_out=tokens_out, seconds=seconds
+            )
+        )
 
 
 @contextmanager

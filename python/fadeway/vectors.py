@@ -68,10 +68,19 @@ class VectorIndex:
     but a different graph on each run.
     """
 
-    def __init__(self, dim: int, embedder_name: str, *, capacity: int = INITIAL_CAPACITY,
-                 m: int = HNSW_M, ef_construction: int = HNSW_EF_CONSTRUCTION,
-                 ef_search: int = HNSW_EF_SEARCH, seed: int = HNSW_SEED, threads: int = 1,
-                 _index: hnswlib.Index | None = None) -> None:
+    def __init__(
+        self,
+        dim: int,
+        embedder_name: str,
+        *,
+        capacity: int = INITIAL_CAPACITY,
+        m: int = HNSW_M,
+        ef_construction: int = HNSW_EF_CONSTRUCTION,
+        ef_search: int = HNSW_EF_SEARCH,
+        seed: int = HNSW_SEED,
+        threads: int = 1,
+        _index: hnswlib.Index | None = None,
+    ) -> None:
         if dim < 1:
             raise ValueError(f"dim must be positive, got {dim}")
         self.dim = dim
@@ -81,8 +90,12 @@ class VectorIndex:
         self._lock = threading.RLock()
         if _index is None:
             _index = hnswlib.Index(space="cosine", dim=dim)
-            _index.init_index(max_elements=max(1, capacity), ef_construction=ef_construction,
-                              M=m, random_seed=seed)
+            _index.init_index(
+                max_elements=max(1, capacity),
+                ef_construction=ef_construction,
+                M=m,
+                random_seed=seed,
+            )
         self._index = _index
         self._index.set_ef(ef_search)
         self._ids: set[int] = {int(i) for i in _index.get_ids_list()}
@@ -124,8 +137,10 @@ class VectorIndex:
         if rows.ndim == 1 and len(ids64) == 1:
             rows = rows.reshape(1, -1)
         if rows.ndim != 2 or rows.shape != (len(ids64), self.dim):
-            raise ValueError(f"vectors must be ({len(ids64)}, {self.dim}) for {len(ids64)} ids, "
-                             f"got shape {rows.shape}")
+            raise ValueError(
+                f"vectors must be ({len(ids64)}, {self.dim}) for {len(ids64)} ids, "
+                f"got shape {rows.shape}"
+            )
         if len(ids64) == 0:
             return
         if (ids64 < 0).any():
@@ -165,8 +180,9 @@ class VectorIndex:
         rows = self._index.get_items(ids.astype(np.uint64))
         return np.ascontiguousarray(rows, dtype=np.float32).reshape(len(ids), self.dim)
 
-    def search(self, vectors: npt.ArrayLike, k: int) -> tuple[npt.NDArray[np.int64],
-                                                              npt.NDArray[np.float64]]:
+    def search(
+        self, vectors: npt.ArrayLike, k: int
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
         """The `k` nearest ids by cosine similarity, most similar first, and their similarities.
 
         One vector (dim,) gives 1-D arrays; a batch (b, dim) gives (b, k') arrays, where k' is
@@ -196,8 +212,9 @@ class VectorIndex:
         similarity = 1.0 - distances.astype(np.float64)
         return (ids[0], similarity[0]) if single else (ids, similarity)
 
-    def _knn(self, batch: npt.NDArray[np.float32], k: int,
-             count: int) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.float32]]:
+    def _knn(
+        self, batch: npt.NDArray[np.float32], k: int, count: int
+    ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.float32]]:
         # hnswlib fails rather than return fewer than k; ef >= k nearly always suffices, and
         # ef = count searches exhaustively enough for a small or oddly shaped graph.
         self._index.set_ef(max(self.ef_search, k))
@@ -226,15 +243,22 @@ class VectorIndex:
             except BaseException:
                 tmp.unlink(missing_ok=True)
                 raise
-            sidecar = {"format": FORMAT_VERSION, "embedder": self.embedder_name, "dim": self.dim,
-                       "count": len(self._ids), "max_id": self.max_id, "sha256": digest,
-                       "space": "cosine"}
+            sidecar = {
+                "format": FORMAT_VERSION,
+                "embedder": self.embedder_name,
+                "dim": self.dim,
+                "count": len(self._ids),
+                "max_id": self.max_id,
+                "sha256": digest,
+                "space": "cosine",
+            }
         write_atomic(_sidecar_path(target), json.dumps(sidecar, indent=1).encode())
         _fsync_dir(target.parent)
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], embedder_name: str, dim: int,
-             **settings: Any) -> VectorIndex | None:
+    def load(
+        cls, path: str | os.PathLike[str], embedder_name: str, dim: int, **settings: Any
+    ) -> VectorIndex | None:
         """The index saved at `path`, or None when it is missing or corrupt (rebuild it then).
 
         Raises `EmbedderMismatchError` when it was saved for another embedder or dimension.
@@ -248,7 +272,8 @@ class VectorIndex:
             raise EmbedderMismatchError(
                 f"vector index {target} was built by embedder {meta['embedder']!r} with "
                 f"dimension {meta['dim']}, not {embedder_name!r} with dimension {dim}; rebuild "
-                "it from the store with the new embedder, or use the old one")
+                "it from the store with the new embedder, or use the old one"
+            )
         try:
             with open(target, "rb") as f:
                 digest = hashlib.file_digest(f, "sha256").hexdigest()
@@ -256,8 +281,9 @@ class VectorIndex:
             log.warning("vector index %s is unreadable (%s); it will be rebuilt", target, exc)
             return None
         if digest != meta["sha256"]:
-            log.warning("vector index %s does not match its sidecar's checksum; it will be "
-                        "rebuilt", target)
+            log.warning(
+                "vector index %s does not match its sidecar's checksum; it will be rebuilt", target
+            )
             return None
         index = hnswlib.Index(space="cosine", dim=dim)
         try:
@@ -267,16 +293,25 @@ class VectorIndex:
             return None
         loaded = cls(dim, embedder_name, _index=index, **settings)
         if len(loaded) != meta["count"] or loaded.max_id != meta["max_id"]:
-            log.warning("vector index %s holds %d ids (largest %d), its sidecar says %d (%d); "
-                        "it will be rebuilt", target, len(loaded), loaded.max_id, meta["count"],
-                        meta["max_id"])
+            log.warning(
+                "vector index %s holds %d ids (largest %d), its sidecar says %d (%d); "
+                "it will be rebuilt",
+                target,
+                len(loaded),
+                loaded.max_id,
+                meta["count"],
+                meta["max_id"],
+            )
             return None
         return loaded
 
 
-def _exact(ids: npt.NDArray[np.int64], rows: npt.NDArray[np.float32],
-           batch: npt.NDArray[np.float32], k: int) -> tuple[npt.NDArray[np.int64],
-                                                            npt.NDArray[np.float32]]:
+def _exact(
+    ids: npt.NDArray[np.int64],
+    rows: npt.NDArray[np.float32],
+    batch: npt.NDArray[np.float32],
+    k: int,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
     """The `k` nearest of `rows` to each query by cosine, ties to the lower id, as hnswlib
     answers: ids and cosine distances."""
     distances = (1.0 - l2_normalise(batch) @ rows.T).astype(np.float32)
@@ -319,20 +354,33 @@ def _fsync_dir(directory: Path) -> None:
 
 
 def _read_sidecar(path: Path) -> dict[str, Any] | None:
-    """The sidecar's fields, or None (logged) when it is missing, unreadable or of another format."""
+    """The sidecar's fields, or None (logged) when it is missing, unreadable or of another
+    format."""
     try:
         meta = json.loads(path.read_bytes())
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        log.warning("vector index sidecar %s is unreadable (%s); the index will be rebuilt",
-                    path, exc)
+        log.warning(
+            "vector index sidecar %s is unreadable (%s); the index will be rebuilt", path, exc
+        )
         return None
-    fields = {"format": int, "embedder": str, "dim": int, "count": int, "max_id": int,
-              "sha256": str}
-    if (not isinstance(meta, dict) or meta.get("format") != FORMAT_VERSION
-            or any(not isinstance(meta.get(k), t) for k, t in fields.items())):
-        log.warning("vector index sidecar %s is of another format or incomplete; the index will "
-                    "be rebuilt", path)
+    fields = {
+        "format": int,
+        "embedder": str,
+        "dim": int,
+        "count": int,
+        "max_id": int,
+        "sha256": str,
+    }
+    if (
+        not isinstance(meta, dict)
+        or meta.get("format") != FORMAT_VERSION
+        or any(not isinstance(meta.get(k), t) for k, t in fields.items())
+    ):
+        log.warning(
+            "vector index sidecar %s is of another format or incomplete; the index will be rebuilt",
+            path,
+        )
         return None
     return meta

@@ -23,9 +23,21 @@ from .formats.canonical import to_plain
 from .formats.responses import CLIENT_CALL_TYPES
 from .history import History
 
-__all__ = ["instruction_role", "block_message", "own_additions", "strip_own_additions",
-           "is_user_message", "last_user_messages", "history_view", "resolvable", "stateless",
-           "view_seqs", "with_note_tool", "note_ask_allowed", "caller_tools"]
+__all__ = [
+    "instruction_role",
+    "block_message",
+    "own_additions",
+    "strip_own_additions",
+    "is_user_message",
+    "last_user_messages",
+    "history_view",
+    "resolvable",
+    "stateless",
+    "view_seqs",
+    "with_note_tool",
+    "note_ask_allowed",
+    "caller_tools",
+]
 
 
 def instruction_role(fmt: Format, instructions: Sequence[Any]) -> str:
@@ -33,8 +45,9 @@ def instruction_role(fmt: Format, instructions: Sequence[Any]) -> str:
     messages, and always developer for Responses."""
     if fmt is Format.RESPONSES:
         return "developer"
-    roles = [m.get("role") if isinstance(m, dict) else getattr(m, "role", None)
-             for m in instructions]
+    roles = [
+        m.get("role") if isinstance(m, dict) else getattr(m, "role", None) for m in instructions
+    ]
     return "developer" if "developer" in roles and "system" not in roles else "system"
 
 
@@ -68,14 +81,20 @@ def _answered(m: Any) -> str | None:
     """The call a sent tool output answers; None for anything else."""
     if not isinstance(m, dict):
         return None
-    call_id = m.get("tool_call_id") if m.get("role") == "tool" else (
-        m.get("call_id") if m.get("type") == "function_call_output" else None)
+    call_id = (
+        m.get("tool_call_id")
+        if m.get("role") == "tool"
+        else (m.get("call_id") if m.get("type") == "function_call_output" else None)
+    )
     return call_id if isinstance(call_id, str) else None
 
 
 def _is_block(m: Any) -> bool:
-    return isinstance(m, dict) and m.get("role") in ("system", "developer") and blocks.is_block(
-        m.get("content"))
+    return (
+        isinstance(m, dict)
+        and m.get("role") in ("system", "developer")
+        and blocks.is_block(m.get("content"))
+    )
 
 
 def own_additions(messages: Sequence[Any], answers_note: Callable[[str], bool]) -> list[bool]:
@@ -123,8 +142,7 @@ def _own_at(messages: Sequence[Any], i: int, answers_note: Callable[[str], bool]
     return answers_note(answered)
 
 
-def strip_own_additions(messages: Sequence[Any],
-                        answers_note: Callable[[str], bool]) -> list[Any]:
+def strip_own_additions(messages: Sequence[Any], answers_note: Callable[[str], bool]) -> list[Any]:
     """`messages` without fadeway's blocks and its outputs for its own note calls
     (`own_additions`)."""
     own = own_additions(messages, answers_note)
@@ -133,12 +151,16 @@ def strip_own_additions(messages: Sequence[Any],
 
 def is_user_message(message: Any) -> bool:
     """Whether a sent item is a user's message (not a tool output or another kind of item)."""
-    return isinstance(message, dict) and message.get("role") == "user" and (
-        message.get("type") in (None, "message"))
+    return (
+        isinstance(message, dict)
+        and message.get("role") == "user"
+        and (message.get("type") in (None, "message"))
+    )
 
 
-def last_user_messages(messages: Sequence[Any],
-                       answers_note: Callable[[str], bool]) -> list[tuple[int, Any]]:
+def last_user_messages(
+    messages: Sequence[Any], answers_note: Callable[[str], bool]
+) -> list[tuple[int, Any]]:
     """The user messages that end `messages` once fadeway's additions are stripped, in order,
     each with its index in `messages`: the messages no reply has followed yet (empty when the
     last message is not a user's)."""
@@ -175,13 +197,21 @@ def stateless(fmt: Format, request: dict[str, Any]) -> bool:
 def resolvable(history: History, seqs: Sequence[int]) -> list[int]:
     """`seqs` without the stored reasoning items that carry no encrypted content, which a
     provider keeping no items cannot resolve by their id (see `stateless`)."""
-    return [seq for seq in seqs if history.row_kinds[seq] != "reasoning"
-            or msgspec.json.decode(history.bodies[seq]).get("encrypted_content")]
+    return [
+        seq
+        for seq in seqs
+        if history.row_kinds[seq] != "reasoning"
+        or msgspec.json.decode(history.bodies[seq]).get("encrypted_content")
+    ]
 
 
-def history_view(fmt: Format, history: History, seqs: Sequence[int],
-                 accepted: dict[tuple[int, str], bool],
-                 before: dict[int, Any] | None = None) -> list[Any]:
+def history_view(
+    fmt: Format,
+    history: History,
+    seqs: Sequence[int],
+    accepted: dict[tuple[int, str], bool],
+    before: dict[int, Any] | None = None,
+) -> list[Any]:
     """The stored messages `seqs` (what `view_seqs` leaves in view), each note call followed by
     fadeway's output for it, and the `before` messages (recall blocks) just before the seqs
     they belong to."""
@@ -230,12 +260,16 @@ def caller_tools(fmt: Format, request: dict[str, Any]) -> dict[str, Any]:
     for i, tool in enumerate(tools):
         if tool == ours:
             continue
-        if isinstance(tool, dict) and tool.get("type") == "function" and notes.NOTE_TOOL_NAME in (
-                tool.get("name"), (tool.get("function") or {}).get("name")):
+        if (
+            isinstance(tool, dict)
+            and tool.get("type") == "function"
+            and notes.NOTE_TOOL_NAME in (tool.get("name"), (tool.get("function") or {}).get("name"))
+        ):
             raise InvalidRequestError(
                 f"tools[{i}] is named {notes.NOTE_TOOL_NAME!r}, the name of fadeway's note tool "
                 "(the model writes its notes with it while history leaves the view); give your "
-                "tool another name")
+                "tool another name"
+            )
         kept.append(tool)
     if len(kept) == len(tools):
         return request

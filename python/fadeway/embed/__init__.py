@@ -11,8 +11,13 @@ from .base import Embedder
 from .endpoint import ENV_PREFIX, EndpointEmbedder
 from .hashing import HashingEmbedder
 
-__all__ = ["Embedder", "EndpointEmbedder", "HashingEmbedder", "SentenceTransformerEmbedder",
-           "embedder_from"]
+__all__ = [
+    "Embedder",
+    "EndpointEmbedder",
+    "HashingEmbedder",
+    "SentenceTransformerEmbedder",
+    "embedder_from",
+]
 
 
 def __getattr__(name: str) -> object:
@@ -24,8 +29,13 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def embedder_from(spec: str | Embedder | None = None, *, model: str | None = None,
-                  dim: int | None = None, environ: Mapping[str, str] | None = None) -> Embedder:
+def embedder_from(
+    spec: str | Embedder | None = None,
+    *,
+    model: str | None = None,
+    dim: int | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Embedder:
     """The embedder `spec` names.
 
     - None, `"hashing"` or `"offline"`: the hashing embedder (of `dim`, default EMBED_DIM);
@@ -42,22 +52,28 @@ def embedder_from(spec: str | Embedder | None = None, *, model: str | None = Non
     if spec is None or spec in ("hashing", "offline"):
         return HashingEmbedder() if dim is None else HashingEmbedder(dim)
     if not isinstance(spec, str):
-        raise TypeError(f"an embedder spec is a str, an Embedder or None, not "
-                        f"{type(spec).__name__}")
+        raise TypeError(
+            f"an embedder spec is a str, an Embedder or None, not {type(spec).__name__}"
+        )
     env = os.environ if environ is None else environ
-    if spec.startswith("hashing-") and spec[len("hashing-"):].isdigit():
-        return HashingEmbedder(int(spec[len("hashing-"):]))
+    if spec.startswith("hashing-") and spec[len("hashing-") :].isdigit():
+        return HashingEmbedder(int(spec[len("hashing-") :]))
     if spec.startswith(("http://", "https://")):
         from ..http import Endpoint
 
-        endpoint = Endpoint(spec, model=model or env.get(f"{ENV_PREFIX}_MODEL") or None,
-                            api_key=env.get(f"{ENV_PREFIX}_API_KEY") or None)
+        endpoint = Endpoint(
+            spec,
+            model=model or env.get(f"{ENV_PREFIX}_MODEL") or None,
+            api_key=env.get(f"{ENV_PREFIX}_API_KEY") or None,
+        )
         return EndpointEmbedder(endpoint, dim=dim)
     if spec.startswith("openai:") and len(spec) > len("openai:"):
-        return EndpointEmbedder.from_env(model=spec[len("openai:"):], dim=dim, environ=env)
+        return EndpointEmbedder.from_env(model=spec[len("openai:") :], dim=dim, environ=env)
     if spec.startswith("local:") and len(spec) > len("local:"):
         from .local import SentenceTransformerEmbedder
 
-        return SentenceTransformerEmbedder(spec[len("local:"):])
-    raise ValueError(f"unknown embedder {spec!r}; allowed: 'hashing' (or 'offline', None), "
-                     "'hashing-<dim>', an http(s):// URL, 'openai:<model>', 'local:<path>'")
+        return SentenceTransformerEmbedder(spec[len("local:") :])
+    raise ValueError(
+        f"unknown embedder {spec!r}; allowed: 'hashing' (or 'offline', None), "
+        "'hashing-<dim>', an http(s):// URL, 'openai:<model>', 'local:<path>'"
+    )

@@ -28,15 +28,17 @@ class Embedder(abc.ABC):
         """The length of every vector this embedder makes."""
 
     @abc.abstractmethod
-    async def embed(self, texts: Sequence[str], *,
-                    deadline: float | None = None) -> npt.NDArray[np.float32]:
+    async def embed(
+        self, texts: Sequence[str], *, deadline: float | None = None
+    ) -> npt.NDArray[np.float32]:
         """Embed `texts`: float32 (len(texts), dim), C-contiguous, rows L2-normalised.
 
         `deadline` is an absolute `time.monotonic()` value, or None for no limit.
         """
 
-    def embed_sync(self, texts: Sequence[str], *,
-                   deadline: float | None = None) -> npt.NDArray[np.float32]:
+    def embed_sync(
+        self, texts: Sequence[str], *, deadline: float | None = None
+    ) -> npt.NDArray[np.float32]:
         """The blocking twin of `embed` (works under a running event loop too)."""
         from ..lane import run_sync
 

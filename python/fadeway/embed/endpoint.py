@@ -44,12 +44,20 @@ class _Answer(msgspec.Struct):
 class EndpointEmbedder(Embedder):
     """Vectors from `endpoint` for `model`; `name` is `"openai:<model>"`."""
 
-    def __init__(self, endpoint: Endpoint, *, model: str | None = None, dim: int | None = None,
-                 batch_size: int = EMBED_BATCH_SIZE, path: str = "embeddings") -> None:
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        *,
+        model: str | None = None,
+        dim: int | None = None,
+        batch_size: int = EMBED_BATCH_SIZE,
+        path: str = "embeddings",
+    ) -> None:
         model = model or endpoint.model
         if not model:
-            raise EndpointError(f"no embedding model for {endpoint.base_url}: pass model= or set "
-                                f"{ENV_PREFIX}_MODEL")
+            raise EndpointError(
+                f"no embedding model for {endpoint.base_url}: pass model= or set {ENV_PREFIX}_MODEL"
+            )
         if dim is not None and dim < 1:
             raise ValueError(f"dim must be positive or None (learned), got {dim}")
         if batch_size < 1:
@@ -62,9 +70,15 @@ class EndpointEmbedder(Embedder):
         self._dim = dim
 
     @classmethod
-    def from_env(cls, *, model: str | None = None, dim: int | None = None,
-                 batch_size: int = EMBED_BATCH_SIZE, environ: Mapping[str, str] | None = None,
-                 **endpoint_settings: Any) -> EndpointEmbedder:
+    def from_env(
+        cls,
+        *,
+        model: str | None = None,
+        dim: int | None = None,
+        batch_size: int = EMBED_BATCH_SIZE,
+        environ: Mapping[str, str] | None = None,
+        **endpoint_settings: Any,
+    ) -> EndpointEmbedder:
         """From FADEWAY_EMBEDDINGS_BASE_URL, _MODEL (unless `model` is given) and _API_KEY."""
         endpoint = Endpoint.from_env(ENV_PREFIX, environ=environ, **endpoint_settings)
         return cls(endpoint, model=model, dim=dim, batch_size=batch_size)
@@ -73,23 +87,28 @@ class EndpointEmbedder(Embedder):
     def dim(self) -> int:
         """The vectors' length; before the first answer, known only if given (`dim=`)."""
         if self._dim is None:
-            raise EndpointError(f"the dimension of {self.name} is not known before its first "
-                                "answer: pass dim=, or `await embed([])` to ask the endpoint")
+            raise EndpointError(
+                f"the dimension of {self.name} is not known before its first "
+                "answer: pass dim=, or `await embed([])` to ask the endpoint"
+            )
         return self._dim
 
     def close(self) -> None:
         self.endpoint.close()
 
-    async def embed(self, texts: Sequence[str], *,
-                    deadline: float | None = None) -> npt.NDArray[np.float32]:
+    async def embed(
+        self, texts: Sequence[str], *, deadline: float | None = None
+    ) -> npt.NDArray[np.float32]:
         items = texts_list(texts)
         if not items:
             if self._dim is None:
                 await self.embed([_PROBE_TEXT], deadline=deadline)
             return np.zeros((0, self.dim), dtype=np.float32)
         starts = range(0, len(items), self.batch_size)
-        tasks = [asyncio.ensure_future(self._batch(items[s:s + self.batch_size], s, deadline))
-                 for s in starts]
+        tasks = [
+            asyncio.ensure_future(self._batch(items[s : s + self.batch_size], s, deadline))
+            for s in starts
+        ]
         try:
             parts = await asyncio.gather(*tasks)
         except BaseException:
@@ -100,26 +119,35 @@ class EndpointEmbedder(Embedder):
             raise
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
-    async def _batch(self, batch: list[str], start: int,
-                     deadline: float | None) -> npt.NDArray[np.float32]:
-        answer = await self.endpoint.post_json(self.path, {"model": self.model, "input": batch},
-                                               deadline=deadline, response_type=_Answer)
+    async def _batch(
+        self, batch: list[str], start: int, deadline: float | None
+    ) -> npt.NDArray[np.float32]:
+        answer = await self.endpoint.post_json(
+            self.path,
+            {"model": self.model, "input": batch},
+            deadline=deadline,
+            response_type=_Answer,
+        )
         where = f"{self.name} (inputs {start}..{start + len(batch) - 1})"
         if len(answer.data) != len(batch):
-            raise EndpointResponseError(f"{where} answered {len(answer.data)} embeddings for "
-                                        f"{len(batch)} inputs")
+            raise EndpointResponseError(
+                f"{where} answered {len(answer.data)} embeddings for {len(batch)} inputs"
+            )
         rows: list[npt.NDArray[np.float64] | None] = [None] * len(batch)
         for item in answer.data:
             if not 0 <= item.index < len(batch):
-                raise EndpointResponseError(f"{where} answered index {item.index}; allowed "
-                                            f"0..{len(batch) - 1}")
+                raise EndpointResponseError(
+                    f"{where} answered index {item.index}; allowed 0..{len(batch) - 1}"
+                )
             if rows[item.index] is not None:
                 raise EndpointResponseError(f"{where} answered index {item.index} twice")
             rows[item.index] = _vector(item.embedding, where)
         lengths = {len(row) for row in rows if row is not None}
         if len(lengths) != 1 or 0 in lengths:
-            raise EndpointResponseError(f"{where} answered vectors of lengths {sorted(lengths)}; "
-                                        "expected one positive length")
+            raise EndpointResponseError(
+                f"{where} answered vectors of lengths {sorted(lengths)}; "
+                "expected one positive length"
+            )
         matrix = np.stack(rows)  # type: ignore[arg-type]  # every row was set above
         if not np.isfinite(matrix).all():
             raise EndpointResponseError(f"{where} answered non-finite numbers (NaN or infinity)")
@@ -134,9 +162,11 @@ class EndpointEmbedder(Embedder):
         if self._dim is None:
             self._dim = dim
         elif dim != self._dim:
-            raise EmbedderMismatchError(f"{self.name} answered {dim}-dimensional vectors, but "
-                                        f"its dimension is {self._dim}; did the model behind "
-                                        f"{self.endpoint.base_url} change?")
+            raise EmbedderMismatchError(
+                f"{self.name} answered {dim}-dimensional vectors, but "
+                f"its dimension is {self._dim}; did the model behind "
+                f"{self.endpoint.base_url} change?"
+            )
 
 
 def _vector(embedding: list[float] | str, where: str) -> npt.NDArray[np.float64]:
@@ -144,10 +174,12 @@ def _vector(embedding: list[float] | str, where: str) -> npt.NDArray[np.float64]
         try:
             raw = base64.b64decode(embedding, validate=True)
         except ValueError as exc:
-            raise EndpointResponseError(f"{where} answered an embedding that is neither a list "
-                                        f"of numbers nor base64: {exc}") from None
+            raise EndpointResponseError(
+                f"{where} answered an embedding that is neither a list of numbers nor base64: {exc}"
+            ) from None
         if len(raw) % 4:
-            raise EndpointResponseError(f"{where} answered base64 of {len(raw)} bytes, not a "
-                                        "whole number of float32 values")
+            raise EndpointResponseError(
+                f"{where} answered base64 of {len(raw)} bytes, not a whole number of float32 values"
+            )
         return np.frombuffer(raw, dtype="<f4").astype(np.float64)
     return np.asarray(embedding, dtype=np.float64)

@@ -32,11 +32,13 @@ class HashingEmbedder(Embedder):
     def dim(self) -> int:
         return self._dim
 
-    async def embed(self, texts: Sequence[str], *,
-                    deadline: float | None = None) -> npt.NDArray[np.float32]:
+    async def embed(
+        self, texts: Sequence[str], *, deadline: float | None = None
+    ) -> npt.NDArray[np.float32]:
         # Microseconds per text in Rust with the GIL released: no deadline can be missed here.
         return self.embed_sync(texts)
 
-    def embed_sync(self, texts: Sequence[str], *,
-                   deadline: float | None = None) -> npt.NDArray[np.float32]:
+    def embed_sync(
+        self, texts: Sequence[str], *, deadline: float | None = None
+    ) -> npt.NDArray[np.float32]:
         return _core.hash_embed(texts_list(texts), self._dim)

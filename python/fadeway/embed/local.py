@@ -38,8 +38,9 @@ def _import_sentence_transformers() -> Any:
     try:
         import sentence_transformers
     except ImportError as exc:
-        raise ImportError("the local embedder needs sentence-transformers: "
-                          "pip install fadeway[local]") from exc
+        raise ImportError(
+            "the local embedder needs sentence-transformers: pip install fadeway[local]"
+        ) from exc
     return sentence_transformers
 
 
@@ -50,8 +51,12 @@ def _find_model_dir(root: Path) -> Path | None:
         for directory in level:
             if any((directory / marker).is_file() for marker in _MODEL_MARKERS):
                 return directory
-        level = [sub for directory in level for sub in sorted(directory.iterdir())
-                 if sub.is_dir() and not sub.name.startswith((".", "__"))]
+        level = [
+            sub
+            for directory in level
+            for sub in sorted(directory.iterdir())
+            if sub.is_dir() and not sub.name.startswith((".", "__"))
+        ]
     return None
 
 
@@ -75,12 +80,16 @@ def resolve_model_dir(spec: str | os.PathLike[str]) -> Path:
         root = Path(next(iter(found.submodule_search_locations)))
         model = _find_model_dir(root)
         if model is None:
-            raise FileNotFoundError(f"package {name!r} at {root} holds no model directory (one "
-                                    f"with {' or '.join(_MODEL_MARKERS)}, at most "
-                                    f"{_SEARCH_DEPTH} levels down)")
+            raise FileNotFoundError(
+                f"package {name!r} at {root} holds no model directory (one "
+                f"with {' or '.join(_MODEL_MARKERS)}, at most "
+                f"{_SEARCH_DEPTH} levels down)"
+            )
         return model
-    raise FileNotFoundError(f"local model {name!r} is neither a directory nor an installed "
-                            "package; fadeway loads local models only from disk, never downloads")
+    raise FileNotFoundError(
+        f"local model {name!r} is neither a directory nor an installed "
+        "package; fadeway loads local models only from disk, never downloads"
+    )
 
 
 class SentenceTransformerEmbedder(Embedder):
@@ -90,8 +99,14 @@ class SentenceTransformerEmbedder(Embedder):
     a call runs to completion (a local forward pass cannot be cut off at a deadline).
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, name: str | None = None,
-                 device: str | None = None, batch_size: int = LOCAL_BATCH_SIZE) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        name: str | None = None,
+        device: str | None = None,
+        batch_size: int = LOCAL_BATCH_SIZE,
+    ) -> None:
         st = _import_sentence_transformers()
         directory = resolve_model_dir(path)
         options: dict[str, Any] = {"device": device}
@@ -99,8 +114,10 @@ class SentenceTransformerEmbedder(Embedder):
             options["local_files_only"] = True
         self._model = st.SentenceTransformer(str(directory), **options)
         # sentence-transformers 6 renamed the method (the old name warns of its removal).
-        dimension = (getattr(self._model, "get_embedding_dimension", None)
-                     or self._model.get_sentence_embedding_dimension)
+        dimension = (
+            getattr(self._model, "get_embedding_dimension", None)
+            or self._model.get_sentence_embedding_dimension
+        )
         self._dim = int(dimension())
         self.batch_size = batch_size
         self.name = name or f"local:{directory.name}"
@@ -109,15 +126,22 @@ class SentenceTransformerEmbedder(Embedder):
     def dim(self) -> int:
         return self._dim
 
-    async def embed(self, texts: Sequence[str], *,
-                    deadline: float | None = None) -> npt.NDArray[np.float32]:
+    async def embed(
+        self, texts: Sequence[str], *, deadline: float | None = None
+    ) -> npt.NDArray[np.float32]:
         return await asyncio.to_thread(self.embed_sync, texts)
 
-    def embed_sync(self, texts: Sequence[str], *,
-                   deadline: float | None = None) -> npt.NDArray[np.float32]:
+    def embed_sync(
+        self, texts: Sequence[str], *, deadline: float | None = None
+    ) -> npt.NDArray[np.float32]:
         items = texts_list(texts)
         if not items:
             return np.zeros((0, self._dim), dtype=np.float32)
-        rows = self._model.encode(items, batch_size=self.batch_size, convert_to_numpy=True,
-                                  normalize_embeddings=False, show_progress_bar=False)
+        rows = self._model.encode(
+            items,
+            batch_size=self.batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=False,
+            show_progress_bar=False,
+        )
         return l2_normalise(rows)

@@ -22,8 +22,16 @@ from .base import Entry, Format, ParsedRequest, Reply, Side, media_tokens_and_te
 from .canonical import body_of, digest_of, plain, to_plain
 
 __all__ = [
-    "Entry", "Format", "ParsedRequest", "Reply", "Side",
-    "parse_request", "entry", "assemble", "parse_response", "text_of",
+    "Entry",
+    "Format",
+    "ParsedRequest",
+    "Reply",
+    "Side",
+    "parse_request",
+    "entry",
+    "assemble",
+    "parse_response",
+    "text_of",
 ]
 
 _MODULES = {Format.CHAT_COMPLETIONS: chat_completions, Format.RESPONSES: responses}
@@ -45,8 +53,9 @@ def parse_request(request: Any) -> ParsedRequest:
     if model is not None and not isinstance(model, str):
         raise InvalidRequestError(f"model must be a string, not {type(model).__name__}")
     if "messages" in request and "input" in request:
-        raise InvalidRequestError("a request has either messages (Chat Completions) or input "
-                                  "(Responses), not both")
+        raise InvalidRequestError(
+            "a request has either messages (Chat Completions) or input (Responses), not both"
+        )
     if "messages" in request:
         messages = request["messages"]
         if not isinstance(messages, list):
@@ -57,11 +66,19 @@ def parse_request(request: Any) -> ParsedRequest:
         items = responses.normalise_input(request["input"])
         instructions, history = responses.split(items)
         return ParsedRequest(Format.RESPONSES, request, instructions, history, model)
-    raise EmptyRequestError("the request has neither messages (Chat Completions) nor input (Responses)")
+    raise EmptyRequestError(
+        "the request has neither messages (Chat Completions) nor input (Responses)"
+    )
 
 
-def entry(fmt: Format, message: Any, where: str, known_calls: Callable[[str], bool],
-          body: bytes | None = None, digest: bytes | None = None) -> Entry:
+def entry(
+    fmt: Format,
+    message: Any,
+    where: str,
+    known_calls: Callable[[str], bool],
+    body: bytes | None = None,
+    digest: bytes | None = None,
+) -> Entry:
     """Validate one history message and collect what storing and counting it needs."""
     if body is None:
         body = body_of(message, where)
@@ -71,9 +88,17 @@ def entry(fmt: Format, message: Any, where: str, known_calls: Callable[[str], bo
     fixed = media_tokens_and_texts(msg, texts, _MEDIA) + C.TOKENS_PER_MESSAGE
     if isinstance(msg, dict) and "name" in msg:
         fixed += C.TOKENS_PER_NAME
-    return Entry(body=body, digest=digest if digest is not None else digest_of(msg, where),
-                 role=role, kind=kind, side=side, calls=calls, answers=answers,
-                 texts=texts, fixed_tokens=fixed)
+    return Entry(
+        body=body,
+        digest=digest if digest is not None else digest_of(msg, where),
+        role=role,
+        kind=kind,
+        side=side,
+        calls=calls,
+        answers=answers,
+        texts=texts,
+        fixed_tokens=fixed,
+    )
 
 
 def assemble(parsed: ParsedRequest, view: list[Any]) -> dict[str, Any]:
@@ -85,8 +110,10 @@ def parse_response(fmt: Format, response: Any) -> Reply:
     """The reply of a provider response in format `fmt`: an SDK object or a plain dict, or the
     chunks or events of a streamed one (see `streams`)."""
     if streams.is_async_stream(response):
-        raise InvalidResponseError("the response is an async stream: pass it to `await "
-                                   "mem.areport(...)`, or collect its chunks into a list first")
+        raise InvalidResponseError(
+            "the response is an async stream: pass it to `await "
+            "mem.areport(...)`, or collect its chunks into a list first"
+        )
     try:
         if streams.is_stream(response):
             data = streams.collect(fmt, [to_plain(e, "a streamed chunk") for e in response])
@@ -96,14 +123,19 @@ def parse_response(fmt: Format, response: Any) -> Reply:
         raise InvalidResponseError(str(exc)) from None
     if not isinstance(data, dict):
         raise InvalidResponseError(f"a response must be an object, not {type(data).__name__}")
-    looks_like = Format.CHAT_COMPLETIONS if "choices" in data else (
-        Format.RESPONSES if "output" in data else None)
+    looks_like = (
+        Format.CHAT_COMPLETIONS
+        if "choices" in data
+        else (Format.RESPONSES if "output" in data else None)
+    )
     if looks_like is None:
-        raise InvalidResponseError("the response has neither choices (Chat Completions) nor "
-                                   "output (Responses)")
+        raise InvalidResponseError(
+            "the response has neither choices (Chat Completions) nor output (Responses)"
+        )
     if looks_like is not fmt:
-        raise InvalidResponseError(f"a {looks_like.value} response was reported for a "
-                                   f"{fmt.value} request")
+        raise InvalidResponseError(
+            f"a {looks_like.value} response was reported for a {fmt.value} request"
+        )
     return _MODULES[fmt].reply(data)
 
 

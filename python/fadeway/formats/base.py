@@ -6,7 +6,15 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-__all__ = ["Format", "Side", "Classified", "Entry", "ParsedRequest", "Reply", "media_tokens_and_texts"]
+__all__ = [
+    "Format",
+    "Side",
+    "Classified",
+    "Entry",
+    "ParsedRequest",
+    "Reply",
+    "media_tokens_and_texts",
+]
 
 
 class Format(enum.StrEnum):
@@ -80,8 +88,20 @@ _MEDIA_KEYS = {
 }
 # Keys whose values are identifiers or opaque data, not text the model reads as tokens.
 _SKIP_KEYS = frozenset(
-    {"type", "role", "id", "status", "call_id", "tool_call_id", "detail", "format",
-     "encrypted_content", "approval_request_id", "annotations", "logprobs"}
+    {
+        "type",
+        "role",
+        "id",
+        "status",
+        "call_id",
+        "tool_call_id",
+        "detail",
+        "format",
+        "encrypted_content",
+        "approval_request_id",
+        "annotations",
+        "logprobs",
+    }
 )
 
 

@@ -5,7 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import InvalidMessageError, InvalidResponseError, UnknownRoleError, UnmatchedToolOutputError
+from ..errors import (
+    InvalidMessageError,
+    InvalidResponseError,
+    UnknownRoleError,
+    UnmatchedToolOutputError,
+)
 from .base import Classified, Reply, Side
 
 __all__ = ["ROLES", "split", "classify", "assemble", "reply"]

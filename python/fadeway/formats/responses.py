@@ -32,15 +32,36 @@ OUTPUT_REF = {
 }
 #: Item types the model produces (calls, reasoning, server-side tool runs).
 ASSISTANT_TYPES = frozenset(
-    {"function_call", "custom_tool_call", "computer_call", "local_shell_call", "shell_call",
-     "apply_patch_call", "tool_search_call", "reasoning", "web_search_call", "file_search_call",
-     "image_generation_call", "code_interpreter_call", "mcp_call", "mcp_list_tools",
-     "mcp_approval_request", "compaction", "additional_tools"}
+    {
+        "function_call",
+        "custom_tool_call",
+        "computer_call",
+        "local_shell_call",
+        "shell_call",
+        "apply_patch_call",
+        "tool_search_call",
+        "reasoning",
+        "web_search_call",
+        "file_search_call",
+        "image_generation_call",
+        "code_interpreter_call",
+        "mcp_call",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "compaction",
+        "additional_tools",
+    }
 )
 #: Calls the caller's own loop runs and answers with an output item.
 CLIENT_CALL_TYPES = frozenset(
-    {"function_call", "custom_tool_call", "computer_call", "local_shell_call", "shell_call",
-     "apply_patch_call"}
+    {
+        "function_call",
+        "custom_tool_call",
+        "computer_call",
+        "local_shell_call",
+        "shell_call",
+        "apply_patch_call",
+    }
 )
 _KNOWN_TYPES = sorted({"message", *OUTPUT_REF, *ASSISTANT_TYPES})
 
@@ -57,7 +78,9 @@ def normalise_input(value: Any) -> list[Any]:
         return [{"role": "user", "content": value}]
     if isinstance(value, list):
         return value
-    raise InvalidMessageError(f"input must be a string or a list of items, not {type(value).__name__}")
+    raise InvalidMessageError(
+        f"input must be a string or a list of items, not {type(value).__name__}"
+    )
 
 
 def split(items: list[Any]) -> tuple[list[Any], list[Any]]:
@@ -141,11 +164,14 @@ def reply(response: dict[str, Any]) -> Reply:
         # A model's output messages are always the assistant's; any other role stored from a
         # reply would stand in every later request as the caller's own words.
         kind = item.get("type")
-        if (kind == "message" or (kind is None and "role" in item)) \
-                and item.get("role") != "assistant":
-            raise InvalidResponseError(f"response output item {i} is a message of role "
-                                       f"{item.get('role')!r}; output messages are the "
-                                       "assistant's")
+        if (kind == "message" or (kind is None and "role" in item)) and item.get(
+            "role"
+        ) != "assistant":
+            raise InvalidResponseError(
+                f"response output item {i} is a message of role "
+                f"{item.get('role')!r}; output messages are the "
+                "assistant's"
+            )
     texts = [
         part.get("text", "")
         for item in items

@@ -44,9 +44,11 @@ _TERMINAL = frozenset({"response.completed", "response.incomplete"})
 def is_stream(response: Any) -> bool:
     """Whether `response` is a stream of chunks or events (an iterable that is not itself one
     JSON object or an SDK model)."""
-    return (isinstance(response, Iterable)
-            and not isinstance(response, (Mapping, str, bytes, bytearray))
-            and not callable(getattr(response, "model_dump", None)))
+    return (
+        isinstance(response, Iterable)
+        and not isinstance(response, (Mapping, str, bytes, bytearray))
+        and not callable(getattr(response, "model_dump", None))
+    )
 
 
 def is_async_stream(response: Any) -> bool:
@@ -57,12 +59,14 @@ def is_async_stream(response: Any) -> bool:
 def collect(fmt: Format, events: list[Any]) -> dict[str, Any]:
     """The response that `events` (plain JSON values, in the order received) stand for."""
     if not events:
-        raise InvalidResponseError("the streamed response is empty: pass the chunks or events "
-                                   "the stream yielded")
+        raise InvalidResponseError(
+            "the streamed response is empty: pass the chunks or events the stream yielded"
+        )
     for i, event in enumerate(events):
         if not isinstance(event, dict):
             raise InvalidResponseError(
-                f"item {i} of the streamed response is a {type(event).__name__}, not an object")
+                f"item {i} of the streamed response is a {type(event).__name__}, not an object"
+            )
     return _chat(events) if fmt is Format.CHAT_COMPLETIONS else _responses(events)
 
 
@@ -74,6 +78,7 @@ def _error_text(error: Any) -> str:
 
 # -- Chat Completions -----------------------------------------------------------------------
 
+
 def _chat(chunks: list[dict[str, Any]]) -> dict[str, Any]:
     head: dict[str, Any] = {}
     choices: dict[int, dict[str, Any]] = {}
@@ -82,15 +87,20 @@ def _chat(chunks: list[dict[str, Any]]) -> dict[str, Any]:
     for i, chunk in enumerate(chunks):
         if chunk.get("error"):
             raise InvalidResponseError(
-                f"chunk {i} of the stream is an error: {_error_text(chunk['error'])}")
+                f"chunk {i} of the stream is an error: {_error_text(chunk['error'])}"
+            )
         parts = chunk.get("choices", [])
         # Azure's first chunk (prompt filter results) and its content filter chunks have a
         # blank object and no choices; a usage chunk may have no choices key at all.
-        if (not isinstance(parts, list) or "type" in chunk
-                or chunk.get("object") not in (None, "", "chat.completion.chunk")):
+        if (
+            not isinstance(parts, list)
+            or "type" in chunk
+            or chunk.get("object") not in (None, "", "chat.completion.chunk")
+        ):
             raise InvalidResponseError(
                 f"chunk {i} of the stream is not a chat.completion.chunk (a Responses event "
-                "for a Chat Completions request?)")
+                "for a Chat Completions request?)"
+            )
         for key in ("id", "created", "model", "service_tier", "system_fingerprint"):
             if chunk.get(key):
                 head.setdefault(key, chunk[key])
@@ -99,10 +109,12 @@ def _chat(chunks: list[dict[str, Any]]) -> dict[str, Any]:
         for part in parts:
             index = part.get("index", 0) if isinstance(part, dict) else None
             if not isinstance(index, int):
-                raise InvalidResponseError(f"chunk {i} of the stream holds a choice without an "
-                                           "integer index")
-            choice = choices.setdefault(index, {"index": index, "message": {},
-                                                "finish_reason": None})
+                raise InvalidResponseError(
+                    f"chunk {i} of the stream holds a choice without an integer index"
+                )
+            choice = choices.setdefault(
+                index, {"index": index, "message": {}, "finish_reason": None}
+            )
             delta = part.get("delta")
             if isinstance(delta, dict):
                 for call in delta.get("tool_calls") or []:
@@ -128,14 +140,17 @@ def _chat(chunks: list[dict[str, Any]]) -> dict[str, Any]:
             if message.pop("function_call", None) is not None:
                 cut.append("function_call")
             if cut:
-                log.warning("a streamed reply ended before its finish reason; its tool calls "
-                            "%s are left out (they may be cut short)", cut)
+                log.warning(
+                    "a streamed reply ended before its finish reason; its tool calls "
+                    "%s are left out (they may be cut short)",
+                    cut,
+                )
             if index == min(choices) and not message.get("content") and not message.get("refusal"):
                 raise InvalidResponseError(
                     "the stream ended before its reply was complete (no finish reason) and "
-                    "holds no text: pass every chunk the stream yielded")
-    out = {"object": "chat.completion", **head,
-           "choices": [choices[k] for k in sorted(choices)]}
+                    "holds no text: pass every chunk the stream yielded"
+                )
+    out = {"object": "chat.completion", **head, "choices": [choices[k] for k in sorted(choices)]}
     if usage is not None:
         out["usage"] = usage
     return out
@@ -187,6 +202,7 @@ def _join(acc: dict[str, Any], delta: dict[str, Any]) -> None:
 
 # -- Responses ------------------------------------------------------------------------------
 
+
 def _responses(events: list[dict[str, Any]]) -> dict[str, Any]:
     done: dict[int, Any] = {}
     for i, event in enumerate(events):
@@ -194,7 +210,8 @@ def _responses(events: list[dict[str, Any]]) -> dict[str, Any]:
         if not isinstance(kind, str) or "choices" in event:
             raise InvalidResponseError(
                 f"item {i} of the stream is not a Responses event (a Chat Completions chunk "
-                "for a Responses request?)")
+                "for a Responses request?)"
+            )
         if kind in _TERMINAL and isinstance(event.get("response"), dict):
             return event["response"]
         if kind == "response.failed":
@@ -208,6 +225,6 @@ def _responses(events: list[dict[str, Any]]) -> dict[str, Any]:
     if not done:
         raise InvalidResponseError(
             "the stream ended before its response was complete and finished no output item; "
-            "pass every event the stream yielded, up to response.completed")
-    return {"object": "response", "status": "incomplete",
-            "output": [done[k] for k in sorted(done)]}
+            "pass every event the stream yielded, up to response.completed"
+        )
+    return {"object": "response", "status": "incomplete", "output": [done[k] for k in sorted(done)]}

@@ -11,12 +11,28 @@ from .llm import ENV_PREFIX, BatchSizes, LLMJudge
 from .offline import OfflineJudge
 from .scripted import ScriptedJudge
 
-__all__ = ["Answer", "BatchSizes", "Boundaries", "FactText", "Judge", "JudgeTimeout",
-           "LLMJudge", "OfflineJudge", "Relation", "ScriptedJudge", "UnitText", "judge_from"]
+__all__ = [
+    "Answer",
+    "BatchSizes",
+    "Boundaries",
+    "FactText",
+    "Judge",
+    "JudgeTimeout",
+    "LLMJudge",
+    "OfflineJudge",
+    "Relation",
+    "ScriptedJudge",
+    "UnitText",
+    "judge_from",
+]
 
 
-def judge_from(spec: Judge | str | None = None, *, model: str | None = None,
-               environ: Mapping[str, str] | None = None) -> Judge:
+def judge_from(
+    spec: Judge | str | None = None,
+    *,
+    model: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Judge:
     """The judge `spec` names.
 
     - None or `"offline"`: the offline judge (no network, no key);
@@ -35,8 +51,11 @@ def judge_from(spec: Judge | str | None = None, *, model: str | None = None,
 
         env = os.environ if environ is None else environ
         model = model or env.get(f"{ENV_PREFIX}_MODEL", "").strip() or None
-        endpoint = Endpoint(spec, model=model,
-                            api_key=env.get(f"{ENV_PREFIX}_API_KEY", "").strip() or None)
+        endpoint = Endpoint(
+            spec, model=model, api_key=env.get(f"{ENV_PREFIX}_API_KEY", "").strip() or None
+        )
         return LLMJudge(endpoint, model=model)
-    raise ValueError(f"unknown judge {spec!r}; allowed: 'offline' (or None), an http(s):// URL "
-                     "of an OpenAI-compatible API, or a Judge")
+    raise ValueError(
+        f"unknown judge {spec!r}; allowed: 'offline' (or None), an http(s):// URL "
+        "of an OpenAI-compatible API, or a Judge"
+    )

@@ -42,8 +42,20 @@ from dataclasses import dataclass
 
 from ..errors import FadewayError
 
-__all__ = ["Judge", "JudgeTimeout", "UnitText", "Boundaries", "Answer", "FactText", "Relation",
-           "RELATIONS", "UNRELATED", "RELATED", "RELEVANT", "CENTRAL"]
+__all__ = [
+    "Judge",
+    "JudgeTimeout",
+    "UnitText",
+    "Boundaries",
+    "Answer",
+    "FactText",
+    "Relation",
+    "RELATIONS",
+    "UNRELATED",
+    "RELATED",
+    "RELEVANT",
+    "CENTRAL",
+]
 
 
 class JudgeTimeout(FadewayError, TimeoutError):
@@ -70,8 +82,9 @@ class Boundaries:
         """Score of each gap between units j and j+1: unit j ends a concept, j+1 starts one.
 
         A unit without an answer counts 0.0 there: it neither draws a cut nor blocks one."""
-        return [(self.last[j] or 0.0) + (self.first[j + 1] or 0.0)
-                for j in range(len(self.first) - 1)]
+        return [
+            (self.last[j] or 0.0) + (self.first[j + 1] or 0.0) for j in range(len(self.first) - 1)
+        ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,9 +125,14 @@ class Judge(abc.ABC):
         """Release what the judge holds (an LLM judge's connections); the engine calls it."""
 
     @abc.abstractmethod
-    async def boundaries(self, units: Sequence[UnitText], *, before: Sequence[UnitText] = (),
-                         after: Sequence[UnitText] = (),
-                         deadline: float | None = None) -> Boundaries:
+    async def boundaries(
+        self,
+        units: Sequence[UnitText],
+        *,
+        before: Sequence[UnitText] = (),
+        after: Sequence[UnitText] = (),
+        deadline: float | None = None,
+    ) -> Boundaries:
         """Score `units` as first and last messages of a concept.
 
         `before` and `after` are the units around them, given as context only: they are not
@@ -122,29 +140,34 @@ class Judge(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def about(self, facts: Sequence[str], episodes: Sequence[str], *,
-                    deadline: float | None = None) -> list[list[Answer | None]]:
+    async def about(
+        self, facts: Sequence[str], episodes: Sequence[str], *, deadline: float | None = None
+    ) -> list[list[Answer | None]]:
         """For each fact, for each episode (its text): is this fact about that episode?"""
 
     @abc.abstractmethod
-    async def relate(self, pairs: Sequence[tuple[FactText, FactText]], *,
-                     deadline: float | None = None) -> list[Relation | None]:
+    async def relate(
+        self, pairs: Sequence[tuple[FactText, FactText]], *, deadline: float | None = None
+    ) -> list[Relation | None]:
         """For each (new fact, held fact): "same" (a restatement), "contradicts" (the new one
         makes the held one no longer true) or "unrelated"."""
 
     @abc.abstractmethod
-    async def same_entity(self, pairs: Sequence[tuple[str, str]], *,
-                          deadline: float | None = None) -> list[bool | None]:
+    async def same_entity(
+        self, pairs: Sequence[tuple[str, str]], *, deadline: float | None = None
+    ) -> list[bool | None]:
         """For each pair of names: do they name the same entity?"""
 
     @abc.abstractmethod
-    async def levels(self, facts: Sequence[FactText], dialogue: str, *,
-                     deadline: float | None = None) -> list[int | None]:
+    async def levels(
+        self, facts: Sequence[FactText], dialogue: str, *, deadline: float | None = None
+    ) -> list[int | None]:
         """For each fact, how it bears on the recent `dialogue` (ending with the newest
         message): UNRELATED (0), RELATED (1), RELEVANT (2) or CENTRAL (3)."""
 
     @abc.abstractmethod
-    async def distill(self, facts: Sequence[FactText], conversation: str, *,
-                      deadline: float | None = None) -> list[bool | None]:
+    async def distill(
+        self, facts: Sequence[FactText], conversation: str, *, deadline: float | None = None
+    ) -> list[bool | None]:
         """For each fact recalled for a turn: keep it? Yes when it was relevant to the turn's
         `conversation` (the message and the reply) and the conversation did not already say it."""

@@ -82,8 +82,9 @@ class BatchSizes:
     def __post_init__(self) -> None:
         for f in fields(self):
             if getattr(self, f.name) < 1:
-                raise ValueError(f"batch size {f.name} must be at least 1, not "
-                                 f"{getattr(self, f.name)}")
+                raise ValueError(
+                    f"batch size {f.name} must be at least 1, not {getattr(self, f.name)}"
+                )
 
 
 # -- the answers' shapes ------------------------------------------------------------------------
@@ -170,7 +171,7 @@ def clip(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     keep = max(0, limit - len(ELISION))
-    return text[:keep - keep // 3] + ELISION + text[len(text) - keep // 3:]
+    return text[: keep - keep // 3] + ELISION + text[len(text) - keep // 3 :]
 
 
 def _one_line(text: str, limit: int = ITEM_CHARS) -> str:
@@ -184,8 +185,11 @@ def _unit_line(unit: UnitText, i: int | None) -> str:
 
 def _fact(fact: FactText) -> str:
     """A fact as a prompt shows it: its sentence, then its two entities in brackets."""
-    entities = (f" [{_one_line(fact.subject)}; {_one_line(fact.object)}]"
-                if fact.subject or fact.object else "")
+    entities = (
+        f" [{_one_line(fact.subject)}; {_one_line(fact.object)}]"
+        if fact.subject or fact.object
+        else ""
+    )
     return f"{_one_line(fact.text)}{entities}"
 
 
@@ -208,18 +212,27 @@ def _json_object(text: Any) -> Any:
 class LLMJudge(Judge):
     """The judgments asked of `model` at `endpoint` (an OpenAI-compatible API root)."""
 
-    def __init__(self, endpoint: Endpoint, *, model: str | None = None,
-                 structured: Structured = "auto", batch: BatchSizes | None = None,
-                 max_concurrency: int = MAX_CONCURRENCY, temperature: float | None = 0.0,
-                 extra: Mapping[str, Any] | None = None,
-                 path: str = "chat/completions") -> None:
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        *,
+        model: str | None = None,
+        structured: Structured = "auto",
+        batch: BatchSizes | None = None,
+        max_concurrency: int = MAX_CONCURRENCY,
+        temperature: float | None = 0.0,
+        extra: Mapping[str, Any] | None = None,
+        path: str = "chat/completions",
+    ) -> None:
         model = model or endpoint.model
         if not model:
-            raise EndpointError(f"no judge model for {endpoint.base_url}: pass model= or set "
-                                f"{ENV_PREFIX}_MODEL")
+            raise EndpointError(
+                f"no judge model for {endpoint.base_url}: pass model= or set {ENV_PREFIX}_MODEL"
+            )
         if structured not in ("auto", "json_schema", "tool"):
-            raise ValueError(f"structured must be 'auto', 'json_schema' or 'tool', not "
-                             f"{structured!r}")
+            raise ValueError(
+                f"structured must be 'auto', 'json_schema' or 'tool', not {structured!r}"
+            )
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be at least 1, not {max_concurrency}")
         self.endpoint = endpoint
@@ -233,18 +246,30 @@ class LLMJudge(Judge):
         self.path = path
         # "tool" once an "auto" judge has seen the endpoint refuse response_format.
         self._mode: Literal["json_schema", "tool"] = (
-            "tool" if structured == "tool" else "json_schema")
+            "tool" if structured == "tool" else "json_schema"
+        )
 
     @classmethod
-    def from_env(cls, *, model: str | None = None, environ: Mapping[str, str] | None = None,
-                 structured: Structured = "auto", batch: BatchSizes | None = None,
-                 max_concurrency: int = MAX_CONCURRENCY,
-                 **endpoint_settings: Any) -> LLMJudge:
+    def from_env(
+        cls,
+        *,
+        model: str | None = None,
+        environ: Mapping[str, str] | None = None,
+        structured: Structured = "auto",
+        batch: BatchSizes | None = None,
+        max_concurrency: int = MAX_CONCURRENCY,
+        **endpoint_settings: Any,
+    ) -> LLMJudge:
         """From FADEWAY_JUDGE_BASE_URL, _MODEL (unless `model` is given) and _API_KEY."""
         env = os.environ if environ is None else environ
         endpoint = Endpoint.from_env(ENV_PREFIX, environ=env, **endpoint_settings)
-        return cls(endpoint, model=model, structured=structured, batch=batch,
-                   max_concurrency=max_concurrency)
+        return cls(
+            endpoint,
+            model=model,
+            structured=structured,
+            batch=batch,
+            max_concurrency=max_concurrency,
+        )
 
     def __repr__(self) -> str:
         return f"LLMJudge({self.endpoint!r}, model={self.model!r}, mode={self._mode!r})"
@@ -259,45 +284,61 @@ class LLMJudge(Judge):
 
     # -- judgments ------------------------------------------------------------------------------
 
-    async def boundaries(self, units: Sequence[UnitText], *, before: Sequence[UnitText] = (),
-                         after: Sequence[UnitText] = (),
-                         deadline: float | None = None) -> Boundaries:
+    async def boundaries(
+        self,
+        units: Sequence[UnitText],
+        *,
+        before: Sequence[UnitText] = (),
+        after: Sequence[UnitText] = (),
+        deadline: float | None = None,
+    ) -> Boundaries:
         every = [*before, *units, *after]
         lo, size, ctx = len(before), self.batch.boundaries, BOUNDARY_CONTEXT_UNITS
 
         def window(a: int, b: int) -> Callable[[], Awaitable[dict[int, tuple[float, float]]]]:
             def render(ids: Sequence[int]) -> tuple[str, set[int]]:
                 shown = set(ids)
-                lines = [_unit_line(every[lo + a + i - 1], i if i in shown else None)
-                         for i in range(1, b - a + 1)]
-                prior = [_unit_line(u, None) for u in every[max(0, lo + a - ctx):lo + a]]
-                later = [_unit_line(u, None) for u in every[lo + b:lo + b + ctx]]
+                lines = [
+                    _unit_line(every[lo + a + i - 1], i if i in shown else None)
+                    for i in range(1, b - a + 1)
+                ]
+                prior = [_unit_line(u, None) for u in every[max(0, lo + a - ctx) : lo + a]]
+                later = [_unit_line(u, None) for u in every[lo + b : lo + b + ctx]]
                 return P.BOUNDARIES.user.format(
-                    before="\n".join(prior) or "(none)", units="\n".join(lines),
-                    after="\n".join(later) or "(none)"), shown
+                    before="\n".join(prior) or "(none)",
+                    units="\n".join(lines),
+                    after="\n".join(later) or "(none)",
+                ), shown
 
             def read(item: _BoundaryItem) -> tuple[int, tuple[float, float]]:
                 return item.id, (item.first, item.last)
 
-            return lambda: self._judge(P.BOUNDARIES, _BoundaryItem, list(range(1, b - a + 1)),
-                                       render, read, deadline)
+            return lambda: self._judge(
+                P.BOUNDARIES, _BoundaryItem, list(range(1, b - a + 1)), render, read, deadline
+            )
 
         starts = range(0, len(units), size)
         found = await self._gather([window(a, min(a + size, len(units))) for a in starts])
-        scores = [got.get(i - a) for a, got in zip(starts, found, strict=True)
-                  for i in range(a + 1, min(a + size, len(units)) + 1)]
-        return Boundaries([s[0] if s else None for s in scores],
-                          [s[1] if s else None for s in scores])
+        scores = [
+            got.get(i - a)
+            for a, got in zip(starts, found, strict=True)
+            for i in range(a + 1, min(a + size, len(units)) + 1)
+        ]
+        return Boundaries(
+            [s[0] if s else None for s in scores], [s[1] if s else None for s in scores]
+        )
 
-    async def about(self, facts: Sequence[str], episodes: Sequence[str], *,
-                    deadline: float | None = None) -> list[list[Answer | None]]:
+    async def about(
+        self, facts: Sequence[str], episodes: Sequence[str], *, deadline: float | None = None
+    ) -> list[list[Answer | None]]:
         if not facts or not episodes:
             return [[] for _ in facts]
         texts = [clip(e, EPISODE_CHARS) for e in episodes]
         groups: list[list[int]] = [[]]
         for e, text in enumerate(texts):
-            if groups[-1] and (sum(len(texts[x]) for x in groups[-1]) + len(text)
-                               > self.batch.about_episode_chars):
+            if groups[-1] and (
+                sum(len(texts[x]) for x in groups[-1]) + len(text) > self.batch.about_episode_chars
+            ):
                 groups.append([])
             groups[-1].append(e)
         jobs, spans = [], []
@@ -314,15 +355,21 @@ class LLMJudge(Judge):
                 out[fs[fi - 1]][group[ei - 1]] = answer
         return out
 
-    def _about_call(self, facts: Sequence[str], texts: Sequence[str], fs: list[int],
-                    group: list[int], deadline: float | None
-                    ) -> Callable[[], Awaitable[dict[tuple[int, int], Answer]]]:
+    def _about_call(
+        self,
+        facts: Sequence[str],
+        texts: Sequence[str],
+        fs: list[int],
+        group: list[int],
+        deadline: float | None,
+    ) -> Callable[[], Awaitable[dict[tuple[int, int], Answer]]]:
         def render(pairs: Sequence[tuple[int, int]]) -> tuple[str, set[tuple[int, int]]]:
             f_ids = sorted({f for f, _ in pairs})
             e_ids = sorted({e for _, e in pairs})
             text = P.ABOUT.user.format(
                 facts="\n".join(f"[{f}] {_one_line(facts[fs[f - 1]])}" for f in f_ids),
-                episodes="\n\n".join(f"[{e}]\n{texts[group[e - 1]]}" for e in e_ids))
+                episodes="\n\n".join(f"[{e}]\n{texts[group[e - 1]]}" for e in e_ids),
+            )
             return text, set(itertools.product(f_ids, e_ids))
 
         def read(item: _AboutItem) -> tuple[tuple[int, int], Answer]:
@@ -331,58 +378,110 @@ class LLMJudge(Judge):
         keys = list(itertools.product(range(1, len(fs) + 1), range(1, len(group) + 1)))
         return lambda: self._judge(P.ABOUT, _AboutItem, keys, render, read, deadline)
 
-    async def relate(self, pairs: Sequence[tuple[FactText, FactText]], *,
-                     deadline: float | None = None) -> list[Relation | None]:
+    async def relate(
+        self, pairs: Sequence[tuple[FactText, FactText]], *, deadline: float | None = None
+    ) -> list[Relation | None]:
         return await self._listed(
-            P.RELATE, _RelateItem, pairs, self.batch.relate,
-            lambda items: {"pairs": "\n\n".join(
-                f"[{i}]\nnew: {_fact(new)}\nheld: {_fact(held)}" for i, (new, held) in items)},
-            lambda item: item.relation, deadline)
+            P.RELATE,
+            _RelateItem,
+            pairs,
+            self.batch.relate,
+            lambda items: {
+                "pairs": "\n\n".join(
+                    f"[{i}]\nnew: {_fact(new)}\nheld: {_fact(held)}" for i, (new, held) in items
+                )
+            },
+            lambda item: item.relation,
+            deadline,
+        )
 
-    async def same_entity(self, pairs: Sequence[tuple[str, str]], *,
-                          deadline: float | None = None) -> list[bool | None]:
+    async def same_entity(
+        self, pairs: Sequence[tuple[str, str]], *, deadline: float | None = None
+    ) -> list[bool | None]:
         return await self._listed(
-            P.SAME_ENTITY, _SameItem, pairs, self.batch.same_entity,
-            lambda items: {"pairs": "\n".join(
-                f"[{i}] {msgspec.json.encode(_one_line(a)).decode()} | "
-                f"{msgspec.json.encode(_one_line(b)).decode()}" for i, (a, b) in items)},
-            lambda item: item.same, deadline)
+            P.SAME_ENTITY,
+            _SameItem,
+            pairs,
+            self.batch.same_entity,
+            lambda items: {
+                "pairs": "\n".join(
+                    f"[{i}] {msgspec.json.encode(_one_line(a)).decode()} | "
+                    f"{msgspec.json.encode(_one_line(b)).decode()}"
+                    for i, (a, b) in items
+                )
+            },
+            lambda item: item.same,
+            deadline,
+        )
 
-    async def levels(self, facts: Sequence[FactText], dialogue: str, *,
-                     deadline: float | None = None) -> list[int | None]:
+    async def levels(
+        self, facts: Sequence[FactText], dialogue: str, *, deadline: float | None = None
+    ) -> list[int | None]:
         recent = dialogue[-DIALOGUE_CHARS:]
         return await self._listed(
-            P.LEVELS, _LevelItem, facts, self.batch.levels,
-            lambda items: {"dialogue": recent,
-                           "facts": "\n".join(f"[{i}] {_fact(f)}" for i, f in items)},
-            lambda item: item.level, deadline)
+            P.LEVELS,
+            _LevelItem,
+            facts,
+            self.batch.levels,
+            lambda items: {
+                "dialogue": recent,
+                "facts": "\n".join(f"[{i}] {_fact(f)}" for i, f in items),
+            },
+            lambda item: item.level,
+            deadline,
+        )
 
-    async def distill(self, facts: Sequence[FactText], conversation: str, *,
-                      deadline: float | None = None) -> list[bool | None]:
+    async def distill(
+        self, facts: Sequence[FactText], conversation: str, *, deadline: float | None = None
+    ) -> list[bool | None]:
         exchange = clip(conversation, DIALOGUE_CHARS)
         return await self._listed(
-            P.DISTILL, _DistillItem, facts, self.batch.distill,
-            lambda items: {"conversation": exchange,
-                           "items": "\n".join(f"[{i}] {_one_line(f.text)}" for i, f in items)},
-            lambda item: item.keep, deadline)
+            P.DISTILL,
+            _DistillItem,
+            facts,
+            self.batch.distill,
+            lambda items: {
+                "conversation": exchange,
+                "items": "\n".join(f"[{i}] {_one_line(f.text)}" for i, f in items),
+            },
+            lambda item: item.keep,
+            deadline,
+        )
 
     # -- the machinery ----------------------------------------------------------------------------
 
-    async def _listed(self, prompt: P.Prompt, item_type: type, items: Sequence[Any], size: int,
-                      fields: Callable[[list[tuple[int, Any]]], dict[str, str]],
-                      value: Callable[[Any], V], deadline: float | None) -> list[V | None]:
+    async def _listed(
+        self,
+        prompt: P.Prompt,
+        item_type: type,
+        items: Sequence[Any],
+        size: int,
+        fields: Callable[[list[tuple[int, Any]]], dict[str, str]],
+        value: Callable[[Any], V],
+        deadline: float | None,
+    ) -> list[V | None]:
         """A judgment of a plain list of items, `size` per call, ids 1.. within each call."""
+
         def call(chunk: Sequence[Any]) -> Callable[[], Awaitable[dict[int, V]]]:
             def render(ids: Sequence[int]) -> tuple[str, set[int]]:
                 return prompt.user.format(**fields([(i, chunk[i - 1]) for i in ids])), set(ids)
 
-            return lambda: self._judge(prompt, item_type, list(range(1, len(chunk) + 1)),
-                                       render, lambda item: (item.id, value(item)), deadline)
+            return lambda: self._judge(
+                prompt,
+                item_type,
+                list(range(1, len(chunk) + 1)),
+                render,
+                lambda item: (item.id, value(item)),
+                deadline,
+            )
 
-        chunks = [items[a:a + size] for a in range(0, len(items), size)]
+        chunks = [items[a : a + size] for a in range(0, len(items), size)]
         found = await self._gather([call(c) for c in chunks])
-        return [got.get(i) for chunk, got in zip(chunks, found, strict=True)
-                for i in range(1, len(chunk) + 1)]
+        return [
+            got.get(i)
+            for chunk, got in zip(chunks, found, strict=True)
+            for i in range(1, len(chunk) + 1)
+        ]
 
     async def _gather(self, jobs: Sequence[Callable[[], Awaitable[V]]]) -> list[V]:
         """Run the calls, at most `max_concurrency` at once; one failure stops the others."""
@@ -403,10 +502,15 @@ class LLMJudge(Judge):
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
 
-    async def _judge(self, prompt: P.Prompt, item_type: type, keys: list[K],
-                     render: Callable[[Sequence[K]], tuple[str, set[K]]],
-                     read: Callable[[Any], tuple[K, V]],
-                     deadline: float | None) -> dict[K, V]:
+    async def _judge(
+        self,
+        prompt: P.Prompt,
+        item_type: type,
+        keys: list[K],
+        render: Callable[[Sequence[K]], tuple[str, set[K]]],
+        read: Callable[[Any], tuple[K, V]],
+        deadline: float | None,
+    ) -> dict[K, V]:
         """Ask about `keys`; ask once more about those the answer left out; the rest: no answer."""
         got: dict[K, V] = {}
         missing = keys
@@ -420,30 +524,50 @@ class LLMJudge(Judge):
             missing = [k for k in missing if k not in got]
             if not missing:
                 return got
-        log.warning("judge:%s (%s): no answer for %d of %d items after a retry; they count as "
-                    "no answer", prompt.name, self.model, len(missing), len(keys))
+        log.warning(
+            "judge:%s (%s): no answer for %d of %d items after a retry; they count as no answer",
+            prompt.name,
+            self.model,
+            len(missing),
+            len(keys),
+        )
         return got
 
-    def _read(self, prompt: P.Prompt, item_type: type, answer: Any, given: set[K],
-              read: Callable[[Any], tuple[K, V]]) -> dict[K, V]:
+    def _read(
+        self,
+        prompt: P.Prompt,
+        item_type: type,
+        answer: Any,
+        given: set[K],
+        read: Callable[[Any], tuple[K, V]],
+    ) -> dict[K, V]:
         """The answer's items, all or nothing: empty when it breaks the schema or names an id
         it was not given (or one twice)."""
         if not isinstance(answer, dict) or not isinstance(answer.get(prompt.key), list):
-            log.warning("judge:%s: the answer is not a JSON object with a %r list; it is "
-                        "discarded", prompt.name, prompt.key)
+            log.warning(
+                "judge:%s: the answer is not a JSON object with a %r list; it is discarded",
+                prompt.name,
+                prompt.key,
+            )
             return {}
         try:
             items = msgspec.convert(answer[prompt.key], list[item_type])  # type: ignore[valid-type]
         except msgspec.ValidationError as exc:
-            log.warning("judge:%s: the answer breaks its schema (%s); it is discarded",
-                        prompt.name, exc)
+            log.warning(
+                "judge:%s: the answer breaks its schema (%s); it is discarded", prompt.name, exc
+            )
             return {}
         out: dict[K, V] = {}
         for item in items:
             key, value = read(item)
             if key not in given or key in out:
-                log.warning("judge:%s: the answer names %s %r, %s; it is discarded", prompt.name,
-                            "id", key, "not one it was given" if key not in given else "twice")
+                log.warning(
+                    "judge:%s: the answer names %s %r, %s; it is discarded",
+                    prompt.name,
+                    "id",
+                    key,
+                    "not one it was given" if key not in given else "twice",
+                )
                 return {}
             out[key] = value
         return out
@@ -454,41 +578,67 @@ class LLMJudge(Judge):
         start = time.perf_counter()
         try:
             completion = await self.endpoint.post_json(
-                self.path, self._payload(prompt, user, mode), deadline=deadline,
-                response_type=ChatCompletion)
+                self.path,
+                self._payload(prompt, user, mode),
+                deadline=deadline,
+                response_type=ChatCompletion,
+            )
         except EndpointTimeout as exc:
-            raise JudgeTimeout(f"judge:{prompt.name} ({self.model}) did not answer by its "
-                               f"deadline: {exc}") from exc
+            raise JudgeTimeout(
+                f"judge:{prompt.name} ({self.model}) did not answer by its deadline: {exc}"
+            ) from exc
         except EndpointResponseError as exc:
             usage.record(f"judge:{prompt.name}", self.model, 0, 0, time.perf_counter() - start)
             log.warning("judge:%s: %s", prompt.name, exc)
             return None
         except EndpointError as exc:
-            if (self.structured == "auto" and mode == "json_schema" and exc.status == 400
-                    and "response_format" in str(exc).lower()):
-                log.warning("judge (%s): the endpoint refused response_format (%s); asking for "
-                            "a tool call from now on", self.model, exc)
+            if (
+                self.structured == "auto"
+                and mode == "json_schema"
+                and exc.status == 400
+                and "response_format" in str(exc).lower()
+            ):
+                log.warning(
+                    "judge (%s): the endpoint refused response_format (%s); asking for "
+                    "a tool call from now on",
+                    self.model,
+                    exc,
+                )
                 self._mode = "tool"
                 return await self._ask(prompt, user, deadline)
             raise
-        usage.record(f"judge:{prompt.name}", self.model, *completion.tokens,
-                     time.perf_counter() - start)
+        usage.record(
+            f"judge:{prompt.name}", self.model, *completion.tokens, time.perf_counter() - start
+        )
         return self._answer_of(completion, mode)
 
     def _payload(self, prompt: P.Prompt, user: str, mode: str) -> dict[str, Any]:
         payload: dict[str, Any] = {
             "model": self.model,
-            "messages": [{"role": "system", "content": prompt.system},
-                         {"role": "user", "content": user}]}
+            "messages": [
+                {"role": "system", "content": prompt.system},
+                {"role": "user", "content": user},
+            ],
+        }
         if self.temperature is not None:
             payload["temperature"] = self.temperature
         if mode == "json_schema":
-            payload["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": prompt.name, "schema": prompt.schema, "strict": True}}
+            payload["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": prompt.name, "schema": prompt.schema, "strict": True},
+            }
         else:
-            payload["tools"] = [{"type": "function", "function": {
-                "name": prompt.name, "description": P.TOOL_DESCRIPTION,
-                "parameters": prompt.schema, "strict": True}}]
+            payload["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": prompt.name,
+                        "description": P.TOOL_DESCRIPTION,
+                        "parameters": prompt.schema,
+                        "strict": True,
+                    },
+                }
+            ]
             payload["tool_choice"] = {"type": "function", "function": {"name": prompt.name}}
         payload.update(self.extra)
         return payload

@@ -17,8 +17,13 @@ from .. import _constants as C
 from .. import _core, cohesion
 from .base import Answer, Boundaries, FactText, Judge, Relation, UnitText
 
-__all__ = ["OfflineJudge", "relate_offline", "same_entity_offline", "levels_offline",
-           "distill_offline"]
+__all__ = [
+    "OfflineJudge",
+    "relate_offline",
+    "same_entity_offline",
+    "levels_offline",
+    "distill_offline",
+]
 
 
 class OfflineJudge(Judge):
@@ -27,16 +32,22 @@ class OfflineJudge(Judge):
     name = "offline"
     ready = True
 
-    async def boundaries(self, units: Sequence[UnitText], *, before: Sequence[UnitText] = (),
-                         after: Sequence[UnitText] = (),
-                         deadline: float | None = None) -> Boundaries:
+    async def boundaries(
+        self,
+        units: Sequence[UnitText],
+        *,
+        before: Sequence[UnitText] = (),
+        after: Sequence[UnitText] = (),
+        deadline: float | None = None,
+    ) -> Boundaries:
         texts = [u.text for u in (*before, *units, *after)]
         first, last = cohesion.boundary_scores(texts)
         lo, hi = len(before), len(before) + len(units)
         return Boundaries(first[lo:hi].tolist(), last[lo:hi].tolist())
 
-    async def about(self, facts: Sequence[str], episodes: Sequence[str], *,
-                    deadline: float | None = None) -> list[list[Answer | None]]:
+    async def about(
+        self, facts: Sequence[str], episodes: Sequence[str], *, deadline: float | None = None
+    ) -> list[list[Answer | None]]:
         if not facts or not episodes:
             return [[] for _ in facts]
         # An episode holds several messages ("\n\n" between them); a fact is about the
@@ -53,27 +64,31 @@ class OfflineJudge(Judge):
         best = np.clip(best, -1.0, 1.0)
         return [[Answer(bool(c >= C.ABOUT_THRESHOLD), float(c)) for c in row] for row in best]
 
-    async def relate(self, pairs: Sequence[tuple[FactText, FactText]], *,
-                     deadline: float | None = None) -> list[Relation | None]:
+    async def relate(
+        self, pairs: Sequence[tuple[FactText, FactText]], *, deadline: float | None = None
+    ) -> list[Relation | None]:
         return [relate_offline(new, held) for new, held in pairs]
 
-    async def same_entity(self, pairs: Sequence[tuple[str, str]], *,
-                          deadline: float | None = None) -> list[bool | None]:
+    async def same_entity(
+        self, pairs: Sequence[tuple[str, str]], *, deadline: float | None = None
+    ) -> list[bool | None]:
         return [same_entity_offline(a, b) for a, b in pairs]
 
-
-    async def levels(self, facts: Sequence[FactText], dialogue: str, *,
-                     deadline: float | None = None) -> list[int | None]:
+    async def levels(
+        self, facts: Sequence[FactText], dialogue: str, *, deadline: float | None = None
+    ) -> list[int | None]:
         return list(levels_offline(facts, dialogue))
 
-    async def distill(self, facts: Sequence[FactText], conversation: str, *,
-                      deadline: float | None = None) -> list[bool | None]:
+    async def distill(
+        self, facts: Sequence[FactText], conversation: str, *, deadline: float | None = None
+    ) -> list[bool | None]:
         return list(distill_offline(facts, conversation))
 
 
 #: Words that turn a statement around ("isn't" tokenizes to "isn" and "t").
-_NEGATIONS = frozenset({"not", "no", "never", "none", "nobody", "nothing", "cannot", "without",
-                        "neither", "nor", "t"})
+_NEGATIONS = frozenset(
+    {"not", "no", "never", "none", "nobody", "nothing", "cannot", "without", "neither", "nor", "t"}
+)
 
 
 def _numbers(tokens: Sequence[str]) -> frozenset[str]:
@@ -105,7 +120,8 @@ def relate_offline(new: FactText, held: FactText) -> Relation:
     cos = float(vectors[0] @ vectors[1])
     numbers_a, numbers_b = _numbers(a), _numbers(b)
     if cos >= C.RELATE_CONTRADICT_THRESHOLD and (
-            negation_differs or (numbers_a and numbers_b and numbers_a != numbers_b)):
+        negation_differs or (numbers_a and numbers_b and numbers_a != numbers_b)
+    ):
         return "contradicts"
     if same_pair and cos >= C.RELATE_SAME_THRESHOLD and numbers_a == numbers_b:
         return "same"
@@ -121,8 +137,7 @@ def same_entity_offline(a: str, b: str) -> bool:
 
 
 def _fact_vectors(facts: Sequence[FactText]) -> np.ndarray:
-    return _core.hash_embed([f"{f.text} {f.subject} {f.object}" for f in facts],
-                            C.RELATE_EMBED_DIM)
+    return _core.hash_embed([f"{f.text} {f.subject} {f.object}" for f in facts], C.RELATE_EMBED_DIM)
 
 
 @functools.lru_cache(maxsize=64)
@@ -144,11 +159,12 @@ def levels_offline(facts: Sequence[FactText], dialogue: str) -> list[int]:
     split, facts about the question ranked below facts about the talk before it.)"""
     if not facts:
         return []
-    recent = dialogue[-C.LEVEL_DIALOGUE_CHARS:]
+    recent = dialogue[-C.LEVEL_DIALOGUE_CHARS :]
     newest = recent.rstrip().rsplit("\n", 1)[-1]
     vectors = _fact_vectors(facts)
-    cos = np.clip(np.maximum(vectors @ _text_vector(recent), vectors @ _text_vector(newest)),
-                  0.0, 1.0)
+    cos = np.clip(
+        np.maximum(vectors @ _text_vector(recent), vectors @ _text_vector(newest)), 0.0, 1.0
+    )
     return [sum(bool(c >= t) for t in C.LEVEL_THRESHOLDS) for c in cos.tolist()]
 
 

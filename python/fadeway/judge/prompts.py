@@ -13,8 +13,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Prompt", "BOUNDARIES", "ABOUT", "RELATE", "SAME_ENTITY", "LEVELS", "DISTILL",
-           "PROMPTS", "TOOL_DESCRIPTION", "RETRY_NOTE"]
+__all__ = [
+    "Prompt",
+    "BOUNDARIES",
+    "ABOUT",
+    "RELATE",
+    "SAME_ENTITY",
+    "LEVELS",
+    "DISTILL",
+    "PROMPTS",
+    "TOOL_DESCRIPTION",
+    "RETRY_NOTE",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,14 +40,21 @@ class Prompt:
 
     @property
     def schema(self) -> dict[str, Any]:
-        return {"type": "object",
-                "properties": {self.key: {"type": "array", "items": self.item}},
-                "required": [self.key], "additionalProperties": False}
+        return {
+            "type": "object",
+            "properties": {self.key: {"type": "array", "items": self.item}},
+            "required": [self.key],
+            "additionalProperties": False,
+        }
 
 
 def _item(**properties: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": list(properties),
-            "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
 
 
 _ID = {"type": "integer"}
@@ -56,7 +73,8 @@ BOUNDARIES = Prompt(
         "give two scores from 0 to 1. first: how strongly the unit opens a new concept (a new "
         "subject, task or question, not a follow-up of the one before). last: how strongly it "
         "closes its concept (it wraps up, or the next unit moves on). Score every numbered "
-        "unit once, and no other. " + _JSON_ONLY),
+        "unit once, and no other. " + _JSON_ONLY
+    ),
     user="Context before:\n{before}\n\nUnits to score:\n{units}\n\nContext after:\n{after}",
     key="units",
     item=_item(id=_ID, first=_SCORE, last=_SCORE),
@@ -70,7 +88,8 @@ ABOUT = Prompt(
         "pair of a numbered fact and a numbered episode, answer about: true when the fact is "
         "about that episode (the episode states it, leads to it, or discusses what it "
         "describes), false otherwise; and score: from 0 (unrelated) to 1 (the episode is where "
-        "the fact comes from). Answer every fact-episode pair once, and no other. " + _JSON_ONLY),
+        "the fact comes from). Answer every fact-episode pair once, and no other. " + _JSON_ONLY
+    ),
     user="Facts:\n{facts}\n\nEpisodes:\n{episodes}",
     key="answers",
     item=_item(fact=_ID, episode=_ID, about=_BOOL, score=_SCORE),
@@ -81,11 +100,12 @@ RELATE = Prompt(
     name="relate",
     system=(
         "You keep a knowledge base consistent. Each numbered pair holds a new fact and a fact "
-        "already held, each with its subject and object. Answer relation: \"same\" when the new "
-        "fact restates the held one (same meaning, other words allowed); \"contradicts\" when "
+        'already held, each with its subject and object. Answer relation: "same" when the new '
+        'fact restates the held one (same meaning, other words allowed); "contradicts" when '
         "the new fact makes the held one no longer true (a changed value, owner, date, status "
-        "or decision); \"unrelated\" otherwise, including facts that only share an entity or "
-        "can both be true. Answer every pair once, and no other. " + _JSON_ONLY),
+        'or decision); "unrelated" otherwise, including facts that only share an entity or '
+        "can both be true. Answer every pair once, and no other. " + _JSON_ONLY
+    ),
     user="Pairs:\n{pairs}",
     key="pairs",
     item=_item(id=_ID, relation={"type": "string", "enum": ["same", "contradicts", "unrelated"]}),
@@ -98,8 +118,9 @@ SAME_ENTITY = Prompt(
         "You resolve entity names from one conversation. For each numbered pair of names, "
         "answer same: true when both name the same thing (person, object, project, place, "
         "date or value), false when they name different things, or when one is only a part, "
-        "version or kind of the other (\"pricing page\" and \"pricing page copy v3\" are not "
-        "the same). Answer every pair once, and no other. " + _JSON_ONLY),
+        'version or kind of the other ("pricing page" and "pricing page copy v3" are not '
+        "the same). Answer every pair once, and no other. " + _JSON_ONLY
+    ),
     user="Pairs:\n{pairs}",
     key="pairs",
     item=_item(id=_ID, same=_BOOL),
@@ -113,7 +134,8 @@ LEVELS = Prompt(
         "give level: how it bears on the recent dialogue, above all its newest message. "
         "0: unrelated. 1: related (same topic, not needed). 2: relevant (helps to answer or to "
         "continue). 3: central (it is the answer, or needed to act). Rate every fact once, and "
-        "no other. " + _JSON_ONLY),
+        "no other. " + _JSON_ONLY
+    ),
     user="Recent dialogue (newest last):\n{dialogue}\n\nFacts:\n{facts}",
     key="facts",
     item=_item(id=_ID, level={"type": "integer", "enum": [0, 1, 2, 3]}),
@@ -128,7 +150,8 @@ DISTILL = Prompt(
         "for each numbered item whether it stays on record with the exchange. keep: true when "
         "it was relevant to the exchange and neither the message nor the reply already says "
         "it; false when it was irrelevant, or already said. Answer every item once, and no "
-        "other. " + _JSON_ONLY),
+        "other. " + _JSON_ONLY
+    ),
     user="Exchange:\n{conversation}\n\nRecalled items:\n{items}",
     key="facts",
     item=_item(id=_ID, keep=_BOOL),
@@ -140,5 +163,4 @@ PROMPTS = {p.name: p for p in (BOUNDARIES, ABOUT, RELATE, SAME_ENTITY, LEVELS, D
 #: What a judgment's forced tool is described as (tool mode).
 TOOL_DESCRIPTION = "Give the answer to the judgment asked for, as its arguments."
 #: A retry's reminder, put after the user text (the first answer was unreadable or incomplete).
-RETRY_NOTE = ("\n\nAnswer for exactly the ids listed above, each once, in the JSON shape asked "
-              "for.")
+RETRY_NOTE = "\n\nAnswer for exactly the ids listed above, each once, in the JSON shape asked for."

@@ -34,11 +34,17 @@ class ScriptedJudge(Judge):
 
     name = "scripted"
 
-    def __init__(self, *, boundaries: BoundaryScript = _flat, about: AboutScript = _shared_word,
-                 relate: RelateScript = relate_offline,
-                 same_entity: SameEntityScript = same_entity_offline,
-                 levels: LevelsScript = levels_offline, distill: DistillScript = distill_offline,
-                 delay: float = 0.0) -> None:
+    def __init__(
+        self,
+        *,
+        boundaries: BoundaryScript = _flat,
+        about: AboutScript = _shared_word,
+        relate: RelateScript = relate_offline,
+        same_entity: SameEntityScript = same_entity_offline,
+        levels: LevelsScript = levels_offline,
+        distill: DistillScript = distill_offline,
+        delay: float = 0.0,
+    ) -> None:
         self._boundaries = boundaries
         self._about = about
         self._relate = relate
@@ -56,9 +62,14 @@ class ScriptedJudge(Judge):
             raise JudgeTimeout(f"scripted judge takes {self.delay}s, past its deadline")
         await asyncio.sleep(self.delay)
 
-    async def boundaries(self, units: Sequence[UnitText], *, before: Sequence[UnitText] = (),
-                         after: Sequence[UnitText] = (),
-                         deadline: float | None = None) -> Boundaries:
+    async def boundaries(
+        self,
+        units: Sequence[UnitText],
+        *,
+        before: Sequence[UnitText] = (),
+        after: Sequence[UnitText] = (),
+        deadline: float | None = None,
+    ) -> Boundaries:
         self.calls.append(("boundaries", len(units)))
         await self._wait(deadline)
         result = self._boundaries(units)
@@ -66,32 +77,37 @@ class ScriptedJudge(Judge):
             raise ValueError("a boundary script must score every unit once")
         return result
 
-    async def about(self, facts: Sequence[str], episodes: Sequence[str], *,
-                    deadline: float | None = None) -> list[list[Answer | None]]:
+    async def about(
+        self, facts: Sequence[str], episodes: Sequence[str], *, deadline: float | None = None
+    ) -> list[list[Answer | None]]:
         self.calls.append(("about", len(facts) * len(episodes)))
         await self._wait(deadline)
         return [[self._about(f, e) for e in episodes] for f in facts]
 
-    async def relate(self, pairs: Sequence[tuple[FactText, FactText]], *,
-                     deadline: float | None = None) -> list[Relation | None]:
+    async def relate(
+        self, pairs: Sequence[tuple[FactText, FactText]], *, deadline: float | None = None
+    ) -> list[Relation | None]:
         self.calls.append(("relate", len(pairs)))
         await self._wait(deadline)
         return [self._relate(new, held) for new, held in pairs]
 
-    async def same_entity(self, pairs: Sequence[tuple[str, str]], *,
-                          deadline: float | None = None) -> list[bool | None]:
+    async def same_entity(
+        self, pairs: Sequence[tuple[str, str]], *, deadline: float | None = None
+    ) -> list[bool | None]:
         self.calls.append(("same_entity", len(pairs)))
         await self._wait(deadline)
         return [self._same_entity(a, b) for a, b in pairs]
 
-    async def levels(self, facts: Sequence[FactText], dialogue: str, *,
-                     deadline: float | None = None) -> list[int | None]:
+    async def levels(
+        self, facts: Sequence[FactText], dialogue: str, *, deadline: float | None = None
+    ) -> list[int | None]:
         self.calls.append(("levels", len(facts)))
         await self._wait(deadline)
         return list(self._levels(facts, dialogue))
 
-    async def distill(self, facts: Sequence[FactText], conversation: str, *,
-                      deadline: float | None = None) -> list[bool | None]:
+    async def distill(
+        self, facts: Sequence[FactText], conversation: str, *, deadline: float | None = None
+    ) -> list[bool | None]:
         self.calls.append(("distill", len(facts)))
         await self._wait(deadline)
         return list(self._distill(facts, conversation))

@@ -14,9 +14,10 @@ def open_store(url: str | os.PathLike[str], *, synchronous: str = "FULL") -> Sto
     """Open a store from a path or URL: a file path or `sqlite:///path` for SQLite."""
     text = os.fspath(url)
     if text.startswith("sqlite:///"):
-        text = text[len("sqlite:///"):]
+        text = text[len("sqlite:///") :]
     elif "://" in text:
         scheme = text.split("://", 1)[0]
-        raise ValueError(f"unsupported store URL scheme {scheme!r}; expected a file path or "
-                         "sqlite:///path")
+        raise ValueError(
+            f"unsupported store URL scheme {scheme!r}; expected a file path or sqlite:///path"
+        )
     return SQLiteStore(text, synchronous=synchronous)

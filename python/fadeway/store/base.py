@@ -13,7 +13,6 @@ from contextlib import AbstractContextManager
 
 import numpy as np
 
-from ..usage import UsageRecord
 from ..model import (
     AliasRecord,
     BlockText,
@@ -32,6 +31,7 @@ from ..model import (
     TraceRecord,
     WalkRecord,
 )
+from ..usage import UsageRecord
 
 __all__ = ["Store", "Transaction"]
 
@@ -83,14 +83,19 @@ class Transaction(abc.ABC):
     def insert_request(self, row: RequestRecord) -> None: ...
 
     @abc.abstractmethod
-    def record_report(self, n: int, provider_tokens: int | None, kept: bool | None,
-                      note: str | None, replied: bool) -> None:
+    def record_report(
+        self,
+        n: int,
+        provider_tokens: int | None,
+        kept: bool | None,
+        note: str | None,
+        replied: bool,
+    ) -> None:
         """Record the provider's count (and whether its ratio was kept) on request `n`."""
 
     @abc.abstractmethod
     def last_kept_ratio(self, model: str | None) -> float | None:
         """provider / estimate of the latest report whose ratio was kept, for `model`."""
-
 
     # -- episodes and traces --------------------------------------------------------------
 
@@ -146,8 +151,9 @@ class Transaction(abc.ABC):
     def notes(self) -> list[NoteRecord]: ...
 
     @abc.abstractmethod
-    def insert_note(self, note: NoteRecord, facts: Sequence[FactRecord],
-                    acknowledged: Sequence[int]) -> None:
+    def insert_note(
+        self, note: NoteRecord, facts: Sequence[FactRecord], acknowledged: Sequence[int]
+    ) -> None:
         """Store a note, its facts, and the episodes it acknowledges."""
 
     @abc.abstractmethod
@@ -187,9 +193,13 @@ class Transaction(abc.ABC):
     def retirements(self) -> list[RetirementRecord]: ...
 
     @abc.abstractmethod
-    def insert_graph(self, entities: Sequence[EntityRecord], aliases: Sequence[AliasRecord],
-                     edges: Sequence[EdgeRecord],
-                     retirements: Sequence[RetirementRecord]) -> None:
+    def insert_graph(
+        self,
+        entities: Sequence[EntityRecord],
+        aliases: Sequence[AliasRecord],
+        edges: Sequence[EdgeRecord],
+        retirements: Sequence[RetirementRecord],
+    ) -> None:
         """Add nodes, surface names, fact edges and retirements (all append-only)."""
 
     @abc.abstractmethod
@@ -275,8 +285,9 @@ class Transaction(abc.ABC):
     def finish_job(self, n: int, state: str, error: str | None = None) -> None: ...
 
     @abc.abstractmethod
-    def record_attempt(self, n: int, error: str | None, retry_at: float | None = None, *,
-                       waited: bool = False) -> tuple[int, int]:
+    def record_attempt(
+        self, n: int, error: str | None, retry_at: float | None = None, *, waited: bool = False
+    ) -> tuple[int, int]:
         """Count one more attempt at job `n` (`waited`: one that could not reach its service),
         which may run again from `retry_at` (real Unix seconds; None: at once); returns the
         attempts so far and, of them, those that could not reach the service."""

@@ -18,13 +18,15 @@ class Migration:
 
 def _append_only(table: str, *, allow: str | None = None) -> list[str]:
     """SQLite triggers that refuse to delete rows of `table` or to change them (but `allow`)."""
-    update = (f"BEFORE UPDATE ON {table}" if allow is None else
-              f"BEFORE UPDATE ON {table} WHEN "
-              + " OR ".join(f"NEW.{c} IS NOT OLD.{c}" for c in _COLUMNS[table] if c != allow))
+    update = (
+        f"BEFORE UPDATE ON {table}"
+        if allow is None
+        else f"BEFORE UPDATE ON {table} WHEN "
+        + " OR ".join(f"NEW.{c} IS NOT OLD.{c}" for c in _COLUMNS[table] if c != allow)
+    )
     what = f"{table} are never edited" if allow is None else f"{table} change only in {allow}"
     return [
-        f"CREATE TRIGGER {table}_never_edited {update} "
-        f"BEGIN SELECT RAISE(ABORT, '{what}'); END",
+        f"CREATE TRIGGER {table}_never_edited {update} BEGIN SELECT RAISE(ABORT, '{what}'); END",
         f"CREATE TRIGGER {table}_never_deleted BEFORE DELETE ON {table} "
         f"BEGIN SELECT RAISE(ABORT, '{table} are never deleted'); END",
     ]
@@ -47,9 +49,21 @@ _COLUMNS = {
     "recall_finals": [],
     "walks": [],
     "usage": [],
-    "episodes": ["memory_id", "n", "first_seq", "last_seq", "first_turn", "last_turn",
-                 "start_at", "end_at", "tokens", "cut_at", "state"],
+    "episodes": [
+        "memory_id",
+        "n",
+        "first_seq",
+        "last_seq",
+        "first_turn",
+        "last_turn",
+        "start_at",
+        "end_at",
+        "tokens",
+        "cut_at",
+        "state",
+    ],
 }
+
 
 def _block_texts(table: str) -> str:
     """A table of rewritten recall blocks, one per turn (NULL text: the block was removed)."""
@@ -66,15 +80,16 @@ def _block_texts(table: str) -> str:
 
 MIGRATIONS: list[Migration] = [
     # 1: memories, messages and decorated requests.
-    Migration([
-        """CREATE TABLE memories (
+    Migration(
+        [
+            """CREATE TABLE memories (
             memory_id TEXT PRIMARY KEY,
             format TEXT NOT NULL CHECK (format IN ('chat_completions', 'responses')),
             created_at DOUBLE PRECISION NOT NULL,
             instructions BLOB,
             decorated_through INTEGER NOT NULL DEFAULT 0
         )""",
-        """CREATE TABLE messages (
+            """CREATE TABLE messages (
             memory_id TEXT NOT NULL REFERENCES memories (memory_id),
             seq INTEGER NOT NULL CHECK (seq >= 0),
             turn INTEGER NOT NULL CHECK (turn >= 0),
@@ -90,7 +105,7 @@ MIGRATIONS: list[Migration] = [
             body BLOB NOT NULL,
             PRIMARY KEY (memory_id, seq)
         )""",
-        """CREATE TABLE requests (
+            """CREATE TABLE requests (
             memory_id TEXT NOT NULL REFERENCES memories (memory_id),
             n INTEGER NOT NULL CHECK (n >= 1),
             at DOUBLE PRECISION NOT NULL,
@@ -106,10 +121,12 @@ MIGRATIONS: list[Migration] = [
             replied INTEGER NOT NULL DEFAULT 0,
             PRIMARY KEY (memory_id, n)
         )""",
-    ]),
+        ]
+    ),
     # 2: episodes, the append-only trace log, and the ordered lane (durable per-memory jobs).
-    Migration([
-        """CREATE TABLE episodes (
+    Migration(
+        [
+            """CREATE TABLE episodes (
             memory_id TEXT NOT NULL REFERENCES memories (memory_id),
             n INTEGER NOT NULL CHECK (n >= 1),
             first_seq INTEGER NOT NULL,
@@ -124,7 +141,7 @@ MIGRATIONS: list[Migration] = [
             PRIMARY KEY (memory_id, n),
             CHECK (first_seq <= last_seq)
         )""",
-        """CREATE TABLE traces (
+            """CREATE TABLE traces (
             memory_id TEXT NOT NULL REFERENCES memories (memory_id),
             n INTEGER NOT NULL CHECK (n >= 1),
             episode INTEGER NOT NULL,
@@ -136,7 +153,7 @@ MIGRATIONS: list[Migration] = [
             PRIMARY KEY (memory_id, n),
             FOREIGN KEY (memory_id, episode) REFERENCES episodes (memory_id, n)
         )""",
-        """CREATE TABLE jobs (
+            """CREATE TABLE jobs (
             memory_id TEXT NOT NULL REFERENCES memories (memory_id),
             n INTEGER NOT NULL CHECK (n >= 1),
             kind TEXT NOT NULL,
@@ -147,18 +164,24 @@ MIGRATIONS: list[Migration] = [
             error TEXT,
             PRIMARY KEY (memory_id, n)
         )""",
-        "CREATE INDEX jobs_pending ON jobs (memory_id, n) WHERE state = 'pending'",
-        """CREATE TABLE lanes (
+            "CREATE INDEX jobs_pending ON jobs (memory_id, n) WHERE state = 'pending'",
+            """CREATE TABLE lanes (
             memory_id TEXT PRIMARY KEY REFERENCES memories (memory_id),
             owner TEXT,
             lease_until DOUBLE PRECISION
         )""",
-    ], sqlite=[*_append_only("messages"), *_append_only("traces"),
-               *_append_only("episodes", allow="state")]),
+        ],
+        sqlite=[
+            *_append_only("messages"),
+            *_append_only("traces"),
+            *_append_only("episodes", allow="state"),
+        ],
+    ),
     # 3: notes the model wrote, their facts, the episodes each note acknowledged, and the
     # facts block's order (kept between fades and seals so a quiet turn repeats it exactly).
-    Migration([
-        """CREATE TABLE notes (
+    Migration(
+        [
+            """CREATE TABLE notes (
             memory_id TEXT NOT NULL REFERENCES memories (memory_id),
             n INTEGER NOT NULL CHECK (n >= 1),
             at DOUBLE PRECISION NOT NULL,
@@ -167,7 +190,7 @@ MIGRATIONS: list[Migration] = [
             arguments TEXT NOT NULL,
             PRIMARY KEY (memory_id, n)
         )""",
-        """CREATE TABLE facts (
+            """CREATE TABLE facts (
             memory_id TEXT NOT NULL REFERENCES memories (memory_id),
             n INTEGER NOT NULL CHECK (n >= 1),
             note INTEGER NOT NULL,
@@ -179,7 +202,7 @@ MIGRATIONS: list[Migration] = [
             PRIMARY KEY (memory_id, n),
             FOREIGN KEY (memory_id, note) REFERENCES notes (memory_id, n)
         )""",
-        """CREATE TABLE acks (
+            """CREATE TABLE acks (
             memory_id TEXT NOT NULL REFERENCES memories (memory_id),
             episode INTEGER NOT NULL,
             note INTEGER NOT NULL,
@@ -187,21 +210,24 @@ MIGRATIONS: list[Migration] = [
             FOREIGN KEY (memory_id, episode) REFERENCES episodes (memory_id, n),
             FOREIGN KEY (memory_id, note) REFERENCES notes (memory_id, n)
         )""",
-        "ALTER TABLE memories ADD COLUMN facts_order TEXT",
-    ], sqlite=[*_append_only("notes"), *_append_only("facts"), *_append_only("acks")]),
+            "ALTER TABLE memories ADD COLUMN facts_order TEXT",
+        ],
+        sqlite=[*_append_only("notes"), *_append_only("facts"), *_append_only("acks")],
+    ),
     # 4: the knowledge graph (entities, their surface names, facts as edges, retirements),
     # passages of sealed conversation, the vectors of facts, passages and entities, and the
     # facts block's text as last rendered. All append-only: a merge is recorded on the newer
     # fact's edge, a retirement as its own row.
-    Migration([
-        """CREATE TABLE entities (
+    Migration(
+        [
+            """CREATE TABLE entities (
             memory_id TEXT NOT NULL REFERENCES memories (memory_id),
             n INTEGER NOT NULL CHECK (n >= 1),
             name TEXT NOT NULL,
             at DOUBLE PRECISION NOT NULL,
             PRIMARY KEY (memory_id, n)
         )""",
-        """CREATE TABLE aliases (
+            """CREATE TABLE aliases (
             memory_id TEXT NOT NULL REFERENCES memories (memory_id),
             norm TEXT NOT NULL,
             entity INTEGER NOT NULL,
@@ -210,7 +236,7 @@ MIGRATIONS: list[Migration] = [
             PRIMARY KEY (memory_id, name),
             FOREIGN KEY (memory_id, entity) REFERENCES entities (memory_id, n)
         )""",
-        """CREATE TABLE edges (
+            """CREATE TABLE edges (
             memory_id TEXT NOT NULL REFERENCES memories (memory_id),
             fact INTEGER NOT NULL,
             subject INTEGER NOT NULL,
@@ -222,7 +248,7 @@ MIGRATIONS: list[Migration] = [
             FOREIGN KEY (memory_id, subject) REFERENCES entities (memory_id, n),
             FOREIGN KEY (memory_id, object) REFERENCES entities (memory_id, n)
         )""",
-        """CREATE TABLE retirements (
+            """CREATE TABLE retirements (
             memory_id TEXT NOT NULL REFERENCES memories (memory_id),
             fact INTEGER NOT NULL,
             by_fact INTEGER NOT NULL,
@@ -231,7 +257,7 @@ MIGRATIONS: list[Migration] = [
             FOREIGN KEY (memory_id, fact) REFERENCES facts (memory_id, n),
             FOREIGN KEY (memory_id, by_fact) REFERENCES facts (memory_id, n)
         )""",
-        """CREATE TABLE passages (
+            """CREATE TABLE passages (
             memory_id TEXT NOT NULL REFERENCES memories (memory_id),
             n INTEGER NOT NULL CHECK (n >= 1),
             episode INTEGER NOT NULL,
@@ -244,7 +270,7 @@ MIGRATIONS: list[Migration] = [
             PRIMARY KEY (memory_id, n),
             FOREIGN KEY (memory_id, episode) REFERENCES episodes (memory_id, n)
         )""",
-        """CREATE TABLE vectors (
+            """CREATE TABLE vectors (
             memory_id TEXT NOT NULL REFERENCES memories (memory_id),
             kind TEXT NOT NULL CHECK (kind IN ('fact', 'passage', 'entity')),
             embedder TEXT NOT NULL,
@@ -252,15 +278,23 @@ MIGRATIONS: list[Migration] = [
             vector BLOB NOT NULL,
             PRIMARY KEY (memory_id, kind, embedder, n)
         )""",
-        "ALTER TABLE memories ADD COLUMN facts_block TEXT",
-    ], sqlite=[*_append_only("entities"), *_append_only("aliases"), *_append_only("edges"),
-               *_append_only("retirements"), *_append_only("passages"),
-               *_append_only("vectors")]),
+            "ALTER TABLE memories ADD COLUMN facts_block TEXT",
+        ],
+        sqlite=[
+            *_append_only("entities"),
+            *_append_only("aliases"),
+            *_append_only("edges"),
+            *_append_only("retirements"),
+            *_append_only("passages"),
+            *_append_only("vectors"),
+        ],
+    ),
     # 5: recall. The block each user turn got (kept with its turn), its distilled rewrite as
     # the lane prepared it, the final text fixed when the next message arrived (so the turn's
     # block is byte-stable from then on), and the walk the lane prepared after each reply.
-    Migration([
-        """CREATE TABLE recalls (
+    Migration(
+        [
+            """CREATE TABLE recalls (
             memory_id TEXT NOT NULL REFERENCES memories (memory_id),
             turn INTEGER NOT NULL,
             seq INTEGER NOT NULL,
@@ -271,20 +305,27 @@ MIGRATIONS: list[Migration] = [
             passages TEXT NOT NULL,
             PRIMARY KEY (memory_id, turn)
         )""",
-        _block_texts("distills"),
-        _block_texts("recall_finals"),
-        """CREATE TABLE walks (
+            _block_texts("distills"),
+            _block_texts("recall_finals"),
+            """CREATE TABLE walks (
             memory_id TEXT NOT NULL REFERENCES memories (memory_id),
             turn INTEGER NOT NULL,
             at DOUBLE PRECISION NOT NULL,
             levels TEXT NOT NULL,
             PRIMARY KEY (memory_id, turn)
         )""",
-    ], sqlite=[*_append_only("recalls"), *_append_only("distills"),
-               *_append_only("recall_finals"), *_append_only("walks")]),
+        ],
+        sqlite=[
+            *_append_only("recalls"),
+            *_append_only("distills"),
+            *_append_only("recall_finals"),
+            *_append_only("walks"),
+        ],
+    ),
     # 6: what each call to a model (judge or note writer) cost, by the memory it was for.
-    Migration([
-        """CREATE TABLE usage (
+    Migration(
+        [
+            """CREATE TABLE usage (
             memory_id TEXT NOT NULL REFERENCES memories (memory_id),
             n INTEGER NOT NULL CHECK (n >= 1),
             at DOUBLE PRECISION NOT NULL,
@@ -295,21 +336,27 @@ MIGRATIONS: list[Migration] = [
             seconds DOUBLE PRECISION NOT NULL,
             PRIMARY KEY (memory_id, n)
         )""",
-    ], sqlite=[*_append_only("usage")]),
+        ],
+        sqlite=[*_append_only("usage")],
+    ),
     # 7: a per-memory count of changes to episodes (each insert or change of state bumps it, and
     # marks the rows it wrote), so a mirror of the episodes reads only what changed since.
-    Migration([
-        "ALTER TABLE memories ADD COLUMN episode_changes INTEGER NOT NULL DEFAULT 0",
-        "ALTER TABLE episodes ADD COLUMN changed INTEGER NOT NULL DEFAULT 0",
-        "CREATE INDEX episodes_by_change ON episodes (memory_id, changed)",
-    ]),
+    Migration(
+        [
+            "ALTER TABLE memories ADD COLUMN episode_changes INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE episodes ADD COLUMN changed INTEGER NOT NULL DEFAULT 0",
+            "CREATE INDEX episodes_by_change ON episodes (memory_id, changed)",
+        ]
+    ),
     # 8: when a job that could not reach its judge or embedder may run again (Unix seconds of
     # the real clock; NULL: at once), and how many of its attempts failed so, so an outage is
     # waited out instead of failing the job.
-    Migration([
-        "ALTER TABLE jobs ADD COLUMN retry_at DOUBLE PRECISION",
-        "ALTER TABLE jobs ADD COLUMN waits INTEGER NOT NULL DEFAULT 0",
-    ]),
+    Migration(
+        [
+            "ALTER TABLE jobs ADD COLUMN retry_at DOUBLE PRECISION",
+            "ALTER TABLE jobs ADD COLUMN waits INTEGER NOT NULL DEFAULT 0",
+        ]
+    ),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

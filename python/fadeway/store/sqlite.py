@@ -33,8 +33,8 @@ from ..model import (
     TraceRecord,
 )
 from .base import Store, Transaction
-from .sqlite_graph import GraphQueries
 from .schema import MIGRATIONS, SCHEMA_VERSION
+from .sqlite_graph import GraphQueries
 
 __all__ = ["SQLiteStore"]
 
@@ -42,10 +42,13 @@ log = logging.getLogger("fadeway.store")
 
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 _MESSAGE_COLUMNS = "seq, turn, at, role, kind, side, source, tokens, digest, calls, answers, body"
-_REQUEST_COLUMNS = ("n, at, model, encoding, estimate, view_len, view_last, history_through, "
-                    "provider_tokens, ratio_kept, ratio_note, replied")
-_EPISODE_COLUMNS = ("n, first_seq, last_seq, first_turn, last_turn, start_at, end_at, tokens, "
-                    "cut_at, state")
+_REQUEST_COLUMNS = (
+    "n, at, model, encoding, estimate, view_len, view_last, history_through, "
+    "provider_tokens, ratio_kept, ratio_note, replied"
+)
+_EPISODE_COLUMNS = (
+    "n, first_seq, last_seq, first_turn, last_turn, start_at, end_at, tokens, cut_at, state"
+)
 _TRACE_COLUMNS = "n, episode, fact, kind, score, counted, at"
 _JOB_COLUMNS = "n, kind, payload, created_at, state, attempts, error, retry_at, waits"
 _encode_calls = msgspec.json.encode
@@ -54,39 +57,89 @@ _decode_calls = msgspec.json.Decoder(tuple[str, ...]).decode
 
 def _message(row: tuple) -> MessageRecord:
     seq, turn, at, role, kind, side, source, tokens, digest, calls, answers, body = row
-    return MessageRecord(seq=seq, turn=turn, at=at, role=role, kind=kind, side=side,
-                         source=source, tokens=tokens, digest=bytes(digest),
-                         calls=_decode_calls(calls) if calls else (), answers=answers,
-                         body=bytes(body))
+    return MessageRecord(
+        seq=seq,
+        turn=turn,
+        at=at,
+        role=role,
+        kind=kind,
+        side=side,
+        source=source,
+        tokens=tokens,
+        digest=bytes(digest),
+        calls=_decode_calls(calls) if calls else (),
+        answers=answers,
+        body=bytes(body),
+    )
 
 
 def _request(row: tuple) -> RequestRecord:
-    (n, at, model, encoding, estimate, view_len, view_last, history_through, provider,
-     kept, note, replied) = row
-    return RequestRecord(n=n, at=at, model=model, encoding=encoding, estimate=estimate,
-                         view_len=view_len, view_last=bytes(view_last) if view_last else None,
-                         history_through=history_through, provider_tokens=provider,
-                         ratio_kept=None if kept is None else bool(kept), ratio_note=note,
-                         replied=bool(replied))
+    (
+        n,
+        at,
+        model,
+        encoding,
+        estimate,
+        view_len,
+        view_last,
+        history_through,
+        provider,
+        kept,
+        note,
+        replied,
+    ) = row
+    return RequestRecord(
+        n=n,
+        at=at,
+        model=model,
+        encoding=encoding,
+        estimate=estimate,
+        view_len=view_len,
+        view_last=bytes(view_last) if view_last else None,
+        history_through=history_through,
+        provider_tokens=provider,
+        ratio_kept=None if kept is None else bool(kept),
+        ratio_note=note,
+        replied=bool(replied),
+    )
 
 
 def _episode(row: tuple) -> EpisodeRecord:
     n, first, last, first_turn, last_turn, start_at, end_at, tokens, cut_at, state = row
-    return EpisodeRecord(n=n, first_seq=first, last_seq=last, first_turn=first_turn,
-                         last_turn=last_turn, start_at=start_at, end_at=end_at, tokens=tokens,
-                         cut_at=cut_at, state=state)
+    return EpisodeRecord(
+        n=n,
+        first_seq=first,
+        last_seq=last,
+        first_turn=first_turn,
+        last_turn=last_turn,
+        start_at=start_at,
+        end_at=end_at,
+        tokens=tokens,
+        cut_at=cut_at,
+        state=state,
+    )
 
 
 def _trace(row: tuple) -> TraceRecord:
     n, episode, fact, kind, score, counted, at = row
-    return TraceRecord(n=n, episode=episode, fact=fact, kind=kind, score=score,
-                       counted=bool(counted), at=at)
+    return TraceRecord(
+        n=n, episode=episode, fact=fact, kind=kind, score=score, counted=bool(counted), at=at
+    )
 
 
 def _job(row: tuple) -> JobRecord:
     n, kind, payload, created_at, state, attempts, error, retry_at, waits = row
-    return JobRecord(n=n, kind=kind, payload=bytes(payload), created_at=created_at, state=state,
-                     attempts=attempts, error=error, retry_at=retry_at, waits=waits)
+    return JobRecord(
+        n=n,
+        kind=kind,
+        payload=bytes(payload),
+        created_at=created_at,
+        state=state,
+        attempts=attempts,
+        error=error,
+        retry_at=retry_at,
+        waits=waits,
+    )
 
 
 @contextmanager
@@ -96,8 +149,9 @@ def _store_errors(path: Path | str, doing: str) -> Iterator[None]:
     try:
         yield
     except sqlite3.Error as exc:
-        raise StoreError(f"SQLite store {str(path)!r}: the {doing} failed and was rolled back: "
-                         f"{exc}") from exc
+        raise StoreError(
+            f"SQLite store {str(path)!r}: the {doing} failed and was rolled back: {exc}"
+        ) from exc
 
 
 def _roll_back(conn: sqlite3.Connection) -> None:
@@ -118,32 +172,50 @@ class _SQLiteTransaction(GraphQueries, Transaction):
     def memory(self) -> MemoryRecord | None:
         row = self._conn.execute(
             "SELECT format, created_at, instructions, decorated_through, facts_order, facts_block "
-            "FROM memories WHERE memory_id = ?", (self.memory_id,)).fetchone()
+            "FROM memories WHERE memory_id = ?",
+            (self.memory_id,),
+        ).fetchone()
         if row is None:
             return None
         fmt, created_at, instructions, through, facts_order, facts_block = row
-        return MemoryRecord(memory_id=self.memory_id, format=fmt, created_at=created_at,
-                            instructions=bytes(instructions) if instructions is not None else None,
-                            decorated_through=through, facts_order=facts_order,
-                            facts_block=facts_block)
+        return MemoryRecord(
+            memory_id=self.memory_id,
+            format=fmt,
+            created_at=created_at,
+            instructions=bytes(instructions) if instructions is not None else None,
+            decorated_through=through,
+            facts_order=facts_order,
+            facts_block=facts_block,
+        )
 
     def create_memory(self, fmt: str, created_at: float) -> MemoryRecord:
-        self._conn.execute("INSERT INTO memories (memory_id, format, created_at) VALUES (?, ?, ?)",
-                           (self.memory_id, fmt, created_at))
-        return MemoryRecord(memory_id=self.memory_id, format=fmt, created_at=created_at,
-                            instructions=None, decorated_through=0)
+        self._conn.execute(
+            "INSERT INTO memories (memory_id, format, created_at) VALUES (?, ?, ?)",
+            (self.memory_id, fmt, created_at),
+        )
+        return MemoryRecord(
+            memory_id=self.memory_id,
+            format=fmt,
+            created_at=created_at,
+            instructions=None,
+            decorated_through=0,
+        )
 
     def set_instructions(self, instructions: bytes | None) -> None:
-        self._conn.execute("UPDATE memories SET instructions = ? WHERE memory_id = ?",
-                           (instructions, self.memory_id))
+        self._conn.execute(
+            "UPDATE memories SET instructions = ? WHERE memory_id = ?",
+            (instructions, self.memory_id),
+        )
 
     def set_decorated_through(self, count: int) -> None:
-        self._conn.execute("UPDATE memories SET decorated_through = ? WHERE memory_id = ?",
-                           (count, self.memory_id))
+        self._conn.execute(
+            "UPDATE memories SET decorated_through = ? WHERE memory_id = ?", (count, self.memory_id)
+        )
 
     def message_count(self) -> int:
-        (top,) = self._conn.execute("SELECT MAX(seq) FROM messages WHERE memory_id = ?",
-                                    (self.memory_id,)).fetchone()
+        (top,) = self._conn.execute(
+            "SELECT MAX(seq) FROM messages WHERE memory_id = ?", (self.memory_id,)
+        ).fetchone()
         return 0 if top is None else top + 1
 
     def messages(self, start: int = 0, stop: int | None = None) -> list[MessageRecord]:
@@ -158,80 +230,140 @@ class _SQLiteTransaction(GraphQueries, Transaction):
         self._conn.executemany(
             f"INSERT INTO messages (memory_id, {_MESSAGE_COLUMNS}) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(self.memory_id, r.seq, r.turn, r.at, r.role, r.kind, r.side, r.source, r.tokens,
-              r.digest, _encode_calls(r.calls) if r.calls else None, r.answers, r.body)
-             for r in rows])
+            [
+                (
+                    self.memory_id,
+                    r.seq,
+                    r.turn,
+                    r.at,
+                    r.role,
+                    r.kind,
+                    r.side,
+                    r.source,
+                    r.tokens,
+                    r.digest,
+                    _encode_calls(r.calls) if r.calls else None,
+                    r.answers,
+                    r.body,
+                )
+                for r in rows
+            ],
+        )
 
     def requests(self) -> list[RequestRecord]:
-        return [_request(r) for r in self._conn.execute(
-            f"SELECT {_REQUEST_COLUMNS} FROM requests WHERE memory_id = ? ORDER BY n",
-            (self.memory_id,))]
+        return [
+            _request(r)
+            for r in self._conn.execute(
+                f"SELECT {_REQUEST_COLUMNS} FROM requests WHERE memory_id = ? ORDER BY n",
+                (self.memory_id,),
+            )
+        ]
 
     def latest_request(self) -> RequestRecord | None:
         row = self._conn.execute(
             f"SELECT {_REQUEST_COLUMNS} FROM requests WHERE memory_id = ? ORDER BY n DESC LIMIT 1",
-            (self.memory_id,)).fetchone()
+            (self.memory_id,),
+        ).fetchone()
         return _request(row) if row else None
 
     def find_request(self, view_len: int, view_last: bytes | None) -> RequestRecord | None:
         row = self._conn.execute(
             f"SELECT {_REQUEST_COLUMNS} FROM requests WHERE memory_id = ? AND view_len = ? "
             "AND (view_last = ? OR (view_last IS NULL AND ? IS NULL)) ORDER BY n DESC LIMIT 1",
-            (self.memory_id, view_len, view_last, view_last)).fetchone()
+            (self.memory_id, view_len, view_last, view_last),
+        ).fetchone()
         return _request(row) if row else None
 
     def insert_request(self, row: RequestRecord) -> None:
         self._conn.execute(
             f"INSERT INTO requests (memory_id, {_REQUEST_COLUMNS}) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (self.memory_id, row.n, row.at, row.model, row.encoding, row.estimate, row.view_len,
-             row.view_last, row.history_through, row.provider_tokens,
-             None if row.ratio_kept is None else int(row.ratio_kept), row.ratio_note,
-             int(row.replied)))
+            (
+                self.memory_id,
+                row.n,
+                row.at,
+                row.model,
+                row.encoding,
+                row.estimate,
+                row.view_len,
+                row.view_last,
+                row.history_through,
+                row.provider_tokens,
+                None if row.ratio_kept is None else int(row.ratio_kept),
+                row.ratio_note,
+                int(row.replied),
+            ),
+        )
 
-    def record_report(self, n: int, provider_tokens: int | None, kept: bool | None,
-                      note: str | None, replied: bool) -> None:
+    def record_report(
+        self,
+        n: int,
+        provider_tokens: int | None,
+        kept: bool | None,
+        note: str | None,
+        replied: bool,
+    ) -> None:
         self._conn.execute(
             "UPDATE requests SET provider_tokens = ?, ratio_kept = ?, ratio_note = ?, replied = ? "
             "WHERE memory_id = ? AND n = ?",
-            (provider_tokens, None if kept is None else int(kept), note, int(replied),
-             self.memory_id, n))
+            (
+                provider_tokens,
+                None if kept is None else int(kept),
+                note,
+                int(replied),
+                self.memory_id,
+                n,
+            ),
+        )
 
     def last_kept_ratio(self, model: str | None) -> float | None:
         row = self._conn.execute(
             "SELECT provider_tokens, estimate FROM requests WHERE memory_id = ? AND ratio_kept = 1 "
             "AND (model = ? OR (model IS NULL AND ? IS NULL)) ORDER BY n DESC LIMIT 1",
-            (self.memory_id, model, model)).fetchone()
+            (self.memory_id, model, model),
+        ).fetchone()
         return row[0] / row[1] if row else None
-
 
     # -- episodes and traces --------------------------------------------------------------
 
     def episodes(self, after: int = 0) -> list[EpisodeRecord]:
-        return [_episode(r) for r in self._conn.execute(
-            f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE memory_id = ? AND n > ? ORDER BY n",
-            (self.memory_id, after))]
+        return [
+            _episode(r)
+            for r in self._conn.execute(
+                f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE memory_id = ? AND n > ? ORDER BY n",
+                (self.memory_id, after),
+            )
+        ]
 
     def episode_changes(self) -> int:
-        row = self._conn.execute("SELECT episode_changes FROM memories WHERE memory_id = ?",
-                                 (self.memory_id,)).fetchone()
+        row = self._conn.execute(
+            "SELECT episode_changes FROM memories WHERE memory_id = ?", (self.memory_id,)
+        ).fetchone()
         return row[0] if row else 0
 
     def episodes_changed(self, after: int) -> list[EpisodeRecord]:
-        return [_episode(r) for r in self._conn.execute(
-            f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE memory_id = ? AND changed > ? "
-            "ORDER BY n", (self.memory_id, after))]
+        return [
+            _episode(r)
+            for r in self._conn.execute(
+                f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE memory_id = ? AND changed > ? "
+                "ORDER BY n",
+                (self.memory_id, after),
+            )
+        ]
 
     def last_episode(self) -> EpisodeRecord | None:
         row = self._conn.execute(
             f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE memory_id = ? ORDER BY n DESC LIMIT 1",
-            (self.memory_id,)).fetchone()
+            (self.memory_id,),
+        ).fetchone()
         return _episode(row) if row else None
 
     def _count_episode_change(self) -> int:
         (count,) = self._conn.execute(
             "UPDATE memories SET episode_changes = episode_changes + 1 WHERE memory_id = ? "
-            "RETURNING episode_changes", (self.memory_id,)).fetchone()
+            "RETURNING episode_changes",
+            (self.memory_id,),
+        ).fetchone()
         return count
 
     def insert_episodes(self, rows: Sequence[EpisodeRecord]) -> None:
@@ -241,23 +373,47 @@ class _SQLiteTransaction(GraphQueries, Transaction):
         self._conn.executemany(
             f"INSERT INTO episodes (memory_id, {_EPISODE_COLUMNS}, changed) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(self.memory_id, e.n, e.first_seq, e.last_seq, e.first_turn, e.last_turn,
-              e.start_at, e.end_at, e.tokens, e.cut_at, e.state, change) for e in rows])
+            [
+                (
+                    self.memory_id,
+                    e.n,
+                    e.first_seq,
+                    e.last_seq,
+                    e.first_turn,
+                    e.last_turn,
+                    e.start_at,
+                    e.end_at,
+                    e.tokens,
+                    e.cut_at,
+                    e.state,
+                    change,
+                )
+                for e in rows
+            ],
+        )
 
     def traces(self, after: int = 0) -> list[TraceRecord]:
-        return [_trace(r) for r in self._conn.execute(
-            f"SELECT {_TRACE_COLUMNS} FROM traces WHERE memory_id = ? AND n > ? ORDER BY n",
-            (self.memory_id, after))]
+        return [
+            _trace(r)
+            for r in self._conn.execute(
+                f"SELECT {_TRACE_COLUMNS} FROM traces WHERE memory_id = ? AND n > ? ORDER BY n",
+                (self.memory_id, after),
+            )
+        ]
 
     def append_traces(self, rows: Sequence[TraceRecord]) -> None:
         self._conn.executemany(
             f"INSERT INTO traces (memory_id, {_TRACE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [(self.memory_id, t.n, t.episode, t.fact, t.kind, t.score, int(t.counted), t.at)
-             for t in rows])
+            [
+                (self.memory_id, t.n, t.episode, t.fact, t.kind, t.score, int(t.counted), t.at)
+                for t in rows
+            ],
+        )
 
     def trace_count(self) -> int:
-        (top,) = self._conn.execute("SELECT MAX(n) FROM traces WHERE memory_id = ?",
-                                    (self.memory_id,)).fetchone()
+        (top,) = self._conn.execute(
+            "SELECT MAX(n) FROM traces WHERE memory_id = ?", (self.memory_id,)
+        ).fetchone()
         return top or 0
 
     def trace_columns(self, after: int = 0) -> np.ndarray:
@@ -265,14 +421,17 @@ class _SQLiteTransaction(GraphQueries, Transaction):
         # traces, 130 ms where `traces` and its columns took 330).
         rows = self._conn.execute(
             "SELECT episode, COALESCE(fact, 0), at, CASE WHEN counted THEN score ELSE 0.0 END "
-            "FROM traces WHERE memory_id = ? AND n > ? ORDER BY n", (self.memory_id, after))
+            "FROM traces WHERE memory_id = ? AND n > ? ORDER BY n",
+            (self.memory_id, after),
+        )
         return np.fromiter(itertools.chain.from_iterable(rows), dtype=np.float64).reshape(-1, 4)
 
     def note_traced(self, note: int) -> bool:
         (found,) = self._conn.execute(
             "SELECT EXISTS (SELECT 1 FROM traces WHERE memory_id = ? AND fact IN "
             "(SELECT n FROM facts WHERE memory_id = ? AND note = ?))",
-            (self.memory_id, self.memory_id, note)).fetchone()
+            (self.memory_id, self.memory_id, note),
+        ).fetchone()
         return bool(found)
 
     def set_episode_states(self, states: dict[int, str]) -> None:
@@ -281,75 +440,120 @@ class _SQLiteTransaction(GraphQueries, Transaction):
         change = self._count_episode_change()
         self._conn.executemany(
             "UPDATE episodes SET state = ?, changed = ? WHERE memory_id = ? AND n = ?",
-            [(state, change, self.memory_id, n) for n, state in states.items()])
+            [(state, change, self.memory_id, n) for n, state in states.items()],
+        )
 
     # -- notes and facts ------------------------------------------------------------------
 
     def notes(self) -> list[NoteRecord]:
-        return [NoteRecord(n=n, at=at, call_id=call_id, source=source, arguments=arguments)
-                for n, at, call_id, source, arguments in self._conn.execute(
-                    "SELECT n, at, call_id, source, arguments FROM notes WHERE memory_id = ? "
-                    "ORDER BY n", (self.memory_id,))]
+        return [
+            NoteRecord(n=n, at=at, call_id=call_id, source=source, arguments=arguments)
+            for n, at, call_id, source, arguments in self._conn.execute(
+                "SELECT n, at, call_id, source, arguments FROM notes WHERE memory_id = ? "
+                "ORDER BY n",
+                (self.memory_id,),
+            )
+        ]
 
-    def insert_note(self, note: NoteRecord, facts: Sequence[FactRecord],
-                    acknowledged: Sequence[int]) -> None:
+    def insert_note(
+        self, note: NoteRecord, facts: Sequence[FactRecord], acknowledged: Sequence[int]
+    ) -> None:
         self._conn.execute(
             "INSERT INTO notes (memory_id, n, at, call_id, source, arguments) "
             "VALUES (?, ?, ?, ?, ?, ?)",
-            (self.memory_id, note.n, note.at, note.call_id, note.source, note.arguments))
+            (self.memory_id, note.n, note.at, note.call_id, note.source, note.arguments),
+        )
         self._conn.executemany(
             "INSERT INTO facts (memory_id, n, note, text, subject, object, milestone, at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [(self.memory_id, f.n, f.note, f.text, f.subject, f.object, int(f.milestone), f.at)
-             for f in facts])
-        self._conn.executemany("INSERT INTO acks (memory_id, episode, note) VALUES (?, ?, ?)",
-                               [(self.memory_id, e, note.n) for e in acknowledged])
+            [
+                (self.memory_id, f.n, f.note, f.text, f.subject, f.object, int(f.milestone), f.at)
+                for f in facts
+            ],
+        )
+        self._conn.executemany(
+            "INSERT INTO acks (memory_id, episode, note) VALUES (?, ?, ?)",
+            [(self.memory_id, e, note.n) for e in acknowledged],
+        )
 
     def facts(self, after: int = 0, *, note: int | None = None) -> list[FactRecord]:
-        where, args = ("", (self.memory_id, after)) if note is None else (
-            " AND note = ?", (self.memory_id, after, note))
-        return [FactRecord(n=n, note=note_, text=text, subject=subject, object=obj,
-                           milestone=bool(milestone), at=at)
-                for n, note_, text, subject, obj, milestone, at in self._conn.execute(
-                    "SELECT n, note, text, subject, object, milestone, at FROM facts "
-                    f"WHERE memory_id = ? AND n > ?{where} ORDER BY n", args)]
+        where, args = (
+            ("", (self.memory_id, after))
+            if note is None
+            else (" AND note = ?", (self.memory_id, after, note))
+        )
+        return [
+            FactRecord(
+                n=n,
+                note=note_,
+                text=text,
+                subject=subject,
+                object=obj,
+                milestone=bool(milestone),
+                at=at,
+            )
+            for n, note_, text, subject, obj, milestone, at in self._conn.execute(
+                "SELECT n, note, text, subject, object, milestone, at FROM facts "
+                f"WHERE memory_id = ? AND n > ?{where} ORDER BY n",
+                args,
+            )
+        ]
 
     def facts_at(self, ns: Sequence[int]) -> list[FactRecord]:
         out: list[FactRecord] = []
         wanted = sorted(set(ns))
         for i in range(0, len(wanted), 500):
-            chunk = wanted[i:i + 500]
-            out += [FactRecord(n=n, note=note, text=text, subject=subject, object=obj,
-                               milestone=bool(milestone), at=at)
-                    for n, note, text, subject, obj, milestone, at in self._conn.execute(
-                        "SELECT n, note, text, subject, object, milestone, at FROM facts "
-                        f"WHERE memory_id = ? AND n IN ({', '.join('?' * len(chunk))}) ORDER BY n",
-                        (self.memory_id, *chunk))]
+            chunk = wanted[i : i + 500]
+            out += [
+                FactRecord(
+                    n=n,
+                    note=note,
+                    text=text,
+                    subject=subject,
+                    object=obj,
+                    milestone=bool(milestone),
+                    at=at,
+                )
+                for n, note, text, subject, obj, milestone, at in self._conn.execute(
+                    "SELECT n, note, text, subject, object, milestone, at FROM facts "
+                    f"WHERE memory_id = ? AND n IN ({', '.join('?' * len(chunk))}) ORDER BY n",
+                    (self.memory_id, *chunk),
+                )
+            ]
         return out
 
     def fact_count(self) -> int:
-        (top,) = self._conn.execute("SELECT MAX(n) FROM facts WHERE memory_id = ?",
-                                    (self.memory_id,)).fetchone()
+        (top,) = self._conn.execute(
+            "SELECT MAX(n) FROM facts WHERE memory_id = ?", (self.memory_id,)
+        ).fetchone()
         return top or 0
 
     def acks(self, after_note: int = 0) -> list[tuple[int, int]]:
-        return [(e, n) for e, n in self._conn.execute(
-            "SELECT episode, note FROM acks WHERE memory_id = ? AND note > ? "
-            "ORDER BY note, episode", (self.memory_id, after_note))]
+        return [
+            (e, n)
+            for e, n in self._conn.execute(
+                "SELECT episode, note FROM acks WHERE memory_id = ? AND note > ? "
+                "ORDER BY note, episode",
+                (self.memory_id, after_note),
+            )
+        ]
 
     def set_facts_order(self, order: str | None) -> None:
-        self._conn.execute("UPDATE memories SET facts_order = ? WHERE memory_id = ?",
-                           (order, self.memory_id))
+        self._conn.execute(
+            "UPDATE memories SET facts_order = ? WHERE memory_id = ?", (order, self.memory_id)
+        )
 
     # -- the ordered lane -----------------------------------------------------------------
 
     def enqueue(self, kind: str, payload: bytes, created_at: float) -> int:
-        (top,) = self._conn.execute("SELECT MAX(n) FROM jobs WHERE memory_id = ?",
-                                    (self.memory_id,)).fetchone()
+        (top,) = self._conn.execute(
+            "SELECT MAX(n) FROM jobs WHERE memory_id = ?", (self.memory_id,)
+        ).fetchone()
         n = (top or 0) + 1
         self._conn.execute(
             "INSERT INTO jobs (memory_id, n, kind, payload, created_at) VALUES (?, ?, ?, ?, ?)",
-            (self.memory_id, n, kind, payload, created_at))
+            (self.memory_id, n, kind, payload, created_at),
+        )
         return n
 
     def pending_job(self, kind: str | None = None) -> JobRecord | None:
@@ -362,53 +566,73 @@ class _SQLiteTransaction(GraphQueries, Transaction):
         return _job(row) if row else None
 
     def finish_job(self, n: int, state: str, error: str | None = None) -> None:
-        self._conn.execute("UPDATE jobs SET state = ?, error = ? WHERE memory_id = ? AND n = ?",
-                           (state, error, self.memory_id, n))
+        self._conn.execute(
+            "UPDATE jobs SET state = ?, error = ? WHERE memory_id = ? AND n = ?",
+            (state, error, self.memory_id, n),
+        )
 
-    def record_attempt(self, n: int, error: str | None, retry_at: float | None = None, *,
-                       waited: bool = False) -> tuple[int, int]:
+    def record_attempt(
+        self, n: int, error: str | None, retry_at: float | None = None, *, waited: bool = False
+    ) -> tuple[int, int]:
         self._conn.execute(
             "UPDATE jobs SET attempts = attempts + 1, waits = waits + ?, error = ?, retry_at = ? "
-            "WHERE memory_id = ? AND n = ?", (int(waited), error, retry_at, self.memory_id, n))
+            "WHERE memory_id = ? AND n = ?",
+            (int(waited), error, retry_at, self.memory_id, n),
+        )
         attempts, waits = self._conn.execute(
             "SELECT attempts, waits FROM jobs WHERE memory_id = ? AND n = ?", (self.memory_id, n)
         ).fetchone()
         return attempts, waits
 
     def jobs(self) -> list[JobRecord]:
-        return [_job(r) for r in self._conn.execute(
-            f"SELECT {_JOB_COLUMNS} FROM jobs WHERE memory_id = ? ORDER BY n", (self.memory_id,))]
+        return [
+            _job(r)
+            for r in self._conn.execute(
+                f"SELECT {_JOB_COLUMNS} FROM jobs WHERE memory_id = ? ORDER BY n", (self.memory_id,)
+            )
+        ]
 
     def claim_lane(self, owner: str, now: float, until: float) -> bool:
-        row = self._conn.execute("SELECT owner, lease_until FROM lanes WHERE memory_id = ?",
-                                 (self.memory_id,)).fetchone()
+        row = self._conn.execute(
+            "SELECT owner, lease_until FROM lanes WHERE memory_id = ?", (self.memory_id,)
+        ).fetchone()
         if row is None:
             self._conn.execute(
                 "INSERT INTO lanes (memory_id, owner, lease_until) VALUES (?, ?, ?)",
-                (self.memory_id, owner, until))
+                (self.memory_id, owner, until),
+            )
             return True
         holder, lease_until = row
         if holder not in (None, owner) and lease_until is not None and lease_until > now:
             return False
-        self._conn.execute("UPDATE lanes SET owner = ?, lease_until = ? WHERE memory_id = ?",
-                           (owner, until, self.memory_id))
+        self._conn.execute(
+            "UPDATE lanes SET owner = ?, lease_until = ? WHERE memory_id = ?",
+            (owner, until, self.memory_id),
+        )
         return True
 
     def release_lane(self, owner: str) -> None:
         self._conn.execute(
             "UPDATE lanes SET owner = NULL, lease_until = NULL WHERE memory_id = ? AND owner = ?",
-            (self.memory_id, owner))
+            (self.memory_id, owner),
+        )
 
 
 class SQLiteStore(Store):
     """Many memories in one SQLite file."""
 
-    def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "FULL",
-                 busy_timeout_ms: int = C.SQLITE_BUSY_TIMEOUT_MS) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: str = "FULL",
+        busy_timeout_ms: int = C.SQLITE_BUSY_TIMEOUT_MS,
+    ) -> None:
         synchronous = synchronous.upper()
         if synchronous not in _SYNCHRONOUS:
-            raise ValueError(f"synchronous must be one of {', '.join(_SYNCHRONOUS)}, "
-                             f"not {synchronous!r}")
+            raise ValueError(
+                f"synchronous must be one of {', '.join(_SYNCHRONOUS)}, not {synchronous!r}"
+            )
         self.path = Path(path)
         self._synchronous = synchronous
         self._busy_timeout_ms = busy_timeout_ms
@@ -427,8 +651,12 @@ class SQLiteStore(Store):
         conn = getattr(self._local, "conn", None)
         if conn is None:
             try:
-                conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
-                                       timeout=self._busy_timeout_ms / 1000)
+                conn = sqlite3.connect(
+                    self.path,
+                    isolation_level=None,
+                    check_same_thread=False,
+                    timeout=self._busy_timeout_ms / 1000,
+                )
                 conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if mode.lower() != "wal":
@@ -465,7 +693,8 @@ class SQLiteStore(Store):
             if version > SCHEMA_VERSION:
                 raise SchemaVersionError(
                     f"{self.path} has schema version {version}; this fadeway understands up to "
-                    f"{SCHEMA_VERSION}: upgrade fadeway")
+                    f"{SCHEMA_VERSION}: upgrade fadeway"
+                )
             for step in MIGRATIONS[version:]:
                 for statement in (*step.portable, *step.sqlite):
                     conn.execute(statement)
@@ -545,8 +774,12 @@ class SQLiteStore(Store):
 
     def memories_with_pending_jobs(self) -> list[str]:
         with self._using_connection() as conn:
-            return [r[0] for r in conn.execute(
-                "SELECT DISTINCT memory_id FROM jobs WHERE state = 'pending' ORDER BY memory_id")]
+            return [
+                r[0]
+                for r in conn.execute(
+                    "SELECT DISTINCT memory_id FROM jobs WHERE state = 'pending' ORDER BY memory_id"
+                )
+            ]
 
     def close(self, wait: float = C.STORE_CLOSE_WAIT_SECONDS) -> None:
         """Close the store: calls already in a transaction finish it (waited for up to `wait`

@@ -31,163 +31,266 @@ class GraphQueries:
     memory_id: str
 
     def entities(self, after: int = 0) -> list[EntityRecord]:
-        return [EntityRecord(n=n, name=name, at=at) for n, name, at in self._conn.execute(
-            "SELECT n, name, at FROM entities WHERE memory_id = ? AND n > ? ORDER BY n",
-            (self.memory_id, after))]
+        return [
+            EntityRecord(n=n, name=name, at=at)
+            for n, name, at in self._conn.execute(
+                "SELECT n, name, at FROM entities WHERE memory_id = ? AND n > ? ORDER BY n",
+                (self.memory_id, after),
+            )
+        ]
 
     def aliases(self) -> list[AliasRecord]:
-        return [AliasRecord(norm=norm, entity=entity, name=name, at=at)
-                for norm, entity, name, at in self._conn.execute(
-                    "SELECT norm, entity, name, at FROM aliases WHERE memory_id = ? "
-                    "ORDER BY entity, at, name", (self.memory_id,))]
+        return [
+            AliasRecord(norm=norm, entity=entity, name=name, at=at)
+            for norm, entity, name, at in self._conn.execute(
+                "SELECT norm, entity, name, at FROM aliases WHERE memory_id = ? "
+                "ORDER BY entity, at, name",
+                (self.memory_id,),
+            )
+        ]
 
     def edges(self, after: int = 0) -> list[EdgeRecord]:
-        return [EdgeRecord(fact=fact, subject=subject, object=obj, merged_into=merged, at=at)
-                for fact, subject, obj, merged, at in self._conn.execute(
-                    "SELECT fact, subject, object, merged_into, at FROM edges "
-                    "WHERE memory_id = ? AND fact > ? ORDER BY fact", (self.memory_id, after))]
+        return [
+            EdgeRecord(fact=fact, subject=subject, object=obj, merged_into=merged, at=at)
+            for fact, subject, obj, merged, at in self._conn.execute(
+                "SELECT fact, subject, object, merged_into, at FROM edges "
+                "WHERE memory_id = ? AND fact > ? ORDER BY fact",
+                (self.memory_id, after),
+            )
+        ]
 
     def retirements(self) -> list[RetirementRecord]:
-        return [RetirementRecord(fact=fact, by=by, at=at) for fact, by, at in self._conn.execute(
-            "SELECT fact, by_fact, at FROM retirements WHERE memory_id = ? ORDER BY fact",
-            (self.memory_id,))]
+        return [
+            RetirementRecord(fact=fact, by=by, at=at)
+            for fact, by, at in self._conn.execute(
+                "SELECT fact, by_fact, at FROM retirements WHERE memory_id = ? ORDER BY fact",
+                (self.memory_id,),
+            )
+        ]
 
-    def insert_graph(self, entities: Sequence[EntityRecord], aliases: Sequence[AliasRecord],
-                     edges: Sequence[EdgeRecord],
-                     retirements: Sequence[RetirementRecord]) -> None:
+    def insert_graph(
+        self,
+        entities: Sequence[EntityRecord],
+        aliases: Sequence[AliasRecord],
+        edges: Sequence[EdgeRecord],
+        retirements: Sequence[RetirementRecord],
+    ) -> None:
         m = self.memory_id
-        self._conn.executemany("INSERT INTO entities (memory_id, n, name, at) VALUES (?, ?, ?, ?)",
-                               [(m, e.n, e.name, e.at) for e in entities])
+        self._conn.executemany(
+            "INSERT INTO entities (memory_id, n, name, at) VALUES (?, ?, ?, ?)",
+            [(m, e.n, e.name, e.at) for e in entities],
+        )
         self._conn.executemany(
             "INSERT INTO aliases (memory_id, norm, entity, name, at) VALUES (?, ?, ?, ?, ?)",
-            [(m, a.norm, a.entity, a.name, a.at) for a in aliases])
+            [(m, a.norm, a.entity, a.name, a.at) for a in aliases],
+        )
         self._conn.executemany(
             "INSERT INTO edges (memory_id, fact, subject, object, merged_into, at) "
             "VALUES (?, ?, ?, ?, ?, ?)",
-            [(m, e.fact, e.subject, e.object, e.merged_into, e.at) for e in edges])
+            [(m, e.fact, e.subject, e.object, e.merged_into, e.at) for e in edges],
+        )
         self._conn.executemany(
             "INSERT INTO retirements (memory_id, fact, by_fact, at) VALUES (?, ?, ?, ?)",
-            [(m, r.fact, r.by, r.at) for r in retirements])
+            [(m, r.fact, r.by, r.at) for r in retirements],
+        )
 
     def passages(self, after: int = 0) -> list[PassageRecord]:
         """Passages numbered above `after`, in order."""
-        return [PassageRecord(n=n, episode=episode, seq=seq, part=part, turn=turn, at=at,
-                              role=role, text=text)
-                for n, episode, seq, part, turn, at, role, text in self._conn.execute(
-                    f"SELECT {_PASSAGE_COLUMNS} FROM passages WHERE memory_id = ? AND n > ? "
-                    "ORDER BY n", (self.memory_id, after))]
+        return [
+            PassageRecord(
+                n=n, episode=episode, seq=seq, part=part, turn=turn, at=at, role=role, text=text
+            )
+            for n, episode, seq, part, turn, at, role, text in self._conn.execute(
+                f"SELECT {_PASSAGE_COLUMNS} FROM passages WHERE memory_id = ? AND n > ? ORDER BY n",
+                (self.memory_id, after),
+            )
+        ]
 
     def passages_at(self, ns: Sequence[int]) -> list[PassageRecord]:
         """The passages numbered `ns` (those that exist), in order."""
         out: list[PassageRecord] = []
         wanted = sorted(set(ns))
         for i in range(0, len(wanted), 500):
-            chunk = wanted[i:i + 500]
-            out += [PassageRecord(n=n, episode=episode, seq=seq, part=part, turn=turn, at=at,
-                                  role=role, text=text)
-                    for n, episode, seq, part, turn, at, role, text in self._conn.execute(
-                        f"SELECT {_PASSAGE_COLUMNS} FROM passages WHERE memory_id = ? AND n IN "
-                        f"({', '.join('?' * len(chunk))}) ORDER BY n", (self.memory_id, *chunk))]
+            chunk = wanted[i : i + 500]
+            out += [
+                PassageRecord(
+                    n=n, episode=episode, seq=seq, part=part, turn=turn, at=at, role=role, text=text
+                )
+                for n, episode, seq, part, turn, at, role, text in self._conn.execute(
+                    f"SELECT {_PASSAGE_COLUMNS} FROM passages WHERE memory_id = ? AND n IN "
+                    f"({', '.join('?' * len(chunk))}) ORDER BY n",
+                    (self.memory_id, *chunk),
+                )
+            ]
         return out
 
     def passage_count(self) -> int:
-        (top,) = self._conn.execute("SELECT MAX(n) FROM passages WHERE memory_id = ?",
-                                    (self.memory_id,)).fetchone()
+        (top,) = self._conn.execute(
+            "SELECT MAX(n) FROM passages WHERE memory_id = ?", (self.memory_id,)
+        ).fetchone()
         return top or 0
 
     def passaged_episodes(self) -> set[int]:
-        return {e for (e,) in self._conn.execute(
-            "SELECT DISTINCT episode FROM passages WHERE memory_id = ?", (self.memory_id,))}
+        return {
+            e
+            for (e,) in self._conn.execute(
+                "SELECT DISTINCT episode FROM passages WHERE memory_id = ?", (self.memory_id,)
+            )
+        }
 
     def insert_passages(self, rows: Sequence[PassageRecord]) -> None:
         self._conn.executemany(
-            f"INSERT INTO passages (memory_id, {_PASSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(self.memory_id, p.n, p.episode, p.seq, p.part, p.turn, p.at, p.role, p.text)
-             for p in rows])
+            f"INSERT INTO passages (memory_id, {_PASSAGE_COLUMNS}) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (self.memory_id, p.n, p.episode, p.seq, p.part, p.turn, p.at, p.role, p.text)
+                for p in rows
+            ],
+        )
 
     def vectors(self, kind: str, embedder: str, after: int = 0) -> list[tuple[int, bytes]]:
         """(n, float32 bytes) of the `kind` vectors by `embedder` numbered above `after`."""
-        return [(n, bytes(v)) for n, v in self._conn.execute(
-            "SELECT n, vector FROM vectors WHERE memory_id = ? AND kind = ? AND embedder = ? "
-            "AND n > ? ORDER BY n", (self.memory_id, kind, embedder, after))]
+        return [
+            (n, bytes(v))
+            for n, v in self._conn.execute(
+                "SELECT n, vector FROM vectors WHERE memory_id = ? AND kind = ? AND embedder = ? "
+                "AND n > ? ORDER BY n",
+                (self.memory_id, kind, embedder, after),
+            )
+        ]
 
     def vector_ns(self, kind: str, embedder: str) -> set[int]:
-        return {n for (n,) in self._conn.execute(
-            "SELECT n FROM vectors WHERE memory_id = ? AND kind = ? AND embedder = ?",
-            (self.memory_id, kind, embedder))}
+        return {
+            n
+            for (n,) in self._conn.execute(
+                "SELECT n FROM vectors WHERE memory_id = ? AND kind = ? AND embedder = ?",
+                (self.memory_id, kind, embedder),
+            )
+        }
 
     def insert_vectors(self, kind: str, embedder: str, rows: Sequence[tuple[int, bytes]]) -> None:
         self._conn.executemany(
             "INSERT OR IGNORE INTO vectors (memory_id, kind, embedder, n, vector) "
-            "VALUES (?, ?, ?, ?, ?)", [(self.memory_id, kind, embedder, n, v) for n, v in rows])
+            "VALUES (?, ?, ?, ?, ?)",
+            [(self.memory_id, kind, embedder, n, v) for n, v in rows],
+        )
 
     def set_facts_block(self, text: str | None) -> None:
-        self._conn.execute("UPDATE memories SET facts_block = ? WHERE memory_id = ?",
-                           (text, self.memory_id))
+        self._conn.execute(
+            "UPDATE memories SET facts_block = ? WHERE memory_id = ?", (text, self.memory_id)
+        )
 
     # -- recall -----------------------------------------------------------------------------
 
     def recalls(self, since_turn: int = 0) -> list[RecallRecord]:
-        return [RecallRecord(turn=turn, seq=seq, at=at, text=text, tokens=tokens,
-                             facts=_ints(facts), passages=_ints(passages))
-                for turn, seq, at, text, tokens, facts, passages in self._conn.execute(
-                    "SELECT turn, seq, at, text, tokens, facts, passages FROM recalls "
-                    "WHERE memory_id = ? AND turn >= ? ORDER BY turn", (self.memory_id, since_turn))]
+        return [
+            RecallRecord(
+                turn=turn,
+                seq=seq,
+                at=at,
+                text=text,
+                tokens=tokens,
+                facts=_ints(facts),
+                passages=_ints(passages),
+            )
+            for turn, seq, at, text, tokens, facts, passages in self._conn.execute(
+                "SELECT turn, seq, at, text, tokens, facts, passages FROM recalls "
+                "WHERE memory_id = ? AND turn >= ? ORDER BY turn",
+                (self.memory_id, since_turn),
+            )
+        ]
 
     def insert_recall(self, row: RecallRecord) -> None:
         self._conn.execute(
             "INSERT INTO recalls (memory_id, turn, seq, at, text, tokens, facts, passages) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (self.memory_id, row.turn, row.seq, row.at, row.text, row.tokens,
-             _encode(row.facts).decode(), _encode(row.passages).decode()))
+            (
+                self.memory_id,
+                row.turn,
+                row.seq,
+                row.at,
+                row.text,
+                row.tokens,
+                _encode(row.facts).decode(),
+                _encode(row.passages).decode(),
+            ),
+        )
 
     def block_texts(self, table: str, since_turn: int = 0) -> list[BlockText]:
         if table not in ("distills", "recall_finals"):
             raise ValueError(f"no block text table {table!r}")
-        return [BlockText(turn=turn, at=at, text=text, tokens=tokens)
-                for turn, at, text, tokens in self._conn.execute(
-                    f"SELECT turn, at, text, tokens FROM {table} WHERE memory_id = ? "
-                    "AND turn >= ? ORDER BY turn", (self.memory_id, since_turn))]
+        return [
+            BlockText(turn=turn, at=at, text=text, tokens=tokens)
+            for turn, at, text, tokens in self._conn.execute(
+                f"SELECT turn, at, text, tokens FROM {table} WHERE memory_id = ? "
+                "AND turn >= ? ORDER BY turn",
+                (self.memory_id, since_turn),
+            )
+        ]
 
     def insert_block_text(self, table: str, row: BlockText) -> None:
         if table not in ("distills", "recall_finals"):
             raise ValueError(f"no block text table {table!r}")
         self._conn.execute(
             f"INSERT OR IGNORE INTO {table} (memory_id, turn, at, text, tokens) "
-            "VALUES (?, ?, ?, ?, ?)", (self.memory_id, row.turn, row.at, row.text, row.tokens))
+            "VALUES (?, ?, ?, ?, ?)",
+            (self.memory_id, row.turn, row.at, row.text, row.tokens),
+        )
 
     def walks(self, since_turn: int = 0) -> list[WalkRecord]:
-        return [WalkRecord(turn=turn, at=at, levels=_pairs(levels))
-                for turn, at, levels in self._conn.execute(
-                    "SELECT turn, at, levels FROM walks WHERE memory_id = ? AND turn >= ? "
-                    "ORDER BY turn", (self.memory_id, since_turn))]
+        return [
+            WalkRecord(turn=turn, at=at, levels=_pairs(levels))
+            for turn, at, levels in self._conn.execute(
+                "SELECT turn, at, levels FROM walks WHERE memory_id = ? AND turn >= ? "
+                "ORDER BY turn",
+                (self.memory_id, since_turn),
+            )
+        ]
 
     def insert_walk(self, row: WalkRecord) -> None:
         self._conn.execute(
             "INSERT OR IGNORE INTO walks (memory_id, turn, at, levels) VALUES (?, ?, ?, ?)",
-            (self.memory_id, row.turn, row.at, _encode(row.levels).decode()))
-
+            (self.memory_id, row.turn, row.at, _encode(row.levels).decode()),
+        )
 
     # -- usage ------------------------------------------------------------------------------
 
     def usage(self) -> list[UsageRecord]:
-        return [UsageRecord(kind=kind, model=model, tokens_in=tin, tokens_out=tout,
-                            seconds=seconds, at=at)
-                for at, kind, model, tin, tout, seconds in self._conn.execute(
-                    "SELECT at, kind, model, tokens_in, tokens_out, seconds FROM usage "
-                    "WHERE memory_id = ? ORDER BY n", (self.memory_id,))]
+        return [
+            UsageRecord(
+                kind=kind, model=model, tokens_in=tin, tokens_out=tout, seconds=seconds, at=at
+            )
+            for at, kind, model, tin, tout, seconds in self._conn.execute(
+                "SELECT at, kind, model, tokens_in, tokens_out, seconds FROM usage "
+                "WHERE memory_id = ? ORDER BY n",
+                (self.memory_id,),
+            )
+        ]
 
     def insert_usage(self, rows: Sequence[UsageRecord], at: float) -> None:
         if not rows:
             return
-        (top,) = self._conn.execute("SELECT MAX(n) FROM usage WHERE memory_id = ?",
-                                    (self.memory_id,)).fetchone()
+        (top,) = self._conn.execute(
+            "SELECT MAX(n) FROM usage WHERE memory_id = ?", (self.memory_id,)
+        ).fetchone()
         first = (top or 0) + 1
         self._conn.executemany(
             "INSERT INTO usage (memory_id, n, at, kind, model, tokens_in, tokens_out, seconds) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [(self.memory_id, first + i, at, u.kind, u.model, u.tokens_in, u.tokens_out,
-              u.seconds) for i, u in enumerate(rows)])
+            [
+                (
+                    self.memory_id,
+                    first + i,
+                    at,
+                    u.kind,
+                    u.model,
+                    u.tokens_in,
+                    u.tokens_out,
+                    u.seconds,
+                )
+                for i, u in enumerate(rows)
+            ],
+        )
 
 
 _encode = msgspec.json.encode
