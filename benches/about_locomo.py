@@ -25,10 +25,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import fadeway  # noqa: E402
+from fadeway.episodes.traces import episode_text  # noqa: E402
 from fadeway.judge import OfflineJudge  # noqa: E402
-from fadeway.locomo import dia_ids, locomo_lines, read_locomo  # noqa: E402
-from fadeway.replay import replay  # noqa: E402
-from fadeway.scoring import episode_text  # noqa: E402
+from fadeway.replay.locomo import dia_ids, locomo_lines, read_locomo  # noqa: E402
+from fadeway.replay.runner import replay  # noqa: E402
 from helpers import shared_data  # noqa: E402
 
 TUNING = {"conv-26", "conv-30", "conv-41", "conv-42", "conv-43"}

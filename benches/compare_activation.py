@@ -48,11 +48,12 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from fadeway import _core, forgetting
-from fadeway.episode_table import EpisodeTable
-from fadeway.model import EpisodeRecord, TraceRecord
+from fadeway import _core
+from fadeway.forgetting import fade as forgetting
+from fadeway.mirror.episode_table import EpisodeTable
+from fadeway.mirror.trace_log import TraceLog
+from fadeway.records import EpisodeRecord, TraceRecord
 from fadeway.store import SQLiteStore
-from fadeway.trace_log import TraceLog
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import reference  # the slow twins live with the tests

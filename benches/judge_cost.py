@@ -25,11 +25,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from fadeway import formats, tokens  # noqa: E402
-from fadeway.batch import ReplaySettings, _note_writer, open_for_replay  # noqa: E402
-from fadeway.formats import text_of  # noqa: E402
-from fadeway.locomo import locomo_lines, read_locomo  # noqa: E402
-from fadeway.replay import replay_memory  # noqa: E402
+from fadeway import tokens
+from fadeway import wire as formats  # noqa: E402
+from fadeway.replay.batch import ReplaySettings, _note_writer, open_for_replay  # noqa: E402
+from fadeway.replay.locomo import locomo_lines, read_locomo  # noqa: E402
+from fadeway.replay.runner import replay_memory  # noqa: E402
+from fadeway.wire import text_of  # noqa: E402
 from helpers import shared_data  # noqa: E402
 from judge_answers import everything  # noqa: E402
 from openai_server import OpenAIServer, Recorded, Reply  # noqa: E402

@@ -32,8 +32,8 @@ from importlib import resources
 from pathlib import Path
 
 import fadeway
-from fadeway.note_writer import OfflineNoteWriter
-from fadeway.replay import read_replay, replay
+from fadeway.notes.writers import OfflineNoteWriter
+from fadeway.replay.runner import read_replay, replay
 
 ROLES = ("assistant", "tool", "system", "developer")
 USER = "user"

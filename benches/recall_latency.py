@@ -32,7 +32,8 @@ import numpy as np
 import fadeway
 from fadeway import _constants as C
 from fadeway import _core
-from fadeway.model import (
+from fadeway.recall.pipeline import recall
+from fadeway.records import (
     EdgeRecord,
     EntityRecord,
     EpisodeRecord,
@@ -41,7 +42,6 @@ from fadeway.model import (
     PassageRecord,
     WalkRecord,
 )
-from fadeway.recall import recall
 
 START = 1_770_000_000.0
 #: The turn whose walk the lane prepared (an empty walk: the message's own hits are shown).

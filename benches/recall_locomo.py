@@ -63,16 +63,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import fadeway
 from fadeway import _constants as C
 from fadeway import tokens
-from fadeway.forgetting import hidden_ranges
-from fadeway.formats import text_of
-from fadeway.formats.canonical import plain
-from fadeway.history import History
-from fadeway.locomo import locomo_lines, read_locomo
-from fadeway.note_writer import OfflineNoteWriter
-from fadeway.recall import Snapshot, block_tokens, recall
-from fadeway.recall_turns import recent_text
-from fadeway.replay import replay_memory
-from fadeway.view import view_seqs
+from fadeway.decorate.view import view_seqs
+from fadeway.forgetting.fade import hidden_ranges
+from fadeway.mirror.history import History
+from fadeway.notes.writers import OfflineNoteWriter
+from fadeway.recall.pipeline import Snapshot, block_tokens, recall
+from fadeway.recall.turns import recent_text
+from fadeway.replay.locomo import locomo_lines, read_locomo
+from fadeway.replay.runner import replay_memory
+from fadeway.wire import text_of
+from fadeway.wire.canonical import plain
 from helpers import shared_data
 
 RESULTS = Path(__file__).with_name("RESULTS-recall.md")

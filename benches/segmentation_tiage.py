@@ -40,7 +40,6 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from fadeway import cohesion
 from fadeway._constants import (
     BOUNDARY_THRESHOLD_STD,
     COHESION_EMBED_DIM,
@@ -48,6 +47,7 @@ from fadeway._constants import (
     COHESION_SMOOTHING,
     COHESION_WINDOW,
 )
+from fadeway.judge import cohesion
 
 Slots = npt.NDArray[np.bool_]
 Dialogue = tuple[list[str], Slots]  # utterances, gold slots

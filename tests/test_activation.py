@@ -22,8 +22,9 @@ from hypothesis import strategies as st
 
 import reference
 from fadeway import _constants as C
-from fadeway import _core, forgetting
-from fadeway.model import EpisodeRecord
+from fadeway import _core
+from fadeway.forgetting import fade as forgetting
+from fadeway.records import EpisodeRecord
 
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 RELATIVE = 1e-12

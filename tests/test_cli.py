@@ -9,7 +9,7 @@ import sys
 import msgspec
 
 import fadeway
-from fadeway.replay import ReplayFormatError, plan, read_replay
+from fadeway.replay.runner import ReplayFormatError, plan, read_replay
 
 
 def test_demo_replays_the_sample_once_and_inspects_it(tmp_path):
@@ -71,8 +71,8 @@ _REPLAY_SLICE = """
 import sys
 import fadeway
 from fadeway.export import dumps
-from fadeway.note_writer import OfflineNoteWriter
-from fadeway.replay import read_replay, replay
+from fadeway.notes.writers import OfflineNoteWriter
+from fadeway.replay.runner import read_replay, replay
 
 lines = list(read_replay(sys.argv[1]))[:300]
 with fadeway.open(sys.argv[2], background=False, ceiling=4000) as engine:
@@ -130,7 +130,7 @@ def test_replay_lines_name_the_file_and_line(tmp_path):
 
 
 def _line(role, at, **more):
-    from fadeway.replay import ReplayLine
+    from fadeway.replay.runner import ReplayLine
 
     return ReplayLine("m", at, {"role": role, "content": f"{role} at {at}", **more}, f"f:{at}")
 
@@ -162,7 +162,7 @@ def test_plan_reports_replies_and_carries_instructions_to_the_next_decorate():
 
 def test_replay_sends_the_whole_history_when_a_message_repeats(tmp_path):
     """A lone repeat of the first message could be read as a resent history: it is stored."""
-    from fadeway.replay import ReplayLine, replay_memory
+    from fadeway.replay.runner import ReplayLine, replay_memory
 
     def line(role, at, text):
         return ReplayLine("m", at, {"role": role, "content": text}, f"f:{at}")
@@ -186,7 +186,7 @@ def test_replay_sends_the_whole_history_when_a_message_repeats(tmp_path):
 
 
 def test_inspect_says_why_the_facts_block_is_empty(tmp_path):
-    from fadeway.inspection import render
+    from fadeway.cli.inspection import render
 
     view = {
         "memory_id": "m",
@@ -222,7 +222,7 @@ def test_inspect_says_why_the_facts_block_is_empty(tmp_path):
 def test_what_the_terminal_would_obey_is_printed_escaped(tmp_path, capsys):
     """Memory ids and stored text are untrusted: printed raw, an escape sequence would retitle
     the window, clear the screen or colour what follows."""
-    from fadeway.cli import main
+    from fadeway.cli.main import main
 
     hostile = "evil\x1b]0;PWNED\x07\x1b[2J\x9b31m\u202ereversed"
     path = tmp_path / "esc.jsonl"
@@ -255,7 +255,7 @@ def test_what_the_terminal_would_obey_is_printed_escaped(tmp_path, capsys):
 
 
 def test_a_command_that_only_reads_refuses_a_missing_store_and_creates_none(tmp_path, capsys):
-    from fadeway.cli import main
+    from fadeway.cli.main import main
 
     db = tmp_path / "missing.db"
     for argv in (["inspect", "m"], ["recall", "m", "hello"], ["export", "m"]):

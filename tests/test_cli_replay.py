@@ -14,10 +14,10 @@ import time
 import pytest
 
 import fadeway
-import fadeway.replay
-from fadeway.batch import ReplaySettings, run_batch
-from fadeway.locomo import locomo_lines, read_locomo
-from fadeway.sources import read_inputs
+import fadeway.replay.runner
+from fadeway.replay.batch import ReplaySettings, run_batch
+from fadeway.replay.locomo import locomo_lines, read_locomo
+from fadeway.replay.sources import read_inputs
 from helpers import shared_data
 
 LOCOMO = shared_data("locomo/locomo10.json")
@@ -353,7 +353,7 @@ def test_a_run_stopped_between_a_reply_and_its_note_resumes_to_the_same_store(
 
     whole = tmp_path / "whole.db"
     replay(whole)
-    answer = fadeway.replay._Runner.answer
+    answer = fadeway.replay.runner._Runner.answer
     asks = []
 
     def stop_before_the_second_note(runner, at):
@@ -366,10 +366,10 @@ def test_a_run_stopped_between_a_reply_and_its_note_resumes_to_the_same_store(
         answer(runner, at)
 
     db = tmp_path / "stopped.db"
-    monkeypatch.setattr(fadeway.replay._Runner, "answer", stop_before_the_second_note)
+    monkeypatch.setattr(fadeway.replay.runner._Runner, "answer", stop_before_the_second_note)
     with pytest.raises(_Crash):
         replay(db)
-    monkeypatch.setattr(fadeway.replay._Runner, "answer", answer)
+    monkeypatch.setattr(fadeway.replay.runner._Runner, "answer", answer)
     with sqlite3.connect(db) as conn:
         pending = [k for (k,) in conn.execute("SELECT kind FROM jobs WHERE state = 'pending'")]
     assert "walk" in pending, "the run did not stop with the reply's jobs pending"

@@ -14,7 +14,7 @@ import pytest
 
 import fadeway
 from fadeway.errors import StoreError
-from fadeway.lane import JobHandler, register_job, run_lane
+from fadeway.lane.worker import JobHandler, register_job, run_lane
 
 # A subprocess: closing a connection another thread is using crashes the interpreter, which
 # would take the whole test run with it.
@@ -67,7 +67,7 @@ def test_closing_while_other_threads_are_mid_call_ends_their_calls_cleanly(tmp_p
             roles = [m.role for m in mem.messages()]
             assert roles[::2] == ["user"] * len(roles[::2])
             assert roles[1::2] == ["assistant"] * len(roles[1::2])
-            history = [fadeway.formats.canonical.plain(m.body) for m in mem.messages()]
+            history = [fadeway.wire.canonical.plain(m.body) for m in mem.messages()]
             mem.decorate({"messages": [*history, {"role": "user", "content": "still there?"}]})
             assert mem.messages()[-1].role == "user"
 

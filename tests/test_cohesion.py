@@ -14,8 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fadeway import _core, cohesion
+from fadeway import _core
 from fadeway._constants import BOUNDARY_THRESHOLD_STD
+from fadeway.judge import cohesion
 
 PASTA = [
     "I'm making pasta tonight, do you have a good tomato sauce recipe?",

@@ -504,9 +504,9 @@ def test_a_view_that_opens_with_reasoning_is_aligned_past_it():
     """A view may open with a reasoning item (its episode's first unit) that the caller's resend
     leaves out: the resend is aligned from the item after it, and an edited first message there
     is still an edit, not new messages."""
-    from fadeway.formats.canonical import digest_of
-    from fadeway.history import History, align
-    from fadeway.model import MessageRecord
+    from fadeway.mirror.history import History, align
+    from fadeway.records import MessageRecord
+    from fadeway.wire.canonical import digest_of
 
     said = [
         user("a"),

@@ -14,11 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fadeway
-from fadeway import forgetting
-from fadeway.assembly import Assembly
-from fadeway.episode_table import STATES, EpisodeTable
+from fadeway.decorate.assemble import Assembly
 from fadeway.errors import UnmatchedToolOutputError
-from fadeway.model import EpisodeRecord
+from fadeway.forgetting import fade as forgetting
+from fadeway.mirror.episode_table import STATES, EpisodeTable
+from fadeway.records import EpisodeRecord
 from fadeway.store import SQLiteStore, Transaction
 
 

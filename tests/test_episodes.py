@@ -14,7 +14,7 @@ import pytest
 
 import fadeway
 from fadeway.judge import Boundaries, ScriptedJudge
-from fadeway.replay import replay
+from fadeway.replay.runner import replay
 from helpers import chat_reply, shared_data
 
 
@@ -128,7 +128,7 @@ LOCOMO = shared_data("locomo/locomo10.json")
 
 @pytest.mark.skipif(LOCOMO is None, reason="LoCoMo is not in shared/data (it is never bundled)")
 def test_locomo_conversation_replayed_with_the_offline_judge(tmp_path):
-    from fadeway.locomo import locomo_lines, read_locomo
+    from fadeway.replay.locomo import locomo_lines, read_locomo
 
     sample = read_locomo(LOCOMO)[0]
     with fadeway.open(tmp_path / "locomo.db", background=False) as engine:  # default settings

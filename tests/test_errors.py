@@ -376,7 +376,7 @@ def test_ceiling_must_be_positive(tmp_path):
 
 
 def test_a_memory_the_store_does_not_hold_is_named_not_found(engine):
-    from fadeway.recall_turns import preview
+    from fadeway.recall.turns import preview
 
     for read in (lambda: engine.memory("nope").export(), lambda: preview(engine, "nope", "hello")):
         with pytest.raises(errors.MemoryNotFoundError, match="holds no memory 'nope'") as caught:

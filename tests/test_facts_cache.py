@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fadeway
-from fadeway.cache import MemoryCache
-from fadeway.forgetting import facts_of
-from fadeway.graph import Graph
-from fadeway.model import EdgeRecord, EntityRecord, EpisodeRecord, FactRecord, RetirementRecord
+from fadeway.forgetting.fade import facts_of
+from fadeway.graph.update import Graph
+from fadeway.mirror.facts import MemoryCache
+from fadeway.records import EdgeRecord, EntityRecord, EpisodeRecord, FactRecord, RetirementRecord
 from helpers import chat_reply
 from reference import facts_of_reference
 

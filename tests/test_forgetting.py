@@ -11,9 +11,10 @@ import pytest
 import fadeway
 from conftest import SMALL_CEILING as CEILING
 from conftest import open_small
-from fadeway import notes, tokens
-from fadeway.forgetting import fade_episodes as forgetting_fade_episodes
+from fadeway import tokens
+from fadeway.forgetting.fade import fade_episodes as forgetting_fade_episodes
 from fadeway.judge import ScriptedJudge
+from fadeway.notes import tool as notes
 from helpers import chat_reply
 
 ORDER = ["live", "leaving", "sealed", "forgotten"]
@@ -154,7 +155,7 @@ def test_a_model_that_ignores_the_ask_is_asked_again(small, clock, caplog):
         if m.get("tool_calls") and m["tool_calls"][0]["id"] == "note_late"
     )
     assert nxt["messages"][i + 1] == notes.note_output(
-        fadeway.formats.Format.CHAT_COMPLETIONS, "note_late", True
+        fadeway.wire.Format.CHAT_COMPLETIONS, "note_late", True
     )
 
 
@@ -210,7 +211,7 @@ def test_a_fade_counts_a_notes_facts_once_however_many_episodes_it_sealed(small,
 
     history: list = []
     noted = 0
-    with mock.patch("fadeway.assembly.fade_episodes", spy):
+    with mock.patch("fadeway.decorate.assemble.fade_episodes", spy):
         for t in range(70):
             clock.advance(60)
             history.append(_user(t))
@@ -457,9 +458,9 @@ def test_both_formats_validate_and_never_leave_a_call_unanswered(small, clock, f
 
 
 def test_locomo_replay_with_a_low_ceiling_and_the_offline_note_writer(tmp_path):
-    from fadeway.locomo import locomo_lines, read_locomo
-    from fadeway.note_writer import OfflineNoteWriter
-    from fadeway.replay import replay
+    from fadeway.notes.writers import OfflineNoteWriter
+    from fadeway.replay.locomo import locomo_lines, read_locomo
+    from fadeway.replay.runner import replay
     from helpers import shared_data
 
     path = shared_data("locomo/locomo10.json")
@@ -519,7 +520,7 @@ def test_a_malformed_note_is_no_note_and_the_ask_stands(small, clock, caplog):
     assert _asks(nxt)  # asked again
     i = next(k for k, m in enumerate(nxt["messages"]) if m.get("tool_calls"))
     assert nxt["messages"][i + 1] == notes.note_output(
-        fadeway.formats.Format.CHAT_COMPLETIONS, "note_bad", False
+        fadeway.wire.Format.CHAT_COMPLETIONS, "note_bad", False
     )
     assert mem.export().notes == []
 
@@ -670,7 +671,7 @@ def test_two_note_calls_in_one_reply_answer_the_same_ask_in_the_order_made(small
 def test_a_turns_size_counts_the_recall_block_it_carries_in_view(small, clock):
     """A typical turn, and the turn in progress that the landing never goes below, weigh what
     the view holds of them: their messages and the recall block before their user message."""
-    from fadeway.forgetting import turn_sizes
+    from fadeway.forgetting.fade import turn_sizes
 
     mem, history = small.memory("m"), []
     for t in range(4):
@@ -738,7 +739,8 @@ def test_the_fade_counts_the_note_ask_its_picks_make(small, clock, used_turn):
     fixed part that ask makes: its landing is the one the request it sends holds."""
     import numpy as np
 
-    from fadeway import assembly, blocks
+    from fadeway import blocks
+    from fadeway.decorate import assemble as assembly
 
     real_fade, real_landing = assembly.fade_episodes, assembly.landing
     fixed_seen: list[int] = []
@@ -789,7 +791,7 @@ def test_the_fade_counts_the_note_ask_its_picks_make(small, clock, used_turn):
 def test_the_room_for_the_next_call_is_one_step_not_a_whole_turn(small, clock, fmt):
     """The spec's room is "one batch of tool outputs and the reply": in a turn of many tool
     rounds, the largest round with its outputs, not all of them together."""
-    from fadeway.forgetting import next_call_room, turn_sizes
+    from fadeway.forgetting.fade import next_call_room, turn_sizes
 
     mem, history = small.memory(f"m-{fmt}"), []
     rounds = [3, 12, 5]  # words of each round's output, in hundreds of tokens roughly
@@ -859,8 +861,8 @@ def test_a_notes_facts_are_judged_once_though_the_job_runs_again(small, clock):
     apply and its done) appends no second set of traces."""
     import asyncio
 
-    from fadeway.model import FactRecord, JobRecord, NoteRecord
-    from fadeway.scoring import ScoreJob
+    from fadeway.episodes.traces import ScoreJob
+    from fadeway.records import FactRecord, JobRecord, NoteRecord
     from helpers import converse_with_notes
 
     mem = small.memory("m")
@@ -914,7 +916,7 @@ def test_note_arguments_reads_only_the_messages_asked_for(small, clock):
     arguments come back for the messages named, and all of them when none are."""
     import json
 
-    from fadeway.assembly import note_arguments
+    from fadeway.decorate.assemble import note_arguments
     from helpers import converse_with_notes
 
     mem = small.memory("m")

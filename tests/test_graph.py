@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import fadeway
-from fadeway.graph import Graph, normalise_name
+from fadeway.graph.update import Graph, normalise_name
 from fadeway.judge import FactText, OfflineJudge, ScriptedJudge
-from fadeway.model import EdgeRecord, EntityRecord, RetirementRecord
+from fadeway.records import EdgeRecord, EntityRecord, RetirementRecord
 from helpers import converse_with_notes
 
 # The spec's pricing-page facts, then a second note that restates two of them under other names,

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 import fadeway
 from conftest import Clock
-from fadeway.assembly import Assembly
-from fadeway.formats.canonical import plain
-from fadeway.history import History
+from fadeway.decorate.assemble import Assembly
 from fadeway.judge import ScriptedJudge
+from fadeway.mirror.history import History
+from fadeway.wire.canonical import plain
 from helpers import call, chat_reply, note_call
 
 CEILING = 3_000

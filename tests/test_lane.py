@@ -15,8 +15,8 @@ import pytest
 import fadeway
 from fadeway.errors import EndpointError, EndpointResponseError, EndpointTimeout
 from fadeway.judge.base import JudgeTimeout
-from fadeway.lane import JobHandler, register_job, run_lane, transient
-from fadeway.model import EpisodeRecord, TraceRecord
+from fadeway.lane.worker import JobHandler, register_job, run_lane, transient
+from fadeway.records import EpisodeRecord, TraceRecord
 
 APPLIED: list[tuple[str, int]] = []
 APPLIED_LOCK = threading.Lock()
@@ -311,7 +311,7 @@ def test_jobs_queued_before_retries_could_wait_still_run(tmp_path, clock):
 def test_a_replay_sleeps_through_a_wait_instead_of_polling_the_lane(tmp_path, clock, monkeypatch):
     """Each look at a lane is a write transaction: waiting out an outage looks again when the
     job may run, not every poll."""
-    import fadeway.replay as replay
+    import fadeway.replay.runner as replay
 
     APPLIED.clear()
     Outage.DOWN[0] = 1
@@ -394,7 +394,7 @@ def test_the_background_worker_runs_queued_jobs(tmp_path, clock):
 def test_traces_messages_and_episode_bounds_cannot_be_edited_or_deleted(quiet_engine, tmp_path):
     quiet_engine.memory("m").decorate({"messages": [{"role": "user", "content": "hi"}]})
     with quiet_engine.store.write("m") as tx:
-        from fadeway.model import EpisodeRecord, TraceRecord
+        from fadeway.records import EpisodeRecord, TraceRecord
 
         tx.insert_episodes(
             [

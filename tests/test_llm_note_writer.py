@@ -16,7 +16,7 @@ from fadeway import blocks, usage
 from fadeway.errors import EndpointError
 from fadeway.http import Endpoint
 from fadeway.judge import LLMJudge
-from fadeway.note_writer import LeavingMessage, LLMNoteWriter, NoteWriterError
+from fadeway.notes.writers import LeavingMessage, LLMNoteWriter, NoteWriterError
 from helpers import shared_data
 from judge_answers import completion, everything
 from openai_server import OpenAIServer, Reply
@@ -84,7 +84,7 @@ def test_the_ask_and_the_note_tool_go_as_the_live_model_gets_them(server, writer
         {"role": "user", "content": "Caroline: I went to the support group."},
         {"role": "system", "content": ask},
     ]
-    assert body["tools"] == [fadeway.notes.note_tool(fadeway.formats.Format.CHAT_COMPLETIONS)]
+    assert body["tools"] == [fadeway.notes.tool.note_tool(fadeway.wire.Format.CHAT_COMPLETIONS)]
     assert body["tool_choice"] == {"type": "function", "function": {"name": "note"}}
     assert [(u.kind, u.model, u.tokens_in, u.tokens_out) for u in used] == [
         ("note", MODEL, 120, 30)
@@ -203,8 +203,8 @@ LOCOMO_SESSIONS = 99  # every session: the whole conversation
     reason="LoCoMo (shared/data/locomo/locomo10.json) is not available; it is never bundled",
 )
 def test_locomo_replay_with_the_llm_judge_and_note_writer(server, tmp_path):
-    from fadeway.locomo import locomo_lines, read_locomo
-    from fadeway.replay import replay_memory
+    from fadeway.replay.locomo import locomo_lines, read_locomo
+    from fadeway.replay.runner import replay_memory
 
     sample = read_locomo(LOCOMO)[0]
     lines = [

@@ -9,7 +9,7 @@ import json
 import pytest
 
 import fadeway
-import fadeway.note_writer
+import fadeway.notes.writers
 from conftest import open_small
 from fadeway.errors import InvalidRequestError
 from helpers import call, chat_reply, note_call
@@ -270,14 +270,14 @@ def test_a_delta_caller_follows_call_again_with_nothing_new(small, clock, fmt):
         small.memory("new").decorate({"model": "gpt-4.1", KEY[fmt]: []})
 
 
-class _Failing(fadeway.note_writer.NoteWriter):
+class _Failing(fadeway.notes.writers.NoteWriter):
     """A note writer whose endpoint is down for its first `down` calls."""
 
     name = "flaky"
 
     def __init__(self, down: int) -> None:
         self.down, self.calls = down, 0
-        self.offline = fadeway.note_writer.OfflineNoteWriter()
+        self.offline = fadeway.notes.writers.OfflineNoteWriter()
 
     async def write(self, ask, messages, *, deadline=None):
         self.calls += 1

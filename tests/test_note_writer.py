@@ -8,7 +8,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fadeway.note_writer import LeavingMessage, OfflineNoteWriter
+from fadeway.notes.writers import LeavingMessage, OfflineNoteWriter
 
 TURNS = [
     LeavingMessage(12, "user", "Export the pricing table so finance can check the annual prices."),
@@ -108,7 +108,7 @@ class _RefusingWriter(OfflineNoteWriter):
     name = "refusing"
 
     async def write(self, ask, messages, *, deadline=None):
-        from fadeway.note_writer import NoteWriterError
+        from fadeway.notes.writers import NoteWriterError
 
         raise NoteWriterError("the model gave no note")
 
@@ -117,7 +117,7 @@ def test_replay_goes_on_when_the_note_writer_fails_and_the_ask_stays(tmp_path, c
     from importlib import resources
 
     import fadeway
-    from fadeway.replay import read_replay, replay
+    from fadeway.replay.runner import read_replay, replay
 
     sample = resources.files("fadeway") / "samples" / "quickstart.jsonl"
     lines = list(read_replay(str(sample)))
@@ -276,9 +276,9 @@ def test_every_subject_and_object_is_written_in_its_note_and_apart(said):
 
 
 def test_leaving_messages_name_the_tool_each_output_answers():
-    from fadeway.formats import Format
-    from fadeway.model import MessageRecord
-    from fadeway.note_writer import leaving_messages
+    from fadeway.notes.writers import leaving_messages
+    from fadeway.records import MessageRecord
+    from fadeway.wire import Format
 
     CHAT, RESPONSES = Format.CHAT_COMPLETIONS, Format.RESPONSES
 

@@ -13,8 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from fadeway.formats import Format, parse_response
-from fadeway.notes import (
+from fadeway.notes.tool import (
     NOTE_NOT_READ,
     NOTE_PARAMETERS,
     NOTE_TOOL_NAME,
@@ -28,6 +27,7 @@ from fadeway.notes import (
     parse_note_arguments,
     without_note_calls,
 )
+from fadeway.wire import Format, parse_response
 from helpers import OPENAPI_RELATIVE, Schemas, call, chat_reply, shared_data
 
 CHAT, RESPONSES = Format.CHAT_COMPLETIONS, Format.RESPONSES

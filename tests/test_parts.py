@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from fadeway import _constants as C
 from fadeway import _core
-from fadeway.parts import Part, message_parts
+from fadeway.recall.parts import Part, message_parts
 
 CORRECTION = (
     "No, that is wrong: the checkout service moved to the payments team in March, not to "

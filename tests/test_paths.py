@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fadeway.errors import InvalidMemoryIdError
-from fadeway.paths import data_dir_for, index_dir
+from fadeway.index.paths import data_dir_for, index_dir
 
 DATA = Path("/srv/fadeway/memories.db.indexes")
 NASTY = [

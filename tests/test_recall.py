@@ -15,8 +15,8 @@ import fadeway
 from fadeway import _constants as C
 from fadeway import blocks
 from fadeway.judge import OfflineJudge, ScriptedJudge
-from fadeway.lane import run_ready
-from fadeway.recall import Snapshot, block_tokens, group_facts, recall
+from fadeway.lane.worker import run_ready
+from fadeway.recall.pipeline import Snapshot, block_tokens, group_facts, recall
 from helpers import chat_reply, converse_with_notes, note_call
 
 OWNER = ("Dana owns the checkout migration.", "Dana", "checkout migration", False)
@@ -95,7 +95,7 @@ def test_the_offline_judge_walks_inline_without_an_event_loop(tmp_path, clock, m
             coro.close()
             raise AssertionError("the offline walk started an event loop")
 
-        monkeypatch.setattr(fadeway.recall, "run_sync", no_loop)
+        monkeypatch.setattr(fadeway.recall.pipeline, "run_sync", no_loop)
         result = _recall(eng, "m", QUESTION)
     assert result.walk == "inline" and OWNER[0] in result.block
 
@@ -484,7 +484,7 @@ def test_a_tie_names_the_group_by_its_first_facts_subject_whatever_the_hash_seed
 
 
 def test_a_prepared_walk_never_shows_a_fact_now_in_the_facts_block(tmp_path, clock):
-    from fadeway.model import WalkRecord
+    from fadeway.records import WalkRecord
 
     with _open(tmp_path / "r.db", clock) as eng:
         converse_with_notes(eng, eng.memory("m"), clock, [[OWNER, LEAVE, *OTHER]])

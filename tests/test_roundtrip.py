@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import fadeway
-from fadeway.formats import parse_request
-from fadeway.formats.canonical import digest_of
-from fadeway.history import digests_of_sent
+from fadeway.mirror.history import digests_of_sent
+from fadeway.wire import parse_request
+from fadeway.wire.canonical import digest_of
 from strategies import chat_conversations, responses_conversations
 
 _settings = settings(
@@ -177,7 +177,7 @@ def test_a_resent_history_is_recognised_without_hashing_it_again(engine):
         for i in range(9)
     ]
     mem.decorate({"messages": history})
-    with mock.patch("fadeway.history.digest_of", wraps=digest_of) as hashed:
+    with mock.patch("fadeway.mirror.history.digest_of", wraps=digest_of) as hashed:
         mem.decorate({"messages": [*history, {"role": "user", "content": "and now?"}]})
     assert hashed.call_count == 1  # the new message only
     assert len(mem.messages()) == 10
@@ -231,7 +231,7 @@ def test_an_export_carries_the_work_its_lane_had_still_to_do(tmp_path, clock):
                 doc,
                 memory_id="x",
                 jobs=[
-                    fadeway.model.ExportedJob(
+                    fadeway.records.ExportedJob(
                         kind="teleport", payload=msgspec.Raw(b"{}"), created_at=0.0
                     )
                 ],

@@ -11,10 +11,10 @@ import pytest
 import fadeway
 from fadeway._constants import EMBED_DIM
 from fadeway.errors import EmbedderMismatchError
+from fadeway.index.passages import passages_of, windows
+from fadeway.index.paths import index_dir
 from fadeway.judge import ScriptedJudge
-from fadeway.model import EpisodeRecord, MessageRecord
-from fadeway.passages import passages_of, windows
-from fadeway.paths import index_dir
+from fadeway.records import EpisodeRecord, MessageRecord
 from helpers import chat_reply, converse_with_notes, note_call
 
 VAULT = [("The vault code is 4417.", "vault", "code 4417", False)]

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 import fadeway
 from fadeway.errors import InvalidResponseError
-from fadeway.formats import Format, streams
 from fadeway.judge import ScriptedJudge
+from fadeway.wire import Format, streams
 from helpers import Schemas, call, chat_reply, openapi_path
 from streaming import chat_chunks, in_pieces, response_events
 

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fadeway
-from fadeway.model import EpisodeRecord, TraceRecord
-from fadeway.trace_log import TraceLog
+from fadeway.mirror.trace_log import TraceLog
+from fadeway.records import EpisodeRecord, TraceRecord
 from reference import activation_reference, significance_reference
 
 NOW = 1_767_225_600.0

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fadeway.formats import Side
-from fadeway.history import next_turns, units
-from fadeway.model import MessageRecord
+from fadeway.mirror.history import next_turns, units
+from fadeway.records import MessageRecord
+from fadeway.wire import Side
 
 
 @st.composite

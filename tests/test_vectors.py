@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from fadeway.errors import EmbedderMismatchError
-from fadeway.vectors import EXACT_MAX, FORMAT_VERSION, VectorIndex
+from fadeway.index.vectors import EXACT_MAX, FORMAT_VERSION, VectorIndex
 
 DIM = 32
 NAME = "hashing-32"

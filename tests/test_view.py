@@ -9,7 +9,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from fadeway import blocks
-from fadeway.view import last_user_messages, own_additions, strip_own_additions, view_seqs
+from fadeway.decorate.view import last_user_messages, own_additions, strip_own_additions, view_seqs
 
 ranges = st.lists(st.tuples(st.integers(-3, 70), st.integers(-3, 70)), max_size=12)
 

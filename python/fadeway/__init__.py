@@ -15,7 +15,7 @@ from . import errors
 from .engine import Engine, open
 from .export import dumps, loads, read_jsonl, write_jsonl
 from .memory import Memory
-from .model import MemoryExport, MessageRecord, ReportResult, Unit
+from .records import MemoryExport, MessageRecord, ReportResult, Unit
 
 try:
     __version__ = version("fadeway")

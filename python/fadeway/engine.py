@@ -16,21 +16,22 @@ from typing import Any
 import msgspec
 
 from . import _constants as C
-
-# Each registers its lane job: fact traces, the graph, passages, and embeddings.
-from . import graph, note_taking, passages, scoring  # noqa: F401
 from .embed import Embedder, embedder_from
-from .episodes import CutSettings
+from .episodes import traces as scoring  # noqa: F401
+from .episodes.cut import CutSettings
 from .errors import ImportConflictError, InvalidExportError, InvalidMemoryIdError
 from .export import check_export, resealed
-from .history import History
+from .graph import update as graph  # noqa: F401
+from .index import passages  # noqa: F401
+from .index.paths import data_dir_for, index_dir
+from .index.search import MemoryIndex
 from .judge import Judge, judge_from
-from .lane import BackgroundWorker, drain, job_kinds
+from .lane.worker import BackgroundWorker, drain, job_kinds
 from .memory import Memory
-from .model import MemoryExport, MessageRecord, RequestRecord
-from .note_writer import LLMNoteWriter, NoteWriter, note_writer_from
-from .paths import data_dir_for, index_dir
-from .search import MemoryIndex
+from .mirror.history import History
+from .notes import taking as note_taking  # noqa: F401
+from .notes.writers import LLMNoteWriter, NoteWriter, note_writer_from
+from .records import MemoryExport, MessageRecord, RequestRecord
 from .store import Store, open_store
 from .usage import UsageRecord
 

@@ -15,10 +15,10 @@ from typing import IO, TYPE_CHECKING
 
 import msgspec
 
-from . import blocks, formats
+from . import blocks
+from . import wire as formats
 from .errors import FadewayError, ImportConflictError, InvalidExportError, MemoryNotFoundError
-from .formats import Entry, Format, chat_completions, responses
-from .model import (
+from .records import (
     EXPORT_VERSION,
     ExportedJob,
     ExportedMessage,
@@ -26,6 +26,7 @@ from .model import (
     ExportedUsage,
     MemoryExport,
 )
+from .wire import Entry, Format, chat_completions, responses
 
 if TYPE_CHECKING:
     from .engine import Engine

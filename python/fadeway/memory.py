@@ -15,9 +15,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from . import _constants as C
-from . import formats, notes, tokens
-from .assembly import Assembly, Key, PlanCut, Planned, note_arguments
-from .episodes import commit_cut, plan_read_cut, prepare_cut, uncut_range
+from . import tokens
+from . import wire as formats
+from .decorate.assemble import Assembly, Key, PlanCut, Planned, note_arguments
+from .decorate.view import caller_tools, last_user_messages, strip_own_additions
+from .episodes.cut import commit_cut, plan_read_cut, prepare_cut, uncut_range
 from .errors import (
     EmptyRequestError,
     FormatMismatchError,
@@ -26,9 +28,9 @@ from .errors import (
     UnmatchedToolOutputError,
 )
 from .export import export_memory
-from .formats import Entry, Format, ParsedRequest, Side, streams
-from .formats.canonical import digest_of, encode_json, plain
-from .history import (
+from .index.search import search_memory
+from .lane.worker import run_sync
+from .mirror.history import (
     History,
     PendingCalls,
     align,
@@ -38,8 +40,11 @@ from .history import (
     opens_unit,
     units,
 )
-from .lane import run_sync
-from .model import (
+from .notes import tool as notes
+from .notes.taking import awaiting_note, pending_ask, write_note
+from .notes.writers import NoteWriter
+from .recall.turns import Pending, place_recall, queue_after_reply, recall_for, store_recall
+from .records import (
     EpisodeView,
     MemoryExport,
     MemoryRecord,
@@ -50,19 +55,10 @@ from .model import (
     TraceRecord,
     Unit,
 )
-from .note_taking import awaiting_note, pending_ask, write_note
-from .note_writer import NoteWriter
-from .recall_turns import (
-    Pending,
-    place_recall,
-    queue_after_reply,
-    recall_for,
-    store_recall,
-)
-from .search import search_memory
 from .store import Transaction
 from .usage import UsageRecord, UsageSummary, collecting, summarise_usage
-from .view import caller_tools, last_user_messages, strip_own_additions
+from .wire import Entry, Format, ParsedRequest, Side, streams
+from .wire.canonical import digest_of, encode_json, plain
 
 if TYPE_CHECKING:
     from .engine import Engine

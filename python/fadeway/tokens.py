@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 from . import _constants as C
 from . import _core
-from .formats import Entry, ParsedRequest, entry, text_of
-from .formats.canonical import encode_json, to_plain
+from .wire import Entry, ParsedRequest, entry, text_of
+from .wire.canonical import encode_json, to_plain
 
 __all__ = [
     "encoding_for_model",

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import _constants as C
-from .. import _core, cohesion
+from .. import _core
+from . import cohesion
 from .base import Answer, Boundaries, FactText, Judge, Relation, UnitText
 
 __all__ = [

@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager
 
 import numpy as np
 
-from ..model import (
+from ..records import (
     AliasRecord,
     BlockText,
     EdgeRecord,

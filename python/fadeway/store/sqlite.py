@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import _constants as C
 from ..errors import SchemaVersionError, StoreError
-from ..model import (
+from ..records import (
     EpisodeRecord,
     FactRecord,
     JobRecord,

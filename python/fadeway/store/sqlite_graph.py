@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from ..model import (
+from ..records import (
     AliasRecord,
     BlockText,
     EdgeRecord,

@@ -1,0 +1,142 @@
+"""`fadeway inspect`: one memory as the store holds it (episodes with their state and
+activation, the facts block as the model sees it, the knowledge graph's counts).
+
+Activation is computed at any moment (`at`) from the append-only traces (MECHANISM:
+"Activation"); states and the facts block are the stored, current ones.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from ..engine import Engine
+from ..errors import MemoryNotFoundError
+from ..mirror.trace_log import TraceLog
+
+__all__ = ["MemoryNotFoundError", "inspect_memory", "render"]
+
+
+def inspect_memory(engine: Engine, memory_id: str, at: float) -> dict[str, Any]:
+    """Everything `fadeway inspect` shows, as plain JSON values; activation at `at`."""
+    with engine.store.read(memory_id) as tx:
+        memory = tx.memory()
+        if memory is None:
+            raise MemoryNotFoundError(f"the store holds no memory {memory_id!r}")
+        count = tx.message_count()
+        first, last = (
+            (tx.messages(0, 1)[0], tx.messages(count - 1, count)[0]) if count else (None, None)
+        )
+        episodes = tx.episodes()
+        traces = tx.traces()
+        facts = tx.facts()
+        notes = tx.notes()
+        entities, aliases, edges = tx.entities(), tx.aliases(), tx.edges()
+        retirements = tx.retirements()
+        passages = tx.passage_count()
+    log, numbers = TraceLog.of(traces), [e.n for e in episodes]
+    act, sig = log.activation(numbers, at), log.significance(numbers)
+    trace_count: dict[int, int] = {}
+    for t in traces:
+        trace_count[t.episode] = trace_count.get(t.episode, 0) + 1
+    states = [e.state for e in episodes]
+    return {
+        "memory_id": memory_id,
+        "format": memory.format,
+        "at": at,
+        "messages": count,
+        "turns": last.turn if last else 0,
+        "first_at": first.at if first else None,
+        "last_at": last.at if last else None,
+        "episodes": [
+            {
+                "n": e.n,
+                "state": e.state,
+                "first_turn": e.first_turn,
+                "last_turn": e.last_turn,
+                "first_seq": e.first_seq,
+                "last_seq": e.last_seq,
+                "start_at": e.start_at,
+                "end_at": e.end_at,
+                "tokens": e.tokens,
+                "traces": trace_count.get(e.n, 0),
+                "activation": float(a),
+                "significance": float(s),
+            }
+            for e, a, s in zip(episodes, act.tolist(), sig.tolist(), strict=True)
+        ],
+        "states": {
+            state: states.count(state) for state in ("live", "leaving", "sealed", "forgotten")
+        },
+        "facts_block": memory.facts_block,
+        "graph": {
+            "notes": len(notes),
+            "facts": len(facts),
+            "entities": len(entities),
+            "aliases": len(aliases),
+            "edges": len(edges),
+            "merged": sum(1 for e in edges if e.merged_into is not None),
+            "retired": len(retirements),
+            "passages": passages,
+        },
+    }
+
+
+def _when(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def _span(start: float, end: float) -> str:
+    a, b = _when(start), _when(end)
+    return f"{a} → {b[11:]}" if a[:10] == b[:10] else f"{a} → {b}"
+
+
+def render(view: dict[str, Any]) -> str:
+    """The inspect view as text for a terminal."""
+    out = [
+        f"memory {view['memory_id']!r} ({view['format']}): {view['messages']} messages in "
+        f"{view['turns']} turns, {_when(view['first_at'])} → {_when(view['last_at'])} UTC",
+        f"activation at {_when(view['at'])} UTC; states as stored now",
+        "",
+    ]
+    episodes = view["episodes"]
+    if episodes:
+        out.append(
+            f"{'ep':>4}  {'state':<9}  {'turns':>9}  {'time span (UTC)':<33}  "
+            f"{'tokens':>6}  {'traces':>6}  {'activation':>10}  {'signif.':>7}"
+        )
+        for e in episodes:
+            turns = f"{e['first_turn']}–{e['last_turn']}"
+            out.append(
+                f"{e['n']:>4}  {e['state']:<9}  {turns:>9}  "
+                f"{_span(e['start_at'], e['end_at']):<33}  {e['tokens']:>6}  "
+                f"{e['traces']:>6}  {e['activation']:>10.4f}  {e['significance']:>7.2f}"
+            )
+        counts = ", ".join(f"{n} {state}" for state, n in view["states"].items() if n)
+        out.append(f"{len(episodes)} episodes: {counts}")
+    else:
+        out.append("no episodes yet (history is cut once enough of it has closed)")
+    g = view["graph"]
+    out += [
+        "",
+        f"graph: {g['entities']} entities, {g['aliases']} aliases, {g['facts']} facts "
+        f"from {g['notes']} notes, {g['merged']} merged, {g['retired']} retired; "
+        f"{g['passages']} passages",
+        "",
+        "facts block (as the model sees it):",
+    ]
+    block = view["facts_block"]
+    if block:
+        out.append(block)
+    elif view["states"].get("sealed"):
+        out.append("(empty: the notes of the sealed episodes hold no facts)")
+    elif view["states"].get("forgotten"):
+        out.append(
+            "(empty: no episode is sealed now; the forgotten ones' facts left the block, "
+            "and recall brings them back)"
+        )
+    else:
+        out.append("(empty: no episode has sealed yet)")
+    return "\n".join(out)

@@ -1,0 +1,289 @@
+"""The view: what of the history a request shows, and fadeway's own additions to it
+(MECHANISM: "What the model sees").
+
+Sealed and forgotten episodes' messages leave the view; every note call fadeway asked for is
+answered with its own tool output, so the provider never sees an unanswered call; the facts
+block follows the caller's instructions and the note ask ends the request, each in the
+instructions' role. Those additions are recognised when a caller sends them back, and never
+stored as the caller's messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from .. import blocks
+from ..errors import InvalidRequestError
+from ..mirror.history import History
+from ..notes import tool as notes
+from ..wire import Format
+from ..wire.canonical import to_plain
+from ..wire.responses import CLIENT_CALL_TYPES
+
+__all__ = [
+    "instruction_role",
+    "block_message",
+    "own_additions",
+    "strip_own_additions",
+    "is_user_message",
+    "last_user_messages",
+    "history_view",
+    "resolvable",
+    "stateless",
+    "view_seqs",
+    "with_note_tool",
+    "note_ask_allowed",
+    "caller_tools",
+]
+
+
+def instruction_role(fmt: Format, instructions: Sequence[Any]) -> str:
+    """Our blocks' role: system, or developer when the caller's instructions are developer
+    messages, and always developer for Responses."""
+    if fmt is Format.RESPONSES:
+        return "developer"
+    roles = [
+        m.get("role") if isinstance(m, dict) else getattr(m, "role", None) for m in instructions
+    ]
+    return "developer" if "developer" in roles and "system" not in roles else "system"
+
+
+def block_message(role: str, text: str) -> dict[str, Any]:
+    return {"role": role, "content": text}
+
+
+def _made_calls(m: Any) -> dict[str, bool]:
+    """The calls a sent message or item makes, by id: whether each is a note call."""
+    if not isinstance(m, dict):
+        if not (getattr(m, "tool_calls", None) or getattr(m, "type", None) in CLIENT_CALL_TYPES):
+            return {}
+        m = to_plain(m, "message")  # an SDK object's calls count as made all the same
+    if m.get("role") == "assistant" and isinstance(m.get("tool_calls"), list):
+        made: dict[str, bool] = {}
+        _chat_calls(m["tool_calls"], made)
+        return made
+    if m.get("type") in CLIENT_CALL_TYPES and isinstance(m.get("call_id"), str):
+        return {m["call_id"]: notes.is_note_call(Format.RESPONSES, m)}
+    return {}
+
+
+def _chat_calls(calls: Any, into: dict[str, bool]) -> None:
+    """Each Chat Completions tool call in `calls` into `into`, by id: whether it is a note call."""
+    for c in calls:
+        if type(c) is dict and type(call_id := c.get("id")) is str:
+            into[call_id] = notes.is_note_call(Format.CHAT_COMPLETIONS, c)
+
+
+def _answered(m: Any) -> str | None:
+    """The call a sent tool output answers; None for anything else."""
+    if not isinstance(m, dict):
+        return None
+    call_id = (
+        m.get("tool_call_id")
+        if m.get("role") == "tool"
+        else (m.get("call_id") if m.get("type") == "function_call_output" else None)
+    )
+    return call_id if isinstance(call_id, str) else None
+
+
+def _is_block(m: Any) -> bool:
+    return (
+        isinstance(m, dict)
+        and m.get("role") in ("system", "developer")
+        and blocks.is_block(m.get("content"))
+    )
+
+
+def own_additions(messages: Sequence[Any], answers_note: Callable[[str], bool]) -> list[bool]:
+    """For each sent message, whether it is one of fadeway's additions: a block, or fadeway's
+    output for a note call. An output answers the latest call of its id before it in `messages`
+    or, when `messages` makes none, the one `answers_note(call_id)` tells of (the stored
+    history's latest): some providers give every turn's calls the same ids again."""
+    latest: dict[str, bool] = {}  # call id → whether its latest call so far is a note call
+    out = [False] * len(messages)
+    for i, m in enumerate(messages):  # one pass over a long history: kept to plain lookups
+        if type(m) is not dict:
+            latest.update(_made_calls(m))
+            continue
+        role = m.get("role")
+        answered = None
+        if role == "user":
+            continue
+        if role == "assistant":
+            if calls := m.get("tool_calls"):
+                _chat_calls(calls, latest)
+        elif role == "tool":
+            answered = m.get("tool_call_id")
+        elif role is None:
+            kind = m.get("type")
+            if kind == "function_call_output":
+                answered = m.get("call_id")
+            elif kind in CLIENT_CALL_TYPES:
+                latest.update(_made_calls(m))
+        elif role == "system" or role == "developer":
+            out[i] = blocks.is_block(m.get("content"))
+        if type(answered) is str:
+            out[i] = latest[answered] if answered in latest else answers_note(answered)
+    return out
+
+
+def _own_at(messages: Sequence[Any], i: int, answers_note: Callable[[str], bool]) -> bool:
+    """`own_additions(messages, answers_note)[i]`, looking back from `i` only as far as needed."""
+    answered = _answered(messages[i])
+    if answered is None:
+        return _is_block(messages[i])
+    for j in range(i - 1, -1, -1):
+        made = _made_calls(messages[j])
+        if answered in made:
+            return made[answered]
+    return answers_note(answered)
+
+
+def strip_own_additions(messages: Sequence[Any], answers_note: Callable[[str], bool]) -> list[Any]:
+    """`messages` without fadeway's blocks and its outputs for its own note calls
+    (`own_additions`)."""
+    own = own_additions(messages, answers_note)
+    return [m for m, mine in zip(messages, own, strict=True) if not mine]
+
+
+def is_user_message(message: Any) -> bool:
+    """Whether a sent item is a user's message (not a tool output or another kind of item)."""
+    return (
+        isinstance(message, dict)
+        and message.get("role") == "user"
+        and (message.get("type") in (None, "message"))
+    )
+
+
+def last_user_messages(
+    messages: Sequence[Any], answers_note: Callable[[str], bool]
+) -> list[tuple[int, Any]]:
+    """The user messages that end `messages` once fadeway's additions are stripped, in order,
+    each with its index in `messages`: the messages no reply has followed yet (empty when the
+    last message is not a user's)."""
+    run: list[tuple[int, Any]] = []
+    for i in range(len(messages) - 1, -1, -1):
+        if _own_at(messages, i, answers_note):
+            continue
+        if not is_user_message(messages[i]):
+            break
+        run.append((i, messages[i]))
+    return run[::-1]
+
+
+def view_seqs(count: int, hidden: Sequence[tuple[int, int]] | np.ndarray) -> list[int]:
+    """The seqs of `count` stored messages that are not in the `hidden` ranges (first and last
+    seq, inclusive; pairs, or an array of two columns)."""
+    ranges = np.asarray(hidden, dtype=np.int64).reshape(-1, 2)
+    ranges = ranges[ranges[:, 0] <= ranges[:, 1]]
+    if not len(ranges):
+        return list(range(count))
+    # +1 where a range starts, -1 after it ends: a seq is hidden where the running sum is above 0.
+    marks = np.zeros(count + 1, dtype=np.int64)
+    np.add.at(marks, np.clip(ranges[:, 0], 0, count), 1)
+    np.add.at(marks, np.clip(ranges[:, 1] + 1, 0, count), -1)
+    return np.flatnonzero(np.cumsum(marks[:-1]) <= 0).tolist()
+
+
+def stateless(fmt: Format, request: dict[str, Any]) -> bool:
+    """Whether the provider keeps no items for `request` (Responses with `store: false`), so a
+    reasoning item sent back by id alone is refused ("Item with id 'rs_...' not found")."""
+    return fmt is Format.RESPONSES and request.get("store") is False
+
+
+def resolvable(history: History, seqs: Sequence[int]) -> list[int]:
+    """`seqs` without the stored reasoning items that carry no encrypted content, which a
+    provider keeping no items cannot resolve by their id (see `stateless`)."""
+    return [
+        seq
+        for seq in seqs
+        if history.row_kinds[seq] != "reasoning"
+        or msgspec.json.decode(history.bodies[seq]).get("encrypted_content")
+    ]
+
+
+def history_view(
+    fmt: Format,
+    history: History,
+    seqs: Sequence[int],
+    accepted: dict[tuple[int, str], bool],
+    before: dict[int, Any] | None = None,
+) -> list[Any]:
+    """The stored messages `seqs` (what `view_seqs` leaves in view), each note call followed by
+    fadeway's output for it, and the `before` messages (recall blocks) just before the seqs
+    they belong to."""
+    if not seqs:
+        return []
+    view = msgspec.json.decode(b"[" + b",".join(map(history.bodies.__getitem__, seqs)) + b"]")
+    if not history.note_calls and not before:
+        return view
+    out: list[Any] = []
+    before = before or {}
+    for message, seq in zip(view, seqs, strict=True):
+        if seq in before:
+            out.append(before[seq])
+        out.append(message)
+        for call_id in history.note_calls.get(seq, ()):
+            out.append(notes.note_output(fmt, call_id, accepted.get((seq, call_id), False)))
+    return out
+
+
+def note_ask_allowed(request: dict[str, Any]) -> bool:
+    """fadeway never overrides the caller's tool_choice: while it is "none" or forces another
+    tool, the ask waits for a call that allows it."""
+    choice = request.get("tool_choice")
+    if choice is None or choice in ("auto", "required"):
+        return True
+    if choice == "none":
+        return False
+    if isinstance(choice, dict):
+        name = choice.get("name") or (choice.get("function") or {}).get("name")
+        if choice.get("type") == "allowed_tools":
+            return False
+        return name == notes.NOTE_TOOL_NAME
+    return False
+
+
+def caller_tools(fmt: Format, request: dict[str, Any]) -> dict[str, Any]:
+    """`request` with the caller's own tools only: fadeway's note tool, in a decorated request
+    sent back, is left out (`with_note_tool` adds it again while a note is asked). The name
+    `note` is fadeway's: a tool of the caller's so named is refused, since its calls could not
+    be told from the note's, nor a request offer both."""
+    tools = request.get("tools")
+    if not isinstance(tools, list) or not tools:
+        return request
+    ours = notes.note_tool(fmt)
+    kept = []
+    for i, tool in enumerate(tools):
+        if tool == ours:
+            continue
+        if (
+            isinstance(tool, dict)
+            and tool.get("type") == "function"
+            and notes.NOTE_TOOL_NAME in (tool.get("name"), (tool.get("function") or {}).get("name"))
+        ):
+            raise InvalidRequestError(
+                f"tools[{i}] is named {notes.NOTE_TOOL_NAME!r}, the name of fadeway's note tool "
+                "(the model writes its notes with it while history leaves the view); give your "
+                "tool another name"
+            )
+        kept.append(tool)
+    if len(kept) == len(tools):
+        return request
+    out = dict(request)
+    if kept:
+        out["tools"] = kept
+    else:
+        del out["tools"]
+    return out
+
+
+def with_note_tool(fmt: Format, request: dict[str, Any]) -> dict[str, Any]:
+    """The request with the note tool added to its tools (created when it had none)."""
+    tools = list(request.get("tools") or [])
+    tools.append(notes.note_tool(fmt))
+    return {**request, "tools": tools}

@@ -1,0 +1,314 @@
+"""The memory's knowledge graph (MECHANISM: "The note ask and sealing").
+
+Each fact is one edge between its subject and object entities. The same entity under different
+names becomes one node: a name is matched by its normal form against every name already used,
+then by embedding similarity to each entity's canonical name, confirmed by the judge; every
+surface name stays recorded as an alias. A restated fact merges with the one already held (the
+held fact stands for both; both notes and times stay recorded), and a newer fact that
+contradicts a held one retires it (kept, marked retired with the time and the fact that retired
+it). Candidate pairs come from the graph (facts sharing an entity) and BM25 over held facts;
+the judge decides.
+
+`Graph` is the read model; `plan_graph` decides a note's additions (slow: judge and embedder
+calls, from a snapshot) and `GraphJob` runs it in the lane, after the note is taken.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import numpy as np
+
+from .. import _constants as C
+from .. import _core
+from ..judge import FactText, Judge
+from ..lane.worker import JobHandler, register_job
+from ..records import AliasRecord, EdgeRecord, EntityRecord, FactRecord, JobRecord, RetirementRecord
+from ..store import Transaction
+
+if TYPE_CHECKING:
+    from ..embed import Embedder
+    from ..engine import Engine
+
+__all__ = ["normalise_name", "Graph", "GraphUpdate", "plan_graph", "GraphJob"]
+
+log = logging.getLogger("fadeway.graph")
+
+_NON_WORD = re.compile(r"[\W_]+")
+_ARTICLES = frozenset({"the", "a", "an"})
+
+
+def normalise_name(name: str) -> str:
+    """The form names are matched by: NFKC, case-folded, punctuation as spaces, a leading
+    article dropped. "The Pricing-Page copy V3" and "pricing page copy v3" share it."""
+    words = _NON_WORD.sub(" ", unicodedata.normalize("NFKC", name).casefold()).split()
+    while len(words) > 1 and words[0] in _ARTICLES:
+        words = words[1:]
+    return " ".join(words)
+
+
+class Graph:
+    """The graph as stored: nodes, surface names, fact edges, merges and retirements."""
+
+    def __init__(
+        self,
+        entities: Sequence[EntityRecord],
+        aliases: Sequence[AliasRecord],
+        edges: Sequence[EdgeRecord],
+        retirements: Sequence[RetirementRecord],
+    ) -> None:
+        self.entities = {e.n: e for e in entities}
+        self.aliases = list(aliases)
+        self.by_norm = {a.norm: a.entity for a in aliases}
+        self.edges = {e.fact: e for e in edges}
+        self.retired = {r.fact: r for r in retirements}
+        self._touching: dict[int, list[int]] = {}
+        for e in edges:
+            if e.merged_into is None:
+                self._touching.setdefault(e.subject, []).append(e.fact)
+                if e.object != e.subject:
+                    self._touching.setdefault(e.object, []).append(e.fact)
+
+    @classmethod
+    def read(cls, tx: Transaction) -> Graph:
+        return cls(tx.entities(), tx.aliases(), tx.edges(), tx.retirements())
+
+    def root(self, fact: int) -> int:
+        """The held fact that `fact` stands as (itself unless it merged into an older one)."""
+        seen = set()
+        while (edge := self.edges.get(fact)) is not None and edge.merged_into is not None:
+            if fact in seen:
+                break  # never written so, but a loop must not hang a read
+            seen.add(fact)
+            fact = edge.merged_into
+        return fact
+
+    def is_current(self, fact: int) -> bool:
+        """Held and not retired (a fact the graph has not taken yet counts as current)."""
+        return self.root(fact) == fact and fact not in self.retired
+
+    def names(self, fact: FactRecord) -> tuple[str, str]:
+        """The fact's subject and object under their entities' canonical names."""
+        edge = self.edges.get(fact.n)
+        if edge is None:
+            return fact.subject, fact.object
+        return self.entities[edge.subject].name, self.entities[edge.object].name
+
+    def touching(self, entity: int) -> list[int]:
+        """Held facts (merged restatements left out) with `entity` as subject or object."""
+        return self._touching.get(entity, [])
+
+    def shown(self, facts: Iterable[int]) -> list[int]:
+        """The facts to show for `facts`: each as the held fact it stands as, once, in first
+        appearance order, retired ones left out."""
+        out: dict[int, None] = {}
+        for n in facts:
+            root = self.root(n)
+            if root not in self.retired:
+                out.setdefault(root, None)
+        return list(out)
+
+
+@dataclass
+class GraphUpdate:
+    """What one note adds to the graph."""
+
+    entities: list[EntityRecord] = field(default_factory=list)
+    aliases: list[AliasRecord] = field(default_factory=list)
+    edges: list[EdgeRecord] = field(default_factory=list)
+    retirements: list[RetirementRecord] = field(default_factory=list)
+    entity_vectors: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+async def plan_graph(
+    judge: Judge,
+    embedder: Embedder,
+    graph: Graph,
+    facts: Sequence[FactRecord],
+    new: Sequence[FactRecord],
+    entity_vectors: dict[int, np.ndarray],
+    *,
+    deadline: float | None = None,
+) -> GraphUpdate:
+    """Resolve the entities of `new` facts, then merge or retire against held `facts`.
+
+    `entity_vectors` holds each known entity's canonical-name vector by `embedder`.
+    """
+    update = GraphUpdate()
+    by_norm = dict(graph.by_norm)
+    known_names = {a.name for a in graph.aliases}
+    next_entity = max(graph.entities, default=0) + 1
+    names: dict[str, float] = {}
+    for f in new:
+        for name in (f.subject, f.object):
+            names.setdefault(name, f.at)
+    unknown = [name for name in names if normalise_name(name) not in by_norm]
+    vectors = await embedder.embed(unknown, deadline=deadline) if unknown else None
+    confirmed = await _confirm_entities(
+        judge, graph, unknown, vectors, entity_vectors, deadline=deadline
+    )
+    for i, name in enumerate(unknown):
+        norm = normalise_name(name)
+        if norm in by_norm:
+            continue  # an earlier name of this note had the same normal form
+        entity = confirmed.get(name)
+        if entity is None:
+            entity = next_entity
+            next_entity += 1
+            update.entities.append(EntityRecord(n=entity, name=name, at=names[name]))
+            assert vectors is not None
+            update.entity_vectors.append((entity, vectors[i].astype(np.float32).tobytes()))
+        by_norm[norm] = entity
+    for name, at in names.items():
+        if name not in known_names:
+            update.aliases.append(
+                AliasRecord(
+                    norm=normalise_name(name),
+                    entity=by_norm[normalise_name(name)],
+                    name=name,
+                    at=at,
+                )
+            )
+    entity_name = {e.n: e.name for e in (*graph.entities.values(), *update.entities)}
+
+    def fact_text(f: FactRecord) -> FactText:
+        s, o = by_norm[normalise_name(f.subject)], by_norm[normalise_name(f.object)]
+        return FactText(f.text, entity_name[s], entity_name[o])
+
+    held = [f for f in facts if f.n in graph.edges and graph.is_current(f.n)]
+    pairs = _relate_candidates(graph, held, new, by_norm)
+    answered = (
+        await judge.relate([(fact_text(n), fact_text(h)) for n, h in pairs], deadline=deadline)
+        if pairs
+        else []
+    )
+    # No answer is "unrelated": nothing merges and nothing retires on a guess.
+    relations = [r if r is not None else "unrelated" for r in answered]
+    retired = set(graph.retired)
+    for f in new:
+        found = [(h, r) for (n, h), r in zip(pairs, relations, strict=True) if n.n == f.n]
+        same = next((h for h, r in found if r == "same"), None)
+        s, o = by_norm[normalise_name(f.subject)], by_norm[normalise_name(f.object)]
+        update.edges.append(
+            EdgeRecord(fact=f.n, subject=s, object=o, merged_into=same.n if same else None, at=f.at)
+        )
+        if same is not None:
+            continue
+        for h, r in found:
+            if r == "contradicts" and h.n not in retired:
+                retired.add(h.n)
+                update.retirements.append(RetirementRecord(fact=h.n, by=f.n, at=f.at))
+    return update
+
+
+async def _confirm_entities(
+    judge: Judge,
+    graph: Graph,
+    unknown: Sequence[str],
+    vectors: np.ndarray | None,
+    entity_vectors: dict[int, np.ndarray],
+    *,
+    deadline: float | None,
+) -> dict[str, int]:
+    """Unknown names the judge confirms as an existing entity, found by embedding similarity."""
+    if not unknown or vectors is None or not entity_vectors:
+        return {}
+    ids = np.fromiter(entity_vectors, dtype=np.int64, count=len(entity_vectors))
+    matrix = np.stack([entity_vectors[int(i)] for i in ids])
+    cos = vectors @ matrix.T
+    asks: list[tuple[str, int]] = []
+    for i, name in enumerate(unknown):
+        best = np.argsort(-cos[i], kind="stable")[: C.ENTITY_CANDIDATES]
+        asks.extend((name, int(ids[j])) for j in best if cos[i, j] >= C.ENTITY_CANDIDATE_THRESHOLD)
+    if not asks:
+        return {}
+    answers = await judge.same_entity(
+        [(name, graph.entities[e].name) for name, e in asks], deadline=deadline
+    )
+    out: dict[str, int] = {}
+    for (name, entity), yes in zip(asks, answers, strict=True):
+        if yes is True:  # no answer (None) is not a confirmation: the name stays its own entity
+            out.setdefault(name, entity)
+    return out
+
+
+def _relate_candidates(
+    graph: Graph, held: Sequence[FactRecord], new: Sequence[FactRecord], by_norm: dict[str, int]
+) -> list[tuple[FactRecord, FactRecord]]:
+    """(new, held) pairs to judge: held facts sharing an entity with the new one, then the best
+    BM25 hits among held facts, at most RELATE_CANDIDATES per new fact."""
+    if not held:
+        return []
+    by_n = {f.n: f for f in held}
+    index = _core.Bm25Index()
+    index.add(np.fromiter(by_n, dtype=np.int64, count=len(by_n)), [f.text for f in held])
+    pairs: list[tuple[FactRecord, FactRecord]] = []
+    for f in new:
+        chosen: dict[int, None] = {}
+        for name in (f.subject, f.object):
+            for n in graph.touching(by_norm[normalise_name(name)]):
+                if n in by_n:
+                    chosen.setdefault(n, None)
+        ids, _ = index.search(f.text, C.RELATE_BM25_HITS)
+        for n in ids.tolist():
+            chosen.setdefault(n, None)
+        pairs.extend((f, by_n[n]) for n in list(chosen)[: C.RELATE_CANDIDATES])
+    return pairs
+
+
+class GraphJob(JobHandler):
+    """Take a note's facts into the graph: resolve entities, merge restatements, retire."""
+
+    async def prepare(self, engine: Engine, memory_id: str, job: JobRecord) -> Any:
+        note = msgspec.json.decode(job.payload)["note"]
+        embedder = engine.embedder
+        with engine.store.read(memory_id) as tx:
+            graph = Graph.read(tx)
+            facts = tx.facts()
+            stored = tx.vectors("entity", embedder.name)
+        new = [f for f in facts if f.note == note and f.n not in graph.edges]
+        if not new:
+            return note, len(graph.entities), None
+        vectors = {n: np.frombuffer(v, dtype=np.float32) for n, v in stored}
+        update = await plan_graph(
+            engine.judge,
+            embedder,
+            graph,
+            facts,
+            new,
+            vectors,
+            deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE,
+        )
+        return note, len(graph.entities), update
+
+    def apply(self, engine: Engine, tx: Transaction, job: JobRecord, prepared: Any) -> bool:
+        note, entities_seen, update = prepared
+        if update is None:
+            return True
+        edges = {e.fact for e in tx.edges()}
+        if any(e.fact in edges for e in update.edges):
+            return True  # applied already (a rerun after a crash between apply and done)
+        if len(tx.entities()) != entities_seen:
+            return False  # the graph moved since the snapshot: plan again
+        tx.insert_graph(update.entities, update.aliases, update.edges, update.retirements)
+        tx.insert_vectors("entity", engine.embedder.name, update.entity_vectors)
+        log.info(
+            "memory %r: note %d: %d new entities, %d aliases, %d merged, %d retired",
+            tx.memory_id,
+            note,
+            len(update.entities),
+            len(update.aliases),
+            sum(e.merged_into is not None for e in update.edges),
+            len(update.retirements),
+        )
+        return True
+
+
+register_job("graph", GraphJob())

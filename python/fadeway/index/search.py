@@ -1,0 +1,451 @@
+"""Search over one memory's facts and passages: BM25 by words, hnswlib by meaning, fused by
+reciprocal rank (ARCHITECTURE: "Embeddings and search").
+
+Indexes are caches (Contracts): the store holds the texts and the vectors; a `MemoryIndex`
+catches up with it incrementally (facts and passages are append-only, so only what is new is
+added) and is saved in the memory's own directory beside an SQLite file
+(`paths.index_dir`: named by a hash of the memory id, never by the id). Files that are missing,
+corrupt, or made for another store are rebuilt from the store. Vectors are made in the lane by
+`EmbedJob` and stored; an index never embeds documents itself, only the query.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import numpy as np
+
+from .. import _constants as C
+from .. import _core
+from ..errors import EndpointError
+from ..lane.worker import JobHandler, register_job, run_sync
+from ..mirror.facts import MemoryCache
+from ..records import FactRecord, JobRecord, SearchHit
+from ..store import Transaction
+from .vectors import VectorIndex, write_atomic
+
+if TYPE_CHECKING:
+    from ..embed import Embedder
+    from ..engine import Engine
+
+__all__ = ["KINDS", "Hit", "MemoryIndex", "EmbedJob", "documents", "fuse", "search_memory"]
+
+log = logging.getLogger("fadeway.search")
+
+#: What a memory's indexes hold: its facts and its passages.
+KINDS = ("fact", "passage")
+_STATE = "state.json"
+_STATE_FORMAT = 3  # 2: with the documents' fingerprints; 3: and each word index's digest
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A search result: a fact or passage number and its fused score, best first."""
+
+    n: int
+    score: float
+
+
+def fingerprint(tx: Transaction, kind: str, through: int) -> str:
+    """A digest of the `kind` documents a saved index was built from, read at a few places (1,
+    2, 4, ... and `through`): a saved index belongs to a store only when they are the same, so
+    that an index left beside a replaced store (an import of another run, with the same memory
+    id and creation time) is rebuilt, not trusted."""
+    at = sorted(
+        {*(1 << k for k in range(max(through, 1).bit_length()) if 1 << k <= through), through} - {0}
+    )
+    if kind == "fact":
+        docs = [(f.n, _fact_text(f)) for f in tx.facts_at(at)]
+    else:
+        docs = [(p.n, p.text) for p in tx.passages_at(at)]
+    return _digest(json.dumps(docs).encode())
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _fact_text(fact: FactRecord) -> str:
+    """A fact as it is searched: its sentence and its two entities as written."""
+    return f"{fact.text} [{fact.subject}, {fact.object}]"
+
+
+def documents(tx: Transaction, kind: str, after: int = 0) -> list[tuple[int, str]]:
+    """(n, text) of the memory's `kind` documents numbered above `after`, in order.
+
+    A fact is searched by its sentence and its two entities as written; an entity (embedded
+    for entity resolution, not searched here) by its canonical name."""
+    if kind == "fact":
+        return [(f.n, _fact_text(f)) for f in tx.facts(after)]
+    if kind == "passage":
+        return [(p.n, p.text) for p in tx.passages(after)]
+    if kind == "entity":
+        return [(e.n, e.name) for e in tx.entities(after)]
+    raise ValueError(f"unknown search kind {kind!r}; expected one of {KINDS}")
+
+
+class MemoryIndex:
+    """The BM25 and vector indexes of one memory, kept in step with the store."""
+
+    def __init__(self, memory_id: str, directory: Path | None, embedder: Embedder) -> None:
+        self.memory_id = memory_id
+        self.directory = directory
+        self.embedder = embedder
+        self._lock = threading.Lock()
+        self._identity: float | None = None  # the memory's created_at, when opened
+        self._prints: dict[str, str] = {}  # each kind's `fingerprint` at its `through`
+        self.words: dict[str, _core.Bm25Index] = {}
+        self.through: dict[str, int] = {}
+        self.meaning: dict[str, VectorIndex] = {}
+        #: What recall reads of the memory (facts, graph, turns), kept in step with the store.
+        self.cache = MemoryCache()
+        #: Which indexes came from disk rather than a rebuild (for inspection and tests).
+        self.loaded: set[str] = set()
+        self._dirty = False
+        self._saved_at = 0.0
+
+    @property
+    def nbytes(self) -> int:
+        """About the memory its vector indexes take (the largest part of a memory's indexes).
+        Read without the index's lock, by the engine choosing which indexes stay open."""
+        return sum(index.nbytes for index in list(self.meaning.values()))
+
+    # -- keeping in step --------------------------------------------------------------------
+
+    def sync(self, tx: Transaction) -> None:
+        """Add what the store holds and the indexes do not (only what is new since the last
+        sync; the first sync also checks saved files against the store). Saved to disk at most
+        every INDEX_SAVE_SECONDS, and on `save` (the engine saves at close)."""
+        memory = tx.memory()
+        if memory is None:
+            return
+        with self._lock:
+            opening = self._identity != memory.created_at
+            if opening:
+                self._open(tx, memory.created_at)
+            for kind in KINDS:
+                self._dirty |= self._sync_words(tx, kind, check=opening)
+                self._dirty |= self._sync_meaning(tx, kind, check=opening)
+            self.cache.sync(tx)
+            if self._dirty and time.monotonic() - self._saved_at >= C.INDEX_SAVE_SECONDS:
+                self._save()
+
+    def save(self) -> None:
+        """Save the indexes now if they changed since they were last saved."""
+        with self._lock:
+            if self._dirty:
+                self._save()
+
+    def _open(self, tx: Transaction, created_at: float) -> None:
+        """Start from the saved indexes when they belong to this memory, else empty. An
+        endpoint embedder whose dimension is not known yet is asked for it first; should that
+        fail, the index stays unopened and the next sync tries again."""
+        dim = self._dim()
+        self._identity = created_at
+        self._prints = {}
+        self.words = {k: _core.Bm25Index() for k in KINDS}
+        self.through = dict.fromkeys(KINDS, 0)
+        self.meaning = {k: VectorIndex(dim, self.embedder.name) for k in KINDS}
+        self.cache = MemoryCache()
+        self.loaded = set()
+        self._dirty, self._saved_at = False, time.monotonic()
+        state = self._read_state()
+        if state is None or state.get("created_at") != created_at:
+            return
+        assert self.directory is not None
+        for kind in KINDS:
+            through, saved = int(state["through"][kind]), state["prints"].get(kind)
+            if through and saved != fingerprint(tx, kind, through):
+                log.warning(
+                    "memory %r: the saved %s indexes were built from other documents "
+                    "(a replaced store?); rebuilding them",
+                    self.memory_id,
+                    kind,
+                )
+                continue
+            if saved is not None:
+                self._prints[kind] = saved
+            try:
+                data = (self.directory / f"{kind}.bm25").read_bytes()
+                saved_with = state.get("words", {}).get(kind)  # format 2 names none
+                if saved_with is not None and _digest(data) != saved_with:
+                    # Another process saved its own (older) file between this state's files.
+                    raise ValueError("not the file this state was saved with")
+                words = _core.Bm25Index.from_bytes(data)
+            except (OSError, ValueError) as exc:
+                log.warning(
+                    "memory %r: %s word index unreadable (%s); rebuilding it",
+                    self.memory_id,
+                    kind,
+                    exc,
+                )
+            else:
+                self.words[kind], self.through[kind] = words, int(state["through"][kind])
+                self.loaded.add(f"{kind}.bm25")
+            meaning = VectorIndex.load(
+                self.directory / f"{kind}.hnsw", self.embedder.name, self.embedder.dim
+            )
+            if meaning is not None:
+                self.meaning[kind] = meaning
+                self.loaded.add(f"{kind}.hnsw")
+
+    def _dim(self) -> int:
+        """The embedder's dimension, asked of the endpoint (an empty request) when an endpoint
+        embedder was opened without `dim=`."""
+        try:
+            return self.embedder.dim
+        except EndpointError:
+            deadline = time.monotonic() + C.RECALL_DEADLINE
+            return int(run_sync(self.embedder.embed([], deadline=deadline)).shape[1])
+
+    def _sync_words(self, tx: Transaction, kind: str, *, check: bool) -> bool:
+        if check and self.through[kind] > _top(tx, kind):
+            return self._rebuild_words(tx, kind)  # saved for a longer history: not ours
+        docs = documents(tx, kind, self.through[kind])
+        if not docs:
+            return False
+        ids = np.fromiter((n for n, _ in docs), dtype=np.int64, count=len(docs))
+        if any(n in self.words[kind] for n in ids.tolist()):
+            return self._rebuild_words(tx, kind)
+        self.words[kind].add(ids, [t for _, t in docs])
+        self.through[kind] = int(ids[-1])
+        self._prints[kind] = fingerprint(tx, kind, self.through[kind])
+        return True
+
+    def _rebuild_words(self, tx: Transaction, kind: str) -> bool:
+        log.warning(
+            "memory %r: %s word index disagrees with the store; rebuilding it", self.memory_id, kind
+        )
+        self.words[kind], self.through[kind] = _core.Bm25Index(), 0
+        self.loaded.discard(f"{kind}.bm25")
+        self._sync_words(tx, kind, check=False)
+        return True
+
+    def _sync_meaning(self, tx: Transaction, kind: str, *, check: bool) -> bool:
+        index = self.meaning[kind]
+        if check:  # every stored vector, against what the saved index holds
+            stored = tx.vector_ns(kind, self.embedder.name)
+            if len(index) > len(stored) or (len(index) and index.max_id not in stored):
+                log.warning(
+                    "memory %r: %s vector index disagrees with the store; rebuilding it",
+                    self.memory_id,
+                    kind,
+                )
+                index = self.meaning[kind] = VectorIndex(self.embedder.dim, self.embedder.name)
+                self.loaded.discard(f"{kind}.hnsw")
+            missing = sorted(n for n in stored if n not in index)
+            if not missing:
+                return False
+            wanted = set(missing)
+            rows = [
+                (n, v)
+                for n, v in tx.vectors(kind, self.embedder.name, missing[0] - 1)
+                if n in wanted
+            ]
+        else:  # vectors are written in order of n: what is new lies above the largest held
+            rows = tx.vectors(kind, self.embedder.name, index.max_id if len(index) else 0)
+            rows = [(n, v) for n, v in rows if n not in index]
+            if not rows:
+                return False
+        index.add(
+            np.fromiter((n for n, _ in rows), dtype=np.int64, count=len(rows)),
+            np.stack([np.frombuffer(v, dtype=np.float32) for _, v in rows]),
+        )
+        return True
+
+    def drop(self) -> None:
+        """Forget the indexes, in memory and on disk; the next sync rebuilds them from the store."""
+        with self._lock:
+            self._identity = None
+            if self.directory is None or not self.directory.is_dir():
+                return
+            for path in self.directory.iterdir():
+                if path.name.split(".")[0] in (*KINDS, "state"):
+                    path.unlink(missing_ok=True)
+
+    # -- persistence ------------------------------------------------------------------------
+
+    def _read_state(self) -> dict[str, Any] | None:
+        if self.directory is None:
+            return None
+        try:
+            state = json.loads((self.directory / _STATE).read_bytes())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(state, dict) or state.get("format") not in (2, _STATE_FORMAT):
+            return None
+        return state
+
+    def _save(self) -> None:
+        if self.directory is None:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        words = {}
+        for kind in KINDS:
+            data = self.words[kind].to_bytes()
+            write_atomic(self.directory / f"{kind}.bm25", data)
+            words[kind] = _digest(data)
+            self.meaning[kind].save(self.directory / f"{kind}.hnsw")
+        # Written last: a crash before it leaves the old state, whose `through` is at most
+        # what the new files hold, so the next open catches up (or rebuilds) from the store.
+        # Each file is atomic, the set is not: another process may save between them, so the
+        # state names the word files it goes with (a vector index checks itself against the
+        # store).
+        write_atomic(
+            self.directory / _STATE,
+            json.dumps(
+                {
+                    "format": _STATE_FORMAT,
+                    "created_at": self._identity,
+                    "through": self.through,
+                    "prints": self._prints,
+                    "words": words,
+                }
+            ).encode(),
+        )
+        self._dirty, self._saved_at = False, time.monotonic()
+
+    # -- searching --------------------------------------------------------------------------
+
+    def by_words(self, kind: str, query: str, k: int) -> list[int]:
+        if kind not in self.words:
+            return []
+        ids, _ = self.words[kind].search(query, k)
+        return ids.tolist()
+
+    def by_meaning(
+        self, kind: str, vector: np.ndarray, k: int, min_similarity: float = -1.0
+    ) -> list[int]:
+        if kind not in self.meaning:
+            return []
+        ids, similarity = self.meaning[kind].search(vector, k)
+        return ids[similarity >= min_similarity].tolist()
+
+    def by_meaning_batch(
+        self, kind: str, vectors: np.ndarray, k: int, min_similarity: float = -1.0
+    ) -> list[list[int]]:
+        """`by_meaning` for each row of `vectors`, in one call to the index."""
+        if kind not in self.meaning or not len(vectors):
+            return [[] for _ in range(len(vectors))]
+        ids, similarity = self.meaning[kind].search(np.atleast_2d(vectors), k)
+        return [
+            row[sim >= min_similarity].tolist() for row, sim in zip(ids, similarity, strict=True)
+        ]
+
+    def search(
+        self, kind: str, query: str, k: int, *, vector: np.ndarray | None = None
+    ) -> list[Hit]:
+        """The `k` best `kind` documents for `query`: BM25 and (given the query's `vector`)
+        nearest neighbours, fused by reciprocal rank."""
+        if kind not in self.words:
+            return []  # never synced: the memory holds nothing yet
+        return fuse(
+            [
+                self.by_words(kind, query, k),
+                self.by_meaning(kind, vector, k) if vector is not None else [],
+            ],
+            k,
+        )
+
+
+def fuse(
+    lists: Sequence[Sequence[int]], k: int, weights: Sequence[float] | None = None
+) -> list[Hit]:
+    """Reciprocal rank fusion of ranked id lists (Rust), best first, at most `k`."""
+    offsets = np.zeros(len(lists) + 1, dtype=np.int64)
+    np.cumsum([len(ids) for ids in lists], out=offsets[1:])
+    flat = np.fromiter((n for ids in lists for n in ids), dtype=np.int64, count=int(offsets[-1]))
+    w = np.asarray(weights if weights is not None else [1.0] * len(lists), dtype=np.float64)
+    ids, scores = _core.rrf(offsets, flat, w, float(C.RRF_K), k)
+    return [Hit(int(n), float(s)) for n, s in zip(ids.tolist(), scores.tolist(), strict=True)]
+
+
+def _top(tx: Transaction, kind: str) -> int:
+    if kind == "fact":
+        return tx.fact_count()
+    return tx.passage_count()
+
+
+def search_memory(
+    engine: Engine, memory_id: str, query: str, *, kind: str = "fact", k: int = 10
+) -> list[SearchHit]:
+    """The `k` best facts or passages of one memory for `query`, by words and by meaning,
+    fused by reciprocal rank. The indexes catch up with the store first."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+    if not isinstance(query, str):
+        raise TypeError(f"query must be a str, not {type(query).__name__}")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise ValueError(f"k must be a non-negative int, not {k!r}")
+    index = engine.index(memory_id)
+    with engine.store.read(memory_id) as tx:
+        index.sync(tx)
+        hits = index.search(kind, query, k, vector=engine.embedder.embed_sync([query])[0])
+        wanted = {h.n for h in hits}
+        if kind == "fact":
+            retired = {r.fact for r in tx.retirements()}
+            rows = {
+                f.n: SearchHit(
+                    kind=kind,
+                    n=f.n,
+                    score=0.0,
+                    text=f.text,
+                    at=f.at,
+                    turn=None,
+                    retired=f.n in retired,
+                )
+                for f in tx.facts()
+                if f.n in wanted
+            }
+        else:
+            first = min(wanted, default=1)
+            rows = {
+                p.n: SearchHit(kind=kind, n=p.n, score=0.0, text=p.text, at=p.at, turn=p.turn)
+                for p in tx.passages(first - 1)
+                if p.n in wanted
+            }
+    return [msgspec.structs.replace(rows[h.n], score=h.score) for h in hits if h.n in rows]
+
+
+class EmbedJob(JobHandler):
+    """Embed the facts, passages and entities that have no vector by the engine's embedder
+    yet (after an import, all of them: vectors are not exported)."""
+
+    async def prepare(self, engine: Engine, memory_id: str, job: JobRecord) -> Any:
+        embedder = engine.embedder
+        todo: dict[str, list[tuple[int, str]]] = {}
+        with engine.store.read(memory_id) as tx:
+            for kind in (*KINDS, "entity"):
+                have = tx.vector_ns(kind, embedder.name)
+                todo[kind] = [(n, t) for n, t in documents(tx, kind) if n not in have]
+        out: dict[str, list[tuple[int, bytes]]] = {}
+        deadline = time.monotonic() + C.LANE_JUDGE_DEADLINE
+        for kind, docs in todo.items():
+            rows: list[tuple[int, bytes]] = []
+            for i in range(0, len(docs), C.EMBED_BATCH):
+                batch = docs[i : i + C.EMBED_BATCH]
+                vectors = await embedder.embed([t for _, t in batch], deadline=deadline)
+                rows.extend(
+                    (n, v.astype(np.float32).tobytes())
+                    for (n, _), v in zip(batch, vectors, strict=True)
+                )
+            out[kind] = rows
+        return embedder.name, out
+
+    def apply(self, engine: Engine, tx: Transaction, job: JobRecord, prepared: Any) -> bool:
+        name, rows = prepared
+        for kind, kind_rows in rows.items():
+            tx.insert_vectors(kind, name, kind_rows)
+        return True
+
+
+register_job("embed", EmbedJob())

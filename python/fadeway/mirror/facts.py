@@ -1,0 +1,68 @@
+"""What recall reads of a memory, cached in memory and kept in step with the store."""
+
+from __future__ import annotations
+
+from ..graph.update import Graph
+from ..records import EdgeRecord, EntityRecord, EpisodeRecord, FactRecord, RetirementRecord
+from ..store import Transaction
+
+__all__ = ["MemoryCache"]
+
+
+class MemoryCache:
+    """The append-only parts of a memory that recall reads (facts, the graph's nodes, edges
+    and retirements, episodes' turns, acknowledgements), kept in step with the store by reading
+    only what is new. Copy on write: a sync that finds something new builds new objects, so a
+    snapshot taken before it stays whole."""
+
+    def __init__(self) -> None:
+        self.facts: dict[int, FactRecord] = {}
+        self.entities: list[EntityRecord] = []
+        self.edges: list[EdgeRecord] = []
+        self.retirements: list[RetirementRecord] = []
+        self.episodes: dict[int, EpisodeRecord] = {}
+        self.acks: list[tuple[int, int]] = []
+        self.graph = Graph([], [], [], [])
+        self.fact_episodes: dict[int, list[int]] = {}
+        self.episode_facts: dict[int, list[int]] = {}
+        self._last_fact = self._last_episode = 0  # the highest numbers read so far
+
+    def position(self) -> tuple[int, ...]:
+        """How far this cache has read (it moves with every sync that finds something new)."""
+        return (
+            self._last_fact,
+            self._last_episode,
+            len(self.acks),
+            len(self.entities),
+            len(self.edges),
+            len(self.retirements),
+        )
+
+    def sync(self, tx: Transaction) -> None:
+        facts = tx.facts(self._last_fact)
+        entities = tx.entities(self.entities[-1].n if self.entities else 0)
+        edges = tx.edges(self.edges[-1].fact if self.edges else 0)
+        retirements = tx.retirements()
+        episodes = tx.episodes(self._last_episode)
+        acks = tx.acks(self.acks[-1][1] if self.acks else 0)
+        if entities or edges or len(retirements) != len(self.retirements):
+            self.entities = [*self.entities, *entities]
+            self.edges = [*self.edges, *edges]
+            self.retirements = retirements
+            self.graph = Graph(self.entities, [], self.edges, self.retirements)
+        if facts or episodes or acks:
+            self.facts = {**self.facts, **{f.n: f for f in facts}}
+            self.episodes = {**self.episodes, **{e.n: e for e in episodes}}
+            self._last_fact = facts[-1].n if facts else self._last_fact
+            self._last_episode = episodes[-1].n if episodes else self._last_episode
+            self.acks = [*self.acks, *acks]
+            episodes_of_note: dict[int, list[int]] = {}
+            for episode, note in self.acks:
+                episodes_of_note.setdefault(note, []).append(episode)
+            self.fact_episodes = {
+                n: episodes_of_note.get(f.note, []) for n, f in self.facts.items()
+            }
+            self.episode_facts = {}
+            for n, eps in self.fact_episodes.items():
+                for e in eps:
+                    self.episode_facts.setdefault(e, []).append(n)

@@ -1,0 +1,290 @@
+"""The note tool: its definition in both wire formats, reading its arguments, finding its calls
+in a reply and answering them.
+
+Spec: MECHANISM "The note ask and sealing" (a call that asks carries the note tool; the model
+answers with one note call whose notes list holds one entry per fact). ARCHITECTURE "The note
+call in the caller's loop" and "Contracts" (the tool is named `note`; its arguments are
+`{"notes": [{"note", "subject", "object", "milestone"}]}`; `report` hands the caller the tool
+calls that remain, the note call removed; fadeway answers its own call in the next request).
+
+Decisions:
+
+- Chat Completions gets the plain function definition; Responses also says `"strict": true`
+  (that API's own default, written out). The schema is strict-mode ready either way: every
+  field required, `additionalProperties` false at each level.
+- Parsing is strict on what fadeway needs (every field present, exact JSON types, no coercion
+  of "true" to true) and tolerant of extra keys a model adds: an otherwise good note is not
+  thrown away for them. An empty `notes` list, or entries with blank notes, mean "no facts".
+- A malformed note is a recoverable event: `parse_note_arguments` logs why and returns None;
+  the episodes stay leaving and the next call asks again, and the tool output says so.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+
+from ..wire.base import Format
+
+__all__ = [
+    "NOTED",
+    "NOTE_NOT_READ",
+    "NOTE_TOOL_NAME",
+    "Note",
+    "NoteEntry",
+    "call_names",
+    "find_note_calls",
+    "is_note_call",
+    "note_output",
+    "note_tool",
+    "parse_note_arguments",
+    "without_note_calls",
+]
+
+log = logging.getLogger("fadeway.notes")
+
+NOTE_TOOL_NAME = "note"
+#: The tool output fadeway supplies for a note it took.
+NOTED = "Noted."
+#: The tool output for a note whose arguments could not be read; the ask stands.
+NOTE_NOT_READ = (
+    'The note could not be read: its arguments must be {"notes": [{"note": string, '
+    '"subject": string, "object": string, "milestone": boolean}]}. Write it again.'
+)
+
+NOTE_TOOL_DESCRIPTION = (
+    "Record the facts of history that is leaving live context, when asked to. One entry per "
+    "fact, each a knowledge-graph triple: the note is one sentence readable on its own, subject "
+    "and object are its two entities under their canonical names. Milestones (agreed, decided, "
+    "done, blocked-on, next) are entries with milestone true. When those turns hold nothing "
+    "worth keeping, one entry with an empty note."
+)
+
+_ENTITY = "an entity of the fact under its canonical name, the name earlier facts already use"
+NOTE_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "notes": {
+            "type": "array",
+            "description": "One entry per fact.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "note": {
+                        "type": "string",
+                        "description": "The fact as one sentence readable on its own; "
+                        "identifiers and numbers verbatim. Empty when there "
+                        "is nothing to keep.",
+                    },
+                    "subject": {"type": "string", "description": f"The subject: {_ENTITY}."},
+                    "object": {"type": "string", "description": f"The object: {_ENTITY}."},
+                    "milestone": {
+                        "type": "boolean",
+                        "description": "True when the fact is a milestone: agreed, chosen, "
+                        "approved, rejected, done, in progress, blocked-on, "
+                        "next or superseded.",
+                    },
+                },
+                "required": ["note", "subject", "object", "milestone"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    "required": ["notes"],
+    "additionalProperties": False,
+}
+
+
+class NoteEntry(msgspec.Struct, frozen=True):
+    """One entry of a note: a fact as a triple, possibly a milestone."""
+
+    note: str
+    subject: str
+    object: str
+    milestone: bool
+
+
+class Note(msgspec.Struct, frozen=True):
+    """The arguments of one note call."""
+
+    notes: list[NoteEntry]
+
+    @property
+    def facts(self) -> list[NoteEntry]:
+        """The entries that hold a fact: a note (blank means "nothing to keep") about entities
+        that name something (a letter or a digit). A side left blank ("Dana resigned.") takes
+        the other side's entity; an entry that names neither is no triple, and would join every
+        such fact through one nameless entity of the graph: it is logged and left out (the
+        note's arguments are stored whole)."""
+        out, unnamed = [], []
+        for entry in self.notes:
+            if not entry.note.strip():
+                continue
+            subject, object_ = _names(entry.subject), _names(entry.object)
+            if subject and object_:
+                out.append(entry)
+            elif subject or object_:
+                name = entry.subject if subject else entry.object
+                out.append(NoteEntry(entry.note, name, name, entry.milestone))
+            else:
+                unnamed.append(entry.note[:80])
+        if unnamed:
+            log.warning(
+                "%d note entries name no entity and are left out: %r", len(unnamed), unnamed[:3]
+            )
+        return out
+
+
+def _names(entity: str) -> bool:
+    return any(c.isalnum() for c in entity)
+
+
+_DECODER = msgspec.json.Decoder(Note)
+# How much of a malformed argument string a log line quotes.
+_LOG_EXCERPT_CHARS = 200
+
+
+def note_tool(fmt: Format) -> dict[str, Any]:
+    """The note tool's definition, as the `tools` list of a `fmt` request holds it."""
+    if fmt is Format.CHAT_COMPLETIONS:
+        return {
+            "type": "function",
+            "function": {
+                "name": NOTE_TOOL_NAME,
+                "description": NOTE_TOOL_DESCRIPTION,
+                "parameters": NOTE_PARAMETERS,
+            },
+        }
+    if fmt is Format.RESPONSES:
+        return {
+            "type": "function",
+            "name": NOTE_TOOL_NAME,
+            "description": NOTE_TOOL_DESCRIPTION,
+            "parameters": NOTE_PARAMETERS,
+            "strict": True,
+        }
+    raise ValueError(f"unknown format {fmt!r}")
+
+
+def parse_note_arguments(arguments: str) -> Note | None:
+    """A note call's arguments, read strictly; None (and a log line) when they are malformed,
+    or when they hold facts and none of them names an entity (no fact could be kept: the ask
+    stands, and the model is told its note could not be read)."""
+    if not isinstance(arguments, str | bytes):
+        log.warning(
+            "note arguments are %s, not a JSON string; the ask stands", type(arguments).__name__
+        )
+        return None
+    try:
+        note = _DECODER.decode(arguments)
+    except (msgspec.DecodeError, UnicodeEncodeError) as error:  # lone surrogates fail to encode
+        log.warning(
+            "note arguments could not be read (%s); the ask stands: %r",
+            error,
+            arguments[:_LOG_EXCERPT_CHARS],
+        )
+        return None
+    if any(entry.note.strip() for entry in note.notes) and not note.facts:
+        log.warning(
+            "no entry of the note names an entity; the ask stands: %r",
+            arguments[:_LOG_EXCERPT_CHARS],
+        )
+        return None
+    return note
+
+
+def is_note_call(fmt: Format, call: Any) -> bool:
+    """Whether `call` (a Chat tool call, or a Responses output item) is a call to fadeway's note."""
+    if not isinstance(call, dict):
+        return False
+    if fmt is Format.CHAT_COMPLETIONS:
+        function = call.get("function")
+        return (
+            call.get("type", "function") == "function"
+            and isinstance(function, dict)
+            and function.get("name") == NOTE_TOOL_NAME
+        )
+    # A namespaced function named "note" belongs to the caller's namespace, not to fadeway.
+    return (
+        call.get("type") == "function_call"
+        and call.get("name") == NOTE_TOOL_NAME
+        and not call.get("namespace")
+    )
+
+
+def _arguments(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict | list):  # a framework that decoded the arguments for us
+        return msgspec.json.encode(value).decode()
+    return ""  # parse_note_arguments rejects it, with a log line
+
+
+def _calls(fmt: Format, items: Iterable[Any]) -> Iterable[Any]:
+    if fmt is Format.RESPONSES:
+        yield from items
+        return
+    for message in items:
+        if isinstance(message, dict) and message.get("role") == "assistant":
+            calls = message.get("tool_calls")
+            if isinstance(calls, list):
+                yield from calls
+
+
+def call_names(fmt: Format, items: Iterable[Any]) -> dict[str, str]:
+    """The tool name of each call in a history's (or a reply's) messages or items, by call id."""
+    out: dict[str, str] = {}
+    for call in _calls(fmt, items):
+        if not isinstance(call, dict):
+            continue
+        if fmt is Format.CHAT_COMPLETIONS:
+            function = call.get("function")
+            call_id = call.get("id")
+            name = function.get("name") if isinstance(function, dict) else None
+        else:
+            call_id, name = call.get("call_id"), call.get("name")
+        if isinstance(call_id, str) and isinstance(name, str):
+            out[call_id] = name
+    return out
+
+
+def find_note_calls(fmt: Format, items: Iterable[Any]) -> list[tuple[str, str]]:
+    """(call id, arguments) of each note call in a reply's (or a history's) messages or items.
+
+    Chat Completions: the `tool_calls` of assistant messages; Responses: `function_call` items.
+    A note call without a string id cannot be answered and is skipped, with a log line.
+    """
+    found: list[tuple[str, str]] = []
+    id_key = "id" if fmt is Format.CHAT_COMPLETIONS else "call_id"
+    for call in _calls(fmt, items):
+        if not is_note_call(fmt, call):
+            continue
+        call_id = call.get(id_key)
+        if not isinstance(call_id, str):
+            log.warning("a note call has no string %s; it is skipped", id_key)
+            continue
+        raw = (
+            call["function"].get("arguments")
+            if fmt is Format.CHAT_COMPLETIONS
+            else call.get("arguments")
+        )
+        found.append((call_id, _arguments(raw)))
+    return found
+
+
+def without_note_calls(fmt: Format, tool_calls: Iterable[Any]) -> list[Any]:
+    """The tool calls that remain for the caller to run: `tool_calls` without the note calls."""
+    return [call for call in tool_calls if not is_note_call(fmt, call)]
+
+
+def note_output(fmt: Format, call_id: str, accepted: bool) -> dict[str, Any]:
+    """The tool output fadeway supplies for its own note call in the next request."""
+    text = NOTED if accepted else NOTE_NOT_READ
+    if fmt is Format.CHAT_COMPLETIONS:
+        return {"role": "tool", "tool_call_id": call_id, "content": text}
+    if fmt is Format.RESPONSES:
+        return {"type": "function_call_output", "call_id": call_id, "output": text}
+    raise ValueError(f"unknown format {fmt!r}")

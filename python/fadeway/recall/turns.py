@@ -1,0 +1,252 @@
+"""Recall blocks and their turns (MECHANISM: "Recall"; Contracts: "Cache stability").
+
+A turn's block is stored with it, just before its user message, and shown there while the turn
+is in view. After the reply, the lane prepares a distilled rewrite and the next message's walk.
+When the next message arrives the turn's final text is fixed (the rewrite if it is ready, else
+the block as it was) and never changes again, so every request repeats the previous request's
+prefix up to the previous turn's block.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .. import _constants as C
+from ..errors import EmbedderMismatchError, EndpointError, MemoryNotFoundError
+from ..judge import JudgeTimeout
+from ..mirror.history import History
+from ..records import BlockText, RecallRecord
+from ..store import Transaction
+from ..wire import text_of
+from ..wire.canonical import encode_json, plain
+from .pipeline import RecallResult, recall
+
+if TYPE_CHECKING:
+    from ..engine import Engine
+
+log = logging.getLogger("fadeway.recall")
+
+__all__ = [
+    "Pending",
+    "recall_for",
+    "preview",
+    "place_recall",
+    "store_recall",
+    "fix_finals",
+    "blocks_in_view",
+    "queue_after_reply",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A recall run for a user message not stored yet (identified by its digest)."""
+
+    digest: bytes
+    result: RecallResult
+
+
+def _text(body: Any) -> str:
+    return " ".join(t for t in text_of(body) if t.strip())
+
+
+def recent_text(history: History, message: str) -> str:
+    """The recent conversation ending with `message`: the last messages' text, clipped."""
+    start = max(0, len(history) - C.RECALL_RECENT_MESSAGES)
+    lines = [_text(plain(history.bodies[i])) for i in range(start, len(history))]
+    return "\n".join([*lines, message])[-C.RECALL_RECENT_CHARS :]
+
+
+def preview(engine: Engine, memory_id: str, message: str) -> RecallResult:
+    """The recall the next decorate would run for a user `message` (nothing is written but the
+    memory's index caches). Raises MemoryNotFoundError for a memory the store does not hold."""
+    with engine.store.read(memory_id) as tx:
+        if tx.memory() is None:
+            raise MemoryNotFoundError(f"the store holds no memory {memory_id!r}")
+        history = History()
+        history.sync(tx.message_count(), tx.messages)
+    return recall(
+        engine,
+        memory_id,
+        message,
+        recent_text(history, message),
+        prepared_turn=history.turn,
+        deadline=time.monotonic() + C.RECALL_DEADLINE,
+    )
+
+
+def recall_for(
+    engine: Engine, memory_id: str, history: History, messages: Sequence[tuple[bytes, Any]]
+) -> list[Pending]:
+    """Run recall for each new user message, before they join the history. `messages` are the
+    user messages that end the request, as (digest, message) pairs in order; those up to the
+    last one already stored (a resend) are skipped, and so is one without text. `history` is
+    the memory's mirror, synced. The pending recalls come back in the messages' order.
+
+    Each message is recalled as if it had come alone after the ones before it: its recent
+    conversation ends with them, and facts an earlier one's block shows are left out of its
+    own. The messages before the last share `RECALL_EARLIER_DEADLINE`; one reached after it
+    has passed gets no block (logged). The last, the one the reply answers, always gets its
+    own `RECALL_DEADLINE`.
+    """
+    if len(history):
+        stored = [i for i, (digest, _) in enumerate(messages) if digest == history.digests[-1]]
+        if stored:
+            messages = messages[stored[-1] + 1 :]  # the caller resent stored turns
+    texts = [_text(message) for _, message in messages]
+    earlier = time.monotonic() + C.RECALL_EARLIER_DEADLINE
+    pending: list[Pending] = []
+    shown: set[int] = set()
+    out_of_time = False
+    for j, text in enumerate(texts):
+        last = j == len(texts) - 1
+        if not text.strip() or (out_of_time and not last):
+            continue
+        if not last and time.monotonic() >= earlier:
+            out_of_time = True
+            log.warning(
+                "memory %r: no time left for recall of %d earlier user message(s) of "
+                "the request; they get no recall block",
+                memory_id,
+                len(texts) - 1 - j,
+            )
+            continue
+        recent = recent_text(history, "\n".join(t for t in texts[: j + 1] if t.strip()))
+        deadline = time.monotonic() + C.RECALL_DEADLINE if last else earlier
+        try:
+            result = recall(
+                engine,
+                memory_id,
+                text,
+                recent,
+                prepared_turn=history.turn,
+                deadline=deadline,
+                leave_out=shown,
+            )
+        except (EndpointError, EmbedderMismatchError, JudgeTimeout, TimeoutError) as exc:
+            # The turn goes on without a block rather than fail: the caller's message is stored
+            # and answered. (mem.search raises the same error, for whoever looks.)
+            log.error("memory %r: recall failed, the turn gets no recall block: %s", memory_id, exc)
+            continue
+        # A recall with no block is kept when hits were held back for the facts block: a seal
+        # or fade in this decorate may let them go (`RecallResult.beside`).
+        if result.block is not None or (result.contents and result.contents.held_back):
+            pending.append(Pending(messages[j][0], result))
+            shown.update(result.facts)
+    return pending
+
+
+def place_recall(
+    history: History, pending: Sequence[Pending], before: int
+) -> dict[int, RecallResult]:
+    """The seq of the user message each block stands before, when that message is among the
+    user messages that end what was stored now (from seq `before` on); blocks and messages are
+    matched by digest, in order."""
+    out = {}
+    k, seq = len(pending) - 1, len(history) - 1
+    while k >= 0 and seq >= before and history.sides[seq] == "user":
+        if history.digests[seq] == pending[k].digest:
+            out[seq] = pending[k].result  # no block yet may get one beside a changed facts block
+            k -= 1
+        seq -= 1
+    return out
+
+
+def store_recall(
+    tx: Transaction, history: History, placed: dict[int, RecallResult], now: float
+) -> None:
+    """Store each block with its turn, just before its user message (`placed`, by the seq of
+    that message), as the request showed it."""
+    for seq, result in sorted(placed.items()):
+        if result.block is not None:
+            tx.insert_recall(
+                RecallRecord(
+                    turn=history.turns[seq],
+                    seq=seq,
+                    at=now,
+                    text=result.block,
+                    tokens=result.size,
+                    facts=result.facts,
+                    passages=result.passages,
+                )
+            )
+
+
+def fix_finals(tx: Transaction, history: History, since_turn: int, now: float) -> None:
+    """Fix the final text of every earlier turn's block that has none yet (from `since_turn`
+    on): the distilled rewrite when the lane has prepared it, else the block as it was."""
+    current = history.turn
+    recalls = [r for r in tx.recalls(since_turn) if r.turn < current]
+    if not recalls:
+        return
+    finals = {b.turn for b in tx.block_texts("recall_finals", recalls[0].turn)}
+    distills = {b.turn: b for b in tx.block_texts("distills", recalls[0].turn)}
+    for r in recalls:
+        if r.turn in finals:
+            continue
+        d = distills.get(r.turn)
+        final = (
+            BlockText(turn=r.turn, at=now, text=d.text, tokens=d.tokens)
+            if d is not None
+            else BlockText(turn=r.turn, at=now, text=r.text, tokens=r.tokens)
+        )
+        tx.insert_block_text("recall_finals", final)
+
+
+def blocks_in_view(
+    tx: Transaction, history: History, seqs: Sequence[int], since_turn: int
+) -> dict[int, tuple[str, int]]:
+    """The recall blocks to show, by the seq of the user message they stand before: a past
+    turn's final text, the current turn's block as recalled."""
+    visible = set(seqs)
+    recalls = [r for r in tx.recalls(since_turn) if r.seq in visible]
+    if not recalls:
+        return {}
+    finals = {b.turn: b for b in tx.block_texts("recall_finals", recalls[0].turn)}
+    out: dict[int, tuple[str, int]] = {}
+    for r in recalls:
+        if r.turn < history.turn and r.turn in finals:
+            final = finals[r.turn]
+            if final.text is not None:
+                out[r.seq] = (final.text, final.tokens)
+        else:
+            out[r.seq] = (r.text, r.tokens)
+    return out
+
+
+def queue_after_reply(tx: Transaction, history: History, now: float) -> bool:
+    """After a reply that ends its turn: prepare the next message's walk, and distill the
+    turn's block if it had one. Returns whether jobs were queued."""
+    start = history.turn_start
+    if start >= len(history) or history.sides[start] != "user":
+        return False
+    if not tx.fact_count() and not tx.passage_count():
+        return False  # nothing to walk or distill yet
+    turn = history.turns[start]
+    user = _text(plain(history.bodies[start]))
+    replies = [
+        _text(plain(history.bodies[i]))
+        for i in range(start + 1, len(history))
+        if history.sides[i] == "assistant"
+    ]
+    conversation = "\n".join([user, *replies])
+    tx.enqueue(
+        "walk", encode_json({"turn": turn, "dialogue": conversation[-C.RECALL_RECENT_CHARS :]}), now
+    )
+    if any(r.turn == turn for r in tx.recalls(turn)):
+        # Distill rereads the whole turn: what a tool output said is said too. Past its length,
+        # the start of what followed the message gives way, never the message itself.
+        after = "\n".join(
+            _text(plain(history.bodies[i]))
+            for i in range(start + 1, len(history))
+            if history.sides[i] in ("assistant", "output")
+        )
+        head = user[: C.DISTILL_CONVERSATION_CHARS]
+        room = C.DISTILL_CONVERSATION_CHARS - len(head) - 1
+        around = head + ("\n" + after[-room:] if room > 0 and after else "")
+        tx.enqueue("distill", encode_json({"turn": turn, "conversation": around}), now)
+    return True

@@ -1,0 +1,243 @@
+"""Batch replay: many memories through decorate/report in parallel worker processes, with a
+progress bar and a summary read back from the store.
+
+Memories are independent, so each replays in one worker, start to end, in order; workers are
+spawned processes, each with its own engine on the same store (SQLite queues concurrent writers
+with BEGIN IMMEDIATE and a busy timeout). A worker dies with its parent (so a killed run never
+leaves a writer behind that a resumed run would race), and a resumed run picks each memory up
+after its last stored step (`replay.replay_memory`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import os
+import queue
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from .. import _constants as C
+from .. import open as open_engine
+from ..engine import Engine
+from ..export import import_file
+from ..notes.writers import NoteWriter, note_writer_from
+from .runner import DEFAULT_MODEL, Replayed, replay_memory, run_lane_through
+from .sources import Batch, MemoryLines
+
+__all__ = ["ReplaySettings", "MemorySummary", "open_for_replay", "run_batch", "summarize"]
+
+#: SQLite durability for replay. NORMAL in WAL mode loses nothing a killed process committed,
+#: only the last commits on a power cut, and a replay resumes after whatever survived; FULL's
+#: fsync per decorate and report made replay I/O-bound.
+REPLAY_SYNCHRONOUS = "NORMAL"
+#: A lane lease in replay: one worker owns each memory, so a short lease only bounds how long a
+#: resumed run waits for the lane a killed worker held.
+REPLAY_LANE_LEASE_SECONDS = 3.0
+#: How often a worker reports progress to the parent, in seconds.
+_PROGRESS_SECONDS = 0.2
+#: Linux prctl option: the signal a process gets when its parent dies.
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ReplaySettings:
+    """What every worker opens its engine with."""
+
+    db: str
+    ceiling: int | None = None
+    note_writer: str | None = "offline"  # "offline", an endpoint URL, or None (asks wait)
+    model: str = DEFAULT_MODEL
+    judge: str = "offline"  # "offline" or an endpoint URL
+    judge_model: str | None = None  # the LLM judge's (and LLM note writer's) model
+
+
+def open_for_replay(settings: ReplaySettings) -> Engine:
+    """An engine for replay: no background threads (the replay runs each lane itself, at fixed
+    points, so a resumed run repeats an uninterrupted one exactly)."""
+    ceiling = C.DEFAULT_CEILING if settings.ceiling is None else settings.ceiling
+    return open_engine(
+        settings.db,
+        ceiling=ceiling,
+        background=False,
+        synchronous=REPLAY_SYNCHRONOUS,
+        lane_lease_seconds=REPLAY_LANE_LEASE_SECONDS,
+        judge=settings.judge,
+        judge_model=settings.judge_model,
+    )
+
+
+def _note_writer(settings: ReplaySettings) -> NoteWriter | None:
+    return note_writer_from(settings.note_writer, model=settings.judge_model)
+
+
+# -- workers ----------------------------------------------------------------------------------
+
+_worker: dict[str, object] = {}
+
+
+def _die_with_parent(parent: int) -> None:
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before the line above
+        os._exit(1)
+
+
+def _init_worker(settings: ReplaySettings, progress: multiprocessing.Queue, parent: int) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
+    _die_with_parent(parent)
+    _worker.update(
+        engine=open_for_replay(settings), settings=settings, progress=progress, parent=parent
+    )
+
+
+def _replay_in_worker(memory: MemoryLines) -> Replayed:
+    engine: Engine = _worker["engine"]  # type: ignore[assignment]
+    settings: ReplaySettings = _worker["settings"]  # type: ignore[assignment]
+    out: multiprocessing.Queue = _worker["progress"]  # type: ignore[assignment]
+    pending = 0
+    last = time.monotonic()
+
+    def progress(n: int) -> None:
+        nonlocal pending, last
+        pending += n
+        now = time.monotonic()
+        if now - last >= _PROGRESS_SECONDS:
+            if os.getppid() != _worker["parent"]:  # where prctl is missing
+                os._exit(1)
+            out.put(pending)
+            pending, last = 0, now
+
+    result = replay_memory(
+        engine,
+        memory.memory_id,
+        memory.lines,
+        fmt=memory.format,
+        model=settings.model,
+        note_writer=_note_writer(settings),
+        progress=progress,
+    )
+    out.put(pending)
+    return result
+
+
+def _replay_in_workers(
+    memories: Sequence[MemoryLines],
+    settings: ReplaySettings,
+    workers: int,
+    advance: Callable[[int], None],
+) -> list[Replayed]:
+    context = multiprocessing.get_context("spawn")
+    progress: multiprocessing.Queue = context.Queue()
+    pool = context.Pool(workers, _init_worker, (settings, progress, os.getpid()))
+    try:
+        results = pool.map_async(_replay_in_worker, memories, chunksize=1)
+        while not results.ready():
+            try:
+                advance(progress.get(timeout=_PROGRESS_SECONDS))
+            except queue.Empty:
+                pass
+        done = results.get()
+        pool.close()
+        pool.join()
+    except BaseException:
+        pool.terminate()
+        pool.join()
+        raise
+    while True:
+        try:
+            advance(progress.get_nowait())
+        except queue.Empty:
+            break
+    return done
+
+
+# -- the run ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySummary:
+    """One memory as the store holds it after a run (`new`: messages this run stored)."""
+
+    memory_id: str
+    messages: int
+    new: int
+    episodes: int
+    facts: int
+    sealed: int
+    forgotten: int
+
+
+def summarize(engine: Engine, new: dict[str, int]) -> list[MemorySummary]:
+    """The store's counts for each memory of `new` (memory id → messages stored this run)."""
+    rows = []
+    for memory_id, added in new.items():
+        with engine.store.read(memory_id) as tx:
+            messages = tx.message_count()
+            states = [e.state for e in tx.episodes()]
+            facts = len(tx.facts())
+        rows.append(
+            MemorySummary(
+                memory_id,
+                messages,
+                added,
+                len(states),
+                facts,
+                states.count("sealed"),
+                states.count("forgotten"),
+            )
+        )
+    return rows
+
+
+def run_batch(
+    batch: Batch,
+    settings: ReplaySettings,
+    *,
+    workers: int = 1,
+    advance: Callable[[int], None] = lambda n: None,
+) -> list[MemorySummary]:
+    """Import the batch's exports, replay its memories (`workers` processes when there are
+    several), and return the store's summary of every memory touched."""
+    new: dict[str, int] = {}
+    with open_for_replay(settings) as engine:
+        for memory_id in batch.memories:
+            engine.memory(memory_id)  # a bad memory id fails here, before any worker starts
+        for path in batch.exports:
+            imported, skipped = import_file(engine, path)
+            for memory_id in imported:
+                with engine.store.read(memory_id) as tx:
+                    new[memory_id] = tx.message_count()
+            new.update(dict.fromkeys(skipped, 0))
+        # An import queues the embedding of its facts and passages. Not the lanes of memories
+        # being replayed: each runs its own at fixed points, and one that a killed run left
+        # between a reply and its note must take the note before its jobs run, as an
+        # uninterrupted run did.
+        for memory_id in new:
+            if memory_id not in batch.memories:
+                run_lane_through(engine, memory_id)
+        # Longest first, so that the last memory to finish is a short one.
+        memories = sorted(batch.memories.values(), key=lambda m: -m.messages)
+        workers = max(1, min(workers, len(memories)))
+        if workers == 1:
+            results = [
+                replay_memory(
+                    engine,
+                    m.memory_id,
+                    m.lines,
+                    fmt=m.format,
+                    model=settings.model,
+                    note_writer=_note_writer(settings),
+                    progress=advance,
+                )
+                for m in memories
+            ]
+        else:
+            results = _replay_in_workers(memories, settings, workers, advance)
+        stored = {r.memory_id: r.stored for r in results}
+        new.update((memory_id, stored[memory_id]) for memory_id in batch.memories)
+        return summarize(engine, new)

@@ -1,0 +1,141 @@
+"""Parsing requests and responses of both wire formats, and rebuilding requests around the view.
+
+Contracts (ARCHITECTURE): leading system/developer messages of Chat Completions, and
+`instructions` (with any leading system/developer items) of Responses, are the caller's
+instructions; everything after them is history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .. import _constants as C
+from ..errors import EmptyRequestError, InvalidRequestError, InvalidResponseError, ServerStateError
+from . import chat_completions, responses, streams
+from .base import Entry, Format, ParsedRequest, Reply, Side, media_tokens_and_texts
+from .canonical import body_of, digest_of, plain, to_plain
+
+__all__ = [
+    "Entry",
+    "Format",
+    "ParsedRequest",
+    "Reply",
+    "Side",
+    "parse_request",
+    "entry",
+    "assemble",
+    "parse_response",
+    "text_of",
+]
+
+_MODULES = {Format.CHAT_COMPLETIONS: chat_completions, Format.RESPONSES: responses}
+_MEDIA = {"image": C.TOKENS_PER_IMAGE, "audio": C.TOKENS_PER_AUDIO, "file": C.TOKENS_PER_FILE}
+
+
+def parse_request(request: Any) -> ParsedRequest:
+    """Split a caller's request into instructions and history; raise before anything is stored."""
+    if not isinstance(request, Mapping):
+        raise InvalidRequestError(f"a request must be a dict, not {type(request).__name__}")
+    request = dict(request)
+    for key in ("previous_response_id", "conversation"):
+        if request.get(key) is not None:
+            raise ServerStateError(
+                f"the request sets {key!r}, which keeps the conversation on the provider's side; "
+                "fadeway manages the history itself: send the input items instead"
+            )
+    model = request.get("model")
+    if model is not None and not isinstance(model, str):
+        raise InvalidRequestError(f"model must be a string, not {type(model).__name__}")
+    if "messages" in request and "input" in request:
+        raise InvalidRequestError(
+            "a request has either messages (Chat Completions) or input (Responses), not both"
+        )
+    if "messages" in request:
+        messages = request["messages"]
+        if not isinstance(messages, list):
+            raise InvalidRequestError(f"messages must be a list, not {type(messages).__name__}")
+        instructions, history = chat_completions.split(messages)
+        return ParsedRequest(Format.CHAT_COMPLETIONS, request, instructions, history, model)
+    if "input" in request:
+        items = responses.normalise_input(request["input"])
+        instructions, history = responses.split(items)
+        return ParsedRequest(Format.RESPONSES, request, instructions, history, model)
+    raise EmptyRequestError(
+        "the request has neither messages (Chat Completions) nor input (Responses)"
+    )
+
+
+def entry(
+    fmt: Format,
+    message: Any,
+    where: str,
+    known_calls: Callable[[str], bool],
+    body: bytes | None = None,
+    digest: bytes | None = None,
+) -> Entry:
+    """Validate one history message and collect what storing and counting it needs."""
+    if body is None:
+        body = body_of(message, where)
+    msg = plain(body)
+    role, kind, side, calls, answers = _MODULES[fmt].classify(msg, where, known_calls)
+    texts: list[str] = []
+    fixed = media_tokens_and_texts(msg, texts, _MEDIA) + C.TOKENS_PER_MESSAGE
+    if isinstance(msg, dict) and "name" in msg:
+        fixed += C.TOKENS_PER_NAME
+    return Entry(
+        body=body,
+        digest=digest if digest is not None else digest_of(msg, where),
+        role=role,
+        kind=kind,
+        side=side,
+        calls=calls,
+        answers=answers,
+        texts=texts,
+        fixed_tokens=fixed,
+    )
+
+
+def assemble(parsed: ParsedRequest, view: list[Any]) -> dict[str, Any]:
+    """The caller's request with its history replaced by the view; every other field unchanged."""
+    return _MODULES[parsed.format].assemble(parsed.request, parsed.instructions, view)
+
+
+def parse_response(fmt: Format, response: Any) -> Reply:
+    """The reply of a provider response in format `fmt`: an SDK object or a plain dict, or the
+    chunks or events of a streamed one (see `streams`)."""
+    if streams.is_async_stream(response):
+        raise InvalidResponseError(
+            "the response is an async stream: pass it to `await "
+            "mem.areport(...)`, or collect its chunks into a list first"
+        )
+    try:
+        if streams.is_stream(response):
+            data = streams.collect(fmt, [to_plain(e, "a streamed chunk") for e in response])
+        else:
+            data = to_plain(response, "the response")
+    except InvalidRequestError as exc:
+        raise InvalidResponseError(str(exc)) from None
+    if not isinstance(data, dict):
+        raise InvalidResponseError(f"a response must be an object, not {type(data).__name__}")
+    looks_like = (
+        Format.CHAT_COMPLETIONS
+        if "choices" in data
+        else (Format.RESPONSES if "output" in data else None)
+    )
+    if looks_like is None:
+        raise InvalidResponseError(
+            "the response has neither choices (Chat Completions) nor output (Responses)"
+        )
+    if looks_like is not fmt:
+        raise InvalidResponseError(
+            f"a {looks_like.value} response was reported for a {fmt.value} request"
+        )
+    return _MODULES[fmt].reply(data)
+
+
+def text_of(value: Any) -> list[str]:
+    """The text leaves of a message or item (what a reader or a search sees)."""
+    texts: list[str] = []
+    media_tokens_and_texts(value, texts, _MEDIA)
+    return texts
