@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fadeway import tokens
 from fadeway import wire as formats  # noqa: E402
-from fadeway.replay.batch import ReplaySettings, _note_writer, open_for_replay  # noqa: E402
+from fadeway.cli.batch import ReplaySettings, _note_writer, open_for_replay  # noqa: E402
 from fadeway.replay.locomo import locomo_lines, read_locomo  # noqa: E402
 from fadeway.replay.runner import replay_memory  # noqa: E402
 from fadeway.wire import text_of  # noqa: E402

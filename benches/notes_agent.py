@@ -33,7 +33,8 @@ from pathlib import Path
 
 import fadeway
 from fadeway.notes.writers import OfflineNoteWriter
-from fadeway.replay.runner import read_replay, replay
+from fadeway.replay.lines import read_replay
+from fadeway.replay.runner import replay
 
 ROLES = ("assistant", "tool", "system", "developer")
 USER = "user"

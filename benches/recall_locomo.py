@@ -63,11 +63,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import fadeway
 from fadeway import _constants as C
 from fadeway import tokens
-from fadeway.decorate.view import view_seqs
-from fadeway.forgetting.fade import hidden_ranges
+from fadeway.decorate.view import hidden_ranges, view_seqs
 from fadeway.mirror.history import History
 from fadeway.notes.writers import OfflineNoteWriter
-from fadeway.recall.pipeline import Snapshot, block_tokens, recall
+from fadeway.recall.block import block_tokens
+from fadeway.recall.pipeline import recall
+from fadeway.recall.snapshot import Snapshot
 from fadeway.recall.turns import recent_text
 from fadeway.replay.locomo import locomo_lines, read_locomo
 from fadeway.replay.runner import replay_memory

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 import reference
 from fadeway import _constants as C
 from fadeway import _core
+from fadeway.forgetting import budget as forgetting_budget
 from fadeway.forgetting import fade as forgetting
 from fadeway.records import EpisodeRecord
 
@@ -240,7 +241,7 @@ def walk_reference(
     block), the landing worked out again (`forgetting.budget`) whenever the facts block
     shrinks."""
     picked: list[int] = []
-    plan = forgetting.budget(ceiling, block, 0, typical, current)
+    plan = forgetting_budget.budget(ceiling, block, 0, typical, current)
     for i in reference.fade_order_reference(act, tie):
         if history <= plan.landing and (not fit or history <= plan.budget):
             break
@@ -248,7 +249,7 @@ def walk_reference(
         history -= history_cut[i]
         if block_cut[i]:
             block -= block_cut[i]
-            plan = forgetting.budget(ceiling, block, 0, typical, current)
+            plan = forgetting_budget.budget(ceiling, block, 0, typical, current)
     return picked
 
 
@@ -282,7 +283,7 @@ def test_fade_picks_walk_the_order_to_the_landing(shape, seed, sealed_share):
         current,
     )
     got = forgetting.fade_picks(
-        act, tie, *args, lambda b: forgetting.landing(ceiling, b, 0, typical, current)
+        act, tie, *args, lambda b: forgetting_budget.landing(ceiling, b, 0, typical, current)
     )
     assert got.tolist() == want
     want_fit = walk_reference(
@@ -301,7 +302,7 @@ def test_fade_picks_walk_the_order_to_the_landing(shape, seed, sealed_share):
         act,
         tie,
         *args,
-        lambda b: forgetting.landing(ceiling, b, 0, typical, current),
+        lambda b: forgetting_budget.landing(ceiling, b, 0, typical, current),
         lambda b: np.maximum(0, ceiling - b),
     )
     assert got_fit.tolist() == want_fit and want_fit[: len(want)] == want
@@ -315,11 +316,11 @@ def test_fade_picks_walk_the_order_to_the_landing(shape, seed, sealed_share):
 
     with mock.patch.object(forgetting._core, "fade_order", counting):
         forgetting.fade_picks(
-            act, tie, *args, lambda b: forgetting.landing(ceiling, b, 0, typical, current)
+            act, tie, *args, lambda b: forgetting_budget.landing(ceiling, b, 0, typical, current)
         )
     # The first prefix as long as the share of the history to shed suggests (and at least
     # FADE_FIRST), each next one four times as long.
-    land = int(forgetting.landing(ceiling, block, 0, typical, current))
+    land = int(forgetting_budget.landing(ceiling, block, 0, typical, current))
     share = min(1, max(0, history - land) / history_cut.sum()) if history_cut.sum() else 0
     assert calls == [
         max(C.FADE_FIRST, math.ceil(1.25 * share * n)) * 4**k for k in range(len(calls))

@@ -214,7 +214,7 @@ def test_every_note_ask_is_recognised_as_a_block(spans) -> None:
 
 
 def test_the_ask_joins_the_turns_of_leaving_episodes_that_touch() -> None:
-    from fadeway.forgetting.fade import ask_spans
+    from fadeway.notes.ask import ask_spans
     from fadeway.records import EpisodeRecord
 
     def ep(n, first_turn, last_turn):

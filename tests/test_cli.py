@@ -9,7 +9,8 @@ import sys
 import msgspec
 
 import fadeway
-from fadeway.replay.runner import ReplayFormatError, plan, read_replay
+from fadeway.errors import ReplayFormatError
+from fadeway.replay.lines import plan, read_replay
 
 
 def test_demo_replays_the_sample_once_and_inspects_it(tmp_path):
@@ -70,9 +71,10 @@ def test_demo_replays_the_sample_once_and_inspects_it(tmp_path):
 _REPLAY_SLICE = """
 import sys
 import fadeway
-from fadeway.export import dumps
+from fadeway import dumps
 from fadeway.notes.writers import OfflineNoteWriter
-from fadeway.replay.runner import read_replay, replay
+from fadeway.replay.lines import read_replay
+from fadeway.replay.runner import replay
 
 lines = list(read_replay(sys.argv[1]))[:300]
 with fadeway.open(sys.argv[2], background=False, ceiling=4000) as engine:
@@ -130,7 +132,7 @@ def test_replay_lines_name_the_file_and_line(tmp_path):
 
 
 def _line(role, at, **more):
-    from fadeway.replay.runner import ReplayLine
+    from fadeway.replay.lines import ReplayLine
 
     return ReplayLine("m", at, {"role": role, "content": f"{role} at {at}", **more}, f"f:{at}")
 
@@ -162,7 +164,8 @@ def test_plan_reports_replies_and_carries_instructions_to_the_next_decorate():
 
 def test_replay_sends_the_whole_history_when_a_message_repeats(tmp_path):
     """A lone repeat of the first message could be read as a resent history: it is stored."""
-    from fadeway.replay.runner import ReplayLine, replay_memory
+    from fadeway.replay.lines import ReplayLine
+    from fadeway.replay.runner import replay_memory
 
     def line(role, at, text):
         return ReplayLine("m", at, {"role": role, "content": text}, f"f:{at}")

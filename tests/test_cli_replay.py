@@ -15,7 +15,7 @@ import pytest
 
 import fadeway
 import fadeway.replay.runner
-from fadeway.replay.batch import ReplaySettings, run_batch
+from fadeway.cli.batch import ReplaySettings, run_batch
 from fadeway.replay.locomo import locomo_lines, read_locomo
 from fadeway.replay.sources import read_inputs
 from helpers import shared_data
@@ -357,12 +357,12 @@ def test_a_run_stopped_between_a_reply_and_its_note_resumes_to_the_same_store(
     asks = []
 
     def stop_before_the_second_note(runner, at):
-        with runner.memory._engine.store.read(runner.memory.memory_id) as tx:
-            acked = {e for e, _ in tx.acks()}
-            if any(e.state == "leaving" and e.n not in acked for e in tx.episodes()):
-                asks.append(at)
-                if len(asks) == 2:
-                    raise _Crash
+        doc = runner.memory.export()
+        acked = {e for e, _ in doc.acks}
+        if any(e.state == "leaving" and e.n not in acked for e in doc.episodes):
+            asks.append(at)
+            if len(asks) == 2:
+                raise _Crash
         answer(runner, at)
 
     db = tmp_path / "stopped.db"

@@ -13,8 +13,10 @@ import time
 import pytest
 
 import fadeway
+from fadeway.engine import Engine
 from fadeway.errors import StoreError
-from fadeway.lane.worker import JobHandler, register_job, run_lane
+from fadeway.lane.jobs import Job
+from fadeway.lane.worker import Lane
 
 # A subprocess: closing a connection another thread is using crashes the interpreter, which
 # would take the whole test run with it.
@@ -91,21 +93,23 @@ def test_a_closed_engine_refuses_calls(tmp_path):
 PREPARED: list[int] = []
 
 
-class Slow(JobHandler):
+class Slow:
     """Prepares for longer than a lease."""
 
-    async def prepare(self, engine, memory_id, job):
+    async def prepare(self, memory_id, job):
         import asyncio
 
         PREPARED.append(job.n)
         await asyncio.sleep(float(job.payload))
         return None
 
-    def apply(self, engine, tx, job, prepared):
+    def apply(self, tx, job, prepared):
         return True
 
 
-register_job("slow", Slow())
+def _jobs_of(engine):
+    """The engine's kinds of job, with the test's own beside them."""
+    return {**engine.lane.jobs, "slow": Job(Slow(), "test_close")}
 
 
 def _queue(engine, memory_id, count, seconds):
@@ -121,9 +125,10 @@ def test_a_job_slower_than_a_lease_is_prepared_once_while_others_wait(tmp_path):
     PREPARED.clear()
     with fadeway.open(tmp_path / "l.db", background=False, lane_lease_seconds=0.3) as engine:
         _queue(engine, "m", 1, 1.0)
+        lane = Lane(engine.store, engine.services.lane, _jobs_of(engine))
         results: list = []
         workers = [
-            threading.Thread(target=lambda i=i: results.append(run_lane(engine, "m", f"w{i}")))
+            threading.Thread(target=lambda i=i: results.append(lane.run("m", f"w{i}")))
             for i in range(2)
         ]
         for w in workers:
@@ -138,15 +143,17 @@ def test_a_job_slower_than_a_lease_is_prepared_once_while_others_wait(tmp_path):
 
 def test_closing_stops_the_worker_after_the_job_in_hand(tmp_path):
     PREPARED.clear()
-    engine = fadeway.open(tmp_path / "b.db", background=True)
+    quiet = fadeway.open(tmp_path / "b.db", background=False)
+    engine = Engine(quiet.services, jobs=_jobs_of(quiet), background=True)
     _queue(engine, "m", 40, 0.05)
-    engine._jobs_queued()
+    engine.services.lane.queued()
     time.sleep(0.2)
     started = time.monotonic()
     engine.close()
     assert time.monotonic() - started < 1.0  # not the two seconds the lane still holds
     assert 0 < len(PREPARED) < 40
-    with fadeway.open(tmp_path / "b.db", background=False) as again:
+    with fadeway.open(tmp_path / "b.db", background=False) as reopened:
+        again = Engine(reopened.services, jobs=_jobs_of(reopened), background=False)
         with again.store.read("m") as tx:
             states = [j.state for j in tx.jobs()]
         assert states.count("pending") == 40 - states.count("done") > 0

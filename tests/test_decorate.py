@@ -483,28 +483,31 @@ def test_the_mirrors_share_a_byte_budget_and_an_evicted_one_reads_the_store_agai
     talk = {name: [user(f"{name} says " + "word " * 200)] for name in ("a", "b", "c")}
     for name, history in talk.items():
         engine.memory(name).decorate({"messages": history})
-    size = engine._histories["a"].body_bytes
+    size = engine.services.mirrors.peek("a").body_bytes
     assert size == sum(len(m.body) for m in engine.memory("a").messages()) > 1000
     engine.memory("b")  # used in the order a, b, c from here
     monkeypatch.setattr(C, "HISTORY_CACHE_BYTES", 2 * size + 10)
     engine.memory("c")  # a, b, c hold three bodies' worth: the least recently used leaves
-    assert list(engine._histories) == ["b", "c"]
+    assert list(engine.services.mirrors) == ["b", "c"]
     monkeypatch.setattr(C, "HISTORY_CACHE_BYTES", 0)
     mem = engine.memory("a")  # the one asked for stays, whatever its size
-    assert list(engine._histories) == ["a"] and engine._histories["a"].body_bytes == 0
+    assert (
+        list(engine.services.mirrors) == ["a"] and engine.services.mirrors.peek("a").body_bytes == 0
+    )
     # Read again from the store: the conversation goes on as if it had never left.
     talk["a"] += [{"role": "assistant", "content": "ok"}, user("and then?")]
     sent = mem.decorate({"messages": talk["a"]})
     assert [m["content"] for m in sent["messages"]] == [m["content"] for m in talk["a"]]
     assert len(mem.messages()) == 3
-    assert engine._histories["a"].body_bytes == sum(len(m.body) for m in mem.messages())
+    assert engine.services.mirrors.peek("a").body_bytes == sum(len(m.body) for m in mem.messages())
 
 
 def test_a_view_that_opens_with_reasoning_is_aligned_past_it():
     """A view may open with a reasoning item (its episode's first unit) that the caller's resend
     leaves out: the resend is aligned from the item after it, and an edited first message there
     is still an edit, not new messages."""
-    from fadeway.mirror.history import History, align
+    from fadeway.decorate.align import align
+    from fadeway.mirror.history import History
     from fadeway.records import MessageRecord
     from fadeway.wire.canonical import digest_of
 

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fadeway
-from fadeway.decorate.assemble import Assembly
+from fadeway.decorate import call as decorate_call
 from fadeway.errors import UnmatchedToolOutputError
 from fadeway.forgetting import fade as forgetting
 from fadeway.mirror.episode_table import STATES, EpisodeTable
@@ -293,7 +293,7 @@ def test_a_write_that_fails_after_writing_resets_the_mirrors(tmp_path, clock):
     ]
     mem.decorate({"messages": first})
     lost = [{"role": "user", "content": "Rolled back."}]
-    with mock.patch.object(Assembly, "forget_and_assemble", side_effect=RuntimeError("disk")):
+    with mock.patch.object(decorate_call, "forget_and_assemble", side_effect=RuntimeError("disk")):
         with pytest.raises(RuntimeError, match="disk"):
             mem.decorate({"messages": [*first, *lost]})
     # Meanwhile another process stores a different message in the same place.
@@ -313,7 +313,7 @@ def test_a_write_that_fails_after_writing_resets_the_mirrors(tmp_path, clock):
 def test_a_write_refused_before_writing_keeps_the_mirrors(engine):
     mem = engine.memory("m")
     mem.decorate({"messages": [{"role": "user", "content": "hi"}]})
-    history = engine._histories["m"]
+    history = engine.services.mirrors.peek("m")
     with pytest.raises(UnmatchedToolOutputError):
         mem.decorate(
             {
@@ -323,4 +323,4 @@ def test_a_write_refused_before_writing_keeps_the_mirrors(engine):
                 ]
             }
         )
-    assert len(history) == 1 and engine._histories["m"] is history
+    assert len(history) == 1 and engine.services.mirrors.peek("m") is history

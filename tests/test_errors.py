@@ -378,7 +378,10 @@ def test_ceiling_must_be_positive(tmp_path):
 def test_a_memory_the_store_does_not_hold_is_named_not_found(engine):
     from fadeway.recall.turns import preview
 
-    for read in (lambda: engine.memory("nope").export(), lambda: preview(engine, "nope", "hello")):
+    for read in (
+        lambda: engine.memory("nope").export(),
+        lambda: preview(engine.services, "nope", "hello"),
+    ):
         with pytest.raises(errors.MemoryNotFoundError, match="holds no memory 'nope'") as caught:
             read()
         assert isinstance(caught.value, KeyError)  # as before, for callers that caught that

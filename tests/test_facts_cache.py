@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fadeway
-from fadeway.forgetting.fade import facts_of
-from fadeway.graph.update import Graph
+from fadeway.forgetting.facts_block import facts_of
+from fadeway.graph.held import Graph
 from fadeway.mirror.facts import MemoryCache
 from fadeway.records import EdgeRecord, EntityRecord, EpisodeRecord, FactRecord, RetirementRecord
 from helpers import chat_reply
@@ -173,7 +173,7 @@ def test_decorate_keeps_its_cache_in_step_and_rolls_it_back(engine, clock):
         engine.drain()
     # The cache is brought up to the store by decorate (a note taken by report waits for it).
     mem.decorate({"model": "gpt-4.1", "messages": history})
-    cache = mem._history.cache
+    cache = engine.services.mirrors.peek("m").cache
     with engine.store.read("m") as tx:
         fresh = MemoryCache()
         fresh.sync(tx)
@@ -182,7 +182,7 @@ def test_decorate_keeps_its_cache_in_step_and_rolls_it_back(engine, clock):
     assert cache.episode_facts == fresh.episode_facts
     assert cache.graph.edges == fresh.graph.edges and cache.graph.retired == fresh.graph.retired
     # A write that rolls back after the cache read what it wrote: the cache starts over.
-    mark = mem._history.mark()
+    mark = engine.services.mirrors.peek("m").mark()
     with pytest.raises(RuntimeError):
         with engine.store.write("m") as tx:
             note = tx.notes()[-1]
@@ -206,8 +206,8 @@ def test_decorate_keeps_its_cache_in_step_and_rolls_it_back(engine, clock):
             cache.sync(tx)
             assert any(f.text == "rolled back" for f in cache.facts.values())
             raise RuntimeError("the write failed")
-    mem._history.roll_back(mark)
-    assert mem._history.cache is not cache
+    engine.services.mirrors.peek("m").roll_back(mark)
+    assert engine.services.mirrors.peek("m").cache is not cache
     with engine.store.read("m") as tx:
-        mem._history.cache.sync(tx)
-    assert mem._history.cache.facts == fresh.facts
+        engine.services.mirrors.peek("m").cache.sync(tx)
+    assert engine.services.mirrors.peek("m").cache.facts == fresh.facts

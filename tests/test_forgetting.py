@@ -211,7 +211,7 @@ def test_a_fade_counts_a_notes_facts_once_however_many_episodes_it_sealed(small,
 
     history: list = []
     noted = 0
-    with mock.patch("fadeway.decorate.assemble.fade_episodes", spy):
+    with mock.patch("fadeway.forgetting.fade.fade_episodes", spy):
         for t in range(70):
             clock.advance(60)
             history.append(_user(t))
@@ -591,7 +591,7 @@ def test_a_request_stays_under_the_ceiling_by_giving_up_its_own_recall_block(sma
             if any("recall blocks shrunk" in r.getMessage() for r in caplog.records):
                 shrunk.append(t)
                 caplog.clear()
-            current = mem._history.turn
+            current = small.services.mirrors.peek(mem.memory_id).turn
             # The estimate the ceiling is checked with is the request's own measure: fadeway's
             # outputs for its note calls and the ask counted as messages.
             assert mem.export().requests[-1].estimate == mem.measure(req)
@@ -671,7 +671,7 @@ def test_two_note_calls_in_one_reply_answer_the_same_ask_in_the_order_made(small
 def test_a_turns_size_counts_the_recall_block_it_carries_in_view(small, clock):
     """A typical turn, and the turn in progress that the landing never goes below, weigh what
     the view holds of them: their messages and the recall block before their user message."""
-    from fadeway.forgetting.fade import turn_sizes
+    from fadeway.forgetting.budget import turn_sizes
 
     mem, history = small.memory("m"), []
     for t in range(4):
@@ -681,7 +681,7 @@ def test_a_turns_size_counts_the_recall_block_it_carries_in_view(small, clock):
         reply = chat_reply(f"answer {t}")
         mem.report(request, reply)
         history.append(reply["choices"][0]["message"])
-    mirror = mem._history
+    mirror = small.services.mirrors.peek(mem.memory_id)
     # The last turn is still the one in progress: only the turns before it are complete.
     users = [seq for seq in range(mirror.turn_start) if mirror.sides[seq] == "user"]
     assert len(users) == 3
@@ -740,13 +740,13 @@ def test_the_fade_counts_the_note_ask_its_picks_make(small, clock, used_turn):
     import numpy as np
 
     from fadeway import blocks
-    from fadeway.decorate import assemble as assembly
+    from fadeway.forgetting import budget, fade
 
-    real_fade, real_landing = assembly.fade_episodes, assembly.landing
+    real_fade, real_landing = fade.fade_episodes, budget.landing
     fixed_seen: list[int] = []
 
     def scattered(columns, activation_of, *args):
-        turns = np.array(mem._history.turns)[columns.first_seq]
+        turns = np.array(small.services.mirrors.peek(mem.memory_id).turns)[columns.first_seq]
         used = columns.n[turns == used_turn]
 
         def boosted(numbers):
@@ -760,8 +760,8 @@ def test_the_fade_counts_the_note_ask_its_picks_make(small, clock, used_turn):
 
     mem, history = small.memory("m"), []
     with (
-        mock.patch.object(assembly, "fade_episodes", scattered),
-        mock.patch.object(assembly, "landing", landing),
+        mock.patch.object(fade, "fade_episodes", scattered),
+        mock.patch.object(budget, "landing", landing),
     ):
         for t in range(40):
             clock.advance(60)
@@ -775,7 +775,7 @@ def test_the_fade_counts_the_note_ask_its_picks_make(small, clock, used_turn):
             history.append(reply["choices"][0]["message"])
     ask = req["messages"][-1]["content"]
     assert ask.startswith("History from turns")
-    turn = mem._history.turn
+    turn = small.services.mirrors.peek(mem.memory_id).turn
     counted, sent = tokens.count_texts("o200k_base", [blocks.note_ask(turn, turn + 1), ask])
     if used_turn is None:
         assert " and turn" not in ask.splitlines()[0]
@@ -791,7 +791,7 @@ def test_the_fade_counts_the_note_ask_its_picks_make(small, clock, used_turn):
 def test_the_room_for_the_next_call_is_one_step_not_a_whole_turn(small, clock, fmt):
     """The spec's room is "one batch of tool outputs and the reply": in a turn of many tool
     rounds, the largest round with its outputs, not all of them together."""
-    from fadeway.forgetting.fade import next_call_room, turn_sizes
+    from fadeway.forgetting.budget import next_call_room, turn_sizes
 
     mem, history = small.memory(f"m-{fmt}"), []
     rounds = [3, 12, 5]  # words of each round's output, in hundreds of tokens roughly
@@ -840,7 +840,7 @@ def test_the_room_for_the_next_call_is_one_step_not_a_whole_turn(small, clock, f
     history.append(_user(9, words=10))
     key = "messages" if fmt == "chat" else "input"
     mem.decorate({"model": "gpt-4.1", key: history})
-    mirror = mem._history
+    mirror = small.services.mirrors.peek(mem.memory_id)
     _, steps = turn_sizes(mirror, 1.0)
     # Each step as sent: the call (with its reasoning item) and its output; then the answer.
     width = 2 if fmt == "chat" else 3
@@ -900,12 +900,13 @@ def test_a_notes_facts_are_judged_once_though_the_job_runs_again(small, clock):
     job = JobRecord(
         n=1, kind="score", payload=msgspec.json.encode({"note": new}), created_at=clock()
     )
-    prepared = asyncio.run(ScoreJob().prepare(small, "m", job))
+    scoring = ScoreJob(small.store, small.judge)
+    prepared = asyncio.run(scoring.prepare("m", job))
     assert prepared[1], "the judge gave no answer to append"
     counts = []
     for _ in range(2):
         with small.store.write("m") as tx:
-            assert ScoreJob().apply(small, tx, job, prepared)
+            assert scoring.apply(tx, job, prepared)
             counts.append(tx.trace_count())
             assert tx.note_traced(new)
     assert counts[0] > 0 and counts[1] == counts[0]
@@ -916,20 +917,24 @@ def test_note_arguments_reads_only_the_messages_asked_for(small, clock):
     arguments come back for the messages named, and all of them when none are."""
     import json
 
-    from fadeway.decorate.assemble import note_arguments
+    from fadeway.mirror.history import note_arguments
     from helpers import converse_with_notes
 
     mem = small.memory("m")
     first = [("Dana owns the checkout.", "Dana", "checkout", False)]
     second = [("Ben owns the tax table.", "Ben", "tax table", False)]
     converse_with_notes(small, mem, clock, [first, second])
-    calls = mem._history.note_calls
+    calls = small.services.mirrors.peek(mem.memory_id).note_calls
     assert len(calls) == 2
-    everything = note_arguments(mem._history)
+    everything = note_arguments(small.services.mirrors.peek(mem.memory_id))
     assert [json.loads(a)["notes"][0]["subject"] for a in everything.values()] == ["Dana", "Ben"]
     for seq, (call_id,) in calls.items():
-        assert note_arguments(mem._history, {seq}) == {(seq, call_id): everything[seq, call_id]}
-    assert note_arguments(mem._history, {seq + 1 for seq in calls}) == {}
+        assert note_arguments(small.services.mirrors.peek(mem.memory_id), {seq}) == {
+            (seq, call_id): everything[seq, call_id]
+        }
+    assert (
+        note_arguments(small.services.mirrors.peek(mem.memory_id), {seq + 1 for seq in calls}) == {}
+    )
 
 
 def test_a_notes_facts_are_judged_against_the_episodes_remembered_when_it_was_written(small, clock):

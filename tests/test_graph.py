@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import fadeway
-from fadeway.graph.update import Graph, normalise_name
+from fadeway.graph.held import Graph, normalise_name
 from fadeway.judge import FactText, OfflineJudge, ScriptedJudge
 from fadeway.records import EdgeRecord, EntityRecord, RetirementRecord
 from helpers import converse_with_notes

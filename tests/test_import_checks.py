@@ -14,7 +14,7 @@ import fadeway
 from conftest import open_small
 from fadeway import blocks
 from fadeway.errors import InvalidExportError
-from fadeway.export import check_export
+from fadeway.export.checks import check_export
 from helpers import converse_with_notes
 
 CLOSE = blocks.RECALL_CLOSE

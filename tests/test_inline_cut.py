@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import fadeway
 from conftest import Clock
-from fadeway.decorate.assemble import Assembly
+from fadeway.decorate import call as decorate_call
 from fadeway.judge import ScriptedJudge
 from fadeway.mirror.history import History
 from fadeway.wire.canonical import plain
@@ -103,12 +103,12 @@ def test_planning_between_transactions_decides_as_planning_inside_one(tmp_path, 
     def run(name: str, inline: bool):
         path = tmp_path / f"{name}.db"
         judge = LockProbe(path)
-        real = Assembly.forget_and_assemble
+        real = decorate_call.forget_and_assemble
 
-        def first_inline(self, *args, **kwargs):
-            return real(self, *args, **{**kwargs, "inline": inline or kwargs.get("inline", True)})
+        def first_inline(*args, **kwargs):
+            return real(*args, **{**kwargs, "inline": inline or kwargs.get("inline", True)})
 
-        with mock.patch.object(Assembly, "forget_and_assemble", first_inline):
+        with mock.patch.object(decorate_call, "forget_and_assemble", first_inline):
             with open_engine(path, clock, judge) as engine:
                 mem = engine.memory("m")
                 history = conversation(20)
@@ -154,10 +154,10 @@ def test_a_plan_made_stale_by_another_writer_is_made_again(tmp_path, clock):
         stored = [m.body for m in mem.messages()]
         # Each rolled-back attempt's message was taken out of this process's mirror again:
         # never read again whole, and never taken for the other process's message.
-        assert not any(mirror is mem._history for mirror in cleared)
+        assert not any(mirror is engine.services.mirrors.peek("m") for mirror in cleared)
         fresh = History()
         fresh.extend(mem.messages())
-        assert mem._history == fresh
+        assert engine.services.mirrors.peek("m") == fresh
     others.close()
     # The message the other process stored changed the history under the first plan: it was
     # planned again from what the store then held, and this decorate's message follows it.

@@ -13,25 +13,26 @@ import msgspec
 import pytest
 
 import fadeway
-from fadeway.errors import EndpointError, EndpointResponseError, EndpointTimeout
-from fadeway.judge.base import JudgeTimeout
-from fadeway.lane.worker import JobHandler, register_job, run_lane, transient
+from fadeway.engine import Engine
+from fadeway.errors import EndpointError, EndpointResponseError, EndpointTimeout, JudgeTimeout
+from fadeway.lane.jobs import Job
+from fadeway.lane.worker import Lane, transient
 from fadeway.records import EpisodeRecord, TraceRecord
 
 APPLIED: list[tuple[str, int]] = []
 APPLIED_LOCK = threading.Lock()
 
 
-class Probe(JobHandler):
+class Probe:
     """Sleeps a random moment while preparing, then records the order jobs were applied in."""
 
-    async def prepare(self, engine, memory_id, job):
+    async def prepare(self, memory_id, job):
         import asyncio
 
         await asyncio.sleep(random.random() * 0.004)
         return msgspec.json.decode(job.payload)
 
-    def apply(self, engine, tx, job, prepared):
+    def apply(self, tx, job, prepared):
         if prepared.get("fail"):
             raise AssertionError("apply must not run for a job whose prepare failed")
         with APPLIED_LOCK:
@@ -39,41 +40,41 @@ class Probe(JobHandler):
         return True
 
 
-class Failing(JobHandler):
-    async def prepare(self, engine, memory_id, job):
+class Failing:
+    async def prepare(self, memory_id, job):
         raise RuntimeError("the judge is down")
 
-    def apply(self, engine, tx, job, prepared):  # pragma: no cover - never reached
+    def apply(self, tx, job, prepared):  # pragma: no cover - never reached
         return True
 
 
-class Outage(JobHandler):
+class Outage:
     """Cannot reach its service while `DOWN` holds a count of failures still to give."""
 
     DOWN = [0]
     error: type[Exception] = ConnectionError
 
-    async def prepare(self, engine, memory_id, job):
+    async def prepare(self, memory_id, job):
         if self.DOWN[0] > 0:
             self.DOWN[0] -= 1
             raise self.error("connection refused")
         return None
 
-    def apply(self, engine, tx, job, prepared):
+    def apply(self, tx, job, prepared):
         with APPLIED_LOCK:
             APPLIED.append((tx.memory_id, job.n))
         return True
 
 
-class BadApply(JobHandler):
+class BadApply:
     """Writes, then raises in `apply` the first `FAILS[0]` times."""
 
     FAILS = [0]
 
-    async def prepare(self, engine, memory_id, job):
+    async def prepare(self, memory_id, job):
         return None
 
-    def apply(self, engine, tx, job, prepared):
+    def apply(self, tx, job, prepared):
         tx.append_traces(
             [
                 TraceRecord(
@@ -89,25 +90,37 @@ class BadApply(JobHandler):
         return True
 
 
-class Flaky(JobHandler):
+class Flaky:
     """Raises the errors of `ERRORS` in turn, then succeeds."""
 
     ERRORS: list[Exception] = []
 
-    async def prepare(self, engine, memory_id, job):
+    async def prepare(self, memory_id, job):
         if self.ERRORS:
             raise self.ERRORS.pop(0)
         return None
 
-    def apply(self, engine, tx, job, prepared):
+    def apply(self, tx, job, prepared):
         return True
 
 
-register_job("probe", Probe())
-register_job("flaky", Flaky())
-register_job("bad-apply", BadApply())
-register_job("failing", Failing())
-register_job("outage", Outage())
+#: The test's own kinds of job, run beside fadeway's.
+TEST_JOBS = {
+    "probe": Probe(),
+    "flaky": Flaky(),
+    "bad-apply": BadApply(),
+    "failing": Failing(),
+    "outage": Outage(),
+}
+
+
+def _jobs_of(engine):
+    return {**engine.lane.jobs, **{k: Job(h, "test_lane") for k, h in TEST_JOBS.items()}}
+
+
+def lane_of(engine):
+    """The engine's lanes, with the test's kinds of job beside fadeway's."""
+    return Lane(engine.store, engine.services.lane, _jobs_of(engine))
 
 
 @pytest.fixture
@@ -130,7 +143,7 @@ def test_jobs_run_in_order_once_each_with_several_workers(quiet_engine):
     workers = [
         threading.Thread(
             target=lambda i=i: [
-                run_lane(quiet_engine, mid, f"w{i}") for mid in ("a", "b", "c", "b", "a")
+                lane_of(quiet_engine).run(mid, f"w{i}") for mid in ("a", "b", "c", "b", "a")
             ]
         )
         for i in range(4)
@@ -139,7 +152,7 @@ def test_jobs_run_in_order_once_each_with_several_workers(quiet_engine):
         w.start()
     for w in workers:
         w.join()
-    quiet_engine.drain()
+    lane_of(quiet_engine).drain()
     for mid in ("a", "b", "c"):
         assert [n for m, n in APPLIED if m == mid] == list(range(1, 16))
     assert quiet_engine.store.memories_with_pending_jobs() == []
@@ -151,10 +164,10 @@ def test_a_held_lane_is_not_entered_until_its_lease_ends(quiet_engine):
     now = time.time()
     with quiet_engine.store.write("m") as tx:
         assert tx.claim_lane("dead-worker", now, now + 0.3)
-    assert run_lane(quiet_engine, "m", "other") is None
+    assert lane_of(quiet_engine).run("m", "other") is None
     assert APPLIED == []
     time.sleep(0.35)
-    assert run_lane(quiet_engine, "m", "other") == 2
+    assert lane_of(quiet_engine).run("m", "other") == 2
     assert APPLIED == [("m", 1), ("m", 2)]
 
 
@@ -163,7 +176,7 @@ def test_a_failing_job_is_retried_then_given_up_and_the_lane_moves_on(quiet_engi
     _queue(quiet_engine, "m", "failing", 1)
     with quiet_engine.store.write("m") as tx:
         tx.enqueue("probe", b"{}", 0.0)
-    quiet_engine.drain()
+    lane_of(quiet_engine).drain()
     jobs = {j.n: j for j in _jobs(quiet_engine, "m")}
     assert jobs[1].state == "failed" and jobs[1].attempts == 3
     assert "the judge is down" in jobs[1].error
@@ -185,15 +198,15 @@ def test_a_job_that_cannot_reach_its_service_waits_longer_each_time_and_keeps_th
         waits = []
         for attempt in (1, 2, 3):
             before = time.time()
-            assert run_lane(eng, "m") == 0  # fails, then waits: the job behind it waits too
+            assert lane_of(eng).run("m") == 0  # fails, then waits: the job behind it waits too
             job = _jobs(eng, "m")[0]
             assert job.state == "pending" and job.attempts == attempt
             assert "ConnectionError: connection refused" in job.error
             waits.append(job.retry_at - before)
-            assert run_lane(eng, "m") == 0 and _jobs(eng, "m")[0].attempts == attempt
+            assert lane_of(eng).run("m") == 0 and _jobs(eng, "m")[0].attempts == attempt
             assert APPLIED == []
             time.sleep(job.retry_at - time.time() + 0.01)
-        assert run_lane(eng, "m") == 2  # the service is back
+        assert lane_of(eng).run("m") == 2  # the service is back
         assert APPLIED == [("m", 1), ("m", 2)]
     # 0.2, 0.4, 0.8 seconds, each shortened by up to a quarter at random (measured from a
     # moment just before the attempt began)
@@ -211,12 +224,12 @@ def test_failures_of_the_two_kinds_are_counted_apart(tmp_path, clock):
     ) as eng:
         Flaky.ERRORS[:] = [ConnectionError("refused")] * 3 + [RuntimeError("unreadable")] * 2
         _queue(eng, "m", "flaky", 1)
-        assert run_lane(eng, "m") == 1
+        assert lane_of(eng).run("m") == 1
         job = _jobs(eng, "m")[0]
         assert (job.state, job.attempts, job.waits) == ("done", 5, 3)
         Flaky.ERRORS[:] = [ConnectionError("refused"), RuntimeError("unreadable")] * 3
         _queue(eng, "m", "flaky", 1)
-        run_lane(eng, "m")
+        lane_of(eng).run("m")
         job = _jobs(eng, "m")[-1]
         assert (job.state, job.attempts, job.waits) == ("failed", 6, 3)  # at the third other
         assert job.error == "RuntimeError: unreadable"
@@ -234,7 +247,7 @@ def test_an_outage_longer_than_every_wait_gives_the_job_up(tmp_path, clock, monk
         _queue(eng, "m", "outage", 1)
         with eng.store.write("m") as tx:
             tx.enqueue("probe", b"{}", 0.0)
-        eng.drain()
+        lane_of(eng).drain()
         jobs = _jobs(eng, "m")
     assert jobs[0].state == "failed" and jobs[0].attempts == 4 and Outage.DOWN[0] == 96
     assert jobs[1].state == "done" and APPLIED == [("m", 2)]
@@ -246,14 +259,14 @@ def test_drain_waits_out_an_outage_and_a_reopened_store_keeps_the_wait(tmp_path,
     path = tmp_path / "d.db"
     with fadeway.open(path, clock=clock, background=False, lane_retry_seconds=30.0) as eng:
         _queue(eng, "m", "outage", 1)
-        assert run_lane(eng, "m") == 0
+        assert lane_of(eng).run("m") == 0
         retry_at = _jobs(eng, "m")[0].retry_at
         assert retry_at > time.time() + 22  # 30 s, less up to a quarter
     with fadeway.open(path, clock=clock, background=False, lane_retry_seconds=30.0) as eng:
-        assert run_lane(eng, "m") == 0 and APPLIED == []  # another process honours the wait
+        assert lane_of(eng).run("m") == 0 and APPLIED == []  # another process honours the wait
         with eng.store.write("m") as tx:  # as if the wait were nearly over
             tx.record_attempt(1, "ConnectionError: connection refused", time.time() + 0.3)
-        assert eng.drain() == 1
+        assert lane_of(eng).drain() == 1
         assert time.time() >= _jobs(eng, "m")[0].retry_at
         assert APPLIED == [("m", 1)] and _jobs(eng, "m")[0].attempts == 2
 
@@ -280,7 +293,7 @@ def test_a_job_whose_apply_raises_is_rolled_back_and_counts_an_attempt(quiet_eng
             ]
         )
         tx.enqueue("probe", b"{}", 0.0)
-    assert quiet_engine.drain() == (2 if fails < 3 else 1)
+    assert lane_of(quiet_engine).drain() == (2 if fails < 3 else 1)
     jobs = _jobs(quiet_engine, "m")
     with quiet_engine.store.read("m") as tx:
         traces = tx.traces()
@@ -304,24 +317,25 @@ def test_jobs_queued_before_retries_could_wait_still_run(tmp_path, clock):
     conn.close()
     with fadeway.open(path, clock=clock, background=False) as eng:
         assert [j.retry_at for j in _jobs(eng, "m")] == [None, None]
-        assert eng.drain() == 2
+        assert lane_of(eng).drain() == 2
     assert APPLIED == [("m", 1), ("m", 2)]
 
 
 def test_a_replay_sleeps_through_a_wait_instead_of_polling_the_lane(tmp_path, clock, monkeypatch):
     """Each look at a lane is a write transaction: waiting out an outage looks again when the
     job may run, not every poll."""
-    import fadeway.replay.runner as replay
 
     APPLIED.clear()
     Outage.DOWN[0] = 1
     looks = []
-    monkeypatch.setattr(replay, "run_lane", lambda *a: looks.append(a) or run_lane(*a))
     with fadeway.open(
         tmp_path / "r.db", clock=clock, background=False, lane_retry_seconds=0.4
     ) as eng:
         _queue(eng, "m", "outage", 1)
-        replay.run_lane_through(eng, "m")
+        lane = lane_of(eng)
+        run = lane.run
+        monkeypatch.setattr(lane, "run", lambda *a: looks.append(a) or run(*a))
+        lane.run_through("m")
         assert APPLIED == [("m", 1)]
     assert len(looks) <= 3  # the failure, at most one early look, the run
 
@@ -382,9 +396,10 @@ def _jobs(engine, memory_id):
 
 def test_the_background_worker_runs_queued_jobs(tmp_path, clock):
     APPLIED.clear()
-    with fadeway.open(tmp_path / "bg.db", clock=clock, background=True) as eng:
+    quiet = fadeway.open(tmp_path / "bg.db", clock=clock, background=False)
+    with Engine(quiet.services, jobs=_jobs_of(quiet), background=True) as eng:
         _queue(eng, "m", "probe", 3)
-        eng._jobs_queued()
+        eng.services.lane.queued()
         deadline = time.monotonic() + 10
         while eng.store.memories_with_pending_jobs() and time.monotonic() < deadline:
             time.sleep(0.01)

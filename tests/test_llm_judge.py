@@ -15,17 +15,9 @@ import pytest
 
 import fadeway
 from fadeway import usage
-from fadeway.errors import EndpointError
+from fadeway.errors import EndpointError, JudgeTimeout
 from fadeway.http import Endpoint
-from fadeway.judge import (
-    BatchSizes,
-    FactText,
-    JudgeTimeout,
-    LLMJudge,
-    OfflineJudge,
-    UnitText,
-    judge_from,
-)
+from fadeway.judge import BatchSizes, FactText, LLMJudge, OfflineJudge, UnitText, judge_from
 from fadeway.judge.base import Answer
 from helpers import chat_reply
 from judge_answers import answer, asked_ids, completion, items_for, judgment, user_text, valid

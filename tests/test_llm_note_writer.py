@@ -13,10 +13,10 @@ import pytest
 
 import fadeway
 from fadeway import blocks, usage
-from fadeway.errors import EndpointError
+from fadeway.errors import EndpointError, NoteWriterError
 from fadeway.http import Endpoint
 from fadeway.judge import LLMJudge
-from fadeway.notes.writers import LeavingMessage, LLMNoteWriter, NoteWriterError
+from fadeway.notes.writers import LeavingMessage, LLMNoteWriter
 from helpers import shared_data
 from judge_answers import completion, everything
 from openai_server import OpenAIServer, Reply

@@ -108,7 +108,7 @@ class _RefusingWriter(OfflineNoteWriter):
     name = "refusing"
 
     async def write(self, ask, messages, *, deadline=None):
-        from fadeway.notes.writers import NoteWriterError
+        from fadeway.errors import NoteWriterError
 
         raise NoteWriterError("the model gave no note")
 
@@ -117,7 +117,8 @@ def test_replay_goes_on_when_the_note_writer_fails_and_the_ask_stays(tmp_path, c
     from importlib import resources
 
     import fadeway
-    from fadeway.replay.runner import read_replay, replay
+    from fadeway.replay.lines import read_replay
+    from fadeway.replay.runner import replay
 
     sample = resources.files("fadeway") / "samples" / "quickstart.jsonl"
     lines = list(read_replay(str(sample)))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import msgspec
@@ -14,9 +15,15 @@ import pytest
 import fadeway
 from fadeway import _constants as C
 from fadeway import blocks
+from fadeway._aio import run_ready
+from fadeway.engine import Engine
+from fadeway.index.indexes import Indexes
 from fadeway.judge import OfflineJudge, ScriptedJudge
-from fadeway.lane.worker import run_ready
-from fadeway.recall.pipeline import Snapshot, block_tokens, group_facts, recall
+from fadeway.memory import Memory
+from fadeway.recall.block import block_tokens
+from fadeway.recall.grouping import group_facts
+from fadeway.recall.pipeline import recall
+from fadeway.recall.snapshot import Snapshot
 from helpers import chat_reply, converse_with_notes, note_call
 
 OWNER = ("Dana owns the checkout migration.", "Dana", "checkout migration", False)
@@ -66,18 +73,20 @@ def _levels(scores):
     return lambda facts, dialogue: [scores.get(f.text, 0) for f in facts]
 
 
-def _recall(engine, memory_id, message, **kw):
-    return recall(engine, memory_id, message, message, **kw)
+def _recall(engine, memory_id, message, *, judge=None, **kw):
+    """Recall in `engine`'s memory, by `judge` when one is given."""
+    services = engine.services if judge is None else replace(engine.services, judge=judge)
+    return recall(services, memory_id, message, message, **kw)
 
 
 def test_the_walk_reaches_a_bridge_fact_that_search_alone_misses(tmp_path, clock):
     with _open(tmp_path / "r.db", clock) as eng:
         mem = eng.memory("m")
         _with_facts(eng, mem, clock, [[OWNER, *OTHER], [LEAVE]])
-        eng.judge = ScriptedJudge(levels=_levels({OWNER[0]: 1}))  # keeps, never leads on
-        plain = _recall(eng, "m", QUESTION)
-        eng.judge = ScriptedJudge(levels=_levels({OWNER[0]: 3, LEAVE[0]: 2}))
-        walked = _recall(eng, "m", QUESTION)
+        keeps = ScriptedJudge(levels=_levels({OWNER[0]: 1}))  # keeps, never leads on
+        plain = _recall(eng, "m", QUESTION, judge=keeps)
+        leads = ScriptedJudge(levels=_levels({OWNER[0]: 3, LEAVE[0]: 2}))
+        walked = _recall(eng, "m", QUESTION, judge=leads)
     # A judge that never leads on shows what search found: the owner, not the bridge.
     assert plain.walk == walked.walk == "inline"
     assert OWNER[0] in plain.block and LEAVE[0] not in plain.block
@@ -95,7 +104,7 @@ def test_the_offline_judge_walks_inline_without_an_event_loop(tmp_path, clock, m
             coro.close()
             raise AssertionError("the offline walk started an event loop")
 
-        monkeypatch.setattr(fadeway.recall.pipeline, "run_sync", no_loop)
+        monkeypatch.setattr(fadeway.recall.walk, "run_sync", no_loop)
         result = _recall(eng, "m", QUESTION)
     assert result.walk == "inline" and OWNER[0] in result.block
 
@@ -120,7 +129,7 @@ def test_without_a_prepared_walk_a_slow_judge_falls_back_to_the_hits(tmp_path, c
     with _open(tmp_path / "r.db", clock) as eng:
         mem = eng.memory("m")
         history = _with_facts(eng, mem, clock, [[OWNER, *OTHER]])
-        eng.judge = ScriptedJudge(delay=5.0)
+        mem = Memory(replace(eng.services, judge=ScriptedJudge(delay=5.0)), "m")
         history.append({"role": "user", "content": "Fine, thanks."})
         request = mem.decorate({"model": "gpt-4.1", "messages": history})
         reply = chat_reply("Noted.")
@@ -153,7 +162,9 @@ def test_after_a_change_of_topic_the_prepared_walk_gives_way_to_the_messages_own
     with _open(tmp_path / "r.db", clock) as eng:
         mem = eng.memory("m")
         history = _with_facts(eng, mem, clock, [[*plants, OWNER]])
-        eng.judge = ScriptedJudge(levels=_levels({p[0]: 3 for p in plants}))
+        judge = ScriptedJudge(levels=_levels({p[0]: 3 for p in plants}))
+        eng = Engine(replace(eng.services, judge=judge), background=False)
+        mem = eng.memory("m")
         clock.advance(60)
         history.append({"role": "user", "content": "When do the office plants get watered?"})
         request = mem.decorate({"model": "gpt-4.1", "messages": history})
@@ -165,7 +176,9 @@ def test_after_a_change_of_topic_the_prepared_walk_gives_way_to_the_messages_own
             {"role": "user", "content": "Who owns the checkout migration?"},
         ]
         request = mem.decorate({"model": "gpt-4.1", "messages": history})
-        [recalled] = [r for r in mem.export().recalls if r.turn == mem._history.turn]
+        [recalled] = [
+            r for r in mem.export().recalls if r.turn == eng.services.mirrors.peek("m").turn
+        ]
     block = request["messages"][-2]["content"]
     assert block == recalled.text and OWNER[0] in block
     assert sum(p[0] in block for p in plants) < C.RECALL_FACTS  # the walk's facts follow
@@ -518,8 +531,8 @@ def test_a_failing_embedder_costs_the_turn_its_block_not_the_turn(tmp_path, cloc
     )
     with _open(tmp_path / "r.db", clock) as eng:
         history = converse_with_notes(eng, eng.memory("m"), clock, [[OWNER, *OTHER]])
-        eng.embedder = dead
-        eng._indexes.clear()
+        services = replace(eng.services, embedder=dead, indexes=Indexes(dead, None))
+        eng = Engine(services, background=False)
         history.append({"role": "user", "content": QUESTION})
         with caplog.at_level("ERROR", logger="fadeway"):
             request = eng.memory("m").decorate({"model": "gpt-4.1", "messages": history})

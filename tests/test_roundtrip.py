@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import fadeway
-from fadeway.mirror.history import digests_of_sent
+from fadeway.decorate.align import digests_of_sent
 from fadeway.wire import parse_request
 from fadeway.wire.canonical import digest_of
 from strategies import chat_conversations, responses_conversations
@@ -147,9 +147,10 @@ def test_jsonl_writer_streams_many_memories(engine, tmp_path):
 def test_the_digests_of_a_sent_history_are_digest_of_each_message(fresh, request_, data):
     # Sent against a stored history: the same messages, some edited (a value changed, keys
     # reordered, a null added), some dropped or repeated, in another order.
-    mem = fresh().memory("m")
+    engine = fresh()
+    mem = engine.memory("m")
     mem.decorate(request_)
-    stored = mem._history
+    stored = engine.services.mirrors.peek("m")
     history = _history(request_)
     assume(history)
 
@@ -177,7 +178,7 @@ def test_a_resent_history_is_recognised_without_hashing_it_again(engine):
         for i in range(9)
     ]
     mem.decorate({"messages": history})
-    with mock.patch("fadeway.mirror.history.digest_of", wraps=digest_of) as hashed:
+    with mock.patch("fadeway.decorate.align.digest_of", wraps=digest_of) as hashed:
         mem.decorate({"messages": [*history, {"role": "user", "content": "and now?"}]})
     assert hashed.call_count == 1  # the new message only
     assert len(mem.messages()) == 10

@@ -9,7 +9,7 @@ from itertools import pairwise
 
 import pytest
 
-from fadeway.replay.runner import read_replay
+from fadeway.replay.lines import read_replay
 
 SAMPLE = resources.files("fadeway") / "samples" / "launch-week.jsonl"
 

@@ -104,7 +104,12 @@ def test_searches_are_the_same_after_a_restart_without_a_rebuild(tmp_path, clock
     with _open(tmp_path / "s.db", clock) as eng:
         mem = eng.memory("m")
         assert [mem.search(q, kind=k) for q, k in queries] == before
-        assert eng.index("m").loaded == {"fact.bm25", "fact.hnsw", "passage.bm25", "passage.hnsw"}
+        assert eng.services.indexes.get("m").loaded == {
+            "fact.bm25",
+            "fact.hnsw",
+            "passage.bm25",
+            "passage.hnsw",
+        }
 
 
 def test_a_corrupt_or_foreign_index_is_rebuilt_from_the_store(tmp_path, clock):
@@ -119,7 +124,7 @@ def test_a_corrupt_or_foreign_index_is_rebuilt_from_the_store(tmp_path, clock):
     with _open(tmp_path / "s.db", clock) as eng:
         mem = eng.memory("m")
         assert (mem.search("vault code"), mem.search("w2_7", kind="passage")) == before
-        assert eng.index("m").loaded == {"fact.hnsw", "passage.bm25"}
+        assert eng.services.indexes.get("m").loaded == {"fact.hnsw", "passage.bm25"}
     # Indexes copied from another store (same memory id, other history) are not trusted.
     other = tmp_path / "other.db"
     with _open(other, clock) as eng:
@@ -130,7 +135,7 @@ def test_a_corrupt_or_foreign_index_is_rebuilt_from_the_store(tmp_path, clock):
         (other_dir / path.name).write_bytes(path.read_bytes())
     with _open(other, clock) as eng:
         assert "The vault code is 4417." not in _texts(eng.memory("m").search("vault code"))
-        assert eng.index("m").loaded == set()
+        assert eng.services.indexes.get("m").loaded == set()
 
 
 def test_indexes_left_beside_a_replaced_store_are_rebuilt(tmp_path, clock):
@@ -158,7 +163,7 @@ def test_indexes_left_beside_a_replaced_store_are_rebuilt(tmp_path, clock):
         mem = eng.memory("m")
         assert "The vault code is 4417." not in _texts(mem.search("vault code"))
         assert _texts(mem.search("Zelda contract"))[0].startswith("Zelda signed vendor contract")
-        assert "fact.bm25" not in eng.index("m").loaded
+        assert "fact.bm25" not in eng.services.indexes.get("m").loaded
 
 
 def test_a_word_index_another_process_saved_meanwhile_is_not_taken_for_the_states(tmp_path, clock):
@@ -170,7 +175,7 @@ def test_a_word_index_another_process_saved_meanwhile_is_not_taken_for_the_state
         mem = eng.memory("m")
         history = converse_with_notes(eng, mem, clock, [VAULT, SHARED], words=30)
         mem.search("vault code", kind="passage")
-        eng.index("m").save()
+        eng.services.indexes.get("m").save()
         directory = index_dir(eng.data_dir, "m")
         older = (directory / "passage.bm25").read_bytes()
         for t in range(100, 160):  # the conversation goes on: more sealed, more passages
@@ -193,7 +198,7 @@ def test_a_word_index_another_process_saved_meanwhile_is_not_taken_for_the_state
     assert (directory / "passage.bm25").read_bytes() != older
     (directory / "passage.bm25").write_bytes(older)  # the other process's save, in between
     with _open(path, clock) as eng:
-        index = eng.index("m")
+        index = eng.services.indexes.get("m")
         with eng.store.read("m") as tx:
             index.sync(tx)
             passages = tx.passages()
@@ -209,10 +214,10 @@ def test_a_memory_with_facts_and_no_passages_yet_reopens_its_saved_indexes(tmp_p
         mem = eng.memory("m")
         converse_with_notes(eng, mem, clock, [VAULT], settle=False)
         assert _texts(mem.search("vault code")) == [VAULT[0][0]]
-        assert eng.index("m").through["passage"] == 0
+        assert eng.services.indexes.get("m").through["passage"] == 0
     with _open(tmp_path / "s.db", clock) as eng:
         assert _texts(eng.memory("m").search("vault code")) == [VAULT[0][0]]
-        assert "fact.bm25" in eng.index("m").loaded
+        assert "fact.bm25" in eng.services.indexes.get("m").loaded
 
 
 def test_another_embedder_is_a_clear_error_until_reindexed(tmp_path, clock):
@@ -354,14 +359,23 @@ def test_open_indexes_share_a_budget_of_vector_bytes_and_a_closed_one_loads_agai
             name: [eng.memory(name).search(q, kind=k) for q, k in queries]
             for name in ("a", "b", "c")
         }
-        vectors = sum(len(v) for v in eng.index("a").meaning.values())
-        sizes = {name: eng.index(name).nbytes for name in ("a", "b", "c")}  # c used last again
+        vectors = sum(len(v) for v in eng.services.indexes.get("a").meaning.values())
+        sizes = {
+            name: eng.services.indexes.get(name).nbytes for name in ("a", "b", "c")
+        }  # c used last again
         assert vectors and sizes["a"] >= vectors * 4 * EMBED_DIM
         monkeypatch.setattr(C, "OPEN_INDEX_BYTES", sizes["b"] + sizes["c"])
-        eng.index("c")  # the three hold more than that: the least recently used closes
-        assert list(eng._indexes) == ["b", "c"]
+        eng.services.indexes.get(
+            "c"
+        )  # the three hold more than that: the least recently used closes
+        assert list(eng.services.indexes) == ["b", "c"]
         monkeypatch.setattr(C, "OPEN_INDEX_BYTES", 0)
         # The one asked for opens, whatever its size, from the files saved when it closed.
         assert [eng.memory("a").search(q, kind=k) for q, k in queries] == found["a"]
-        assert list(eng._indexes) == ["a"]
-        assert eng.index("a").loaded == {"fact.bm25", "fact.hnsw", "passage.bm25", "passage.hnsw"}
+        assert list(eng.services.indexes) == ["a"]
+        assert eng.services.indexes.get("a").loaded == {
+            "fact.bm25",
+            "fact.hnsw",
+            "passage.bm25",
+            "passage.hnsw",
+        }

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fadeway.mirror.history import next_turns, units
+from fadeway.episodes.units import next_turns, units
 from fadeway.records import MessageRecord
 from fadeway.wire import Side
 

@@ -13,7 +13,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from . import errors
 from .engine import Engine, open
-from .export import dumps, loads, read_jsonl, write_jsonl
+from .export.document import dumps, loads, read_jsonl, write_jsonl
 from .memory import Memory
 from .records import MemoryExport, MessageRecord, ReportResult, Unit
 

@@ -23,6 +23,9 @@ TOKENS_PER_IMAGE = 765
 TOKENS_PER_AUDIO = 200
 TOKENS_PER_FILE = 1_000
 
+#: Longest memory id accepted, in characters (an id never becomes a path or SQL itself).
+MAX_MEMORY_ID_LENGTH = 1024
+
 #: A correction ratio (provider count / our estimate) outside this range is not kept.
 PLAUSIBLE_RATIO = (0.5, 2.0)
 

@@ -1,62 +1,34 @@
-"""`fadeway.open()` and the Engine: settings, the clock, the store, and memories by id."""
+"""`fadeway.open()` and the Engine: the facade over one store of memories. `open()` builds the
+services record (`_services.Services`) once; the engine hands it to each memory and to the lane,
+and holds nothing else."""
 
 from __future__ import annotations
 
 import asyncio
-import math
 import os
-import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable
-from datetime import datetime
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from . import _constants as C
+from ._services import LaneQueue, Services
 from .embed import Embedder, embedder_from
-from .episodes import traces as scoring  # noqa: F401
 from .episodes.cut import CutSettings
-from .errors import ImportConflictError, InvalidExportError, InvalidMemoryIdError
-from .export import check_export, resealed
-from .graph import update as graph  # noqa: F401
-from .index import passages  # noqa: F401
-from .index.paths import data_dir_for, index_dir
-from .index.search import MemoryIndex
+from .export.files import import_file
+from .export.restore import restore
+from .index.indexes import Indexes
+from .index.paths import data_dir_for
 from .judge import Judge, judge_from
-from .lane.worker import BackgroundWorker, drain, job_kinds
+from .lane.jobs import Job, table
+from .lane.worker import BackgroundWorker, Lane
 from .memory import Memory
-from .mirror.history import History
-from .notes import taking as note_taking  # noqa: F401
+from .mirror.mirrors import Mirrors
 from .notes.writers import LLMNoteWriter, NoteWriter, note_writer_from
-from .records import MemoryExport, MessageRecord, RequestRecord
+from .records import MemoryExport
 from .store import Store, open_store
-from .usage import UsageRecord
 
 __all__ = ["Engine", "open"]
-
-#: Longest memory id accepted, in characters.
-MAX_MEMORY_ID_LENGTH = 1024
-
-
-def _check_memory_id(memory_id: Any) -> str:
-    if not isinstance(memory_id, str):
-        raise InvalidMemoryIdError(f"a memory id must be a string, not {type(memory_id).__name__}")
-    if not memory_id:
-        raise InvalidMemoryIdError("a memory id must not be empty")
-    if len(memory_id) > MAX_MEMORY_ID_LENGTH:
-        raise InvalidMemoryIdError(
-            f"a memory id must be at most {MAX_MEMORY_ID_LENGTH} characters, not {len(memory_id)}"
-        )
-    try:
-        memory_id.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidMemoryIdError(
-            "a memory id must be valid Unicode (it holds a lone surrogate)"
-        ) from None
-    return memory_id
 
 
 def _check_settings(ceiling: int, lane_lease_seconds: float, lane_retry_seconds: float) -> None:
@@ -69,44 +41,22 @@ def _check_settings(ceiling: int, lane_lease_seconds: float, lane_retry_seconds:
 
 
 class Engine:
-    """Many memories in one store, with one clock and one set of settings."""
+    """Many memories in one store, with one clock and one set of settings (`services`).
+    Get one from `fadeway.open()`."""
 
     def __init__(
         self,
-        store: Store,
+        services: Services,
         *,
-        ceiling: int = C.DEFAULT_CEILING,
-        clock: Callable[[], float] | None = None,
-        judge: Judge | str | None = None,
-        judge_model: str | None = None,
-        cut_settings: CutSettings | None = None,
+        jobs: Mapping[str, Job] | None = None,
         background: bool = True,
         lane_threads: int = C.LANE_THREADS,
-        lane_lease_seconds: float = C.LANE_LEASE_SECONDS,
-        lane_retry_seconds: float = C.LANE_RETRY_SECONDS,
-        embedder: Embedder | str | None = None,
-        data_dir: Path | None = None,
-        note_writer: NoteWriter | str | None = None,
     ) -> None:
-        _check_settings(ceiling, lane_lease_seconds, lane_retry_seconds)
-        self.store = store
-        self.ceiling = ceiling
-        self.clock: Callable[[], float] = clock or time.time
-        self.judge: Judge = judge_from(judge, model=judge_model)
-        self.embedder: Embedder = embedder_from(embedder)
-        #: Who answers the note asks instead of the decorated model (None: the model).
-        self.note_writer: NoteWriter | None = note_writer_from(note_writer, model=judge_model)
-        #: Where each memory's search indexes are saved (None: kept in memory only).
-        self.data_dir = data_dir
-        self._indexes: OrderedDict[str, MemoryIndex] = OrderedDict()
-        self.cut_settings = cut_settings or CutSettings()
-        self.lane_lease_seconds = lane_lease_seconds
-        self.lane_retry_seconds = lane_retry_seconds
-        # Mirrors of recently used memories' histories. An evicted mirror is only a cache miss:
-        # the next handle re-reads the history from the store, which stays the one truth.
-        self._histories: OrderedDict[str, History] = OrderedDict()
-        self._guard = threading.Lock()
-        self._worker = BackgroundWorker(self, lane_threads) if background else None
+        #: The store, clock, settings, models and per-memory caches every part reads.
+        self.services = services
+        #: The memories' lanes, run with the job table (`lane.jobs.table` by default).
+        self.lane = Lane(services.store, services.lane, jobs or table(services))
+        self._worker = BackgroundWorker(self.lane, lane_threads) if background else None
 
     def __enter__(self) -> Engine:
         return self
@@ -114,90 +64,47 @@ class Engine:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def close(self) -> None:
-        """Stop the background worker (a job it was running stays pending) and close the store."""
-        if self._worker is not None:
-            self._worker.close()
-            self._worker = None
-        for index in list(self._indexes.values()):
-            index.save()
-        self.embedder.close()
-        self.judge.close()
-        if isinstance(self.note_writer, LLMNoteWriter):
-            self.note_writer.close()
-        self.store.close()
+    # -- the settings, as `open()` was given them ---------------------------------------------
 
-    def drain(self) -> int:
-        """Run every pending background job of every memory to completion.
+    @property
+    def store(self) -> Store:
+        return self.services.store
 
-        For deterministic tests and batch replay; returns how many jobs were applied.
-        """
-        return drain(self)
+    @property
+    def ceiling(self) -> int:
+        return self.services.ceiling
 
-    async def adrain(self) -> int:
-        """`drain`, off the event loop."""
-        return await asyncio.to_thread(self.drain)
+    @property
+    def clock(self) -> Callable[[], float]:
+        return self.services.clock
 
-    def _jobs_queued(self) -> None:
-        if self._worker is not None:
-            self._worker.notify()
+    @property
+    def judge(self) -> Judge:
+        return self.services.judge
+
+    @property
+    def embedder(self) -> Embedder:
+        return self.services.embedder
+
+    @property
+    def note_writer(self) -> NoteWriter | None:
+        """Who answers the note asks instead of the decorated model (None: the model)."""
+        return self.services.note_writer
+
+    @property
+    def data_dir(self) -> Path | None:
+        """Where each memory's search indexes are saved (None: kept in memory only)."""
+        return self.services.indexes.data_dir
+
+    # -- memories ------------------------------------------------------------------------------
 
     def memory(self, memory_id: str) -> Memory:
         """The memory (conversation) with this id; it is created by its first decorate."""
-        memory_id = _check_memory_id(memory_id)
-        with self._guard:
-            history = self._histories.get(memory_id)
-            if history is None:
-                history = self._histories[memory_id] = History()
-            else:
-                self._histories.move_to_end(memory_id)
-            held = sum(h.body_bytes for h in self._histories.values())
-            while len(self._histories) > 1 and (
-                len(self._histories) > C.HISTORY_CACHE_MEMORIES or held > C.HISTORY_CACHE_BYTES
-            ):
-                held -= self._histories.popitem(last=False)[1].body_bytes
-        return Memory(self, memory_id, history)
-
-    def index(self, memory_id: str) -> MemoryIndex:
-        """The search indexes of one memory (opened on first use, kept for recent memories)."""
-        with self._guard:
-            index = self._indexes.get(memory_id)
-            if index is None:
-                directory = index_dir(self.data_dir, memory_id) if self.data_dir else None
-                index = self._indexes[memory_id] = MemoryIndex(memory_id, directory, self.embedder)
-            else:
-                self._indexes.move_to_end(memory_id)
-            held = sum(i.nbytes for i in self._indexes.values())
-            while len(self._indexes) > 1 and (
-                len(self._indexes) > C.OPEN_INDEXES or held > C.OPEN_INDEX_BYTES
-            ):
-                closing = self._indexes.popitem(last=False)[1]
-                held -= closing.nbytes
-                closing.save()
-        return index
+        return Memory(self.services, memory_id)
 
     def memory_ids(self) -> list[str]:
         """The ids of every memory in the store."""
-        return list(self.store.memory_ids())
-
-    def _now(self, at: float | datetime | None) -> float:
-        if at is None:
-            value = self.clock()
-        elif isinstance(at, datetime):
-            if at.tzinfo is None:
-                raise ValueError("at must be timezone-aware (or Unix seconds)")
-            value = at.timestamp()
-        else:
-            value = at
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or not math.isfinite(value)
-        ):
-            raise ValueError(f"the time must be finite Unix seconds, not {value!r}")
-        return float(value)
-
-    # -- import ----------------------------------------------------------------------------
+        return list(self.services.store.memory_ids())
 
     def import_memory(self, doc: MemoryExport | dict[str, Any] | bytes | str) -> Memory:
         """Restore a memory from its export (the document, its dict, or its JSON).
@@ -205,109 +112,51 @@ class Engine:
         The memory must not hold anything yet; every message is validated again first, and
         nothing is written if one is bad.
         """
-        export = _load_export(doc)
-        unknown = sorted({j.kind for j in export.jobs} - job_kinds())
-        if unknown:
-            raise InvalidExportError(f"the export queues jobs of unknown kind {unknown}")
-        entries = check_export(export)
-        export = resealed(export)
-        rows = [
-            MessageRecord(
-                seq=m.seq,
-                turn=m.turn,
-                at=m.at,
-                role=e.role,
-                kind=e.kind,
-                side=e.side.value,
-                source=m.source,
-                tokens=m.tokens,
-                digest=e.digest,
-                calls=e.calls,
-                answers=e.answers,
-                body=e.body,
-            )
-            for m, e in zip(export.messages, entries, strict=True)
-        ]
-        memory = self.memory(export.memory_id)
-        with memory._history.lock, self.store.write(export.memory_id) as tx:
-            if tx.memory() is not None:
-                raise ImportConflictError(
-                    f"memory {export.memory_id!r} already exists; import "
-                    "restores into an empty memory only"
-                )
-            tx.create_memory(export.format, export.created_at)
-            instructions = bytes(export.instructions)
-            tx.set_instructions(None if instructions == b"null" else instructions)
-            tx.set_decorated_through(export.decorated_through)
-            tx.insert_messages(rows)
-            for r in export.requests:
-                tx.insert_request(RequestRecord(**msgspec.structs.asdict(r)))
-            tx.insert_episodes(export.episodes)
-            facts_of: dict[int, list] = {}
-            for f in export.facts:
-                facts_of.setdefault(f.note, []).append(f)
-            acks_of: dict[int, list[int]] = {}
-            for episode, acked in export.acks:
-                acks_of.setdefault(acked, []).append(episode)
-            for note in export.notes:
-                tx.insert_note(note, facts_of.get(note.n, []), acks_of.get(note.n, []))
-            tx.append_traces(export.traces)
-            if export.facts_order is not None:
-                tx.set_facts_order(msgspec.json.encode(export.facts_order).decode())
-            tx.set_facts_block(export.facts_block)
-            tx.insert_graph(export.entities, export.aliases, export.edges, export.retirements)
-            tx.insert_passages(export.passages)
-            for recall in export.recalls:
-                tx.insert_recall(recall)
-            for table, texts in (
-                ("distills", export.distills),
-                ("recall_finals", export.recall_finals),
-            ):
-                for text in texts:
-                    tx.insert_block_text(table, text)
-            for walk in export.walks:
-                tx.insert_walk(walk)
-            for u in export.usage:
-                tx.insert_usage(
-                    [
-                        UsageRecord(
-                            kind=u.kind,
-                            model=u.model,
-                            tokens_in=u.tokens_in,
-                            tokens_out=u.tokens_out,
-                            seconds=0.0,
-                        )
-                    ],
-                    u.at,
-                )
-            for job in export.jobs:  # the work the source had still to do
-                tx.enqueue(job.kind, bytes(job.payload), job.created_at)
-            if export.facts or export.passages:
-                # Vectors are not exported (the embedder remakes them): queue their making.
-                tx.enqueue("embed", b"{}", self.clock())
-        if export.facts or export.passages or export.jobs:
-            self._jobs_queued()
-        return memory
+        return self.memory(restore(self.services, doc))
+
+    def import_file(self, path: str | os.PathLike[str]) -> tuple[list[str], list[str]]:
+        """Import every export of a JSONL file, one line at a time: (imported, skipped) ids. A
+        memory the store already holds exactly as exported is skipped; one that holds
+        something else is an `ImportConflictError` naming the line. Check the file first
+        (`fadeway.export.files.check_export_file`) so a bad line stops it before it starts."""
+        return import_file(self.services, path)
+
+    # -- the lane ------------------------------------------------------------------------------
+
+    def drain(self) -> int:
+        """Run every pending background job of every memory to completion.
+
+        For deterministic tests and batch replay; returns how many jobs were applied.
+        """
+        return self.lane.drain()
+
+    def run_lane(self, memory_id: str) -> None:
+        """Run one memory's pending background jobs to completion, here (waiting out a lease
+        another worker holds, and a job waiting out an outage of its service)."""
+        self.lane.run_through(memory_id)
+
+    def close(self) -> None:
+        """Stop the background worker (a job it was running stays pending) and close the store."""
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
+        s = self.services
+        s.indexes.save()
+        s.embedder.close()
+        s.judge.close()
+        if isinstance(s.note_writer, LLMNoteWriter):
+            s.note_writer.close()
+        s.store.close()
+
+    # -- async twins -------------------------------------------------------------------------
+
+    async def adrain(self) -> int:
+        """`drain`, off the event loop."""
+        return await asyncio.to_thread(self.drain)
 
     async def aimport_memory(self, doc: MemoryExport | dict[str, Any] | bytes | str) -> Memory:
         """`import_memory`, off the event loop."""
         return await asyncio.to_thread(self.import_memory, doc)
-
-
-def _load_export(doc: MemoryExport | dict[str, Any] | bytes | str) -> MemoryExport:
-    try:
-        if isinstance(doc, MemoryExport):
-            export = doc
-        elif isinstance(doc, (bytes, str)):
-            export = msgspec.json.decode(doc, type=MemoryExport)
-        else:  # a dict: through JSON, since its messages are kept as raw JSON
-            export = msgspec.json.decode(msgspec.json.encode(doc), type=MemoryExport)
-    except msgspec.ValidationError as exc:
-        raise InvalidExportError(f"not a fadeway memory export: {exc}") from None
-    except msgspec.DecodeError as exc:
-        raise InvalidExportError(f"not JSON: {exc}") from None
-    _check_memory_id(export.memory_id)
-    return export
 
 
 def open(
@@ -349,27 +198,27 @@ def open(
         names them): the offline hashing embedder by default, an OpenAI-compatible endpoint URL,
         or "local:<path>" for a sentence-transformers model on disk.
     note_writer: who answers the note asks. None (the default): the decorated model, through
-        the note ask and the note tool. Else a note writer (`fadeway.note_writer.note_writer_from`
-        names them: "offline", an OpenAI-compatible API root URL, or a `NoteWriter`) answers
-        them in the lane, and the model is not asked.
+        the note ask and the note tool. Else a note writer (`fadeway.notes.writers.
+        note_writer_from` names them: "offline", an OpenAI-compatible API root URL, or a
+        `NoteWriter`) answers them in the lane, and the model is not asked.
 
     Search indexes are saved beside an SQLite file, in `<file>.indexes/`.
     """
     _check_settings(ceiling, lane_lease_seconds, lane_retry_seconds)  # before the store opens
-    settings = CutSettings(episode_min_tokens, episode_max_tokens, cut_after_tokens)
-    judge = judge_from(judge, model=judge_model)  # a bad spec fails before the store opens
-    note_writer = note_writer_from(note_writer, model=judge_model)
-    return Engine(
-        open_store(url, synchronous=synchronous),
+    cut_settings = CutSettings(episode_min_tokens, episode_max_tokens, cut_after_tokens)
+    chosen_judge = judge_from(judge, model=judge_model)  # a bad spec fails before the store opens
+    chosen_writer = note_writer_from(note_writer, model=judge_model)
+    chosen_embedder = embedder_from(embedder)
+    services = Services(
+        store=open_store(url, synchronous=synchronous),
+        clock=clock or time.time,
         ceiling=ceiling,
-        clock=clock,
-        judge=judge,
-        cut_settings=settings,
-        background=background,
-        lane_threads=lane_threads,
-        lane_lease_seconds=lane_lease_seconds,
-        lane_retry_seconds=lane_retry_seconds,
-        embedder=embedder,
-        data_dir=data_dir_for(url),
-        note_writer=note_writer,
+        judge=chosen_judge,
+        embedder=chosen_embedder,
+        note_writer=chosen_writer,
+        cut_settings=cut_settings,
+        mirrors=Mirrors(),
+        indexes=Indexes(chosen_embedder, data_dir_for(url)),
+        lane=LaneQueue(lane_lease_seconds, lane_retry_seconds),
     )
+    return Engine(services, background=background, lane_threads=lane_threads)

@@ -27,6 +27,13 @@ __all__ = [
     "EndpointTimeout",
     "EndpointResponseError",
     "EmbedderMismatchError",
+    "JudgeTimeout",
+    "NoteWriterError",
+    "ReplayFormatError",
+    "UsageError",
+    "CoreError",
+    "CoreInputError",
+    "UnknownNameError",
 ]
 
 
@@ -124,3 +131,31 @@ class EndpointResponseError(EndpointError, ValueError):
 
 class EmbedderMismatchError(FadewayError, ValueError):
     """Vectors of one embedder met vectors or an index of another (name or dimension differ)."""
+
+
+class JudgeTimeout(FadewayError, TimeoutError):
+    """A judgment did not finish by its deadline."""
+
+
+class NoteWriterError(FadewayError):
+    """A note writer gave no readable note; the ask stays pending (the episodes stay leaving)."""
+
+
+class ReplayFormatError(FadewayError, ValueError):
+    """A replay input is malformed; the message names the file and the line."""
+
+
+class UsageError(FadewayError, ValueError):
+    """A command-line option that is not allowed (yet)."""
+
+
+class CoreError(FadewayError, ValueError):
+    """The Rust core refused its input (mapped in `rust/py/src/errors.rs`, its one mapping)."""
+
+
+class CoreInputError(CoreError):
+    """An argument of a Rust kernel is out of its allowed range or shape."""
+
+
+class UnknownNameError(CoreError):
+    """A name a Rust kernel does not know (an encoding, an option); says what is allowed."""

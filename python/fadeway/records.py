@@ -5,12 +5,18 @@ Stored rows and the export document share these types, so what is stored is what
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 import msgspec
 
+from . import _constants as C
+from .errors import InvalidMemoryIdError
+
 __all__ = [
+    "check_memory_id",
     "EXPORT_VERSION",
+    "JobKind",
     "MemoryRecord",
     "MessageRecord",
     "RequestRecord",
@@ -193,11 +199,25 @@ class PassageRecord(msgspec.Struct, frozen=True, kw_only=True):
     text: str  # "who: text", as indexed
 
 
+class JobKind(enum.StrEnum):
+    """The kinds of job a memory's lane runs. What each does, what queues it, how it is
+    retried and whether a lane behind may skip it: the job table, `fadeway.lane.jobs`."""
+
+    CUT = "cut"
+    SCORE = "score"
+    GRAPH = "graph"
+    EMBED = "embed"
+    PASSAGES = "passages"
+    NOTE = "note"
+    WALK = "walk"
+    DISTILL = "distill"
+
+
 class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
     """One job of a memory's ordered lane."""
 
     n: int
-    kind: str
+    kind: str  # a `JobKind` (kept a string: a store may hold kinds this version does not run)
     payload: bytes  # JSON
     created_at: float  # the engine's time when it was queued: the job's "now"
     state: str = "pending"  # pending / done / failed
@@ -361,3 +381,24 @@ class MemoryExport(msgspec.Struct, frozen=True, kw_only=True):
     walks: list[WalkRecord] = []
     usage: list[ExportedUsage] = []
     jobs: list[ExportedJob] = []  # pending lane jobs, in the order queued
+
+
+def check_memory_id(memory_id: Any) -> str:
+    """`memory_id` when it is a memory id: a non-empty string of valid Unicode, at most
+    MAX_MEMORY_ID_LENGTH characters. Any such string is allowed: it never becomes a path or SQL
+    itself."""
+    if not isinstance(memory_id, str):
+        raise InvalidMemoryIdError(f"a memory id must be a string, not {type(memory_id).__name__}")
+    if not memory_id:
+        raise InvalidMemoryIdError("a memory id must not be empty")
+    if len(memory_id) > C.MAX_MEMORY_ID_LENGTH:
+        raise InvalidMemoryIdError(
+            f"a memory id must be at most {C.MAX_MEMORY_ID_LENGTH} characters, not {len(memory_id)}"
+        )
+    try:
+        memory_id.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidMemoryIdError(
+            "a memory id must be valid Unicode (it holds a lone surrogate)"
+        ) from None
+    return memory_id

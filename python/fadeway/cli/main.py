@@ -19,12 +19,21 @@ from importlib import resources
 from pathlib import Path
 from typing import IO
 
-from .. import open as open_engine
 from ..engine import Engine
-from ..errors import FadewayError
-from ..export import check_export_file, import_file, write_jsonl
-from ..replay.batch import MemorySummary, ReplaySettings, run_batch
+from ..engine import open as open_engine
+from ..errors import (
+    FadewayError,
+    ImportConflictError,
+    InvalidExportError,
+    InvalidMemoryIdError,
+    MemoryNotFoundError,
+    ReplayFormatError,
+    UsageError,
+)
+from ..export.document import write_jsonl
+from ..export.files import check_export_file
 from ..replay.sources import read_inputs
+from .batch import MemorySummary, ReplaySettings, run_batch
 from .inspection import inspect_memory, render
 
 __all__ = ["main"]
@@ -38,10 +47,6 @@ EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 #: Summaries list each memory up to this many; beyond, only the totals.
 _SUMMARY_ROWS = 20
-
-
-class UsageError(FadewayError, ValueError):
-    """A command-line option that is not allowed (yet)."""
 
 
 def _default_db() -> str:
@@ -214,7 +219,7 @@ def _recall(args: argparse.Namespace) -> int:
     from ..recall.turns import preview
 
     with _open_existing(args.db) as engine:
-        result = preview(engine, args.memory, args.message)
+        result = preview(engine.services, args.memory, args.message)
     timings = {stage: round(seconds * 1e3, 3) for stage, seconds in result.timings.items()}
     if args.json:
         _print(
@@ -273,7 +278,7 @@ def _export(args: argparse.Namespace) -> int:
 def _import(args: argparse.Namespace) -> int:
     check_export_file(args.file)
     with open_engine(args.db, background=False) as engine:
-        imported, skipped = import_file(engine, args.file)
+        imported, skipped = engine.import_file(args.file)
         engine.drain()  # embeds the imported facts and passages for search
     _print(
         f"imported {len(imported)} memories into {args.db}"
@@ -463,14 +468,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _is_input_error(exc: BaseException) -> bool:
     """Errors found before anything was written: bad files, bad options, unknown memories."""
-    from ..errors import (
-        ImportConflictError,
-        InvalidExportError,
-        InvalidMemoryIdError,
-        MemoryNotFoundError,
-    )
-    from ..replay.runner import ReplayFormatError
-
     return isinstance(
         exc,
         (

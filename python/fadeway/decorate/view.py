@@ -17,9 +17,9 @@ import msgspec
 import numpy as np
 
 from .. import blocks
-from ..errors import InvalidRequestError
 from ..mirror.history import History
 from ..notes import tool as notes
+from ..records import EpisodeRecord
 from ..wire import Format
 from ..wire.canonical import to_plain
 from ..wire.responses import CLIENT_CALL_TYPES
@@ -35,9 +35,6 @@ __all__ = [
     "resolvable",
     "stateless",
     "view_seqs",
-    "with_note_tool",
-    "note_ask_allowed",
-    "caller_tools",
 ]
 
 
@@ -232,58 +229,6 @@ def history_view(
     return out
 
 
-def note_ask_allowed(request: dict[str, Any]) -> bool:
-    """fadeway never overrides the caller's tool_choice: while it is "none" or forces another
-    tool, the ask waits for a call that allows it."""
-    choice = request.get("tool_choice")
-    if choice is None or choice in ("auto", "required"):
-        return True
-    if choice == "none":
-        return False
-    if isinstance(choice, dict):
-        name = choice.get("name") or (choice.get("function") or {}).get("name")
-        if choice.get("type") == "allowed_tools":
-            return False
-        return name == notes.NOTE_TOOL_NAME
-    return False
-
-
-def caller_tools(fmt: Format, request: dict[str, Any]) -> dict[str, Any]:
-    """`request` with the caller's own tools only: fadeway's note tool, in a decorated request
-    sent back, is left out (`with_note_tool` adds it again while a note is asked). The name
-    `note` is fadeway's: a tool of the caller's so named is refused, since its calls could not
-    be told from the note's, nor a request offer both."""
-    tools = request.get("tools")
-    if not isinstance(tools, list) or not tools:
-        return request
-    ours = notes.note_tool(fmt)
-    kept = []
-    for i, tool in enumerate(tools):
-        if tool == ours:
-            continue
-        if (
-            isinstance(tool, dict)
-            and tool.get("type") == "function"
-            and notes.NOTE_TOOL_NAME in (tool.get("name"), (tool.get("function") or {}).get("name"))
-        ):
-            raise InvalidRequestError(
-                f"tools[{i}] is named {notes.NOTE_TOOL_NAME!r}, the name of fadeway's note tool "
-                "(the model writes its notes with it while history leaves the view); give your "
-                "tool another name"
-            )
-        kept.append(tool)
-    if len(kept) == len(tools):
-        return request
-    out = dict(request)
-    if kept:
-        out["tools"] = kept
-    else:
-        del out["tools"]
-    return out
-
-
-def with_note_tool(fmt: Format, request: dict[str, Any]) -> dict[str, Any]:
-    """The request with the note tool added to its tools (created when it had none)."""
-    tools = list(request.get("tools") or [])
-    tools.append(notes.note_tool(fmt))
-    return {**request, "tools": tools}
+def hidden_ranges(episodes: Sequence[EpisodeRecord]) -> list[tuple[int, int]]:
+    """Seq ranges out of view: the messages of sealed and forgotten episodes."""
+    return [(e.first_seq, e.last_seq) for e in episodes if e.state in ("sealed", "forgotten")]

@@ -40,7 +40,7 @@ class Embedder(abc.ABC):
         self, texts: Sequence[str], *, deadline: float | None = None
     ) -> npt.NDArray[np.float32]:
         """The blocking twin of `embed` (works under a running event loop too)."""
-        from ..lane.worker import run_sync
+        from .._aio import run_sync
 
         return run_sync(self.embed(texts, deadline=deadline))
 

@@ -14,27 +14,25 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 import numpy as np
 
 from .. import _constants as C
 from .. import _core
-from ..errors import EndpointError
-from ..judge import Boundaries, Judge, JudgeTimeout, UnitText
-from ..lane.worker import JobHandler, register_job
-from ..mirror.history import units
+from ..errors import EndpointError, JudgeTimeout
+from ..judge.base import Boundaries, Judge, UnitText
 from ..records import EpisodeRecord, JobRecord, MessageRecord, TraceRecord, Unit
-from ..store import Transaction
+from ..store import Store, Transaction
 from ..wire import text_of
-
-if TYPE_CHECKING:
-    from ..engine import Engine
+from .units import units
 
 log = logging.getLogger("fadeway.episodes")
 
 __all__ = [
+    "CutJob",
+    "CutRead",
     "CutSettings",
     "Cut",
     "plan_cut",
@@ -195,22 +193,29 @@ def apply_cut(
     return episodes
 
 
-class CutJob(JobHandler):
-    """The lane job queued after a reply once enough uncut closed history has built up."""
+class CutJob:
+    """The lane job that cuts closed history into episodes (`JobKind.CUT`)."""
 
-    async def prepare(self, engine: Engine, memory_id: str, job: JobRecord) -> Any:
+    def __init__(self, store: Store, judge: Judge, settings: CutSettings) -> None:
+        self.store, self.judge, self.settings = store, judge, settings
+
+    async def prepare(self, memory_id: str, job: JobRecord) -> Any:
         closed_end = msgspec.json.decode(job.payload)["closed_end"]
+        deadline = time.monotonic() + C.LANE_JUDGE_DEADLINE
         return await prepare_cut(
-            engine, memory_id, closed_end, deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE
+            self.store, self.judge, self.settings, memory_id, closed_end, deadline
         )
 
-    def apply(self, engine: Engine, tx: Transaction, job: JobRecord, prepared: Any) -> bool:
+    def apply(self, tx: Transaction, job: JobRecord, prepared: Any) -> bool:
         return commit_cut(tx, prepared, now=job.created_at)
 
 
-def read_cut(
-    tx: Transaction, closed_end: int
-) -> tuple[list[MessageRecord], int, int, list[MessageRecord]] | None:
+#: What `read_cut` reads: the messages from where the last cut ended, the first seq to cut, the
+#: end of the closed history, and the last episode's messages (context).
+CutRead = tuple[list[MessageRecord], int, int, list[MessageRecord]]
+
+
+def read_cut(tx: Transaction, closed_end: int) -> CutRead | None:
     """What planning the cut of the closed history before `closed_end` reads: the messages from
     where the last cut ended, the range to cut, and the last episode's messages as context."""
     start, end = uncut_range(tx, closed_end)
@@ -222,7 +227,12 @@ def read_cut(
 
 
 async def plan_read_cut(
-    engine: Engine, read: tuple | None, deadline: float | None = None, *, fallback: bool = True
+    judge: Judge,
+    settings: CutSettings,
+    read: CutRead | None,
+    deadline: float | None = None,
+    *,
+    fallback: bool = True,
 ) -> tuple[list[MessageRecord], Cut] | None:
     """Plan the episodes of what `read_cut` read. Falls back to sizes alone when the judge
     fails (`plan_cut`), by default: its direct caller is the inline cut forgetting needs."""
@@ -230,18 +240,23 @@ async def plan_read_cut(
         return None
     tail, start, end, before = read
     return tail, await plan_cut(
-        tail, start, end, before, engine.judge, engine.cut_settings, deadline, fallback=fallback
+        tail, start, end, before, judge, settings, deadline, fallback=fallback
     )
 
 
 async def prepare_cut(
-    engine: Engine, memory_id: str, closed_end: int, deadline: float | None = None
+    store: Store,
+    judge: Judge,
+    settings: CutSettings,
+    memory_id: str,
+    closed_end: int,
+    deadline: float | None = None,
 ) -> tuple[list[MessageRecord], Cut] | None:
     """Read the uncut closed history before `closed_end` and plan its episodes (a judge that
     fails raises: the lane retries the job, `Memory.cut` tells its caller)."""
-    with engine.store.read(memory_id) as tx:
+    with store.read(memory_id) as tx:
         read = read_cut(tx, closed_end)
-    return await plan_read_cut(engine, read, deadline, fallback=False)
+    return await plan_read_cut(judge, settings, read, deadline, fallback=False)
 
 
 def commit_cut(
@@ -256,6 +271,3 @@ def commit_cut(
         return False
     apply_cut(tx, cut, tail, now)
     return True
-
-
-register_job("cut", CutJob())

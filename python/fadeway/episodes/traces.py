@@ -9,18 +9,15 @@ an answer, and none was given (it is logged by the judge).
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
 from .. import _constants as C
-from ..lane.worker import JobHandler, register_job
+from ..judge.base import Judge
 from ..records import JobRecord, TraceRecord
-from ..store import Transaction
+from ..store import Store, Transaction
 from ..wire import text_of
-
-if TYPE_CHECKING:
-    from ..engine import Engine
 
 __all__ = ["ScoreJob", "episode_text", "number_runs"]
 
@@ -41,17 +38,21 @@ def number_runs(numbers: list[int]) -> list[list[int]]:
     return runs
 
 
-class ScoreJob(JobHandler):
-    """Judge a note's facts against every episode still remembered."""
+class ScoreJob:
+    """The lane job that judges a note's facts against every episode still remembered
+    (`JobKind.SCORE`)."""
 
-    async def prepare(self, engine: Engine, memory_id: str, job: JobRecord) -> Any:
+    def __init__(self, store: Store, judge: Judge) -> None:
+        self.store, self.judge = store, judge
+
+    async def prepare(self, memory_id: str, job: JobRecord) -> Any:
         payload = msgspec.json.decode(job.payload)
         note = payload["note"]
         # The episodes remembered when the facts were written (a job queued before the payload
         # held them: those remembered now).
         remembered = payload.get("remembered")
         judged = None if remembered is None else {n for a, b in remembered for n in range(a, b + 1)}
-        with engine.store.read(memory_id) as tx:
+        with self.store.read(memory_id) as tx:
             facts = tx.facts(note=note)
             episodes = [
                 e
@@ -64,7 +65,7 @@ class ScoreJob(JobHandler):
             ]
         if not facts or not episodes:
             return note, []
-        answers = await engine.judge.about(
+        answers = await self.judge.about(
             [f.text for f in facts], texts, deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE
         )
         return note, [
@@ -74,7 +75,7 @@ class ScoreJob(JobHandler):
             if a is not None
         ]
 
-    def apply(self, engine: Engine, tx: Transaction, job: JobRecord, prepared: Any) -> bool:
+    def apply(self, tx: Transaction, job: JobRecord, prepared: Any) -> bool:
         note, answers = prepared
         if tx.note_traced(note):
             return True  # already scored (a rerun after a crash between apply and done)
@@ -94,6 +95,3 @@ class ScoreJob(JobHandler):
             ]
         )
         return True
-
-
-register_job("score", ScoreJob())

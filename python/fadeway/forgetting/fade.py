@@ -1,86 +1,52 @@
-"""The ceiling, the landing and the fade (MECHANISM: "The ceiling and the landing",
-"Forgetting", "Sleep").
+"""The fade (MECHANISM: "Forgetting", "Sleep"): when the history is over its budget, or the
+turn sleeps, episodes leave the view least active first until the projected view reaches the
+landing. A live episode picked starts leaving (or seals, when its facts were already written);
+a sealed one is forgotten, its facts leaving the facts block. One order serves both, and the
+room decides how many.
 
-Pure decisions over sizes and activations; `memory.py` reads the store, calls these, and writes
-the new states. Sizes here are corrected token estimates.
+`fade_if_needed` runs it inside decorate's write transaction: it measures the request
+(`budget.measure`), cuts history first if it was not yet, picks, and writes the new states. The
+picking is pure, over columns and activations (`fade_episodes`, `fade_picks`).
 """
 
 from __future__ import annotations
 
-import bisect
+import logging
 import math
-import statistics
+import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
 from .. import _constants as C
-from .. import _core, blocks, tokens
-from ..graph.update import Graph
+from .. import _core
+from .._aio import run_sync
+from .._services import Services
+from ..episodes.cut import Cut, CutRead, commit_cut, plan_read_cut, read_cut
 from ..mirror.episode_table import STATES, EpisodeColumns
-from ..mirror.history import History, opens_unit
-from ..records import EpisodeRecord, FactRecord
+from ..mirror.facts import MemoryCache
+from ..mirror.history import History
+from ..notes.ask import ask_spans
+from ..records import EpisodeRecord, MessageRecord
+from ..store import Transaction
+from .budget import Decorating, Sizes, measure, note_ask_tokens
+from .facts_block import fact_tokens, facts_of
+from .sleep import silence
 
 __all__ = [
-    "Budget",
+    "CutFirst",
     "Fade",
+    "Planned",
     "SharedFacts",
-    "budget",
-    "landing",
     "blocks_within",
-    "typical_turn",
-    "next_call_room",
-    "fade_picks",
     "fade_episodes",
-    "ask_spans",
-    "hidden_ranges",
-    "facts_of",
-    "facts_block_text",
-    "turn_sizes",
-    "silence",
-    "fact_tokens",
+    "fade_if_needed",
+    "fade_picks",
 ]
 
-
-@dataclass(frozen=True, slots=True)
-class Budget:
-    """What the history may weigh in a request, and where a fade lands."""
-
-    ceiling: int
-    fixed: int  # instructions, tools, request fields, facts block, note ask
-    room: int  # the next call: one batch of tool outputs and the reply
-    budget: int  # ceiling − fixed − room: what the history may weigh
-    landing: int  # where a fade stops
-    current_turn: int  # the turn in progress, never forgotten
-
-
-def typical_turn(turn_sizes: Sequence[int]) -> int:
-    """The median of the last complete turns' sizes (a default when there are none)."""
-    recent = list(turn_sizes)[-C.TYPICAL_TURN_WINDOW :]
-    return int(statistics.median(recent)) if recent else C.DEFAULT_TYPICAL_TURN_TOKENS
-
-
-def next_call_room(step_sizes: Sequence[int]) -> int:
-    """Room for the next call: the largest recent assistant step (a reply with its calls and
-    their outputs)."""
-    recent = list(step_sizes)[-C.TYPICAL_TURN_WINDOW :]
-    return max(recent) if recent else C.DEFAULT_NEXT_CALL_TOKENS
-
-
-def budget(ceiling: int, fixed: int, room: int, typical: int, current_turn: int) -> Budget:
-    """landing = max(current turn, min(budget / 2, budget − 2 × typical turn)) (Contracts)."""
-    b = max(0, ceiling - fixed - room)
-    land = int(landing(ceiling, fixed, room, typical, current_turn))
-    return Budget(ceiling, fixed, room, b, land, current_turn)
-
-
-def landing(
-    ceiling: int, fixed: int | np.ndarray, room: int, typical: int, current_turn: int
-) -> np.ndarray:
-    """`budget`'s landing, for one fixed part or an array of them."""
-    b = np.maximum(0, ceiling - fixed - room)
-    return np.maximum(current_turn, np.minimum(b // 2, b - 2 * typical))
+log = logging.getLogger("fadeway")
 
 
 def blocks_within(first: np.ndarray, last: np.ndarray, block_sizes: dict[int, int]) -> np.ndarray:
@@ -257,115 +223,183 @@ def _sealed_positions(
     return np.where(found, at, -1).tolist()
 
 
-def ask_spans(episodes: Sequence[EpisodeRecord]) -> list[tuple[int, int]]:
-    """The turns the note ask names for `episodes` (those awaiting a note): their turn ranges in
-    order, joined where they touch, so that a live episode between two leaving ones is not
-    said to be leaving."""
-    spans: list[tuple[int, int]] = []
-    for e in sorted(episodes, key=lambda e: e.first_seq):
-        if spans and e.first_turn <= spans[-1][1] + 1:
-            spans[-1] = (spans[-1][0], max(spans[-1][1], e.last_turn))
-        else:
-            spans.append((e.first_turn, e.last_turn))
-    return spans
-
-
-def hidden_ranges(episodes: Sequence[EpisodeRecord]) -> list[tuple[int, int]]:
-    """Seq ranges out of view: the messages of sealed and forgotten episodes."""
-    return [(e.first_seq, e.last_seq) for e in episodes if e.state in ("sealed", "forgotten")]
-
-
-def facts_of(
-    episodes: Sequence[EpisodeRecord],
-    facts: Mapping[int, FactRecord],
-    episode_facts: Mapping[int, Sequence[int]],
-    states: tuple[str, ...],
-    graph: Graph | None = None,
-) -> dict[int, list[FactRecord]]:
-    """The facts of each episode in `states`, from `facts` by number and `episode_facts`, the
-    numbers of the facts of the notes each episode acknowledged (a note's facts belong to every
-    episode it acked; `MemoryCache` keeps both).
-
-    With the `graph`, each fact is given as the held fact it stands as, once per episode, and
-    retired facts are left out."""
-    out = {
-        e.n: [facts[n] for n in episode_facts[e.n]]
-        for e in episodes
-        if e.state in states and e.n in episode_facts
-    }
-    if graph is None:
-        return out
-    return {
-        e: [facts[n] for n in graph.shown(f.n for f in fs) if n in facts] for e, fs in out.items()
-    }
-
-
-def facts_block_text(
-    facts: Mapping[int, FactRecord], order: Sequence[int], graph: Graph | None = None
-) -> str | None:
-    """The facts block of the facts numbered in `order` (`facts` by number), under their
-    entities' canonical names."""
-    shown = [facts[n] for n in order if n in facts]
-
-    def block_fact(f: FactRecord) -> blocks.BlockFact:
-        subject, obj = graph.names(f) if graph is not None else (f.subject, f.object)
-        return blocks.BlockFact(f.text, subject, obj)
-
-    return blocks.facts_block(
-        [block_fact(f) for f in shown if not f.milestone],
-        [block_fact(f) for f in shown if f.milestone],
-    )
-
-
-def turn_sizes(
-    history: History, ratio: float, blocks: Mapping[int, int] | None = None
-) -> tuple[list[int], list[int]]:
-    """Sizes of the last complete turns as the view holds them, their recall blocks included
-    (`blocks`: sizes by the seq of the user message a block stands before), and of each turn's
-    largest assistant step (a reply with its tool calls, and the batch of outputs answering
-    them: what one call adds to the history), oldest first."""
-    blocks = blocks or {}
-    totals: dict[int, int] = {}
-    steps: dict[int, int] = {}
-    sides = history.sides
-    step = 0
-    for i in range(history.turn_start - 1, -1, -1):
-        turn = history.turns[i]
-        if turn not in totals and len(totals) >= C.TYPICAL_TURN_WINDOW:
-            break
-        totals[turn] = totals.get(turn, 0) + history.tokens[i] + blocks.get(i, 0)
-        if sides[i] != "user":
-            step += history.tokens[i]
-        # Read backwards, a step ends where its unit opens (a reasoning item and its calls are
-        # one step); a user message has none of its own.
-        opens = sides[i] == "assistant" and opens_unit(sides[i], sides[i - 1] if i else None)
-        if sides[i] == "user" or opens:
-            if step:
-                steps[turn] = max(steps.get(turn, 0), step)
-            step = 0
-    turns = sorted(t for t in totals if t > 0)
+def same_read(a: CutRead, b: CutRead) -> bool:
+    """Whether two reads of the history to cut hold the same messages (a plan of one is then
+    the plan of the other)."""
     return (
-        [round(totals[t] * ratio) for t in turns],
-        [round(steps.get(t, 0) * ratio) for t in turns],
+        a[1:3] == b[1:3]
+        and [m.digest for m in a[0]] == [m.digest for m in b[0]]
+        and [m.digest for m in a[3]] == [m.digest for m in b[3]]
     )
 
 
-def silence(history: History, before: int) -> float:
-    """The longest the user was silent before a user message stored from `before` on (this
-    call's): seconds since the user message before it, 0 without one. The turn sleeps at 24
-    hours or more (spec: "When a user message arrives after 24 hours or more since the last
-    one"); tool rounds and replies in between do not end the silence. User messages are stored
-    by decorate alone, at their call's time."""
-    users = history.user_seqs
-    k = bisect.bisect_left(users, before)
-    ats = [history.ats[seq] for seq in users[max(k - 1, 0) :]]
-    return max((b - a for a, b in zip(ats, ats[1:], strict=False)), default=0.0)
+class CutFirst(NamedTuple):
+    """History a fade found uncut where it may not cut inline: the cut is planned from `read`
+    (the judge may take a while) with no write lock held, and decorate runs again with it."""
+
+    read: CutRead
 
 
-def fact_tokens(facts: Sequence[FactRecord], encoding: str, ratio: float) -> dict[int, int]:
-    """What each of `facts` weighs in the facts block, corrected, by fact number."""
-    lines = [f"- {f.text} [{blocks.entities(f.subject, f.object)}]" for f in facts]
-    return {
-        f.n: round((size + 1) * ratio)
-        for f, size in zip(facts, tokens.count_texts(encoding, lines), strict=True)
-    }
+class Planned(NamedTuple):
+    """A cut planned between transactions, and what it was planned from."""
+
+    read: CutRead
+    cut: tuple[list[MessageRecord], Cut] | None
+
+
+def fade_if_needed(
+    services: Services,
+    tx: Transaction,
+    mirror: History,
+    call: Decorating,
+    shown: Sequence[int],
+    episodes: Sequence[EpisodeRecord],
+    known: MemoryCache,
+    block_sizes: dict[int, int],
+    planned: Planned | None,
+    inline: bool,
+) -> bool | CutFirst:
+    """Run a fade to the landing when the history is over its budget, or the turn sleeps;
+    whether episodes changed state.
+
+    `shown`, `episodes` and `known` are the memory's as this decorate stands (seals applied):
+    the seqs in view, the episodes, and the facts, graph and acks; `block_sizes` are the recall
+    blocks in view by the seq they stand before. History is cut once, when forgetting first
+    needs it: with the `planned` cut when it was planned from the same messages, else `inline`
+    (the judge runs inside this transaction), else the fade returns `CutFirst`.
+    """
+    sealed_facts = facts_of(
+        episodes, known.facts, known.episode_facts, states=("sealed",), graph=known.graph
+    )
+    # The block shows each fact once, however many sealed episodes hold it.
+    fact_sizes = fact_tokens(
+        list({f.n: f for fs in sealed_facts.values() for f in fs}.values()),
+        call.encoding,
+        call.ratio,
+    )
+    sizes = measure(services, mirror, call, shown, block_sizes, fact_sizes)
+    silent = silence(mirror, call.before)
+    sleeping = silent >= C.SLEEP_GAP_SECONDS
+    plan, (fits, _) = sizes.plan(), sizes.beside()
+    if sizes.history <= plan.budget and not sleeping:
+        return False
+    if sizes.history <= plan.landing and (not fits or sizes.history <= plan.budget):
+        return False  # asleep, but already at the landing: nothing to fade
+    cut = _cut_first(services, tx, mirror.turn_start, call.now, planned, inline)
+    if cut is not None:
+        return cut
+    if sleeping:
+        log.info(
+            "memory %r: the turn sleeps after %.1f h of silence; fading to the landing",
+            call.memory_id,
+            silent / 3600,
+        )
+    mirror.episodes.sync(tx)
+    mirror.trace_log.sync(tx)
+    holding = {n: [f.n for f in fs] for n, fs in sealed_facts.items()}
+    states, sizes = _pick(mirror, call, sizes, known, holding, fact_sizes, block_sizes)
+    if states:
+        tx.set_episode_states(states)
+        _log_fade(call.memory_id, sizes, states)
+    return bool(states)
+
+
+def _cut_first(
+    services: Services,
+    tx: Transaction,
+    closed_end: int,
+    now: float,
+    planned: Planned | None,
+    inline: bool,
+) -> CutFirst | None:
+    """Cut the closed history not yet cut (before `closed_end`), as `fade_if_needed` says."""
+    read = read_cut(tx, closed_end)
+    if read is None:
+        return None
+    if planned is not None and same_read(planned.read, read):
+        commit_cut(tx, planned.cut, now)
+    elif inline:
+        deadline = time.monotonic() + C.INLINE_CUT_DEADLINE
+        plan = plan_read_cut(services.judge, services.cut_settings, read, deadline)
+        commit_cut(tx, run_sync(plan), now)
+    else:
+        return CutFirst(read)
+    return None
+
+
+def _pick(
+    mirror: History,
+    call: Decorating,
+    sizes: Sizes,
+    known: MemoryCache,
+    holding: dict[int, list[int]],
+    fact_sizes: dict[int, int],
+    block_sizes: dict[int, int],
+) -> tuple[dict[int, str], Sizes]:
+    """The new states of the episodes the fade picks, and the sizes once they are applied.
+
+    The request a fade sends episodes leaving in carries the ask, which names those episodes'
+    turns: `measure` counts it naming one span, as a fade of the oldest episodes asks. Episodes
+    apart make an ask of several spans: the fade picks again with the fixed part that ask
+    makes (the lower landing picks a longer prefix of the order, whose ask may be longer
+    still, hence a few passes)."""
+    acked = {e for e, _ in known.acks}
+    for _ in range(C.FADE_ASK_PASSES):
+        picked = _fade(mirror, call.now, sizes, holding, fact_sizes, block_sizes)
+        states = {
+            n: ("sealed" if n in acked else "leaving") if live else "forgotten"
+            for n, live in zip(picked.numbers.tolist(), picked.live.tolist(), strict=True)
+        }
+        leaving = [n for n, state in states.items() if state == "leaving"]
+        if not sizes.asks or not leaving:
+            break
+        spans = ask_spans(mirror.episodes.records(leaving))
+        needed = note_ask_tokens(call.parsed, call.encoding, spans)
+        if needed <= sizes.ask:
+            break
+        sizes = replace(sizes, ask=needed)
+    left = replace(
+        sizes, history=sizes.history - picked.history_cut, block=sizes.block - picked.block_cut
+    )
+    return states, left
+
+
+def _fade(
+    mirror: History,
+    now: float,
+    sizes: Sizes,
+    holding: dict[int, list[int]],
+    fact_sizes: dict[int, int],
+    block_sizes: dict[int, int],
+) -> Fade:
+    """One pick of the fade over the memory's episodes, with the fixed part `sizes` holds."""
+    fits, room_left = sizes.beside()
+    fixed, ceiling = sizes.fixed, sizes.ceiling
+
+    def budget_of(block: np.ndarray) -> np.ndarray:
+        return np.maximum(0, ceiling - fixed - block - room_left)
+
+    return fade_episodes(
+        mirror.episodes.columns(),
+        lambda numbers: mirror.trace_log.activation(numbers, now),
+        block_sizes,
+        holding,
+        fact_sizes,
+        sizes.ratio,
+        sizes.history,
+        sizes.block,
+        sizes.landing_of,
+        budget_of if fits else None,
+    )
+
+
+def _log_fade(memory_id: str, sizes: Sizes, states: Mapping[int, str]) -> None:
+    plan = sizes.plan()
+    log.info(
+        "memory %r: fade to the landing (%d tokens), projected view %d tokens%s: %s",
+        memory_id,
+        plan.landing,
+        sizes.history,
+        "" if sizes.history <= min(plan.landing, plan.budget) else " (nothing more to fade)",
+        ", ".join(f"episode {n} {s}" for n, s in states.items()),
+    )

@@ -9,111 +9,32 @@ contradicts a held one retires it (kept, marked retired with the time and the fa
 it). Candidate pairs come from the graph (facts sharing an entity) and BM25 over held facts;
 the judge decides.
 
-`Graph` is the read model; `plan_graph` decides a note's additions (slow: judge and embedder
-calls, from a snapshot) and `GraphJob` runs it in the lane, after the note is taken.
+`plan_graph` decides a note's additions (slow: judge and embedder calls, from a snapshot of
+`graph.held.Graph`) and `GraphJob` runs it in the lane, after the note is taken.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import time
-import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 import numpy as np
 
 from .. import _constants as C
 from .. import _core
-from ..judge import FactText, Judge
-from ..lane.worker import JobHandler, register_job
+from ..embed.base import Embedder
+from ..judge.base import FactText, Judge
 from ..records import AliasRecord, EdgeRecord, EntityRecord, FactRecord, JobRecord, RetirementRecord
-from ..store import Transaction
+from ..store import Store, Transaction
+from .held import Graph, normalise_name
 
-if TYPE_CHECKING:
-    from ..embed import Embedder
-    from ..engine import Engine
-
-__all__ = ["normalise_name", "Graph", "GraphUpdate", "plan_graph", "GraphJob"]
+__all__ = ["GraphJob", "GraphUpdate", "plan_graph"]
 
 log = logging.getLogger("fadeway.graph")
-
-_NON_WORD = re.compile(r"[\W_]+")
-_ARTICLES = frozenset({"the", "a", "an"})
-
-
-def normalise_name(name: str) -> str:
-    """The form names are matched by: NFKC, case-folded, punctuation as spaces, a leading
-    article dropped. "The Pricing-Page copy V3" and "pricing page copy v3" share it."""
-    words = _NON_WORD.sub(" ", unicodedata.normalize("NFKC", name).casefold()).split()
-    while len(words) > 1 and words[0] in _ARTICLES:
-        words = words[1:]
-    return " ".join(words)
-
-
-class Graph:
-    """The graph as stored: nodes, surface names, fact edges, merges and retirements."""
-
-    def __init__(
-        self,
-        entities: Sequence[EntityRecord],
-        aliases: Sequence[AliasRecord],
-        edges: Sequence[EdgeRecord],
-        retirements: Sequence[RetirementRecord],
-    ) -> None:
-        self.entities = {e.n: e for e in entities}
-        self.aliases = list(aliases)
-        self.by_norm = {a.norm: a.entity for a in aliases}
-        self.edges = {e.fact: e for e in edges}
-        self.retired = {r.fact: r for r in retirements}
-        self._touching: dict[int, list[int]] = {}
-        for e in edges:
-            if e.merged_into is None:
-                self._touching.setdefault(e.subject, []).append(e.fact)
-                if e.object != e.subject:
-                    self._touching.setdefault(e.object, []).append(e.fact)
-
-    @classmethod
-    def read(cls, tx: Transaction) -> Graph:
-        return cls(tx.entities(), tx.aliases(), tx.edges(), tx.retirements())
-
-    def root(self, fact: int) -> int:
-        """The held fact that `fact` stands as (itself unless it merged into an older one)."""
-        seen = set()
-        while (edge := self.edges.get(fact)) is not None and edge.merged_into is not None:
-            if fact in seen:
-                break  # never written so, but a loop must not hang a read
-            seen.add(fact)
-            fact = edge.merged_into
-        return fact
-
-    def is_current(self, fact: int) -> bool:
-        """Held and not retired (a fact the graph has not taken yet counts as current)."""
-        return self.root(fact) == fact and fact not in self.retired
-
-    def names(self, fact: FactRecord) -> tuple[str, str]:
-        """The fact's subject and object under their entities' canonical names."""
-        edge = self.edges.get(fact.n)
-        if edge is None:
-            return fact.subject, fact.object
-        return self.entities[edge.subject].name, self.entities[edge.object].name
-
-    def touching(self, entity: int) -> list[int]:
-        """Held facts (merged restatements left out) with `entity` as subject or object."""
-        return self._touching.get(entity, [])
-
-    def shown(self, facts: Iterable[int]) -> list[int]:
-        """The facts to show for `facts`: each as the held fact it stands as, once, in first
-        appearance order, retired ones left out."""
-        out: dict[int, None] = {}
-        for n in facts:
-            root = self.root(n)
-            if root not in self.retired:
-                out.setdefault(root, None)
-        return list(out)
 
 
 @dataclass
@@ -263,13 +184,17 @@ def _relate_candidates(
     return pairs
 
 
-class GraphJob(JobHandler):
-    """Take a note's facts into the graph: resolve entities, merge restatements, retire."""
+class GraphJob:
+    """The lane job that takes a note's facts into the graph: resolve entities, merge
+    restatements, retire (`JobKind.GRAPH`)."""
 
-    async def prepare(self, engine: Engine, memory_id: str, job: JobRecord) -> Any:
+    def __init__(self, store: Store, judge: Judge, embedder: Embedder) -> None:
+        self.store, self.judge, self.embedder = store, judge, embedder
+
+    async def prepare(self, memory_id: str, job: JobRecord) -> Any:
         note = msgspec.json.decode(job.payload)["note"]
-        embedder = engine.embedder
-        with engine.store.read(memory_id) as tx:
+        embedder = self.embedder
+        with self.store.read(memory_id) as tx:
             graph = Graph.read(tx)
             facts = tx.facts()
             stored = tx.vectors("entity", embedder.name)
@@ -278,7 +203,7 @@ class GraphJob(JobHandler):
             return note, len(graph.entities), None
         vectors = {n: np.frombuffer(v, dtype=np.float32) for n, v in stored}
         update = await plan_graph(
-            engine.judge,
+            self.judge,
             embedder,
             graph,
             facts,
@@ -288,7 +213,7 @@ class GraphJob(JobHandler):
         )
         return note, len(graph.entities), update
 
-    def apply(self, engine: Engine, tx: Transaction, job: JobRecord, prepared: Any) -> bool:
+    def apply(self, tx: Transaction, job: JobRecord, prepared: Any) -> bool:
         note, entities_seen, update = prepared
         if update is None:
             return True
@@ -298,7 +223,7 @@ class GraphJob(JobHandler):
         if len(tx.entities()) != entities_seen:
             return False  # the graph moved since the snapshot: plan again
         tx.insert_graph(update.entities, update.aliases, update.edges, update.retirements)
-        tx.insert_vectors("entity", engine.embedder.name, update.entity_vectors)
+        tx.insert_vectors("entity", self.embedder.name, update.entity_vectors)
         log.info(
             "memory %r: note %d: %d new entities, %d aliases, %d merged, %d retired",
             tx.memory_id,
@@ -309,6 +234,3 @@ class GraphJob(JobHandler):
             len(update.retirements),
         )
         return True
-
-
-register_job("graph", GraphJob())

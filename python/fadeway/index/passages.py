@@ -12,19 +12,15 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
 from .. import _constants as C
 from ..blocks import fold
-from ..lane.worker import JobHandler, register_job
-from ..records import EpisodeRecord, JobRecord, MessageRecord, PassageRecord
+from ..records import EpisodeRecord, JobKind, JobRecord, MessageRecord, PassageRecord
 from ..store import Transaction
 from ..wire import text_of
-
-if TYPE_CHECKING:
-    from ..engine import Engine
 
 __all__ = ["windows", "passages_of", "PassagesJob"]
 
@@ -103,13 +99,14 @@ def passages_of(
     return out
 
 
-class PassagesJob(JobHandler):
-    """Cut every sealed (or forgotten) episode that has no passages yet into passages."""
+class PassagesJob:
+    """The lane job that cuts every sealed (or forgotten) episode that has no passages yet into
+    passages (`JobKind.PASSAGES`)."""
 
-    async def prepare(self, engine: Engine, memory_id: str, job: JobRecord) -> Any:
+    async def prepare(self, memory_id: str, job: JobRecord) -> Any:
         return None  # nothing slow: the cut is read and written in apply
 
-    def apply(self, engine: Engine, tx: Transaction, job: JobRecord, prepared: Any) -> bool:
+    def apply(self, tx: Transaction, job: JobRecord, prepared: Any) -> bool:
         done = tx.passaged_episodes()
         todo = [e for e in tx.episodes() if e.state in ("sealed", "forgotten") and e.n not in done]
         n = tx.passage_count() + 1
@@ -118,7 +115,7 @@ class PassagesJob(JobHandler):
             rows.extend(passages_of(e, tx.messages(e.first_seq, e.last_seq + 1), n + len(rows)))
         tx.insert_passages(rows)
         if rows:
-            tx.enqueue("embed", b"{}", job.created_at)
+            tx.enqueue(JobKind.EMBED, b"{}", job.created_at)
             log.info(
                 "memory %r: %d passages for episodes %s",
                 tx.memory_id,
@@ -126,6 +123,3 @@ class PassagesJob(JobHandler):
                 [e.n for e in todo],
             )
         return True
-
-
-register_job("passages", PassagesJob())

@@ -19,25 +19,22 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 import numpy as np
 
 from .. import _constants as C
 from .. import _core
+from .._aio import run_sync
+from ..embed.base import Embedder
 from ..errors import EndpointError
-from ..lane.worker import JobHandler, register_job, run_sync
 from ..mirror.facts import MemoryCache
-from ..records import FactRecord, JobRecord, SearchHit
-from ..store import Transaction
+from ..records import FactRecord, SearchHit
+from ..store import Store, Transaction
 from .vectors import VectorIndex, write_atomic
 
-if TYPE_CHECKING:
-    from ..embed import Embedder
-    from ..engine import Engine
-
-__all__ = ["KINDS", "Hit", "MemoryIndex", "EmbedJob", "documents", "fuse", "search_memory"]
+__all__ = ["KINDS", "Hit", "MemoryIndex", "documents", "fuse", "search_memory"]
 
 log = logging.getLogger("fadeway.search")
 
@@ -376,20 +373,25 @@ def _top(tx: Transaction, kind: str) -> int:
 
 
 def search_memory(
-    engine: Engine, memory_id: str, query: str, *, kind: str = "fact", k: int = 10
+    store: Store,
+    index: MemoryIndex,
+    embedder: Embedder,
+    query: str,
+    *,
+    kind: str = "fact",
+    k: int = 10,
 ) -> list[SearchHit]:
-    """The `k` best facts or passages of one memory for `query`, by words and by meaning,
-    fused by reciprocal rank. The indexes catch up with the store first."""
+    """The `k` best facts or passages of `index`'s memory for `query`, by words and by meaning
+    (`embedder`), fused by reciprocal rank. The indexes catch up with the store first."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
     if not isinstance(query, str):
         raise TypeError(f"query must be a str, not {type(query).__name__}")
     if isinstance(k, bool) or not isinstance(k, int) or k < 0:
         raise ValueError(f"k must be a non-negative int, not {k!r}")
-    index = engine.index(memory_id)
-    with engine.store.read(memory_id) as tx:
+    with store.read(index.memory_id) as tx:
         index.sync(tx)
-        hits = index.search(kind, query, k, vector=engine.embedder.embed_sync([query])[0])
+        hits = index.search(kind, query, k, vector=embedder.embed_sync([query])[0])
         wanted = {h.n for h in hits}
         if kind == "fact":
             retired = {r.fact for r in tx.retirements()}
@@ -414,38 +416,3 @@ def search_memory(
                 if p.n in wanted
             }
     return [msgspec.structs.replace(rows[h.n], score=h.score) for h in hits if h.n in rows]
-
-
-class EmbedJob(JobHandler):
-    """Embed the facts, passages and entities that have no vector by the engine's embedder
-    yet (after an import, all of them: vectors are not exported)."""
-
-    async def prepare(self, engine: Engine, memory_id: str, job: JobRecord) -> Any:
-        embedder = engine.embedder
-        todo: dict[str, list[tuple[int, str]]] = {}
-        with engine.store.read(memory_id) as tx:
-            for kind in (*KINDS, "entity"):
-                have = tx.vector_ns(kind, embedder.name)
-                todo[kind] = [(n, t) for n, t in documents(tx, kind) if n not in have]
-        out: dict[str, list[tuple[int, bytes]]] = {}
-        deadline = time.monotonic() + C.LANE_JUDGE_DEADLINE
-        for kind, docs in todo.items():
-            rows: list[tuple[int, bytes]] = []
-            for i in range(0, len(docs), C.EMBED_BATCH):
-                batch = docs[i : i + C.EMBED_BATCH]
-                vectors = await embedder.embed([t for _, t in batch], deadline=deadline)
-                rows.extend(
-                    (n, v.astype(np.float32).tobytes())
-                    for (n, _), v in zip(batch, vectors, strict=True)
-                )
-            out[kind] = rows
-        return embedder.name, out
-
-    def apply(self, engine: Engine, tx: Transaction, job: JobRecord, prepared: Any) -> bool:
-        name, rows = prepared
-        for kind, kind_rows in rows.items():
-            tx.insert_vectors(kind, name, kind_rows)
-        return True
-
-
-register_job("embed", EmbedJob())

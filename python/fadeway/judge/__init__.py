@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from .base import Answer, Boundaries, FactText, Judge, JudgeTimeout, Relation, UnitText
+from ..errors import JudgeTimeout
+from .base import Answer, Boundaries, FactText, Judge, Relation, UnitText
 from .llm import ENV_PREFIX, BatchSizes, LLMJudge
 from .offline import OfflineJudge
 from .scripted import ScriptedJudge

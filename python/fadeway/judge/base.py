@@ -40,7 +40,7 @@ import abc
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import FadewayError
+from ..errors import JudgeTimeout
 
 __all__ = [
     "Judge",
@@ -56,10 +56,6 @@ __all__ = [
     "RELEVANT",
     "CENTRAL",
 ]
-
-
-class JudgeTimeout(FadewayError, TimeoutError):
-    """A judgment did not finish by its deadline."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,10 +34,10 @@ from typing import Annotated, Any, Literal, TypeVar
 import msgspec
 
 from .. import usage
-from ..errors import EndpointError, EndpointResponseError, EndpointTimeout
+from ..errors import EndpointError, EndpointResponseError, EndpointTimeout, JudgeTimeout
 from ..http import Endpoint
 from . import prompts as P
-from .base import Answer, Boundaries, FactText, Judge, JudgeTimeout, Relation, UnitText
+from .base import Answer, Boundaries, FactText, Judge, Relation, UnitText
 
 __all__ = ["LLMJudge", "BatchSizes", "ChatCompletion", "ENV_PREFIX", "Structured"]
 

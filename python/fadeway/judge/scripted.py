@@ -6,7 +6,8 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 
-from .base import Answer, Boundaries, FactText, Judge, JudgeTimeout, Relation, UnitText
+from ..errors import JudgeTimeout
+from .base import Answer, Boundaries, FactText, Judge, Relation, UnitText
 from .offline import distill_offline, levels_offline, relate_offline, same_entity_offline
 
 __all__ = ["ScriptedJudge"]

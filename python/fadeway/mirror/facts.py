@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..graph.update import Graph
+from ..graph.held import Graph
 from ..records import EdgeRecord, EntityRecord, EpisodeRecord, FactRecord, RetirementRecord
 from ..store import Transaction
 

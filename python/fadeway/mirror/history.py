@@ -1,80 +1,24 @@
-"""Messages, turns and units of a memory's history (MECHANISM: "Episodes"), and the alignment
-rule that recognises what a sent history already holds (ARCHITECTURE: "Recognising what is
-stored").
-"""
+"""The stored history of one memory mirrored in memory: its messages, turns, calls and note
+calls, kept in step with the store by reading only what is new (MECHANISM: "Episodes")."""
 
 from __future__ import annotations
 
 import bisect
-import json
 import threading
-from collections.abc import Container, Iterable, Sequence
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
-
-from ..errors import HistoryConflictError
-from ..notes.tool import find_note_calls, is_note_call
-from ..records import MessageRecord, Unit
-from ..wire import Format, Side, text_of
-from ..wire.canonical import digest_of, encode_json, plain, to_plain
-from ..wire.responses import CLIENT_CALL_TYPES
+from ..notes.tool import find_note_calls, note_call_ids
+from ..records import MessageRecord
+from ..wire import Format, Side
+from ..wire.canonical import plain
+from ..wire.pending import PendingCalls
 from .episode_table import EpisodeTable
 from .facts import MemoryCache
 from .trace_log import TraceLog
 
-__all__ = ["History", "align", "digests_of_sent", "opens_unit", "units", "next_turns"]
-
-
-class PendingCalls:
-    """Calls waiting for their outputs, which providers require right after the reply that
-    made them: each Chat Completions tool call on its own, each Responses call item the caller
-    runs as one call (a `local_shell_call` names itself by two ids, either answers it). Items the
-    caller may answer or not (an MCP approval request, a tool search) and fadeway's own note
-    calls wait for nothing; an answer to them is still taken once."""
-
-    def __init__(self) -> None:
-        self._by_id: dict[str, tuple[str, str]] = {}  # id -> (the call's first id, where made)
-        self._optional: set[str] = set()  # ids of items that may be answered, once, or not
-
-    def __bool__(self) -> bool:
-        return bool(self._by_id)
-
-    def copy(self) -> PendingCalls:
-        out = PendingCalls()
-        out._by_id, out._optional = dict(self._by_id), set(self._optional)
-        return out
-
-    def made(self, kind: str, calls: Sequence[str], where: str, own: Container[str]) -> None:
-        """A message (`kind` "message") or Responses item made `calls`, none of them `own`."""
-        groups: list[tuple[str, ...]]
-        if kind == "message":
-            groups = [(c,) for c in calls if c not in own]
-        elif kind in CLIENT_CALL_TYPES and not any(c in own for c in calls):
-            groups = [tuple(calls)]
-        else:  # an MCP approval request, a tool search: an answer is allowed, not required
-            groups = []
-            self._optional.update(c for c in calls if c not in own)
-        for group in groups:
-            for call_id in group:
-                self._by_id[call_id] = (group[0], where)
-
-    def answer(self, call_id: str) -> bool:
-        """An output answers `call_id`; whether its call was waiting (or allowed an answer)."""
-        hit = self._by_id.get(call_id)
-        if hit is None:
-            if call_id in self._optional:
-                self._optional.discard(call_id)
-                return True
-            return False
-        for other in [c for c, (first, _) in self._by_id.items() if first == hit[0]]:
-            del self._by_id[other]
-        return True
-
-    def waiting(self) -> dict[str, str]:
-        """Each waiting call (by its first id) and where it was made."""
-        return {first: where for first, where in self._by_id.values()}
+__all__ = ["History", "note_arguments"]
 
 
 @dataclass
@@ -242,239 +186,16 @@ class History:
             self.extend(fetch(len(self)))
 
 
-def note_call_ids(calls: Sequence[str], body: bytes) -> tuple[str, ...]:
-    """Ids of the note calls a stored message (making `calls`, as JSON `body`) makes, in either
-    wire format; a message without a call or the word "note" is not decoded."""
-    if not calls or b'"note"' not in body:
-        return ()
-    message = plain(body)
-    fmt = Format.RESPONSES if message.get("type") == "function_call" else Format.CHAT_COMPLETIONS
-    return tuple(call_id for call_id, _ in find_note_calls(fmt, [message]))
-
-
-#: Fields of a Chat Completions reply that hold the model's reasoning (DeepSeek, vLLM,
-#: OpenRouter): callers and frameworks that keep only role, content and calls leave them out.
-_REASONING_FIELDS = frozenset({"reasoning_content", "reasoning", "reasoning_details", "thinking"})
-
-
-def _essence(message: Any) -> tuple:
-    """What makes a reply the same reply: role, kind, texts and call ids, nothing cosmetic nor
-    the reasoning beside its text."""
-    if not isinstance(message, dict):
-        return ()
-    calls = [c.get("id") for c in message.get("tool_calls") or [] if isinstance(c, dict)]
-    said = {k: v for k, v in message.items() if k not in _REASONING_FIELDS}
-    return (
-        message.get("role"),
-        message.get("type") or "message",
-        tuple(map(_json_text, text_of(said))),
-        tuple(calls),
-        message.get("call_id"),
-    )
-
-
-def _alike(sent: Any, stored: Any) -> bool:
-    """Whether a sent message stands for a stored reply (`_essence`). A reasoning item, whose
-    summary may be empty, is also told by its id or its encrypted content, the first that both
-    carry (some clients send reasoning back without its id)."""
-    if _essence(sent) != _essence(stored):
-        return False
-    if isinstance(sent, dict) and sent.get("type") == "reasoning":
-        for key in ("id", "encrypted_content"):
-            mine, theirs = sent.get(key), stored.get(key)
-            if mine is not None and theirs is not None:
-                return bool(mine == theirs)
-    return True
-
-
-def _json_text(text: str) -> str:
-    """A text that is a JSON object or array (a call's arguments), as compact canonical JSON:
-    frameworks re-serialise arguments with other spacing or key order."""
-    if not text.startswith(("{", "[")):
-        return text
-    try:
-        return json.dumps(
-            json.loads(text), sort_keys=True, separators=(",", ":"), ensure_ascii=False
-        )
-    except ValueError:
-        return text
-
-
-def digests_of_sent(sent: Sequence[Any], history: History, view: Sequence[int]) -> list[bytes]:
-    """The digest of each sent message, as `digest_of` gives it. A message whose JSON as sent is
-    byte for byte the stored body at its place (in the stored history, or in the last view) has
-    that message's digest: encoding it costs a fraction of canonicalising and hashing it, and a
-    caller that resends the whole history resends mostly such messages."""
-    out = []
-    for i, m in enumerate(sent):
-        places = [j for j in (i, view[i] if i < len(view) else -1) if 0 <= j < len(history)]
-        digest = None
-        if places:
-            try:
-                body = encode_json(m)
-            except (TypeError, msgspec.EncodeError, ValueError):
-                body = None  # digest_of says what is wrong with it
-            digest = next((history.digests[j] for j in places if history.bodies[j] == body), None)
-        out.append(digest if digest is not None else digest_of(m, f"message {i}"))
+def note_arguments(
+    history: History, seqs: Collection[int] | None = None
+) -> dict[tuple[int, str], str]:
+    """Arguments of the note calls in the stored history (those in the messages `seqs` when
+    given: a long memory holds many, and most left the view long ago), by message and call id,
+    in the order made."""
+    out: dict[tuple[int, str], str] = {}
+    held = history.note_calls.keys()
+    for seq in sorted(held if seqs is None else held & set(seqs)):
+        body = plain(history.bodies[seq])
+        fmt = Format.RESPONSES if body.get("type") == "function_call" else Format.CHAT_COMPLETIONS
+        out.update(((seq, call_id), args) for call_id, args in find_note_calls(fmt, [body]))
     return out
-
-
-def _without_note_calls(message: Any) -> dict[str, Any] | None:
-    """A stored reply as a caller rebuilding it from `report`'s tool calls sends it: without
-    fadeway's note calls. None when nothing else is left (a Responses note call item, or a Chat
-    reply that held only the note)."""
-    if not isinstance(message, dict):
-        return message
-    if message.get("type") == "function_call":
-        return None if is_note_call(Format.RESPONSES, message) else message
-    calls = [
-        c for c in message.get("tool_calls") or [] if not is_note_call(Format.CHAT_COMPLETIONS, c)
-    ]
-    rest = {**message, "tool_calls": calls}
-    if not calls and not text_of(rest):  # the note's name and arguments are texts too
-        return None
-    return rest
-
-
-#: Messages after a differing first one that, all equal to the stored ones, show a resent
-#: history with its first message edited (a delta holds new messages, not stored ones).
-_EDIT_EVIDENCE = 2
-
-
-def align(
-    sent: Sequence[Any],
-    sent_digests: Sequence[bytes],
-    history: History,
-    decorated_through: int,
-    view: Sequence[int] = (),
-) -> int:
-    """How many leading messages of `sent` are already stored; the rest are new.
-
-    The sent history is aligned with the stored one by position. When it starts with the stored
-    history (or with the view the last decorate returned, whose sealed turns had left), the rest
-    is new. When it does not, it is only the new messages, less an echo of the replies `report`
-    stored since the last decorate. A reply the caller rebuilt by hand (same role, text and
-    calls) counts as the stored reply, and so does one rebuilt from `report`'s tool calls, which
-    leave out the note's: a stored reply item that held only note calls may be missing. A sent
-    history that starts like the stored one and then departs from it is an edited history, and
-    an error.
-    """
-    n_stored = len(history)
-    if n_stored == 0 or not sent:
-        return 0
-    noted = history.note_calls
-
-    def same(i: int, j: int) -> bool:
-        if sent_digests[i] == history.digests[j]:
-            return True
-        if history.sources[j] != "reply":
-            return False
-        mine = to_plain(sent[i], "message")
-        stored = plain(history.bodies[j])
-        return _alike(mine, stored) or (j in noted and _alike(mine, _without_note_calls(stored)))
-
-    def may_be_missing(j: int) -> bool:
-        """A stored item a rebuilt history may leave out: a reasoning item (a client without its
-        encrypted content cannot send it back, nor does a `store: false` view hold it), or a
-        reply item that held only note calls."""
-        if history.row_kinds[j] == "reasoning":
-            return True
-        return (
-            j in noted
-            and history.sources[j] == "reply"
-            and _without_note_calls(plain(history.bodies[j])) is None
-        )
-
-    def matched(seqs: Sequence[int], k: int, j: int) -> tuple[int, int]:
-        """Sent from `k` on against `seqs` from `j` on, as far as they agree: where each
-        stopped."""
-        while k < len(sent) and j < len(seqs):
-            if same(k, seqs[j]):
-                k, j = k + 1, j + 1
-            elif may_be_missing(seqs[j]):
-                j += 1
-            else:
-                break
-        if k == len(sent):
-            while j < len(seqs) and may_be_missing(seqs[j]):
-                j += 1
-        return k, j
-
-    for seqs in (range(n_stored), view):
-        if not seqs:
-            continue
-        first = 0  # a view may open with items the sent history leaves out
-        while first + 1 < len(seqs) and not same(0, seqs[first]) and may_be_missing(seqs[first]):
-            first += 1
-        if not same(0, seqs[first]):
-            if min(len(seqs) - first, len(sent)) > _EDIT_EVIDENCE and all(
-                same(k, seqs[first + k]) for k in range(1, _EDIT_EVIDENCE + 1)
-            ):
-                raise HistoryConflictError(
-                    f"message 0 of the sent history differs from stored message {seqs[first]}, "
-                    "though the messages after it are the stored ones: earlier messages "
-                    "cannot be edited. To send only new messages, leave out what was sent "
-                    "before."
-                )
-            continue
-        k, j = matched(seqs, 1, first + 1)
-        if k < len(sent) and j < len(seqs):
-            raise HistoryConflictError(
-                f"message {k} of the sent history differs from stored message {seqs[j]}; a "
-                "history that starts like the stored one must continue it unchanged (earlier "
-                "messages cannot be edited). To send only new messages, leave out what was "
-                "sent before."
-            )
-        if j == len(seqs) or j >= decorated_through:
-            return k
-        # A short run equal to the stored head, sent after the history moved on: new messages.
-        break
-    k, _ = matched(range(decorated_through, n_stored), 0, 0)
-    return k
-
-
-def next_turns(turn: int, sides: Iterable[Side]) -> list[int]:
-    """Turn numbers for new messages after `turn`: each user message starts the next turn."""
-    out = []
-    for side in sides:
-        if side is Side.USER:
-            turn += 1
-        out.append(turn)
-    return out
-
-
-def opens_unit(side: str, before: str | None) -> bool:
-    """Whether a message on `side`, after one on `before` (None: it is the first), starts a
-    unit: every user (or mid-history system) message, and the first item of an assistant step
-    (after a user message, a system message or an output). Sides compare as `Side` values."""
-    return (
-        before is None
-        or side in (Side.USER, Side.SYSTEM)
-        or (side == Side.ASSISTANT and before in (Side.USER, Side.SYSTEM, Side.OUTPUT))
-    )
-
-
-def units(messages: Sequence[MessageRecord]) -> list[Unit]:
-    """Cut stored messages into units: a user (or mid-history system) message alone, or an
-    assistant step (consecutive assistant messages, calls and reasoning) with the outputs after it.
-
-    An output always lands in the unit of the call it answers: should anything stand between
-    them, the units from the call to the output become one, so no cut can separate them.
-    """
-    groups: list[list[MessageRecord]] = []
-    unit_of_call: dict[str, int] = {}
-    for i, m in enumerate(messages):
-        if opens_unit(m.side, messages[i - 1].side if i else None):
-            groups.append([])
-        groups[-1].append(m)
-        for call in m.calls:
-            unit_of_call[call] = len(groups) - 1
-        home = unit_of_call.get(m.answers) if m.answers is not None else None
-        if home is not None and home < len(groups) - 1:
-            merged = [r for g in groups[home:] for r in g]
-            del groups[home:]
-            groups.append(merged)
-            for call, g in unit_of_call.items():
-                if g > home:
-                    unit_of_call[call] = home
-    return [Unit(g[0].seq, g[-1].seq, g[0].turn, sum(r.tokens for r in g)) for g in groups]

@@ -11,62 +11,20 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import _constants as C
-from .. import blocks
 from ..episodes.traces import number_runs
-from ..forgetting.fade import ask_spans
-from ..lane.worker import JobHandler, register_job
-from ..records import EpisodeRecord, FactRecord, JobRecord, NoteRecord
-from ..store import Transaction
-from ..wire import Format
+from ..records import FactRecord, JobKind, JobRecord, NoteRecord
+from ..store import Store, Transaction
 from ..wire.canonical import encode_json
+from .ask import awaiting_note, pending_ask
 from .tool import Note
-from .writers import LeavingMessage, leaving_messages
+from .writers import NoteWriter
 
-if TYPE_CHECKING:
-    from ..engine import Engine
-
-__all__ = ["PendingAsk", "pending_ask", "awaiting_note", "write_note", "NoteJob"]
+__all__ = ["write_note", "NoteJob"]
 
 log = logging.getLogger("fadeway.memory")
-
-
-def _awaiting(tx: Transaction) -> list[EpisodeRecord]:
-    acked = {e for e, _ in tx.acks()}
-    return [e for e in tx.episodes() if e.state == "leaving" and e.n not in acked]
-
-
-def awaiting_note(tx: Transaction) -> list[int]:
-    """The episodes leaving without a note yet: those the next note is written against."""
-    return [e.n for e in _awaiting(tx)]
-
-
-@dataclass(frozen=True, slots=True)
-class PendingAsk:
-    """The note ask standing for `awaiting` episodes, as a note writer reads it."""
-
-    awaiting: list[int]
-    text: str
-    messages: list[LeavingMessage]
-
-
-def pending_ask(tx: Transaction) -> PendingAsk | None:
-    """The note ask that stands, with the leaving turns' messages; None when nothing awaits."""
-    awaiting = _awaiting(tx)
-    if not awaiting:
-        return None
-    leaving = [m for e in awaiting for m in tx.messages(e.first_seq, e.last_seq + 1)]
-    memory = tx.memory()
-    assert memory is not None  # it holds episodes
-    first, *more = ask_spans(awaiting)
-    return PendingAsk(
-        [e.n for e in awaiting],
-        blocks.note_ask(*first, *more),
-        leaving_messages(leaving, Format(memory.format)),
-    )
 
 
 def write_note(
@@ -105,21 +63,25 @@ def write_note(
         # The graph takes the facts first (merges and retirements), then they are scored
         # against the episodes remembered now and embedded for search.
         remembered = [e.n for e in tx.episodes() if e.state != "forgotten"]
-        tx.enqueue("graph", encode_json({"note": n}), now)
-        tx.enqueue("score", encode_json({"note": n, "remembered": number_runs(remembered)}), now)
-        tx.enqueue("embed", b"{}", now)
+        tx.enqueue(JobKind.GRAPH, encode_json({"note": n}), now)
+        payload = {"note": n, "remembered": number_runs(remembered)}
+        tx.enqueue(JobKind.SCORE, encode_json(payload), now)
+        tx.enqueue(JobKind.EMBED, b"{}", now)
     log.info("memory %r: note %d took %d facts for episodes %s", memory_id, n, len(facts), awaiting)
 
 
-class NoteJob(JobHandler):
-    """The engine's note writer answers the ask that stands (queued by a decorate that found
-    episodes awaiting a note, for an engine opened with `note_writer=`)."""
+class NoteJob:
+    """The lane job in which the engine's note writer answers the ask that stands
+    (`JobKind.NOTE`)."""
 
-    async def prepare(self, engine: Engine, memory_id: str, job: JobRecord) -> Any:
-        writer = engine.note_writer
+    def __init__(self, store: Store, writer: NoteWriter | None) -> None:
+        self.store, self.writer = store, writer
+
+    async def prepare(self, memory_id: str, job: JobRecord) -> Any:
+        writer = self.writer
         if writer is None:
             return None  # queued by an engine that had one; this one leaves the ask standing
-        with engine.store.read(memory_id) as tx:
+        with self.store.read(memory_id) as tx:
             ask = pending_ask(tx)
         if ask is None:
             return None
@@ -128,7 +90,7 @@ class NoteJob(JobHandler):
         )
         return ask.awaiting, note, f"note-writer:{writer.name}"
 
-    def apply(self, engine: Engine, tx: Transaction, job: JobRecord, prepared: Any) -> bool:
+    def apply(self, tx: Transaction, job: JobRecord, prepared: Any) -> bool:
         if prepared is None:
             return True
         awaiting, note, source = prepared
@@ -145,6 +107,3 @@ class NoteJob(JobHandler):
             awaiting,
         )
         return True
-
-
-register_job("note", NoteJob())

@@ -22,14 +22,20 @@ Decisions:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import msgspec
 
+from ..errors import InvalidRequestError
 from ..wire.base import Format
+from ..wire.canonical import plain
 
 __all__ = [
+    "caller_tools",
+    "note_ask_allowed",
+    "note_call_ids",
+    "with_note_tool",
     "NOTED",
     "NOTE_NOT_READ",
     "NOTE_TOOL_NAME",
@@ -288,3 +294,70 @@ def note_output(fmt: Format, call_id: str, accepted: bool) -> dict[str, Any]:
     if fmt is Format.RESPONSES:
         return {"type": "function_call_output", "call_id": call_id, "output": text}
     raise ValueError(f"unknown format {fmt!r}")
+
+
+def note_call_ids(calls: Sequence[str], body: bytes) -> tuple[str, ...]:
+    """Ids of the note calls a stored message (making `calls`, as JSON `body`) makes, in either
+    wire format; a message without a call or the word "note" is not decoded."""
+    if not calls or b'"note"' not in body:
+        return ()
+    message = plain(body)
+    fmt = Format.RESPONSES if message.get("type") == "function_call" else Format.CHAT_COMPLETIONS
+    return tuple(call_id for call_id, _ in find_note_calls(fmt, [message]))
+
+
+def note_ask_allowed(request: dict[str, Any]) -> bool:
+    """fadeway never overrides the caller's tool_choice: while it is "none" or forces another
+    tool, the ask waits for a call that allows it."""
+    choice = request.get("tool_choice")
+    if choice is None or choice in ("auto", "required"):
+        return True
+    if choice == "none":
+        return False
+    if isinstance(choice, dict):
+        name = choice.get("name") or (choice.get("function") or {}).get("name")
+        if choice.get("type") == "allowed_tools":
+            return False
+        return name == NOTE_TOOL_NAME
+    return False
+
+
+def caller_tools(fmt: Format, request: dict[str, Any]) -> dict[str, Any]:
+    """`request` with the caller's own tools only: fadeway's note tool, in a decorated request
+    sent back, is left out (`with_note_tool` adds it again while a note is asked). The name
+    `note` is fadeway's: a tool of the caller's so named is refused, since its calls could not
+    be told from the note's, nor a request offer both."""
+    tools = request.get("tools")
+    if not isinstance(tools, list) or not tools:
+        return request
+    ours = note_tool(fmt)
+    kept = []
+    for i, tool in enumerate(tools):
+        if tool == ours:
+            continue
+        if (
+            isinstance(tool, dict)
+            and tool.get("type") == "function"
+            and NOTE_TOOL_NAME in (tool.get("name"), (tool.get("function") or {}).get("name"))
+        ):
+            raise InvalidRequestError(
+                f"tools[{i}] is named {NOTE_TOOL_NAME!r}, the name of fadeway's note tool "
+                "(the model writes its notes with it while history leaves the view); give your "
+                "tool another name"
+            )
+        kept.append(tool)
+    if len(kept) == len(tools):
+        return request
+    out = dict(request)
+    if kept:
+        out["tools"] = kept
+    else:
+        del out["tools"]
+    return out
+
+
+def with_note_tool(fmt: Format, request: dict[str, Any]) -> dict[str, Any]:
+    """The request with the note tool added to its tools (created when it had none)."""
+    tools = list(request.get("tools") or [])
+    tools.append(note_tool(fmt))
+    return {**request, "tools": tools}

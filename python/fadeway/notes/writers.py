@@ -28,7 +28,7 @@ import msgspec
 
 from .. import _constants as C
 from .. import usage
-from ..errors import EndpointError, FadewayError
+from ..errors import EndpointError, NoteWriterError
 from ..http import Endpoint
 from ..judge.llm import ChatCompletion
 from ..records import MessageRecord
@@ -501,10 +501,6 @@ ENV_PREFIX = "FADEWAY_NOTE_WRITER"
 JUDGE_ENV_PREFIX = "FADEWAY_JUDGE"
 #: Calls per ask: the first, and one retry when its answer is not a readable note call.
 NOTE_WRITER_ATTEMPTS = 2
-
-
-class NoteWriterError(FadewayError):
-    """A note writer gave no readable note; the ask stays pending (the episodes stay leaving)."""
 
 
 def _chat_message(message: LeavingMessage) -> dict[str, str]:

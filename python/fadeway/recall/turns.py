@@ -13,20 +13,18 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import _constants as C
-from ..errors import EmbedderMismatchError, EndpointError, MemoryNotFoundError
-from ..judge import JudgeTimeout
+from .._services import Services
+from ..errors import EmbedderMismatchError, EndpointError, JudgeTimeout, MemoryNotFoundError
 from ..mirror.history import History
-from ..records import BlockText, RecallRecord
+from ..records import BlockText, JobKind, RecallRecord
 from ..store import Transaction
 from ..wire import text_of
 from ..wire.canonical import encode_json, plain
-from .pipeline import RecallResult, recall
-
-if TYPE_CHECKING:
-    from ..engine import Engine
+from .block import RecallResult
+from .pipeline import recall
 
 log = logging.getLogger("fadeway.recall")
 
@@ -61,16 +59,16 @@ def recent_text(history: History, message: str) -> str:
     return "\n".join([*lines, message])[-C.RECALL_RECENT_CHARS :]
 
 
-def preview(engine: Engine, memory_id: str, message: str) -> RecallResult:
+def preview(services: Services, memory_id: str, message: str) -> RecallResult:
     """The recall the next decorate would run for a user `message` (nothing is written but the
     memory's index caches). Raises MemoryNotFoundError for a memory the store does not hold."""
-    with engine.store.read(memory_id) as tx:
+    with services.store.read(memory_id) as tx:
         if tx.memory() is None:
             raise MemoryNotFoundError(f"the store holds no memory {memory_id!r}")
         history = History()
         history.sync(tx.message_count(), tx.messages)
     return recall(
-        engine,
+        services,
         memory_id,
         message,
         recent_text(history, message),
@@ -80,7 +78,7 @@ def preview(engine: Engine, memory_id: str, message: str) -> RecallResult:
 
 
 def recall_for(
-    engine: Engine, memory_id: str, history: History, messages: Sequence[tuple[bytes, Any]]
+    services: Services, memory_id: str, history: History, messages: Sequence[tuple[bytes, Any]]
 ) -> list[Pending]:
     """Run recall for each new user message, before they join the history. `messages` are the
     user messages that end the request, as (digest, message) pairs in order; those up to the
@@ -119,7 +117,7 @@ def recall_for(
         deadline = time.monotonic() + C.RECALL_DEADLINE if last else earlier
         try:
             result = recall(
-                engine,
+                services,
                 memory_id,
                 text,
                 recent,
@@ -234,9 +232,8 @@ def queue_after_reply(tx: Transaction, history: History, now: float) -> bool:
         if history.sides[i] == "assistant"
     ]
     conversation = "\n".join([user, *replies])
-    tx.enqueue(
-        "walk", encode_json({"turn": turn, "dialogue": conversation[-C.RECALL_RECENT_CHARS :]}), now
-    )
+    dialogue = conversation[-C.RECALL_RECENT_CHARS :]
+    tx.enqueue(JobKind.WALK, encode_json({"turn": turn, "dialogue": dialogue}), now)
     if any(r.turn == turn for r in tx.recalls(turn)):
         # Distill rereads the whole turn: what a tool output said is said too. Past its length,
         # the start of what followed the message gives way, never the message itself.
@@ -248,5 +245,5 @@ def queue_after_reply(tx: Transaction, history: History, now: float) -> bool:
         head = user[: C.DISTILL_CONVERSATION_CHARS]
         room = C.DISTILL_CONVERSATION_CHARS - len(head) - 1
         around = head + ("\n" + after[-room:] if room > 0 and after else "")
-        tx.enqueue("distill", encode_json({"turn": turn, "conversation": around}), now)
+        tx.enqueue(JobKind.DISTILL, encode_json({"turn": turn, "conversation": around}), now)
     return True

@@ -17,7 +17,8 @@ from typing import Any
 
 import msgspec
 
-from .runner import ReplayFormatError, ReplayLine
+from ..errors import ReplayFormatError
+from .lines import ReplayLine
 
 __all__ = ["TURN_SECONDS", "read_locomo", "locomo_lines", "session_start", "dia_ids"]
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import msgspec
 
-from ..errors import InvalidExportError
-from ..export import check_export_file
+from ..errors import InvalidExportError, ReplayFormatError
+from ..export.files import check_export_file
 from ..wire import Format
+from .lines import ReplayLine, check_lines, plan, read_replay
 from .locomo import locomo_lines, read_locomo
-from .runner import ReplayFormatError, ReplayLine, check_lines, plan, read_replay
 
 __all__ = ["Batch", "MemoryLines", "detect", "read_inputs"]
 

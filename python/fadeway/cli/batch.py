@@ -1,7 +1,7 @@
 """Batch replay: many memories through decorate/report in parallel worker processes, with a
 progress bar and a summary read back from the store.
 
-Memories are independent, so each replays in one worker, start to end, in order; workers are
+Engine are independent, so each replays in one worker, start to end, in order; workers are
 spawned processes, each with its own engine on the same store (SQLite queues concurrent writers
 with BEGIN IMMEDIATE and a busy timeout). A worker dies with its parent (so a killed run never
 leaves a writer behind that a resumed run would race), and a resumed run picks each memory up
@@ -21,12 +21,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .. import _constants as C
-from .. import open as open_engine
 from ..engine import Engine
-from ..export import import_file
+from ..engine import open as open_engine
+from ..export.files import import_file
 from ..notes.writers import NoteWriter, note_writer_from
-from .runner import DEFAULT_MODEL, Replayed, replay_memory, run_lane_through
-from .sources import Batch, MemoryLines
+from ..replay.runner import DEFAULT_MODEL, Replayed, replay_memory
+from ..replay.sources import Batch, MemoryLines
 
 __all__ = ["ReplaySettings", "MemorySummary", "open_for_replay", "run_batch", "summarize"]
 
@@ -176,7 +176,7 @@ def summarize(engine: Engine, new: dict[str, int]) -> list[MemorySummary]:
     """The store's counts for each memory of `new` (memory id → messages stored this run)."""
     rows = []
     for memory_id, added in new.items():
-        with engine.store.read(memory_id) as tx:
+        with engine.services.store.read(memory_id) as tx:
             messages = tx.message_count()
             states = [e.state for e in tx.episodes()]
             facts = len(tx.facts())
@@ -208,9 +208,9 @@ def run_batch(
         for memory_id in batch.memories:
             engine.memory(memory_id)  # a bad memory id fails here, before any worker starts
         for path in batch.exports:
-            imported, skipped = import_file(engine, path)
+            imported, skipped = import_file(engine.services, path)
             for memory_id in imported:
-                with engine.store.read(memory_id) as tx:
+                with engine.services.store.read(memory_id) as tx:
                     new[memory_id] = tx.message_count()
             new.update(dict.fromkeys(skipped, 0))
         # An import queues the embedding of its facts and passages. Not the lanes of memories
@@ -219,7 +219,7 @@ def run_batch(
         # uninterrupted run did.
         for memory_id in new:
             if memory_id not in batch.memories:
-                run_lane_through(engine, memory_id)
+                engine.run_lane(memory_id)
         # Longest first, so that the last memory to finish is a short one.
         memories = sorted(batch.memories.values(), key=lambda m: -m.messages)
         workers = max(1, min(workers, len(memories)))

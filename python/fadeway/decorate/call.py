@@ -1,0 +1,203 @@
+"""The decorate call (MECHANISM: "When each part runs": "Recall for a new user message; store
+what is new; take notes the model wrote; seal episodes whose facts are in; sleep or fade if
+needed; assemble the request").
+
+Recall runs first, before the write transaction (the embedder and an inline walk may take a
+moment). Then one transaction stores what is new, takes notes, forgets and assembles: a decorate
+is all or nothing. When a fade needs history cut and the cut was not planned yet, the
+transaction rolls back, the judge plans the cut while the store's write lock is free, and the
+decorate runs again with the plan.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from .. import _constants as C
+from .. import tokens, wire
+from .._aio import run_sync
+from .._services import Services
+from ..episodes.cut import plan_read_cut
+from ..errors import EmptyRequestError
+from ..forgetting.budget import Decorating
+from ..forgetting.fade import CutFirst, Planned
+from ..mirror.history import History
+from ..notes.tool import caller_tools
+from ..recall.turns import Pending, place_recall, recall_for, store_recall
+from ..records import RequestRecord
+from ..store import Transaction
+from ..usage import UsageRecord, collecting
+from ..wire import Format, ParsedRequest
+from ..wire.canonical import digest_of, encode_json, plain
+from .align import align, digests_of_sent
+from .assemble import Assembled, Key, forget_and_assemble, shown_seqs
+from .ingest import append, new_entries, open_memory, sync, take_notes, writing
+from .view import last_user_messages, strip_own_additions
+
+__all__ = ["decorate"]
+
+
+def decorate(
+    services: Services,
+    mirror: History,
+    memory_id: str,
+    request: dict[str, Any],
+    at: float | datetime | None,
+) -> dict[str, Any]:
+    """Store what is new in `request` and return the request to send to the provider, at
+    time `at` (None: the clock's); see `Memory.decorate`."""
+    parsed = wire.parse_request(request)
+    parsed.request = caller_tools(parsed.format, parsed.request)
+    if not parsed.history and not parsed.instructions:
+        # Nothing new is fine for a memory with history (a caller that sends only what is new,
+        # asked to call the model again): the request is its view.
+        with services.store.read(memory_id) as tx:
+            if tx.message_count() == 0:
+                key = "messages" if parsed.format is Format.CHAT_COMPLETIONS else "input"
+                raise EmptyRequestError(
+                    f"the request's {key} list is empty and memory {memory_id!r} holds no "
+                    "history yet: there is nothing to send"
+                )
+    now = services.now(at)
+    encoding = tokens.encoding_for_model(parsed.model)
+    with mirror.lock, collecting() as used:
+        pending = _recall(services, mirror, memory_id, parsed)
+        planned: Planned | None = None
+        for attempt in range(1, C.CUT_RETRIES + 1):
+            mark = mirror.mark()
+            attempt_parsed = replace(parsed, request=dict(parsed.request))
+            try:
+                # The last attempt cuts inline if the history changed under every plan.
+                out = _decorate_once(
+                    services,
+                    mirror,
+                    memory_id,
+                    attempt_parsed,
+                    (encoding, now),
+                    pending,
+                    used,
+                    planned,
+                    inline=attempt == C.CUT_RETRIES,
+                )
+            except _CutFirst as first:
+                mirror.roll_back(mark)
+                deadline = time.monotonic() + C.INLINE_CUT_DEADLINE
+                plan = plan_read_cut(services.judge, services.cut_settings, first.read, deadline)
+                planned = Planned(first.read, run_sync(plan))
+                continue
+            if out.queued:
+                services.lane.queued()
+            return out.request
+    raise AssertionError("unreachable: the last attempt cuts inline")
+
+
+class _CutFirst(Exception):
+    """Leaves `_decorate_once`'s transaction by its rollback when the fade returned
+    `CutFirst`; caught in `decorate`, which plans the cut and tries again."""
+
+    def __init__(self, read: Any) -> None:
+        super().__init__("history to cut before the fade")
+        self.read = read
+
+
+def _recall(
+    services: Services, mirror: History, memory_id: str, parsed: ParsedRequest
+) -> list[Pending]:
+    """Recall for each of the request's new user messages, before they join the history (and
+    before the write transaction: the embedder and an inline walk may take a moment)."""
+    users = last_user_messages(parsed.history, mirror.answers_note)
+    if not users:
+        return []
+    with services.store.read(memory_id) as tx:
+        sync(mirror, tx)
+    messages = [(digest_of(m, f"message {i}"), m) for i, m in users]
+    return recall_for(services, memory_id, mirror, messages)
+
+
+def _restore_instructions(parsed: ParsedRequest, stored: bytes) -> None:
+    """A request that carries no instructions keeps the latest ones the memory was given."""
+    saved = plain(stored)
+    parsed.instructions = saved["messages"]
+    if saved["instructions"] is not None:
+        parsed.request["instructions"] = saved["instructions"]
+
+
+def _decorate_once(
+    services: Services,
+    mirror: History,
+    memory_id: str,
+    parsed: ParsedRequest,
+    measured: tuple[str, float],
+    pending: list[Pending],
+    used: list[UsageRecord],
+    planned: Planned | None,
+    inline: bool,
+) -> Assembled:
+    """One attempt at the decorate's transaction; `measured` is the request's encoding and
+    the call's time."""
+    encoding, now = measured
+    with writing(services.store, mirror, memory_id, keep=_CutFirst) as tx:
+        memory = open_memory(tx, memory_id, parsed.format, now)
+        sync(mirror, tx)
+        parsed.instructions = strip_own_additions(parsed.instructions, mirror.answers_note)
+        parsed.history = strip_own_additions(parsed.history, mirror.answers_note)
+        has_instructions = bool(parsed.instructions) or (
+            parsed.request.get("instructions") is not None
+        )
+        instructions = encode_json(
+            {"instructions": parsed.request.get("instructions"), "messages": parsed.instructions}
+        )
+        episodes = mirror.episodes.sync(tx)
+        last_view = shown_seqs(mirror)
+        digests = digests_of_sent(parsed.history, mirror, last_view)
+        start = align(parsed.history, digests, mirror, memory.decorated_through, last_view)
+        new = new_entries(mirror, parsed.format, parsed.history, start, digests)
+        before = len(mirror)
+        append(tx, mirror, new, encoding, now, source="request")
+        placed = place_recall(mirror, pending, before)
+        took = take_notes(tx, mirror, memory_id, before, now, source="model")
+        if has_instructions and memory.instructions != instructions:
+            tx.set_instructions(instructions)
+        elif not has_instructions and memory.instructions is not None:
+            _restore_instructions(parsed, memory.instructions)
+        tx.set_decorated_through(len(mirror))
+        ratio = tx.last_kept_ratio(parsed.model) or 1.0
+        call = Decorating(memory_id, parsed, encoding, ratio, now, before)
+        out = forget_and_assemble(
+            services, tx, mirror, call, memory, episodes, placed, planned=planned, inline=inline
+        )
+        if isinstance(out, CutFirst):
+            raise _CutFirst(out.read)
+        store_recall(tx, mirror, out.recalls, now)
+        _record_request(tx, mirror, parsed, encoding, now, used, out.key)
+    return out._replace(queued=out.queued or took)
+
+
+def _record_request(
+    tx: Transaction,
+    mirror: History,
+    parsed: ParsedRequest,
+    encoding: str,
+    now: float,
+    used: list[UsageRecord],
+    key: Key,
+) -> None:
+    """Record a decorated request (what `report` finds it by), and the model calls made for it
+    (recall's, and a cut's)."""
+    tx.insert_usage(used, now)
+    latest = tx.latest_request()
+    tx.insert_request(
+        RequestRecord(
+            n=(latest.n if latest else 0) + 1,
+            at=now,
+            model=parsed.model,
+            encoding=encoding,
+            estimate=key.estimate,
+            view_len=key.length,
+            view_last=key.last,
+            history_through=len(mirror),
+        )
+    )

@@ -1,0 +1,135 @@
+"""Restoring a memory from its export (ARCHITECTURE: "Export": "an import of an export restores
+it"). Everything is checked first (every message validated again, every block resealed), and
+the memory is written in one transaction: nothing is written if anything is bad."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from .._services import Services
+from ..errors import ImportConflictError, InvalidExportError
+from ..records import JobKind, MemoryExport, MessageRecord, RequestRecord, check_memory_id
+from ..store import Transaction
+from ..usage import UsageRecord
+from ..wire import Entry
+from .checks import check_export, resealed
+
+__all__ = ["load_export", "restore"]
+
+
+def load_export(doc: MemoryExport | dict[str, Any] | bytes | str) -> MemoryExport:
+    """An export given as the document, its dict, or its JSON."""
+    try:
+        if isinstance(doc, MemoryExport):
+            export = doc
+        elif isinstance(doc, (bytes, str)):
+            export = msgspec.json.decode(doc, type=MemoryExport)
+        else:  # a dict: through JSON, since its messages are kept as raw JSON
+            export = msgspec.json.decode(msgspec.json.encode(doc), type=MemoryExport)
+    except msgspec.ValidationError as exc:
+        raise InvalidExportError(f"not a fadeway memory export: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise InvalidExportError(f"not JSON: {exc}") from None
+    check_memory_id(export.memory_id)
+    return export
+
+
+def restore(services: Services, doc: MemoryExport | dict[str, Any] | bytes | str) -> str:
+    """Restore a memory from its export into an empty memory; returns its id."""
+    export = load_export(doc)
+    unknown = sorted({j.kind for j in export.jobs} - set(JobKind))
+    if unknown:
+        raise InvalidExportError(f"the export queues jobs of unknown kind {unknown}")
+    entries = check_export(export)
+    export = resealed(export)
+    mirror = services.mirrors.get(export.memory_id)
+    with mirror.lock, services.store.write(export.memory_id) as tx:
+        if tx.memory() is not None:
+            raise ImportConflictError(
+                f"memory {export.memory_id!r} already exists; import restores into an empty "
+                "memory only"
+            )
+        _write_history(tx, export, entries)
+        _write_notes(tx, export)
+        _write_recall(tx, export)
+        _write_usage(tx, export)
+        for job in export.jobs:  # the work the source had still to do
+            tx.enqueue(job.kind, bytes(job.payload), job.created_at)
+        if export.facts or export.passages:
+            # Vectors are not exported (the embedder remakes them): queue their making.
+            tx.enqueue(JobKind.EMBED, b"{}", services.clock())
+    if export.facts or export.passages or export.jobs:
+        services.lane.queued()
+    return export.memory_id
+
+
+def _write_history(tx: Transaction, export: MemoryExport, entries: Sequence[Entry]) -> None:
+    """The memory, its messages, requests and episodes."""
+    tx.create_memory(export.format, export.created_at)
+    instructions = bytes(export.instructions)
+    tx.set_instructions(None if instructions == b"null" else instructions)
+    tx.set_decorated_through(export.decorated_through)
+    tx.insert_messages(
+        [
+            MessageRecord(
+                seq=m.seq,
+                turn=m.turn,
+                at=m.at,
+                role=e.role,
+                kind=e.kind,
+                side=e.side.value,
+                source=m.source,
+                tokens=m.tokens,
+                digest=e.digest,
+                calls=e.calls,
+                answers=e.answers,
+                body=e.body,
+            )
+            for m, e in zip(export.messages, entries, strict=True)
+        ]
+    )
+    for r in export.requests:
+        tx.insert_request(RequestRecord(**msgspec.structs.asdict(r)))
+    tx.insert_episodes(export.episodes)
+
+
+def _write_notes(tx: Transaction, export: MemoryExport) -> None:
+    """The notes with their facts and acknowledgements, the traces, the facts block, and the
+    graph."""
+    facts_of: dict[int, list] = {}
+    for f in export.facts:
+        facts_of.setdefault(f.note, []).append(f)
+    acks_of: dict[int, list[int]] = {}
+    for episode, acked in export.acks:
+        acks_of.setdefault(acked, []).append(episode)
+    for note in export.notes:
+        tx.insert_note(note, facts_of.get(note.n, []), acks_of.get(note.n, []))
+    tx.append_traces(export.traces)
+    if export.facts_order is not None:
+        tx.set_facts_order(msgspec.json.encode(export.facts_order).decode())
+    tx.set_facts_block(export.facts_block)
+    tx.insert_graph(export.entities, export.aliases, export.edges, export.retirements)
+
+
+def _write_recall(tx: Transaction, export: MemoryExport) -> None:
+    """Passages, recall blocks with their distilled and final texts, and prepared walks."""
+    tx.insert_passages(export.passages)
+    for recall in export.recalls:
+        tx.insert_recall(recall)
+    for table, texts in (("distills", export.distills), ("recall_finals", export.recall_finals)):
+        for text in texts:
+            tx.insert_block_text(table, text)
+    for walk in export.walks:
+        tx.insert_walk(walk)
+
+
+def _write_usage(tx: Transaction, export: MemoryExport) -> None:
+    """What the memory's own model calls cost (their seconds are not exported)."""
+    for u in export.usage:
+        spent = UsageRecord(
+            kind=u.kind, model=u.model, tokens_in=u.tokens_in, tokens_out=u.tokens_out, seconds=0.0
+        )
+        tx.insert_usage([spent], u.at)

@@ -1,0 +1,92 @@
+"""The graph a memory holds, as read from the store: entities under their canonical names,
+their surface names, facts as edges, merges and retirements (MECHANISM: "The note ask and
+sealing": "the same entity under different names becomes one node, a restated fact merges
+with the one already held, and a newer fact retires one it contradicts")."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+
+from ..records import AliasRecord, EdgeRecord, EntityRecord, FactRecord, RetirementRecord
+from ..store import Transaction
+
+__all__ = ["Graph", "normalise_name"]
+
+
+_NON_WORD = re.compile(r"[\W_]+")
+
+
+_ARTICLES = frozenset({"the", "a", "an"})
+
+
+def normalise_name(name: str) -> str:
+    """The form names are matched by: NFKC, case-folded, punctuation as spaces, a leading
+    article dropped. "The Pricing-Page copy V3" and "pricing page copy v3" share it."""
+    words = _NON_WORD.sub(" ", unicodedata.normalize("NFKC", name).casefold()).split()
+    while len(words) > 1 and words[0] in _ARTICLES:
+        words = words[1:]
+    return " ".join(words)
+
+
+class Graph:
+    """The graph as stored: nodes, surface names, fact edges, merges and retirements."""
+
+    def __init__(
+        self,
+        entities: Sequence[EntityRecord],
+        aliases: Sequence[AliasRecord],
+        edges: Sequence[EdgeRecord],
+        retirements: Sequence[RetirementRecord],
+    ) -> None:
+        self.entities = {e.n: e for e in entities}
+        self.aliases = list(aliases)
+        self.by_norm = {a.norm: a.entity for a in aliases}
+        self.edges = {e.fact: e for e in edges}
+        self.retired = {r.fact: r for r in retirements}
+        self._touching: dict[int, list[int]] = {}
+        for e in edges:
+            if e.merged_into is None:
+                self._touching.setdefault(e.subject, []).append(e.fact)
+                if e.object != e.subject:
+                    self._touching.setdefault(e.object, []).append(e.fact)
+
+    @classmethod
+    def read(cls, tx: Transaction) -> Graph:
+        return cls(tx.entities(), tx.aliases(), tx.edges(), tx.retirements())
+
+    def root(self, fact: int) -> int:
+        """The held fact that `fact` stands as (itself unless it merged into an older one)."""
+        seen = set()
+        while (edge := self.edges.get(fact)) is not None and edge.merged_into is not None:
+            if fact in seen:
+                break  # never written so, but a loop must not hang a read
+            seen.add(fact)
+            fact = edge.merged_into
+        return fact
+
+    def is_current(self, fact: int) -> bool:
+        """Held and not retired (a fact the graph has not taken yet counts as current)."""
+        return self.root(fact) == fact and fact not in self.retired
+
+    def names(self, fact: FactRecord) -> tuple[str, str]:
+        """The fact's subject and object under their entities' canonical names."""
+        edge = self.edges.get(fact.n)
+        if edge is None:
+            return fact.subject, fact.object
+        return self.entities[edge.subject].name, self.entities[edge.object].name
+
+    def touching(self, entity: int) -> list[int]:
+        """Held facts (merged restatements left out) with `entity` as subject or object."""
+        return self._touching.get(entity, [])
+
+    def shown(self, facts: Iterable[int]) -> list[int]:
+        """The facts to show for `facts`: each as the held fact it stands as, once, in first
+        appearance order, retired ones left out."""
+        out: dict[int, None] = {}
+        for n in facts:
+            root = self.root(n)
+            if root not in self.retired:
+                out.setdefault(root, None)
+        return list(out)

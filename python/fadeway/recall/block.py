@@ -1,0 +1,203 @@
+"""What a recall block shows, and the block itself within a size (MECHANISM: "Recall",
+"Grouping"; the text is `blocks.recall_block`'s).
+
+The parts of a block are given up in one order when it must shrink (its share of the ceiling,
+or the room a request has left): excerpts from the last (with their facts), then the parts'
+sections, then the lowest ranked grouped facts.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .. import _constants as C
+from .. import blocks, tokens
+from .grouping import group_facts
+from .snapshot import Snapshot
+
+__all__ = ["BlockContents", "RecallResult", "block_tokens", "excerpts_of"]
+
+
+@dataclass
+class RecallResult:
+    """A recall: the block (None when nothing was found) and what went into it."""
+
+    block: str | None
+    facts: list[int] = field(default_factory=list)  # facts shown, in the block's order
+    passages: list[int] = field(default_factory=list)  # passages quoted
+    walk: str = "none"  # "prepared", "inline", "search hits" or "none" (no candidates)
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
+    # What the block shows, to leave out more of it (see `within`).
+    contents: BlockContents | None = field(default=None, compare=False, repr=False)
+
+    def beside(
+        self, block_facts: Collection[int], shown: Collection[int], limit: float
+    ) -> RecallResult:
+        """This recall beside a facts block that changed since it ran (a seal or a fade in the
+        same decorate): without the facts the block now holds, and with the message's own hits
+        that the block held then and has let go since (up to `RECALL_FACTS` grouped, none that
+        `shown`, another block of the request, shows), in at most `limit` tokens."""
+        if self.contents is None:
+            return self
+        contents = self.contents.copy()
+        contents.beside(set(block_facts), set(shown))
+        return self._fitted(contents, limit)
+
+    def within(self, limit: int) -> RecallResult:
+        """This recall with a block of at most `limit` tokens (`block_tokens`): the least of
+        what it shows left out first, as when it passes its share of the ceiling; no block
+        when nothing fits."""
+        if self.block is None or self.size <= limit or self.contents is None:
+            return self
+        return self._fitted(self.contents.copy(), limit)
+
+    def _fitted(self, contents: BlockContents, limit: float) -> RecallResult:
+        """This recall with `contents` (a copy of its own, changed) fitted to `limit`."""
+        block = contents.fit(limit)
+        return RecallResult(
+            block,
+            *contents.shown() if block else ([], []),
+            walk=self.walk,
+            timings=self.timings,
+            contents=contents,
+        )
+
+    @functools.cached_property
+    def size(self) -> int:
+        """The block's size as a message (`block_tokens`), counted once."""
+        return block_tokens(self.block)
+
+
+@dataclass
+class BlockContents:
+    """The parts of a recall block, each list in the order it is given up: excerpts from the
+    last (with their facts), then the parts' sections, then the lowest ranked grouped facts."""
+
+    snap: Snapshot
+    grouped: list[int]
+    sections: list[blocks.PartSection]
+    section_facts: list[int]
+    excerpts: list[blocks.Excerpt]
+    excerpt_facts: list[int]
+    quoted: list[int]
+    held_back: list[int] = field(default_factory=list)  # the message's hits in the facts block
+
+    def copy(self) -> BlockContents:
+        return BlockContents(
+            self.snap,
+            list(self.grouped),
+            list(self.sections),
+            list(self.section_facts),
+            list(self.excerpts),
+            list(self.excerpt_facts),
+            list(self.quoted),
+            list(self.held_back),
+        )
+
+    def beside(self, block_facts: set[int], elsewhere: set[int]) -> None:
+        """Leave out the facts `block_facts` holds, and group the held-back hits it does not
+        (while fewer than `RECALL_FACTS` are grouped), but none shown `elsewhere`."""
+        gone = block_facts | elsewhere
+        sections, section_facts = _leave_out(
+            self.sections, self.section_facts, gone, keep_empty=False
+        )
+        excerpts, excerpt_facts = _leave_out(
+            self.excerpts, self.excerpt_facts, gone, keep_empty=True
+        )
+        grouped = [n for n in self.grouped if n not in gone]
+        shown = {*grouped, *section_facts, *excerpt_facts}
+        back = [n for n in self.held_back if n not in gone and n not in shown]
+        grouped += back[: max(0, C.RECALL_FACTS - len(grouped))]
+        self.grouped, self.sections, self.section_facts = grouped, sections, section_facts
+        self.excerpts, self.excerpt_facts = excerpts, excerpt_facts
+
+    def render(self) -> str | None:
+        return blocks.recall_block(
+            group_facts(self.snap, self.grouped), self.sections, self.excerpts
+        )
+
+    def fit(self, limit: float) -> str | None:
+        """The block, leaving out the least of what it shows, one at a time, until it takes at
+        most `limit` tokens."""
+        block = self.render()
+        while block is not None and block_tokens(block) > limit:
+            if self.excerpts:
+                del self.excerpt_facts[len(self.excerpt_facts) - len(self.excerpts.pop().facts) :]
+                self.quoted.pop()
+            elif self.sections:
+                del self.section_facts[len(self.section_facts) - len(self.sections.pop().facts) :]
+            else:
+                self.grouped.pop()
+            block = self.render()
+        return block
+
+    def shown(self) -> tuple[list[int], list[int]]:
+        """The facts shown, in the block's order, and the passages quoted."""
+        return (
+            list(dict.fromkeys([*self.grouped, *self.section_facts, *self.excerpt_facts])),
+            list(self.quoted),
+        )
+
+
+def _leave_out(
+    items: list[Any], ns: list[int], facts: set[int], *, keep_empty: bool
+) -> tuple[list[Any], list[int]]:
+    """`items` (part sections or excerpts, whose facts are numbered `ns`, in order) without the
+    facts numbered in `facts`; an item left with none stays only when `keep_empty`."""
+    out: list[Any] = []
+    out_ns: list[int] = []
+    k = 0
+    for item in items:
+        mine, k = ns[k : k + len(item.facts)], k + len(item.facts)
+        kept = [(n, f) for n, f in zip(mine, item.facts, strict=True) if n not in facts]
+        if kept or keep_empty:
+            out.append(replace(item, facts=[f for _, f in kept]))
+            out_ns += [n for n, _ in kept]
+    return out, out_ns
+
+
+def excerpts_of(
+    snap: Snapshot, passages: Sequence[Any], fact_rank: dict[int, int], shown: Sequence[int] = ()
+) -> tuple[list[blocks.Excerpt], list[int]]:
+    """Excerpts of the found passages, each with those of its episode's facts that `fact_rank`
+    holds (the message's own fact hits; for distill, the facts it kept), best first. Never a
+    fact in the facts block, one shown above the excerpts (`shown`), or one under an earlier
+    excerpt. (Before: the episode's first facts, so two excerpts of one episode repeated the
+    same three facts, mostly about something else; on the LoCoMo tuning split that spent a
+    third of the block for almost nothing.)"""
+    out: list[blocks.Excerpt] = []
+    facts_shown: list[int] = []
+    seen = set(shown)
+    for p in passages:
+        own = [
+            n
+            for n in snap.shown(snap.episode_facts.get(p.episode, []))
+            if n not in seen and n in fact_rank
+        ]
+        own.sort(key=fact_rank.__getitem__)
+        facts = own[: C.RECALL_EXCERPT_FACTS]
+        seen.update(facts)
+        facts_shown += facts
+        prefix = f"{p.role}: "
+        text = p.text[len(prefix) :] if p.text.startswith(prefix) else p.text
+        out.append(
+            blocks.Excerpt(
+                turn=p.turn,
+                role=p.role,
+                at=p.at,
+                text=text,
+                hint=f"turn {p.turn}",
+                facts=[snap.recalled(n) for n in facts],
+            )
+        )
+    return out, facts_shown
+
+
+def block_tokens(text: str | None) -> int:
+    """A block's size as a message in the request (estimated with the default encoding)."""
+    if text is None:
+        return 0
+    return sum(tokens.count_texts(tokens.encoding_for_model(None), [text])) + C.TOKENS_PER_MESSAGE
