@@ -314,7 +314,7 @@ def test_fade_picks_walk_the_order_to_the_landing(shape, seed, sealed_share):
         calls.append(limit)
         return order(a, t, limit)
 
-    with mock.patch.object(forgetting._core, "fade_order", counting):
+    with mock.patch.object(forgetting, "fade_order", counting):
         forgetting.fade_picks(
             act, tie, *args, lambda b: forgetting_budget.landing(ceiling, b, 0, typical, current)
         )

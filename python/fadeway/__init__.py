@@ -9,18 +9,12 @@ mem.report(request, response)
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
 from . import errors
+from ._version import __version__
 from .engine import Engine, open
 from .export.document import dumps, loads, read_jsonl, write_jsonl
 from .memory import Memory
 from .records import MemoryExport, MessageRecord, ReportResult, Unit
-
-try:
-    __version__ = version("fadeway")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0"
 
 __all__ = [
     "Engine",

@@ -38,6 +38,7 @@ from typing import Any, Self, TypeVar, overload
 import httpx
 import msgspec
 
+from ._version import __version__
 from .errors import EndpointError, EndpointResponseError, EndpointTimeout
 
 __all__ = ["Endpoint", "retry_after_seconds"]
@@ -218,8 +219,6 @@ class Endpoint:
             return self._runner
 
     def _make_client(self) -> httpx.AsyncClient:
-        from . import __version__
-
         headers = {
             "Accept": "application/json",
             "Content-Type": "application/json",

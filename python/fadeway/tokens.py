@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from . import _constants as C
-from . import _core
+from ._core import count_tokens_many
 from .wire import Entry, ParsedRequest, entry, text_of
 from .wire.canonical import encode_json, to_plain
 
@@ -47,7 +47,7 @@ def count_texts(encoding: str, texts: Sequence[str]) -> list[int]:
     """Token counts of `texts` (one Rust call, the GIL released)."""
     if not texts:
         return []
-    return _core.count_tokens_many(encoding, list(texts)).tolist()
+    return count_tokens_many(encoding, list(texts)).tolist()
 
 
 def entry_tokens(encoding: str, entries: Sequence[Entry]) -> list[int]:

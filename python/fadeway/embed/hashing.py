@@ -1,5 +1,5 @@
 """The hashing embedder: the offline, deterministic default, over the Rust kernel
-`fadeway._core.hash_embed` (ARCHITECTURE: "Embeddings and search")."""
+`fadeway.hash_embed` (ARCHITECTURE: "Embeddings and search")."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _constants as C
-from .. import _core
+from .._core import hash_embed
 from .base import Embedder, texts_list
 
 __all__ = ["HashingEmbedder"]
@@ -41,4 +41,4 @@ class HashingEmbedder(Embedder):
     def embed_sync(
         self, texts: Sequence[str], *, deadline: float | None = None
     ) -> npt.NDArray[np.float32]:
-        return _core.hash_embed(texts_list(texts), self._dim)
+        return hash_embed(texts_list(texts), self._dim)

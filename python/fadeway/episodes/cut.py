@@ -20,7 +20,7 @@ import msgspec
 import numpy as np
 
 from .. import _constants as C
-from .. import _core
+from .._core import split_episodes
 from ..errors import EndpointError, JudgeTimeout
 from ..judge.base import Boundaries, Judge, UnitText
 from ..records import EpisodeRecord, JobRecord, MessageRecord, TraceRecord, Unit
@@ -135,7 +135,7 @@ async def plan_cut(
         )
         scores = Boundaries([0.0] * len(closed), [0.0] * len(closed))
     sizes = np.fromiter((u.tokens for u in closed), dtype=np.int64, count=len(closed))
-    cuts = _core.split_episodes(
+    cuts = split_episodes(
         sizes,
         np.asarray(scores.slots(), dtype=np.float64),
         settings.min_tokens,

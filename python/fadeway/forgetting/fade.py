@@ -21,8 +21,8 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import _constants as C
-from .. import _core
 from .._aio import run_sync
+from .._core import fade_order
 from .._services import Services
 from ..episodes.cut import Cut, CutRead, commit_cut, plan_read_cut, read_cut
 from ..mirror.episode_table import STATES, EpisodeColumns
@@ -97,7 +97,7 @@ def fade_picks(
     done, limit = 0, max(C.FADE_FIRST, math.ceil(1.25 * share * len(activation)))
     order = np.empty(0, dtype=np.int64)
     while done < len(activation):
-        order = _core.fade_order(activation, tie, limit=limit)
+        order = fade_order(activation, tie, limit=limit)
         # A longer prefix leaves the earlier picks' cuts as they were: a fact leaves the block
         # at the last of its holders, wherever the order puts it.
         cut_h, cut_b = history_cut[order[done:]], block_cut_along(order)[done:]

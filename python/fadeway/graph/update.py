@@ -25,7 +25,7 @@ import msgspec
 import numpy as np
 
 from .. import _constants as C
-from .. import _core
+from .._core import Bm25Index
 from ..embed.base import Embedder
 from ..judge.base import FactText, Judge
 from ..records import AliasRecord, EdgeRecord, EntityRecord, FactRecord, JobRecord, RetirementRecord
@@ -168,7 +168,7 @@ def _relate_candidates(
     if not held:
         return []
     by_n = {f.n: f for f in held}
-    index = _core.Bm25Index()
+    index = Bm25Index()
     index.add(np.fromiter(by_n, dtype=np.int64, count=len(by_n)), [f.text for f in held])
     pairs: list[tuple[FactRecord, FactRecord]] = []
     for f in new:

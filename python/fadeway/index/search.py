@@ -25,8 +25,8 @@ import msgspec
 import numpy as np
 
 from .. import _constants as C
-from .. import _core
 from .._aio import run_sync
+from .._core import Bm25Index, rrf
 from ..embed.base import Embedder
 from ..errors import EndpointError
 from ..mirror.facts import MemoryCache
@@ -100,7 +100,7 @@ class MemoryIndex:
         self._lock = threading.Lock()
         self._identity: float | None = None  # the memory's created_at, when opened
         self._prints: dict[str, str] = {}  # each kind's `fingerprint` at its `through`
-        self.words: dict[str, _core.Bm25Index] = {}
+        self.words: dict[str, Bm25Index] = {}
         self.through: dict[str, int] = {}
         self.meaning: dict[str, VectorIndex] = {}
         #: What recall reads of the memory (facts, graph, turns), kept in step with the store.
@@ -149,7 +149,7 @@ class MemoryIndex:
         dim = self._dim()
         self._identity = created_at
         self._prints = {}
-        self.words = {k: _core.Bm25Index() for k in KINDS}
+        self.words = {k: Bm25Index() for k in KINDS}
         self.through = dict.fromkeys(KINDS, 0)
         self.meaning = {k: VectorIndex(dim, self.embedder.name) for k in KINDS}
         self.cache = MemoryCache()
@@ -177,7 +177,7 @@ class MemoryIndex:
                 if saved_with is not None and _digest(data) != saved_with:
                     # Another process saved its own (older) file between this state's files.
                     raise ValueError("not the file this state was saved with")
-                words = _core.Bm25Index.from_bytes(data)
+                words = Bm25Index.from_bytes(data)
             except (OSError, ValueError) as exc:
                 log.warning(
                     "memory %r: %s word index unreadable (%s); rebuilding it",
@@ -222,7 +222,7 @@ class MemoryIndex:
         log.warning(
             "memory %r: %s word index disagrees with the store; rebuilding it", self.memory_id, kind
         )
-        self.words[kind], self.through[kind] = _core.Bm25Index(), 0
+        self.words[kind], self.through[kind] = Bm25Index(), 0
         self.loaded.discard(f"{kind}.bm25")
         self._sync_words(tx, kind, check=False)
         return True
@@ -362,7 +362,7 @@ def fuse(
     np.cumsum([len(ids) for ids in lists], out=offsets[1:])
     flat = np.fromiter((n for ids in lists for n in ids), dtype=np.int64, count=int(offsets[-1]))
     w = np.asarray(weights if weights is not None else [1.0] * len(lists), dtype=np.float64)
-    ids, scores = _core.rrf(offsets, flat, w, float(C.RRF_K), k)
+    ids, scores = rrf(offsets, flat, w, float(C.RRF_K), k)
     return [Hit(int(n), float(s)) for n, s in zip(ids.tolist(), scores.tolist(), strict=True)]
 
 

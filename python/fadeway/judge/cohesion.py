@@ -10,7 +10,7 @@ ends), mixed from two views of the units:
 
 - lexical: the words of each unit (alphanumeric runs, lowercased), weighted `1 + ln tf` times the
   idf of the word among the units given (so words every unit uses weigh nothing);
-- embedding: the hashing embeddings of `fadeway._core.hash_embed` (character n-grams relate
+- embedding: the hashing embeddings of `fadeway.hash_embed` (character n-grams relate
   "memory" and "memories").
 
 Both views are centred on the mean unit of the call before the windows are compared, which removes
@@ -52,13 +52,13 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from .. import _core
 from .._constants import (
     COHESION_EMBED_DIM,
     COHESION_LEXICAL_WEIGHT,
     COHESION_SMOOTHING,
     COHESION_WINDOW,
 )
+from .._core import hash_embed
 
 __all__ = ["boundary_scores", "gap_cohesion"]
 
@@ -128,7 +128,7 @@ def gap_cohesion(
     if lexical_weight > 0.0:
         sim += lexical_weight * _window_cosines(_lexical_band(texts, window), window)
     if lexical_weight < 1.0:
-        embedded = _core.hash_embed(list(texts), dim).astype(np.float64)
+        embedded = hash_embed(list(texts), dim).astype(np.float64)
         sim += (1.0 - lexical_weight) * _window_cosines(_dense_band(embedded, window), window)
     return sim
 

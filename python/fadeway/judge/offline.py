@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import _constants as C
-from .. import _core
+from .._core import hash_embed, tokenize
 from . import cohesion
 from .base import Answer, Boundaries, FactText, Judge, Relation, UnitText
 
@@ -59,7 +59,7 @@ class OfflineJudge(Judge):
                 chunks.append(chunk)
                 owner.append(i)
         dim = C.ABOUT_EMBED_DIM
-        cos = _core.hash_embed(list(facts), dim) @ _core.hash_embed(chunks, dim).T
+        cos = hash_embed(list(facts), dim) @ hash_embed(chunks, dim).T
         best = np.full((len(facts), len(episodes)), -1.0)
         np.maximum.at(best.T, np.asarray(owner), cos.T)
         best = np.clip(best, -1.0, 1.0)
@@ -97,11 +97,11 @@ def _numbers(tokens: Sequence[str]) -> frozenset[str]:
 
 
 def _negated(text: str) -> bool:
-    return sum(t in _NEGATIONS for t in _core.tokenize(text, stopwords=False, stem=False)) % 2 == 1
+    return sum(t in _NEGATIONS for t in tokenize(text, stopwords=False, stem=False)) % 2 == 1
 
 
 def _name_key(name: str) -> str:
-    return " ".join(_core.tokenize(name, stopwords=False, stem=True))
+    return " ".join(tokenize(name, stopwords=False, stem=True))
 
 
 def relate_offline(new: FactText, held: FactText) -> Relation:
@@ -113,11 +113,11 @@ def relate_offline(new: FactText, held: FactText) -> Relation:
     same_pair = pair == {_name_key(held.subject), _name_key(held.object)}
     if not same_pair and _name_key(new.subject) != _name_key(held.subject):
         return "unrelated"
-    a, b = _core.tokenize(new.text), _core.tokenize(held.text)
+    a, b = tokenize(new.text), tokenize(held.text)
     negation_differs = _negated(new.text) != _negated(held.text)
     if a == b and not negation_differs:
         return "same"
-    vectors = _core.hash_embed([new.text, held.text], C.RELATE_EMBED_DIM)
+    vectors = hash_embed([new.text, held.text], C.RELATE_EMBED_DIM)
     cos = float(vectors[0] @ vectors[1])
     numbers_a, numbers_b = _numbers(a), _numbers(b)
     if cos >= C.RELATE_CONTRADICT_THRESHOLD and (
@@ -133,18 +133,18 @@ def same_entity_offline(a: str, b: str) -> bool:
     """Two names are one entity when they hold the same words (stopwords dropped, plurals
     stemmed, any order): "copy v3 of the pricing page" is "pricing page copy v3". A name
     contained in another ("pricing page" in "pricing page copy v3") is not confirmed."""
-    ta, tb = set(_core.tokenize(a)), set(_core.tokenize(b))
+    ta, tb = set(tokenize(a)), set(tokenize(b))
     return bool(ta) and ta == tb
 
 
 def _fact_vectors(facts: Sequence[FactText]) -> np.ndarray:
-    return _core.hash_embed([f"{f.text} {f.subject} {f.object}" for f in facts], C.RELATE_EMBED_DIM)
+    return hash_embed([f"{f.text} {f.subject} {f.object}" for f in facts], C.RELATE_EMBED_DIM)
 
 
 @functools.lru_cache(maxsize=64)
 def _text_vector(text: str) -> np.ndarray:
     """A dialogue's vector, kept: a walk asks about the same dialogue at every step."""
-    return _core.hash_embed([text], C.RELATE_EMBED_DIM)[0]
+    return hash_embed([text], C.RELATE_EMBED_DIM)[0]
 
 
 def _similarities(facts: Sequence[FactText], text: str) -> np.ndarray:
@@ -175,10 +175,10 @@ def distill_offline(facts: Sequence[FactText], conversation: str) -> list[bool]:
     if not facts:
         return []
     cos = _similarities(facts, conversation)
-    said = set(_core.tokenize(conversation))
+    said = set(tokenize(conversation))
     keep = []
     for fact, c in zip(facts, cos.tolist(), strict=True):
-        words = set(_core.tokenize(fact.text))
+        words = set(tokenize(fact.text))
         covered = len(words & said) / len(words) if words else 1.0
         keep.append(bool(c >= C.DISTILL_RELEVANT and covered < C.DISTILL_SAID))
     return keep

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .. import _core
+from .._core import activation_log_order
 from ..records import TraceRecord
 from ..store import Transaction
 
@@ -120,7 +120,7 @@ class TraceLog:
         fact_key: Callable[[int], int] | None = None,
     ) -> np.ndarray:
         """The activation at `now` of each of `keys` (episode or fact numbers) from its
-        counted traces, added in the order they were written (`_core.activation_log_order`).
+        counted traces, added in the order they were written (`activation_log_order`).
 
         `by` is "episode" (the encoding trace and counted fact traces of each episode) or
         "fact" (each fact's own counted traces; `fact_key` maps a fact's number to the number
@@ -128,7 +128,7 @@ class TraceLog:
         """
         group, keys_, span = self._groups(keys, by, fact_key)
         n = self._size
-        every = _core.activation_log_order(group, self._at[:n], self._weight[:n], now, span)
+        every = activation_log_order(group, self._at[:n], self._weight[:n], now, span)
         return every[keys_]
 
     def significance(

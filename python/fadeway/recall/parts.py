@@ -2,7 +2,7 @@
 
 "The message is split into its parts (sentences and lines, short ones joined, long ones windowed),
 so a question tacked onto a long correction gets its own memories." The split is the Rust kernel
-`_core.split_parts` (rules in `rust/core/src/parts.rs`); this module turns its character spans
+`split_parts` (rules in `rust/core/src/parts.rs`); this module turns its character spans
 into `Part`s and drops the blank ones.
 """
 
@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from .. import _constants as C
-from .. import _core
+from .._core import split_parts
 
 __all__ = ["Part", "message_parts"]
 
@@ -48,7 +48,7 @@ def message_parts(
     # A lone surrogate (JSON allows "\ud800") cannot cross into Rust as UTF-8; one replacement
     # character in its place keeps every index, so the spans still index `text`.
     safe = _SURROGATE.sub("\ufffd", text)
-    for start, end in _core.split_parts(safe, min_chars, max_chars, overlap):
+    for start, end in split_parts(safe, min_chars, max_chars, overlap):
         stripped = text[start:end].strip()
         # Only a window inside a long run of whitespace is blank.
         if stripped:
