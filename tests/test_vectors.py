@@ -9,8 +9,9 @@ import logging
 import numpy as np
 import pytest
 
+from fadeway._constants import VECTOR_EXACT_MAX as EXACT_MAX
 from fadeway.errors import EmbedderMismatchError
-from fadeway.index.vectors import EXACT_MAX, FORMAT_VERSION, VectorIndex
+from fadeway.index.vectors import FORMAT_VERSION, VectorIndex
 
 DIM = 32
 NAME = "hashing-32"

@@ -26,6 +26,12 @@ TOKENS_PER_FILE = 1_000
 #: Longest memory id accepted, in characters (an id never becomes a path or SQL itself).
 MAX_MEMORY_ID_LENGTH = 1024
 
+#: Messages after a differing first one that, all equal to the stored ones, show a resent
+#: history with its first message edited (a delta holds new messages, not stored ones): fewer
+#: would refuse a delta that happens to repeat stored messages, more would store a short edited
+#: resend as new messages.
+ALIGN_EDIT_EVIDENCE = 2
+
 #: A correction ratio (provider count / our estimate) outside this range is not kept.
 PLAUSIBLE_RATIO = (0.5, 2.0)
 
@@ -55,7 +61,9 @@ EPISODE_MAX_TOKENS = 4_000
 CUT_AFTER_TOKENS = 8_000
 #: Units on each side of a stretch that a judge reads as context.
 JUDGE_CONTEXT_UNITS = 3
-#: Characters of a unit a judge reads (long tool outputs are cut short for judging only).
+#: Characters of a unit a cut hands any judge (long tool outputs are cut short for judging
+#: only): the offline judge's cohesion reads all of them; the LLM judge's prompt quotes the
+#: head and tail of them, LLM_JUDGE_UNIT_CHARS in all, to keep its prompts short.
 JUDGE_UNIT_CHARS = 4_000
 
 #: How often an inline cut is planned again when the history changed under it.
@@ -224,6 +232,11 @@ NOTE_WRITER_MAX_FACTS = 12
 NOTE_WRITER_MIN_CHARS = 20
 NOTE_WRITER_MAX_CHARS = 400
 
+#: BM25's term-frequency saturation (k1) and length normalisation (b), the usual 1.2 and 0.75:
+#: passed to every Rust index fadeway makes (a saved index keeps those it was built with).
+BM25_K1 = 1.2
+BM25_B = 0.75
+
 #: The rank constant of reciprocal rank fusion: an id at rank r of a list earns
 #: weight / (RRF_K + r) (Cormack et al.'s usual 60).
 RRF_K = 60
@@ -247,3 +260,94 @@ PART_MIN_CHARS = 16
 #: (a clause, about 20 tokens) keeps a phrase cut at a window's edge whole in one of them.
 PART_MAX_CHARS = 400
 PART_OVERLAP_CHARS = 80
+
+# -- the HTTP client of model endpoints (`http.Endpoint`) --------------------------------------
+
+#: Seconds one attempt may take (send, wait for and read the answer), and to connect.
+HTTP_REQUEST_TIMEOUT = 60.0
+HTTP_CONNECT_TIMEOUT = 10.0
+#: Calls in flight at once per endpoint (also the size of its connection pool).
+HTTP_MAX_CONCURRENCY = 8
+#: Attempts per call, the first included.
+HTTP_MAX_ATTEMPTS = 4
+#: Backoff before retry n (n = 1, 2, ...): HTTP_BACKOFF_INITIAL * 2**(n-1) seconds, at most
+#: HTTP_BACKOFF_MAX, shortened by up to HTTP_BACKOFF_JITTER of itself at random so that callers
+#: do not retry in step. Longer waits ride out more of an outage but hold the lane longer.
+HTTP_BACKOFF_INITIAL = 0.5
+HTTP_BACKOFF_MAX = 8.0
+HTTP_BACKOFF_JITTER = 0.25
+#: The longest wait a server's Retry-After may ask for; longer asks wait this long.
+HTTP_RETRY_AFTER_MAX = 60.0
+#: Statuses that are retried, besides every 5xx.
+HTTP_RETRY_STATUSES = frozenset({408, 429})
+#: Characters of a server's error text kept in an error message.
+HTTP_ERROR_TEXT_CHARS = 500
+#: How long closing waits for the loop thread to finish (seconds).
+HTTP_CLOSE_TIMEOUT = 5.0
+
+# -- vector indexes (hnswlib) ------------------------------------------------------------------
+
+#: hnswlib graph parameters: links per node, and candidate list sizes while building and
+#: searching (hnswlib's own defaults are M 16, ef_construction 200, ef 10; 10 loses recall at k 10).
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 200
+HNSW_EF_SEARCH = 64
+#: A fixed seed, with one insertion thread, makes the same adds build the same graph, so replays
+#: search alike.
+HNSW_SEED = 100
+#: Indexes of at most this many vectors are searched exactly, over a copy of their vectors,
+#: with ties ordered by id: the answer then does not depend on the graph hnswlib built. That
+#: graph depends on hnswlib's random levels, whose generator restarts when an index is loaded,
+#: so an index saved and reloaded mid-way grows another graph than one never saved, and an
+#: approximate search may answer otherwise after a restart. Most conversations stay under this
+#: size (LoCoMo's hold 400-900 passages); the copy costs 2 MiB at 512 dimensions, and the search
+#: of 4 queries over 1,024 vectors about 0.2 ms, as hnswlib's at ef 64.
+VECTOR_EXACT_MAX = 1_024
+#: Room made at first, and the factor capacity grows by when an add needs more.
+VECTOR_INITIAL_CAPACITY = 1_024
+VECTOR_GROWTH = 2
+
+# -- the LLM judge -----------------------------------------------------------------------------
+
+#: Calls one judgment has in flight at once (the endpoint also bounds the whole process).
+LLM_JUDGE_CONCURRENCY = 4
+#: Units around each window of boundaries it cuts a long stretch into, read as context only
+#: (beside the JUDGE_CONTEXT_UNITS a cut gives around the whole stretch).
+LLM_JUDGE_CONTEXT_UNITS = 3
+#: Characters of a unit, an episode, a fact (or excerpt), and of the dialogue a prompt quotes;
+#: longer texts keep their head and tail (where a unit or episode opens and closes its concept).
+#: Longer quotes judge the middle of long texts too, at the price of input tokens per call.
+LLM_JUDGE_UNIT_CHARS = 1_500
+LLM_JUDGE_EPISODE_CHARS = 6_000
+LLM_JUDGE_ITEM_CHARS = 1_000
+LLM_JUDGE_DIALOGUE_CHARS = 6_000
+#: Episode characters per `about` call (facts are short; episodes are most of the prompt).
+LLM_JUDGE_ABOUT_EPISODE_CHARS = 24_000
+#: Items per call (`llm.BatchSizes`' defaults): units judged as boundaries, fact x episode
+#: pairs judged "about", fact pairs related, name pairs confirmed, facts levelled or distilled.
+#: Larger batches make fewer calls, and longer answers a model is likelier to get wrong.
+LLM_JUDGE_BATCH_UNITS = 40
+LLM_JUDGE_BATCH_ABOUT_PAIRS = 150
+LLM_JUDGE_BATCH_PAIRS = 40
+LLM_JUDGE_BATCH_NAMES = 80
+LLM_JUDGE_BATCH_FACTS = 40
+
+# -- the LLM note writer -----------------------------------------------------------------------
+
+#: Calls per ask: the first, and one retry when its answer is not a readable note call.
+NOTE_WRITER_ATTEMPTS = 2
+
+# -- batch replay ------------------------------------------------------------------------------
+
+#: SQLite durability for replay. NORMAL in WAL mode loses nothing a killed process committed,
+#: only the last commits on a power cut, and a replay resumes after whatever survived; FULL's
+#: fsync per decorate and report made replay I/O-bound.
+REPLAY_SYNCHRONOUS = "NORMAL"
+#: A lane lease in replay: one worker owns each memory, so a short lease only bounds how long a
+#: resumed run waits for the lane a killed worker held.
+REPLAY_LANE_LEASE_SECONDS = 3.0
+
+# -- the command line --------------------------------------------------------------------------
+
+#: The demo's ceiling: small enough that the sample's history fades, seals and is recalled.
+DEMO_CEILING = 32_000

@@ -38,6 +38,7 @@ from typing import Any, Self, TypeVar, overload
 import httpx
 import msgspec
 
+from . import _constants as C
 from ._version import __version__
 from .errors import EndpointError, EndpointResponseError, EndpointTimeout
 
@@ -45,27 +46,6 @@ __all__ = ["Endpoint", "retry_after_seconds"]
 
 log = logging.getLogger("fadeway.http")
 T = TypeVar("T")
-
-#: Seconds one attempt may take (send, wait for and read the answer), and to connect.
-REQUEST_TIMEOUT = 60.0
-CONNECT_TIMEOUT = 10.0
-#: Calls in flight at once per endpoint (also the size of its connection pool).
-MAX_CONCURRENCY = 8
-#: Attempts per call, the first included.
-MAX_ATTEMPTS = 4
-#: Backoff before retry n (n = 1, 2, ...): BACKOFF_INITIAL * 2**(n-1) seconds, at most BACKOFF_MAX,
-#: shortened by up to BACKOFF_JITTER of itself at random so that callers do not retry in step.
-BACKOFF_INITIAL = 0.5
-BACKOFF_MAX = 8.0
-BACKOFF_JITTER = 0.25
-#: The longest wait a server's Retry-After may ask for; longer asks wait this long.
-RETRY_AFTER_MAX = 60.0
-#: Statuses that are retried, besides every 5xx.
-RETRY_STATUSES = frozenset({408, 429})
-#: Characters of a server's error text kept in an error message.
-ERROR_TEXT_CHARS = 500
-#: How long closing waits for the loop thread to finish (seconds).
-CLOSE_TIMEOUT = 5.0
 
 
 class _DeadlinePassed(Exception):
@@ -119,7 +99,7 @@ class _LoopThread:
         except RuntimeError:  # already closed
             return
         if threading.current_thread() is not self.thread:
-            self.thread.join(CLOSE_TIMEOUT)
+            self.thread.join(C.HTTP_CLOSE_TIMEOUT)
 
 
 async def _call(fn: Callable[..., T], *args: Any) -> T:
@@ -142,13 +122,13 @@ class Endpoint:
         *,
         model: str | None = None,
         api_key: str | None = None,
-        timeout: float = REQUEST_TIMEOUT,
-        connect_timeout: float = CONNECT_TIMEOUT,
-        max_concurrency: int = MAX_CONCURRENCY,
-        max_attempts: int = MAX_ATTEMPTS,
-        backoff_initial: float = BACKOFF_INITIAL,
-        backoff_max: float = BACKOFF_MAX,
-        retry_after_max: float = RETRY_AFTER_MAX,
+        timeout: float = C.HTTP_REQUEST_TIMEOUT,
+        connect_timeout: float = C.HTTP_CONNECT_TIMEOUT,
+        max_concurrency: int = C.HTTP_MAX_CONCURRENCY,
+        max_attempts: int = C.HTTP_MAX_ATTEMPTS,
+        backoff_initial: float = C.HTTP_BACKOFF_INITIAL,
+        backoff_max: float = C.HTTP_BACKOFF_MAX,
+        retry_after_max: float = C.HTTP_RETRY_AFTER_MAX,
         headers: Mapping[str, str] | None = None,
     ) -> None:
         url = httpx.URL(base_url)
@@ -344,7 +324,7 @@ class Endpoint:
                 if response.is_success:
                     return self._decode(url, response, response_type)
                 message = self._server_message(response)
-                if status not in RETRY_STATUSES and status < 500:
+                if status not in C.HTTP_RETRY_STATUSES and status < 500:
                     raise EndpointError(
                         f"POST {url} was refused with HTTP {status}: {message}", status=status
                     )
@@ -402,7 +382,7 @@ class Endpoint:
 
     def _backoff(self, attempt: int) -> float:
         wait = min(self.backoff_max, self.backoff_initial * 2 ** (attempt - 1))
-        return wait * (1.0 - BACKOFF_JITTER * random.random())
+        return wait * (1.0 - C.HTTP_BACKOFF_JITTER * random.random())
 
     def _decode(self, url: str, response: httpx.Response, response_type: Any) -> Any:
         try:
@@ -436,7 +416,7 @@ class Endpoint:
                 text = doc["detail"]
         if text is None:
             text = response.content.decode("utf-8", "replace").strip()
-        text = text[:ERROR_TEXT_CHARS] or response.reason_phrase or "(empty body)"
+        text = text[: C.HTTP_ERROR_TEXT_CHARS] or response.reason_phrase or "(empty body)"
         return self._redact(text)
 
     def _redact(self, text: str) -> str:

@@ -30,13 +30,6 @@ from ..replay.sources import Batch, MemoryLines
 
 __all__ = ["ReplaySettings", "MemorySummary", "open_for_replay", "run_batch", "summarize"]
 
-#: SQLite durability for replay. NORMAL in WAL mode loses nothing a killed process committed,
-#: only the last commits on a power cut, and a replay resumes after whatever survived; FULL's
-#: fsync per decorate and report made replay I/O-bound.
-REPLAY_SYNCHRONOUS = "NORMAL"
-#: A lane lease in replay: one worker owns each memory, so a short lease only bounds how long a
-#: resumed run waits for the lane a killed worker held.
-REPLAY_LANE_LEASE_SECONDS = 3.0
 #: How often a worker reports progress to the parent, in seconds.
 _PROGRESS_SECONDS = 0.2
 #: Linux prctl option: the signal a process gets when its parent dies.
@@ -63,8 +56,8 @@ def open_for_replay(settings: ReplaySettings) -> Engine:
         settings.db,
         ceiling=ceiling,
         background=False,
-        synchronous=REPLAY_SYNCHRONOUS,
-        lane_lease_seconds=REPLAY_LANE_LEASE_SECONDS,
+        synchronous=C.REPLAY_SYNCHRONOUS,
+        lane_lease_seconds=C.REPLAY_LANE_LEASE_SECONDS,
         judge=settings.judge,
         judge_model=settings.judge_model,
     )

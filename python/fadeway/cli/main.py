@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import IO
 
+from .. import _constants as C
 from ..engine import Engine
 from ..engine import open as open_engine
 from ..errors import (
@@ -41,7 +42,6 @@ __all__ = ["main"]
 #: The bundled sample `fadeway demo` replays, and the ceiling it replays it under (small, so
 #: that episodes leave, notes are taken and the facts block fills within the sample).
 DEMO_SAMPLE = "launch-week.jsonl"
-DEMO_CEILING = 32_000
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
@@ -331,7 +331,7 @@ def _add_replay_options(parser: argparse.ArgumentParser, *, demo: bool = False) 
     parser.add_argument(
         "--ceiling",
         type=_positive,
-        default=DEMO_CEILING if demo else None,
+        default=C.DEMO_CEILING if demo else None,
         metavar="T",
         help="context window assumed, in tokens (default: "
         + ("%(default)s" if demo else "200000")

@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 
+from .. import _constants as C
 from ..errors import HistoryConflictError
 from ..mirror.history import History
 from ..notes.tool import is_note_call
@@ -107,11 +108,6 @@ def _without_note_calls(message: Any) -> dict[str, Any] | None:
     return rest
 
 
-#: Messages after a differing first one that, all equal to the stored ones, show a resent
-#: history with its first message edited (a delta holds new messages, not stored ones).
-_EDIT_EVIDENCE = 2
-
-
 def align(
     sent: Sequence[Any],
     sent_digests: Sequence[bytes],
@@ -178,8 +174,8 @@ def align(
         while first + 1 < len(seqs) and not same(0, seqs[first]) and may_be_missing(seqs[first]):
             first += 1
         if not same(0, seqs[first]):
-            if min(len(seqs) - first, len(sent)) > _EDIT_EVIDENCE and all(
-                same(k, seqs[first + k]) for k in range(1, _EDIT_EVIDENCE + 1)
+            if min(len(seqs) - first, len(sent)) > C.ALIGN_EDIT_EVIDENCE and all(
+                same(k, seqs[first + k]) for k in range(1, C.ALIGN_EDIT_EVIDENCE + 1)
             ):
                 raise HistoryConflictError(
                     f"message 0 of the sent history differs from stored message {seqs[first]}, "

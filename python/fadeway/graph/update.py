@@ -168,7 +168,7 @@ def _relate_candidates(
     if not held:
         return []
     by_n = {f.n: f for f in held}
-    index = Bm25Index()
+    index = Bm25Index(C.BM25_K1, C.BM25_B)
     index.add(np.fromiter(by_n, dtype=np.int64, count=len(by_n)), [f.text for f in held])
     pairs: list[tuple[FactRecord, FactRecord]] = []
     for f in new:

@@ -149,7 +149,7 @@ class MemoryIndex:
         dim = self._dim()
         self._identity = created_at
         self._prints = {}
-        self.words = {k: Bm25Index() for k in KINDS}
+        self.words = {k: Bm25Index(C.BM25_K1, C.BM25_B) for k in KINDS}
         self.through = dict.fromkeys(KINDS, 0)
         self.meaning = {k: VectorIndex(dim, self.embedder.name) for k in KINDS}
         self.cache = MemoryCache()
@@ -222,7 +222,7 @@ class MemoryIndex:
         log.warning(
             "memory %r: %s word index disagrees with the store; rebuilding it", self.memory_id, kind
         )
-        self.words[kind], self.through[kind] = Bm25Index(), 0
+        self.words[kind], self.through[kind] = Bm25Index(C.BM25_K1, C.BM25_B), 0
         self.loaded.discard(f"{kind}.bm25")
         self._sync_words(tx, kind, check=False)
         return True

@@ -29,39 +29,21 @@ import hnswlib
 import numpy as np
 import numpy.typing as npt
 
+from .. import _constants as C
 from ..embed.base import l2_normalise
 from ..errors import EmbedderMismatchError
 
-__all__ = ["EXACT_MAX", "FORMAT_VERSION", "VectorIndex", "write_atomic"]
+__all__ = ["FORMAT_VERSION", "VectorIndex", "write_atomic"]
 
 log = logging.getLogger("fadeway.vectors")
 
 #: The sidecar's format; a sidecar of another version is stale (rebuilt), not an error.
 FORMAT_VERSION = 1
-#: hnswlib graph parameters: links per node, and candidate list sizes while building and
-#: searching (hnswlib's own defaults are M 16, ef_construction 200, ef 10; 10 loses recall at k 10).
-HNSW_M = 16
-HNSW_EF_CONSTRUCTION = 200
-HNSW_EF_SEARCH = 64
-#: A fixed seed, with one insertion thread, makes the same adds build the same graph, so replays
-#: search alike.
-HNSW_SEED = 100
-#: Indexes of at most this many vectors are searched exactly, over a copy of their vectors,
-#: with ties ordered by id: the answer then does not depend on the graph hnswlib built. That
-#: graph depends on hnswlib's random levels, whose generator restarts when an index is loaded,
-#: so an index saved and reloaded mid-way grows another graph than one never saved, and an
-#: approximate search may answer otherwise after a restart. Most conversations stay under this
-#: size (LoCoMo's hold 400-900 passages); the copy costs 2 MiB at 512 dimensions, and the search
-#: of 4 queries over 1,024 vectors about 0.2 ms, as hnswlib's at ef 64.
-EXACT_MAX = 1_024
-#: Room made at first, and the factor capacity grows by when an add needs more.
-INITIAL_CAPACITY = 1_024
-GROWTH = 2
 
 
 class VectorIndex:
     """Ids (non-negative int64) and their vectors, searched by cosine similarity: exactly while
-    they are at most EXACT_MAX, by hnswlib beyond.
+    they are at most C.VECTOR_EXACT_MAX, by hnswlib beyond.
 
     Thread-safe: one lock around every use of the hnswlib index (whose resize may not run
     alongside a search). `threads` is hnswlib's insertion threads; more than one builds faster
@@ -73,11 +55,11 @@ class VectorIndex:
         dim: int,
         embedder_name: str,
         *,
-        capacity: int = INITIAL_CAPACITY,
-        m: int = HNSW_M,
-        ef_construction: int = HNSW_EF_CONSTRUCTION,
-        ef_search: int = HNSW_EF_SEARCH,
-        seed: int = HNSW_SEED,
+        capacity: int = C.VECTOR_INITIAL_CAPACITY,
+        m: int = C.HNSW_M,
+        ef_construction: int = C.HNSW_EF_CONSTRUCTION,
+        ef_search: int = C.HNSW_EF_SEARCH,
+        seed: int = C.HNSW_SEED,
         threads: int = 1,
         _index: hnswlib.Index | None = None,
     ) -> None:
@@ -103,7 +85,7 @@ class VectorIndex:
         # While the index is small: its ids and unit vectors, for the exact search.
         self._exact_ids: npt.NDArray[np.int64] | None = None
         self._exact_rows: npt.NDArray[np.float32] | None = None
-        if len(self._ids) <= EXACT_MAX:
+        if len(self._ids) <= C.VECTOR_EXACT_MAX:
             held = np.array(sorted(self._ids), dtype=np.int64)
             self._exact_ids, self._exact_rows = held, self._stored(held)
 
@@ -153,7 +135,7 @@ class VectorIndex:
             new = sum(1 for i in ids64.tolist() if i not in self._ids)
             needed = len(self._ids) + new
             if needed > self.capacity:
-                self._index.resize_index(max(needed, self.capacity * GROWTH))
+                self._index.resize_index(max(needed, self.capacity * C.VECTOR_GROWTH))
             self._index.add_items(rows, ids64.astype(np.uint64), num_threads=self.threads)
             self._ids.update(ids64.tolist())
             self._max_id = max(self._max_id, int(ids64.max()))
@@ -162,7 +144,7 @@ class VectorIndex:
     def _add_exact(self, ids: npt.NDArray[np.int64]) -> None:
         if self._exact_ids is None or self._exact_rows is None:
             return
-        if len(self._ids) > EXACT_MAX:
+        if len(self._ids) > C.VECTOR_EXACT_MAX:
             self._exact_ids = self._exact_rows = None  # hnswlib's from now on
             return
         # hnswlib's own unit vectors, which a loaded index reads back bit for bit.

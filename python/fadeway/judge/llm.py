@@ -33,6 +33,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 
+from .. import _constants as C
 from .. import usage
 from ..errors import EndpointError, EndpointResponseError, EndpointTimeout, JudgeTimeout
 from ..http import Endpoint
@@ -48,18 +49,6 @@ V = TypeVar("V")
 
 #: The environment prefix: FADEWAY_JUDGE_BASE_URL, _MODEL and _API_KEY.
 ENV_PREFIX = "FADEWAY_JUDGE"
-#: Calls one judgment has in flight at once (the endpoint also bounds the whole process).
-MAX_CONCURRENCY = 4
-#: Units around each window of boundaries, read as context only.
-BOUNDARY_CONTEXT_UNITS = 3
-#: Characters of a unit, an episode, a fact (or excerpt), and of the dialogue a prompt quotes;
-#: longer texts keep their head and tail (where a unit or episode opens and closes its concept).
-UNIT_CHARS = 1_500
-EPISODE_CHARS = 6_000
-ITEM_CHARS = 1_000
-DIALOGUE_CHARS = 6_000
-#: Episode characters per `about` call (facts are short; episodes are most of the prompt).
-ABOUT_EPISODE_CHARS = 24_000
 #: Where a long text is cut.
 ELISION = "\n[…]\n"
 
@@ -71,13 +60,13 @@ class BatchSizes:
     """Items per call of each judgment. `about_pairs` bounds facts x episodes per call (each pair
     is a line of the answer); `about_episode_chars` bounds the episodes' text per call."""
 
-    boundaries: int = 40
-    about_pairs: int = 150
-    about_episode_chars: int = ABOUT_EPISODE_CHARS
-    relate: int = 40
-    same_entity: int = 80
-    levels: int = 40
-    distill: int = 40
+    boundaries: int = C.LLM_JUDGE_BATCH_UNITS
+    about_pairs: int = C.LLM_JUDGE_BATCH_ABOUT_PAIRS
+    about_episode_chars: int = C.LLM_JUDGE_ABOUT_EPISODE_CHARS
+    relate: int = C.LLM_JUDGE_BATCH_PAIRS
+    same_entity: int = C.LLM_JUDGE_BATCH_NAMES
+    levels: int = C.LLM_JUDGE_BATCH_FACTS
+    distill: int = C.LLM_JUDGE_BATCH_FACTS
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -174,13 +163,13 @@ def clip(text: str, limit: int) -> str:
     return text[: keep - keep // 3] + ELISION + text[len(text) - keep // 3 :]
 
 
-def _one_line(text: str, limit: int = ITEM_CHARS) -> str:
+def _one_line(text: str, limit: int = C.LLM_JUDGE_ITEM_CHARS) -> str:
     return clip(" ".join(text.split()), limit)
 
 
 def _unit_line(unit: UnitText, i: int | None) -> str:
     head = f"[{i}] " if i is not None else "- "
-    return f"{head}{unit.role}: {_one_line(unit.text, UNIT_CHARS)}"
+    return f"{head}{unit.role}: {_one_line(unit.text, C.LLM_JUDGE_UNIT_CHARS)}"
 
 
 def _fact(fact: FactText) -> str:
@@ -219,7 +208,7 @@ class LLMJudge(Judge):
         model: str | None = None,
         structured: Structured = "auto",
         batch: BatchSizes | None = None,
-        max_concurrency: int = MAX_CONCURRENCY,
+        max_concurrency: int = C.LLM_JUDGE_CONCURRENCY,
         temperature: float | None = 0.0,
         extra: Mapping[str, Any] | None = None,
         path: str = "chat/completions",
@@ -257,7 +246,7 @@ class LLMJudge(Judge):
         environ: Mapping[str, str] | None = None,
         structured: Structured = "auto",
         batch: BatchSizes | None = None,
-        max_concurrency: int = MAX_CONCURRENCY,
+        max_concurrency: int = C.LLM_JUDGE_CONCURRENCY,
         **endpoint_settings: Any,
     ) -> LLMJudge:
         """From FADEWAY_JUDGE_BASE_URL, _MODEL (unless `model` is given) and _API_KEY."""
@@ -293,7 +282,7 @@ class LLMJudge(Judge):
         deadline: float | None = None,
     ) -> Boundaries:
         every = [*before, *units, *after]
-        lo, size, ctx = len(before), self.batch.boundaries, BOUNDARY_CONTEXT_UNITS
+        lo, size, ctx = len(before), self.batch.boundaries, C.LLM_JUDGE_CONTEXT_UNITS
 
         def window(a: int, b: int) -> Callable[[], Awaitable[dict[int, tuple[float, float]]]]:
             def render(ids: Sequence[int]) -> tuple[str, set[int]]:
@@ -333,7 +322,7 @@ class LLMJudge(Judge):
     ) -> list[list[Answer | None]]:
         if not facts or not episodes:
             return [[] for _ in facts]
-        texts = [clip(e, EPISODE_CHARS) for e in episodes]
+        texts = [clip(e, C.LLM_JUDGE_EPISODE_CHARS) for e in episodes]
         groups: list[list[int]] = [[]]
         for e, text in enumerate(texts):
             if groups[-1] and (
@@ -417,7 +406,7 @@ class LLMJudge(Judge):
     async def levels(
         self, facts: Sequence[FactText], dialogue: str, *, deadline: float | None = None
     ) -> list[int | None]:
-        recent = dialogue[-DIALOGUE_CHARS:]
+        recent = dialogue[-C.LLM_JUDGE_DIALOGUE_CHARS :]
         return await self._listed(
             P.LEVELS,
             _LevelItem,
@@ -434,7 +423,7 @@ class LLMJudge(Judge):
     async def distill(
         self, facts: Sequence[FactText], conversation: str, *, deadline: float | None = None
     ) -> list[bool | None]:
-        exchange = clip(conversation, DIALOGUE_CHARS)
+        exchange = clip(conversation, C.LLM_JUDGE_DIALOGUE_CHARS)
         return await self._listed(
             P.DISTILL,
             _DistillItem,

@@ -499,8 +499,6 @@ class OfflineNoteWriter(NoteWriter):
 #: The environment prefix of the note writer's endpoint; each setting falls back to the judge's.
 ENV_PREFIX = "FADEWAY_NOTE_WRITER"
 JUDGE_ENV_PREFIX = "FADEWAY_JUDGE"
-#: Calls per ask: the first, and one retry when its answer is not a readable note call.
-NOTE_WRITER_ATTEMPTS = 2
 
 
 def _chat_message(message: LeavingMessage) -> dict[str, str]:
@@ -592,7 +590,7 @@ class LLMNoteWriter(NoteWriter):
     ) -> Note:
         payload = self._payload(ask, messages)
         why = ""
-        for attempt in range(1, NOTE_WRITER_ATTEMPTS + 1):
+        for attempt in range(1, C.NOTE_WRITER_ATTEMPTS + 1):
             start = time.perf_counter()
             completion = await self.endpoint.post_json(
                 self.path, payload, deadline=deadline, response_type=ChatCompletion
@@ -606,11 +604,11 @@ class LLMNoteWriter(NoteWriter):
                 self.name,
                 why,
                 attempt,
-                NOTE_WRITER_ATTEMPTS,
+                C.NOTE_WRITER_ATTEMPTS,
             )
         raise NoteWriterError(
             f"note writer {self.name} gave no readable note call in "
-            f"{NOTE_WRITER_ATTEMPTS} attempts (the last: {why}); the ask "
+            f"{C.NOTE_WRITER_ATTEMPTS} attempts (the last: {why}); the ask "
             "stays pending"
         )
 
