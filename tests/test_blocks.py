@@ -22,11 +22,11 @@ from fadeway.blocks import (
     facts_block,
     is_block,
     is_sound_block,
-    neutralise,
     note_ask,
     recall_block,
     turns,
 )
+from fadeway.neutralise import neutralise
 
 # Copied from spec/MECHANISM.md, "What the model sees", character for character.
 SPEC_FACTS_BLOCK = """\

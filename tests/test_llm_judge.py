@@ -506,7 +506,7 @@ def test_a_facts_entities_cannot_start_a_line_of_the_prompt():
     """Stored names are the model's or a caller's text: one holding a line break would forge a
     numbered item of its own in the judge's prompt."""
     from fadeway.judge import FactText
-    from fadeway.judge.llm import _fact
+    from fadeway.judge.prompts import fact_line as _fact
 
     shown = _fact(
         FactText(

@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 
 from .. import _constants as C
-from ..blocks import fold
+from ..neutralise import fold
 from ..records import EpisodeRecord, JobKind, JobRecord, MessageRecord, PassageRecord
 from ..store import Transaction
 from ..wire import text_of

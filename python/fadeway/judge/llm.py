@@ -22,25 +22,24 @@ malformed answer like any other.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import logging
 import os
-import time
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
 from .. import _constants as C
-from .. import usage
-from ..errors import EndpointError, EndpointResponseError, EndpointTimeout, JudgeTimeout
+from ..errors import EndpointError
 from ..http import Endpoint
 from . import prompts as P
+from .answers import AboutItem, BoundaryItem, DistillItem, LevelItem, RelateItem, SameItem
+from .asking import StrictAnswers, Structured
 from .base import Answer, Boundaries, FactText, Judge, Relation, UnitText
 
-__all__ = ["LLMJudge", "BatchSizes", "ChatCompletion", "ENV_PREFIX", "Structured"]
+__all__ = ["LLMJudge", "BatchSizes", "ENV_PREFIX", "Structured"]
 
 log = logging.getLogger("fadeway.judge")
 
@@ -49,10 +48,6 @@ V = TypeVar("V")
 
 #: The environment prefix: FADEWAY_JUDGE_BASE_URL, _MODEL and _API_KEY.
 ENV_PREFIX = "FADEWAY_JUDGE"
-#: Where a long text is cut.
-ELISION = "\n[…]\n"
-
-Structured = Literal["auto", "json_schema", "tool"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,129 +71,7 @@ class BatchSizes:
                 )
 
 
-# -- the answers' shapes ------------------------------------------------------------------------
-
-Score = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
-
-
-class _BoundaryItem(msgspec.Struct):
-    id: int
-    first: Score
-    last: Score
-
-
-class _AboutItem(msgspec.Struct):
-    fact: int
-    episode: int
-    about: bool
-    score: Score
-
-
-class _RelateItem(msgspec.Struct):
-    id: int
-    relation: Literal["same", "contradicts", "unrelated"]
-
-
-class _SameItem(msgspec.Struct):
-    id: int
-    same: bool
-
-
-class _LevelItem(msgspec.Struct):
-    id: int
-    level: Literal[0, 1, 2, 3]
-
-
-class _DistillItem(msgspec.Struct):
-    id: int
-    keep: bool
-
-
-class _Function(msgspec.Struct):
-    name: str = ""
-    arguments: Any = None  # a JSON string; some servers send the object itself
-
-
-class _ToolCall(msgspec.Struct):
-    function: _Function | None = None
-
-
-class _Message(msgspec.Struct):
-    content: str | None = None
-    tool_calls: list[_ToolCall] | None = None
-
-
-class _Choice(msgspec.Struct):
-    message: _Message | None = None
-
-
-class _Usage(msgspec.Struct):
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-
-
-class ChatCompletion(msgspec.Struct):
-    """What fadeway reads of a chat completion (unknown fields ignored; the note writer too)."""
-
-    choices: list[_Choice] = []
-    usage: _Usage | None = None
-
-    @property
-    def message(self) -> _Message | None:
-        """The first choice's message."""
-        return self.choices[0].message if self.choices else None
-
-    @property
-    def tokens(self) -> tuple[int, int]:
-        """(prompt, completion) tokens as the endpoint reported them; 0 when it did not."""
-        used = self.usage or _Usage()
-        return used.prompt_tokens or 0, used.completion_tokens or 0
-
-
-def clip(text: str, limit: int) -> str:
-    """`text` within `limit` characters: its head and tail around an elision mark."""
-    if len(text) <= limit:
-        return text
-    keep = max(0, limit - len(ELISION))
-    return text[: keep - keep // 3] + ELISION + text[len(text) - keep // 3 :]
-
-
-def _one_line(text: str, limit: int = C.LLM_JUDGE_ITEM_CHARS) -> str:
-    return clip(" ".join(text.split()), limit)
-
-
-def _unit_line(unit: UnitText, i: int | None) -> str:
-    head = f"[{i}] " if i is not None else "- "
-    return f"{head}{unit.role}: {_one_line(unit.text, C.LLM_JUDGE_UNIT_CHARS)}"
-
-
-def _fact(fact: FactText) -> str:
-    """A fact as a prompt shows it: its sentence, then its two entities in brackets."""
-    entities = (
-        f" [{_one_line(fact.subject)}; {_one_line(fact.object)}]"
-        if fact.subject or fact.object
-        else ""
-    )
-    return f"{_one_line(fact.text)}{entities}"
-
-
-def _json_object(text: Any) -> Any:
-    """The JSON an answer holds: a string (fenced in ``` or not) decoded, an object as it is."""
-    if isinstance(text, dict):
-        return text
-    if not isinstance(text, str) or not text.strip():
-        return None
-    body = text.strip()
-    # A fenced answer is still one JSON value: some local servers wrap even schema-bound output.
-    if body.startswith("```") and body.endswith("```"):
-        body = body[3:-3].removeprefix("json").strip()
-    try:
-        return msgspec.json.decode(body)
-    except msgspec.DecodeError:
-        return None
-
-
-class LLMJudge(Judge):
+class LLMJudge(StrictAnswers, Judge):
     """The judgments asked of `model` at `endpoint` (an OpenAI-compatible API root)."""
 
     def __init__(
@@ -288,22 +161,22 @@ class LLMJudge(Judge):
             def render(ids: Sequence[int]) -> tuple[str, set[int]]:
                 shown = set(ids)
                 lines = [
-                    _unit_line(every[lo + a + i - 1], i if i in shown else None)
+                    P.unit_line(every[lo + a + i - 1], i if i in shown else None)
                     for i in range(1, b - a + 1)
                 ]
-                prior = [_unit_line(u, None) for u in every[max(0, lo + a - ctx) : lo + a]]
-                later = [_unit_line(u, None) for u in every[lo + b : lo + b + ctx]]
+                prior = [P.unit_line(u, None) for u in every[max(0, lo + a - ctx) : lo + a]]
+                later = [P.unit_line(u, None) for u in every[lo + b : lo + b + ctx]]
                 return P.BOUNDARIES.user.format(
                     before="\n".join(prior) or "(none)",
                     units="\n".join(lines),
                     after="\n".join(later) or "(none)",
                 ), shown
 
-            def read(item: _BoundaryItem) -> tuple[int, tuple[float, float]]:
+            def read(item: BoundaryItem) -> tuple[int, tuple[float, float]]:
                 return item.id, (item.first, item.last)
 
             return lambda: self._judge(
-                P.BOUNDARIES, _BoundaryItem, list(range(1, b - a + 1)), render, read, deadline
+                P.BOUNDARIES, BoundaryItem, list(range(1, b - a + 1)), render, read, deadline
             )
 
         starts = range(0, len(units), size)
@@ -322,7 +195,7 @@ class LLMJudge(Judge):
     ) -> list[list[Answer | None]]:
         if not facts or not episodes:
             return [[] for _ in facts]
-        texts = [clip(e, C.LLM_JUDGE_EPISODE_CHARS) for e in episodes]
+        texts = [P.clip(e, C.LLM_JUDGE_EPISODE_CHARS) for e in episodes]
         groups: list[list[int]] = [[]]
         for e, text in enumerate(texts):
             if groups[-1] and (
@@ -356,28 +229,29 @@ class LLMJudge(Judge):
             f_ids = sorted({f for f, _ in pairs})
             e_ids = sorted({e for _, e in pairs})
             text = P.ABOUT.user.format(
-                facts="\n".join(f"[{f}] {_one_line(facts[fs[f - 1]])}" for f in f_ids),
+                facts="\n".join(f"[{f}] {P.one_line(facts[fs[f - 1]])}" for f in f_ids),
                 episodes="\n\n".join(f"[{e}]\n{texts[group[e - 1]]}" for e in e_ids),
             )
             return text, set(itertools.product(f_ids, e_ids))
 
-        def read(item: _AboutItem) -> tuple[tuple[int, int], Answer]:
+        def read(item: AboutItem) -> tuple[tuple[int, int], Answer]:
             return (item.fact, item.episode), Answer(item.about, item.score)
 
         keys = list(itertools.product(range(1, len(fs) + 1), range(1, len(group) + 1)))
-        return lambda: self._judge(P.ABOUT, _AboutItem, keys, render, read, deadline)
+        return lambda: self._judge(P.ABOUT, AboutItem, keys, render, read, deadline)
 
     async def relate(
         self, pairs: Sequence[tuple[FactText, FactText]], *, deadline: float | None = None
     ) -> list[Relation | None]:
         return await self._listed(
             P.RELATE,
-            _RelateItem,
+            RelateItem,
             pairs,
             self.batch.relate,
             lambda items: {
                 "pairs": "\n\n".join(
-                    f"[{i}]\nnew: {_fact(new)}\nheld: {_fact(held)}" for i, (new, held) in items
+                    f"[{i}]\nnew: {P.fact_line(new)}\nheld: {P.fact_line(held)}"
+                    for i, (new, held) in items
                 )
             },
             lambda item: item.relation,
@@ -389,13 +263,13 @@ class LLMJudge(Judge):
     ) -> list[bool | None]:
         return await self._listed(
             P.SAME_ENTITY,
-            _SameItem,
+            SameItem,
             pairs,
             self.batch.same_entity,
             lambda items: {
                 "pairs": "\n".join(
-                    f"[{i}] {msgspec.json.encode(_one_line(a)).decode()} | "
-                    f"{msgspec.json.encode(_one_line(b)).decode()}"
+                    f"[{i}] {msgspec.json.encode(P.one_line(a)).decode()} | "
+                    f"{msgspec.json.encode(P.one_line(b)).decode()}"
                     for i, (a, b) in items
                 )
             },
@@ -409,12 +283,12 @@ class LLMJudge(Judge):
         recent = dialogue[-C.LLM_JUDGE_DIALOGUE_CHARS :]
         return await self._listed(
             P.LEVELS,
-            _LevelItem,
+            LevelItem,
             facts,
             self.batch.levels,
             lambda items: {
                 "dialogue": recent,
-                "facts": "\n".join(f"[{i}] {_fact(f)}" for i, f in items),
+                "facts": "\n".join(f"[{i}] {P.fact_line(f)}" for i, f in items),
             },
             lambda item: item.level,
             deadline,
@@ -423,225 +297,16 @@ class LLMJudge(Judge):
     async def distill(
         self, facts: Sequence[FactText], conversation: str, *, deadline: float | None = None
     ) -> list[bool | None]:
-        exchange = clip(conversation, C.LLM_JUDGE_DIALOGUE_CHARS)
+        exchange = P.clip(conversation, C.LLM_JUDGE_DIALOGUE_CHARS)
         return await self._listed(
             P.DISTILL,
-            _DistillItem,
+            DistillItem,
             facts,
             self.batch.distill,
             lambda items: {
                 "conversation": exchange,
-                "items": "\n".join(f"[{i}] {_one_line(f.text)}" for i, f in items),
+                "items": "\n".join(f"[{i}] {P.one_line(f.text)}" for i, f in items),
             },
             lambda item: item.keep,
             deadline,
         )
-
-    # -- the machinery ----------------------------------------------------------------------------
-
-    async def _listed(
-        self,
-        prompt: P.Prompt,
-        item_type: type,
-        items: Sequence[Any],
-        size: int,
-        fields: Callable[[list[tuple[int, Any]]], dict[str, str]],
-        value: Callable[[Any], V],
-        deadline: float | None,
-    ) -> list[V | None]:
-        """A judgment of a plain list of items, `size` per call, ids 1.. within each call."""
-
-        def call(chunk: Sequence[Any]) -> Callable[[], Awaitable[dict[int, V]]]:
-            def render(ids: Sequence[int]) -> tuple[str, set[int]]:
-                return prompt.user.format(**fields([(i, chunk[i - 1]) for i in ids])), set(ids)
-
-            return lambda: self._judge(
-                prompt,
-                item_type,
-                list(range(1, len(chunk) + 1)),
-                render,
-                lambda item: (item.id, value(item)),
-                deadline,
-            )
-
-        chunks = [items[a : a + size] for a in range(0, len(items), size)]
-        found = await self._gather([call(c) for c in chunks])
-        return [
-            got.get(i)
-            for chunk, got in zip(chunks, found, strict=True)
-            for i in range(1, len(chunk) + 1)
-        ]
-
-    async def _gather(self, jobs: Sequence[Callable[[], Awaitable[V]]]) -> list[V]:
-        """Run the calls, at most `max_concurrency` at once; one failure stops the others."""
-        if len(jobs) == 1:
-            return [await jobs[0]()]
-        slots = asyncio.Semaphore(self.max_concurrency)
-
-        async def bounded(job: Callable[[], Awaitable[V]]) -> V:
-            async with slots:
-                return await job()
-
-        tasks = [asyncio.ensure_future(bounded(job)) for job in jobs]
-        try:
-            return list(await asyncio.gather(*tasks))
-        except BaseException:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
-
-    async def _judge(
-        self,
-        prompt: P.Prompt,
-        item_type: type,
-        keys: list[K],
-        render: Callable[[Sequence[K]], tuple[str, set[K]]],
-        read: Callable[[Any], tuple[K, V]],
-        deadline: float | None,
-    ) -> dict[K, V]:
-        """Ask about `keys`; ask once more about those the answer left out; the rest: no answer."""
-        got: dict[K, V] = {}
-        missing = keys
-        for attempt in (1, 2):
-            user, given = render(missing)
-            if attempt == 2:
-                user += P.RETRY_NOTE
-            answer = await self._ask(prompt, user, deadline)
-            found = self._read(prompt, item_type, answer, given, read)
-            got.update((k, v) for k, v in found.items() if k in missing)
-            missing = [k for k in missing if k not in got]
-            if not missing:
-                return got
-        log.warning(
-            "judge:%s (%s): no answer for %d of %d items after a retry; they count as no answer",
-            prompt.name,
-            self.model,
-            len(missing),
-            len(keys),
-        )
-        return got
-
-    def _read(
-        self,
-        prompt: P.Prompt,
-        item_type: type,
-        answer: Any,
-        given: set[K],
-        read: Callable[[Any], tuple[K, V]],
-    ) -> dict[K, V]:
-        """The answer's items, all or nothing: empty when it breaks the schema or names an id
-        it was not given (or one twice)."""
-        if not isinstance(answer, dict) or not isinstance(answer.get(prompt.key), list):
-            log.warning(
-                "judge:%s: the answer is not a JSON object with a %r list; it is discarded",
-                prompt.name,
-                prompt.key,
-            )
-            return {}
-        try:
-            items = msgspec.convert(answer[prompt.key], list[item_type])  # type: ignore[valid-type]
-        except msgspec.ValidationError as exc:
-            log.warning(
-                "judge:%s: the answer breaks its schema (%s); it is discarded", prompt.name, exc
-            )
-            return {}
-        out: dict[K, V] = {}
-        for item in items:
-            key, value = read(item)
-            if key not in given or key in out:
-                log.warning(
-                    "judge:%s: the answer names %s %r, %s; it is discarded",
-                    prompt.name,
-                    "id",
-                    key,
-                    "not one it was given" if key not in given else "twice",
-                )
-                return {}
-            out[key] = value
-        return out
-
-    async def _ask(self, prompt: P.Prompt, user: str, deadline: float | None) -> Any:
-        """One call; the JSON object it answered, or None when the answer was unreadable."""
-        mode = self._mode
-        start = time.perf_counter()
-        try:
-            completion = await self.endpoint.post_json(
-                self.path,
-                self._payload(prompt, user, mode),
-                deadline=deadline,
-                response_type=ChatCompletion,
-            )
-        except EndpointTimeout as exc:
-            raise JudgeTimeout(
-                f"judge:{prompt.name} ({self.model}) did not answer by its deadline: {exc}"
-            ) from exc
-        except EndpointResponseError as exc:
-            usage.record(f"judge:{prompt.name}", self.model, 0, 0, time.perf_counter() - start)
-            log.warning("judge:%s: %s", prompt.name, exc)
-            return None
-        except EndpointError as exc:
-            if (
-                self.structured == "auto"
-                and mode == "json_schema"
-                and exc.status == 400
-                and "response_format" in str(exc).lower()
-            ):
-                log.warning(
-                    "judge (%s): the endpoint refused response_format (%s); asking for "
-                    "a tool call from now on",
-                    self.model,
-                    exc,
-                )
-                self._mode = "tool"
-                return await self._ask(prompt, user, deadline)
-            raise
-        usage.record(
-            f"judge:{prompt.name}", self.model, *completion.tokens, time.perf_counter() - start
-        )
-        return self._answer_of(completion, mode)
-
-    def _payload(self, prompt: P.Prompt, user: str, mode: str) -> dict[str, Any]:
-        payload: dict[str, Any] = {
-            "model": self.model,
-            "messages": [
-                {"role": "system", "content": prompt.system},
-                {"role": "user", "content": user},
-            ],
-        }
-        if self.temperature is not None:
-            payload["temperature"] = self.temperature
-        if mode == "json_schema":
-            payload["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": prompt.name, "schema": prompt.schema, "strict": True},
-            }
-        else:
-            payload["tools"] = [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": prompt.name,
-                        "description": P.TOOL_DESCRIPTION,
-                        "parameters": prompt.schema,
-                        "strict": True,
-                    },
-                }
-            ]
-            payload["tool_choice"] = {"type": "function", "function": {"name": prompt.name}}
-        payload.update(self.extra)
-        return payload
-
-    @staticmethod
-    def _answer_of(completion: ChatCompletion, mode: str) -> Any:
-        """The answer's JSON, from the content or a tool call: the one asked for first."""
-        message = completion.message
-        if message is None:
-            return None
-        calls = [c.function.arguments for c in message.tool_calls or () if c.function]
-        places = [message.content, *calls] if mode == "json_schema" else [*calls, message.content]
-        for place in places:
-            doc = _json_object(place)
-            if isinstance(doc, dict):
-                return doc
-        return None

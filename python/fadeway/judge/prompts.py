@@ -13,7 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .. import _constants as C
+from .base import FactText, UnitText
+
 __all__ = [
+    "clip",
+    "fact_line",
+    "one_line",
+    "unit_line",
     "Prompt",
     "BOUNDARIES",
     "ABOUT",
@@ -164,3 +171,34 @@ PROMPTS = {p.name: p for p in (BOUNDARIES, ABOUT, RELATE, SAME_ENTITY, LEVELS, D
 TOOL_DESCRIPTION = "Give the answer to the judgment asked for, as its arguments."
 #: A retry's reminder, put after the user text (the first answer was unreadable or incomplete).
 RETRY_NOTE = "\n\nAnswer for exactly the ids listed above, each once, in the JSON shape asked for."
+
+
+#: Where a long text is cut.
+ELISION = "\n[…]\n"
+
+
+def clip(text: str, limit: int) -> str:
+    """`text` within `limit` characters: its head and tail around an elision mark."""
+    if len(text) <= limit:
+        return text
+    keep = max(0, limit - len(ELISION))
+    return text[: keep - keep // 3] + ELISION + text[len(text) - keep // 3 :]
+
+
+def one_line(text: str, limit: int = C.LLM_JUDGE_ITEM_CHARS) -> str:
+    return clip(" ".join(text.split()), limit)
+
+
+def unit_line(unit: UnitText, i: int | None) -> str:
+    head = f"[{i}] " if i is not None else "- "
+    return f"{head}{unit.role}: {one_line(unit.text, C.LLM_JUDGE_UNIT_CHARS)}"
+
+
+def fact_line(fact: FactText) -> str:
+    """A fact as a prompt shows it: its sentence, then its two entities in brackets."""
+    entities = (
+        f" [{one_line(fact.subject)}; {one_line(fact.object)}]"
+        if fact.subject or fact.object
+        else ""
+    )
+    return f"{one_line(fact.text)}{entities}"

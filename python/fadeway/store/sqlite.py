@@ -7,7 +7,6 @@ failing half-way; readers see a consistent snapshot. Connections are per thread.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import sqlite3
@@ -18,23 +17,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import msgspec
-import numpy as np
 
 from .. import _constants as C
 from ..errors import SchemaVersionError, StoreError
-from ..records import (
-    EpisodeRecord,
-    FactRecord,
-    JobRecord,
-    MemoryRecord,
-    MessageRecord,
-    NoteRecord,
-    RequestRecord,
-    TraceRecord,
-)
+from ..records import MemoryRecord, MessageRecord, RequestRecord
 from .base import Store, Transaction
 from .schema import MIGRATIONS, SCHEMA_VERSION
+from .sqlite_episodes import EpisodeQueries
 from .sqlite_graph import GraphQueries
+from .sqlite_lane import LaneQueries
+from .sqlite_notes import NoteQueries
 
 __all__ = ["SQLiteStore"]
 
@@ -46,11 +38,6 @@ _REQUEST_COLUMNS = (
     "n, at, model, encoding, estimate, view_len, view_last, history_through, "
     "provider_tokens, ratio_kept, ratio_note, replied"
 )
-_EPISODE_COLUMNS = (
-    "n, first_seq, last_seq, first_turn, last_turn, start_at, end_at, tokens, cut_at, state"
-)
-_TRACE_COLUMNS = "n, episode, fact, kind, score, counted, at"
-_JOB_COLUMNS = "n, kind, payload, created_at, state, attempts, error, retry_at, waits"
 _encode_calls = msgspec.json.encode
 _decode_calls = msgspec.json.Decoder(tuple[str, ...]).decode
 
@@ -104,44 +91,6 @@ def _request(row: tuple) -> RequestRecord:
     )
 
 
-def _episode(row: tuple) -> EpisodeRecord:
-    n, first, last, first_turn, last_turn, start_at, end_at, tokens, cut_at, state = row
-    return EpisodeRecord(
-        n=n,
-        first_seq=first,
-        last_seq=last,
-        first_turn=first_turn,
-        last_turn=last_turn,
-        start_at=start_at,
-        end_at=end_at,
-        tokens=tokens,
-        cut_at=cut_at,
-        state=state,
-    )
-
-
-def _trace(row: tuple) -> TraceRecord:
-    n, episode, fact, kind, score, counted, at = row
-    return TraceRecord(
-        n=n, episode=episode, fact=fact, kind=kind, score=score, counted=bool(counted), at=at
-    )
-
-
-def _job(row: tuple) -> JobRecord:
-    n, kind, payload, created_at, state, attempts, error, retry_at, waits = row
-    return JobRecord(
-        n=n,
-        kind=kind,
-        payload=bytes(payload),
-        created_at=created_at,
-        state=state,
-        attempts=attempts,
-        error=error,
-        retry_at=retry_at,
-        waits=waits,
-    )
-
-
 @contextmanager
 def _store_errors(path: Path | str, doing: str) -> Iterator[None]:
     """SQLite's own errors (a full disk, an I/O error, a lock held past the busy timeout) as
@@ -160,7 +109,9 @@ def _roll_back(conn: sqlite3.Connection) -> None:
         conn.execute("ROLLBACK")
 
 
-class _SQLiteTransaction(GraphQueries, Transaction):
+class _SQLiteTransaction(EpisodeQueries, NoteQueries, LaneQueries, GraphQueries, Transaction):
+    """One transaction on one memory: every query is bound to its memory id."""
+
     def __init__(self, conn: sqlite3.Connection, memory_id: str) -> None:
         self._conn = conn
         self.memory_id = memory_id
@@ -326,296 +277,9 @@ class _SQLiteTransaction(GraphQueries, Transaction):
 
     # -- episodes and traces --------------------------------------------------------------
 
-    def episodes(self, after: int = 0) -> list[EpisodeRecord]:
-        return [
-            _episode(r)
-            for r in self._conn.execute(
-                f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE memory_id = ? AND n > ? ORDER BY n",
-                (self.memory_id, after),
-            )
-        ]
-
-    def episode_changes(self) -> int:
-        row = self._conn.execute(
-            "SELECT episode_changes FROM memories WHERE memory_id = ?", (self.memory_id,)
-        ).fetchone()
-        return row[0] if row else 0
-
-    def episodes_changed(self, after: int) -> list[EpisodeRecord]:
-        return [
-            _episode(r)
-            for r in self._conn.execute(
-                f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE memory_id = ? AND changed > ? "
-                "ORDER BY n",
-                (self.memory_id, after),
-            )
-        ]
-
-    def last_episode(self) -> EpisodeRecord | None:
-        row = self._conn.execute(
-            f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE memory_id = ? ORDER BY n DESC LIMIT 1",
-            (self.memory_id,),
-        ).fetchone()
-        return _episode(row) if row else None
-
-    def _count_episode_change(self) -> int:
-        (count,) = self._conn.execute(
-            "UPDATE memories SET episode_changes = episode_changes + 1 WHERE memory_id = ? "
-            "RETURNING episode_changes",
-            (self.memory_id,),
-        ).fetchone()
-        return count
-
-    def insert_episodes(self, rows: Sequence[EpisodeRecord]) -> None:
-        if not rows:
-            return
-        change = self._count_episode_change()
-        self._conn.executemany(
-            f"INSERT INTO episodes (memory_id, {_EPISODE_COLUMNS}, changed) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    self.memory_id,
-                    e.n,
-                    e.first_seq,
-                    e.last_seq,
-                    e.first_turn,
-                    e.last_turn,
-                    e.start_at,
-                    e.end_at,
-                    e.tokens,
-                    e.cut_at,
-                    e.state,
-                    change,
-                )
-                for e in rows
-            ],
-        )
-
-    def traces(self, after: int = 0) -> list[TraceRecord]:
-        return [
-            _trace(r)
-            for r in self._conn.execute(
-                f"SELECT {_TRACE_COLUMNS} FROM traces WHERE memory_id = ? AND n > ? ORDER BY n",
-                (self.memory_id, after),
-            )
-        ]
-
-    def append_traces(self, rows: Sequence[TraceRecord]) -> None:
-        self._conn.executemany(
-            f"INSERT INTO traces (memory_id, {_TRACE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (self.memory_id, t.n, t.episode, t.fact, t.kind, t.score, int(t.counted), t.at)
-                for t in rows
-            ],
-        )
-
-    def trace_count(self) -> int:
-        (top,) = self._conn.execute(
-            "SELECT MAX(n) FROM traces WHERE memory_id = ?", (self.memory_id,)
-        ).fetchone()
-        return top or 0
-
-    def trace_columns(self, after: int = 0) -> np.ndarray:
-        # Four numbers a row, streamed into one array: no record, no list of rows (at 200,000
-        # traces, 130 ms where `traces` and its columns took 330).
-        rows = self._conn.execute(
-            "SELECT episode, COALESCE(fact, 0), at, CASE WHEN counted THEN score ELSE 0.0 END "
-            "FROM traces WHERE memory_id = ? AND n > ? ORDER BY n",
-            (self.memory_id, after),
-        )
-        return np.fromiter(itertools.chain.from_iterable(rows), dtype=np.float64).reshape(-1, 4)
-
-    def note_traced(self, note: int) -> bool:
-        (found,) = self._conn.execute(
-            "SELECT EXISTS (SELECT 1 FROM traces WHERE memory_id = ? AND fact IN "
-            "(SELECT n FROM facts WHERE memory_id = ? AND note = ?))",
-            (self.memory_id, self.memory_id, note),
-        ).fetchone()
-        return bool(found)
-
-    def set_episode_states(self, states: dict[int, str]) -> None:
-        if not states:
-            return
-        change = self._count_episode_change()
-        self._conn.executemany(
-            "UPDATE episodes SET state = ?, changed = ? WHERE memory_id = ? AND n = ?",
-            [(state, change, self.memory_id, n) for n, state in states.items()],
-        )
-
     # -- notes and facts ------------------------------------------------------------------
 
-    def notes(self) -> list[NoteRecord]:
-        return [
-            NoteRecord(n=n, at=at, call_id=call_id, source=source, arguments=arguments)
-            for n, at, call_id, source, arguments in self._conn.execute(
-                "SELECT n, at, call_id, source, arguments FROM notes WHERE memory_id = ? "
-                "ORDER BY n",
-                (self.memory_id,),
-            )
-        ]
-
-    def insert_note(
-        self, note: NoteRecord, facts: Sequence[FactRecord], acknowledged: Sequence[int]
-    ) -> None:
-        self._conn.execute(
-            "INSERT INTO notes (memory_id, n, at, call_id, source, arguments) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (self.memory_id, note.n, note.at, note.call_id, note.source, note.arguments),
-        )
-        self._conn.executemany(
-            "INSERT INTO facts (memory_id, n, note, text, subject, object, milestone, at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (self.memory_id, f.n, f.note, f.text, f.subject, f.object, int(f.milestone), f.at)
-                for f in facts
-            ],
-        )
-        self._conn.executemany(
-            "INSERT INTO acks (memory_id, episode, note) VALUES (?, ?, ?)",
-            [(self.memory_id, e, note.n) for e in acknowledged],
-        )
-
-    def facts(self, after: int = 0, *, note: int | None = None) -> list[FactRecord]:
-        where, args = (
-            ("", (self.memory_id, after))
-            if note is None
-            else (" AND note = ?", (self.memory_id, after, note))
-        )
-        return [
-            FactRecord(
-                n=n,
-                note=note_,
-                text=text,
-                subject=subject,
-                object=obj,
-                milestone=bool(milestone),
-                at=at,
-            )
-            for n, note_, text, subject, obj, milestone, at in self._conn.execute(
-                "SELECT n, note, text, subject, object, milestone, at FROM facts "
-                f"WHERE memory_id = ? AND n > ?{where} ORDER BY n",
-                args,
-            )
-        ]
-
-    def facts_at(self, ns: Sequence[int]) -> list[FactRecord]:
-        out: list[FactRecord] = []
-        wanted = sorted(set(ns))
-        for i in range(0, len(wanted), 500):
-            chunk = wanted[i : i + 500]
-            out += [
-                FactRecord(
-                    n=n,
-                    note=note,
-                    text=text,
-                    subject=subject,
-                    object=obj,
-                    milestone=bool(milestone),
-                    at=at,
-                )
-                for n, note, text, subject, obj, milestone, at in self._conn.execute(
-                    "SELECT n, note, text, subject, object, milestone, at FROM facts "
-                    f"WHERE memory_id = ? AND n IN ({', '.join('?' * len(chunk))}) ORDER BY n",
-                    (self.memory_id, *chunk),
-                )
-            ]
-        return out
-
-    def fact_count(self) -> int:
-        (top,) = self._conn.execute(
-            "SELECT MAX(n) FROM facts WHERE memory_id = ?", (self.memory_id,)
-        ).fetchone()
-        return top or 0
-
-    def acks(self, after_note: int = 0) -> list[tuple[int, int]]:
-        return [
-            (e, n)
-            for e, n in self._conn.execute(
-                "SELECT episode, note FROM acks WHERE memory_id = ? AND note > ? "
-                "ORDER BY note, episode",
-                (self.memory_id, after_note),
-            )
-        ]
-
-    def set_facts_order(self, order: str | None) -> None:
-        self._conn.execute(
-            "UPDATE memories SET facts_order = ? WHERE memory_id = ?", (order, self.memory_id)
-        )
-
     # -- the ordered lane -----------------------------------------------------------------
-
-    def enqueue(self, kind: str, payload: bytes, created_at: float) -> int:
-        (top,) = self._conn.execute(
-            "SELECT MAX(n) FROM jobs WHERE memory_id = ?", (self.memory_id,)
-        ).fetchone()
-        n = (top or 0) + 1
-        self._conn.execute(
-            "INSERT INTO jobs (memory_id, n, kind, payload, created_at) VALUES (?, ?, ?, ?, ?)",
-            (self.memory_id, n, kind, payload, created_at),
-        )
-        return n
-
-    def pending_job(self, kind: str | None = None) -> JobRecord | None:
-        sql = f"SELECT {_JOB_COLUMNS} FROM jobs WHERE memory_id = ? AND state = 'pending'"
-        args: tuple = (self.memory_id,)
-        if kind is not None:
-            sql += " AND kind = ?"
-            args += (kind,)
-        row = self._conn.execute(sql + " ORDER BY n LIMIT 1", args).fetchone()
-        return _job(row) if row else None
-
-    def finish_job(self, n: int, state: str, error: str | None = None) -> None:
-        self._conn.execute(
-            "UPDATE jobs SET state = ?, error = ? WHERE memory_id = ? AND n = ?",
-            (state, error, self.memory_id, n),
-        )
-
-    def record_attempt(
-        self, n: int, error: str | None, retry_at: float | None = None, *, waited: bool = False
-    ) -> tuple[int, int]:
-        self._conn.execute(
-            "UPDATE jobs SET attempts = attempts + 1, waits = waits + ?, error = ?, retry_at = ? "
-            "WHERE memory_id = ? AND n = ?",
-            (int(waited), error, retry_at, self.memory_id, n),
-        )
-        attempts, waits = self._conn.execute(
-            "SELECT attempts, waits FROM jobs WHERE memory_id = ? AND n = ?", (self.memory_id, n)
-        ).fetchone()
-        return attempts, waits
-
-    def jobs(self) -> list[JobRecord]:
-        return [
-            _job(r)
-            for r in self._conn.execute(
-                f"SELECT {_JOB_COLUMNS} FROM jobs WHERE memory_id = ? ORDER BY n", (self.memory_id,)
-            )
-        ]
-
-    def claim_lane(self, owner: str, now: float, until: float) -> bool:
-        row = self._conn.execute(
-            "SELECT owner, lease_until FROM lanes WHERE memory_id = ?", (self.memory_id,)
-        ).fetchone()
-        if row is None:
-            self._conn.execute(
-                "INSERT INTO lanes (memory_id, owner, lease_until) VALUES (?, ?, ?)",
-                (self.memory_id, owner, until),
-            )
-            return True
-        holder, lease_until = row
-        if holder not in (None, owner) and lease_until is not None and lease_until > now:
-            return False
-        self._conn.execute(
-            "UPDATE lanes SET owner = ?, lease_until = ? WHERE memory_id = ?",
-            (owner, until, self.memory_id),
-        )
-        return True
-
-    def release_lane(self, owner: str) -> None:
-        self._conn.execute(
-            "UPDATE lanes SET owner = NULL, lease_until = NULL WHERE memory_id = ? AND owner = ?",
-            (self.memory_id, owner),
-        )
 
 
 class SQLiteStore(Store):

@@ -1,93 +1,24 @@
-"""Note writers: who answers a note ask when the live model cannot (MECHANISM: "The note ask and
-sealing"; ARCHITECTURE: "Who answers a note ask").
-
-In live use only the decorated model answers the ask. In batch replay of recorded conversations
-the recorded replies cannot, so a note writer answers it as a separate step, and its facts go
-through exactly the same path as a model's note, with their provenance marked. The offline
-writer is extractive: each fact is a sentence of the leaving turns themselves, with its subject
-and object taken from the sentence, identifiers and numbers verbatim. The LLM writer asks a
-configured model over an OpenAI-compatible endpoint the way the live model is asked: the leaving
-turns as the conversation, the note ask after them, and the note tool, forced; its arguments are
-read by `notes.parse_note_arguments` exactly as a live model's are.
-"""
+"""The offline note writer: extractive. Each fact is a sentence of the leaving turns themselves,
+with its subject and object taken from the sentence, identifiers and numbers verbatim. No model,
+no network: what every user runs first, in batch replay."""
 
 from __future__ import annotations
 
-import abc
 import collections
 import json
 import logging
-import os
 import re
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
+from ... import _constants as C
+from ..tool import Note, NoteEntry
+from .base import WIRE_ROLES, LeavingMessage, NoteWriter
 
-from .. import _constants as C
-from .. import usage
-from ..errors import EndpointError, NoteWriterError
-from ..http import Endpoint
-from ..judge.llm import ChatCompletion
-from ..records import MessageRecord
-from ..wire import text_of
-from ..wire.base import Format
-from ..wire.canonical import plain
-from .tool import NOTE_TOOL_NAME, Note, NoteEntry, call_names, note_tool, parse_note_arguments
-
-__all__ = [
-    "LeavingMessage",
-    "leaving_messages",
-    "NoteWriter",
-    "NoteWriterError",
-    "OfflineNoteWriter",
-    "LLMNoteWriter",
-    "note_writer_from",
-]
+__all__ = ["OfflineNoteWriter"]
 
 log = logging.getLogger("fadeway.note_writer")
-
-
-@dataclass(frozen=True, slots=True)
-class LeavingMessage:
-    """A message of the turns that are leaving, as a note writer reads it."""
-
-    turn: int
-    role: str  # user / assistant / tool / system / developer, or the speaker's name
-    text: str
-    tool: str = ""  # for a tool output, the name of the tool whose call it answers
-
-
-#: The roles of the wire formats: who says a message, but no entity of the conversation.
-WIRE_ROLES = frozenset({"user", "assistant", "tool", "system", "developer"})
-
-
-def leaving_messages(records: Sequence[MessageRecord], fmt: Format) -> list[LeavingMessage]:
-    """The leaving turns' stored messages (of a memory in format `fmt`) as a note writer reads
-    them: their text, and for a tool output the name of the tool it answers (from the call
-    among `records`, if there)."""
-    values = [plain(m.body) for m in records]
-    names = call_names(fmt, values)
-    return [
-        LeavingMessage(
-            m.turn, m.role, " ".join(text_of(value)), names.get(m.answers, "") if m.answers else ""
-        )
-        for m, value in zip(records, values, strict=True)
-    ]
-
-
-class NoteWriter(abc.ABC):
-    """Answers a note ask with a note, from the leaving turns."""
-
-    name: str = "note-writer"
-
-    @abc.abstractmethod
-    async def write(
-        self, ask: str, messages: Sequence[LeavingMessage], *, deadline: float | None = None
-    ) -> Note:
-        """The note for `ask` (the note ask's text), given the leaving turns' messages."""
 
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])|\n+")
@@ -492,174 +423,3 @@ class OfflineNoteWriter(NoteWriter):
         candidates = list(first.values())
         best = sorted(candidates, key=lambda c: (-c[0], c[1]))[: self.max_facts]
         return Note(notes=[entry for _, _, entry in sorted(best, key=lambda c: c[1])])
-
-
-# -- the LLM note writer ----------------------------------------------------------------------
-
-#: The environment prefix of the note writer's endpoint; each setting falls back to the judge's.
-ENV_PREFIX = "FADEWAY_NOTE_WRITER"
-JUDGE_ENV_PREFIX = "FADEWAY_JUDGE"
-
-
-def _chat_message(message: LeavingMessage) -> dict[str, str]:
-    """A leaving message as the writer's conversation holds it. Tool outputs become assistant
-    text named for their tool (their calls are not replayed, and an output without its call is
-    refused)."""
-    if message.role in ("user", "assistant"):
-        return {"role": message.role, "content": message.text}
-    if message.role in ("system", "developer"):
-        return {"role": "system", "content": message.text}
-    if message.role == "tool":
-        return {"role": "assistant", "content": f"[{message.tool or 'tool'} output] {message.text}"}
-    return {"role": "user", "content": f"{message.role}: {message.text}"}
-
-
-class LLMNoteWriter(NoteWriter):
-    """Answers a note ask with a call to `model` at `endpoint`: the note tool, forced."""
-
-    def __init__(
-        self,
-        endpoint: Endpoint,
-        *,
-        model: str | None = None,
-        temperature: float | None = 0.0,
-        extra: Mapping[str, Any] | None = None,
-        path: str = "chat/completions",
-    ) -> None:
-        model = model or endpoint.model
-        if not model:
-            raise EndpointError(
-                f"no note writer model for {endpoint.base_url}: pass model= or "
-                f"set {ENV_PREFIX}_MODEL (or {JUDGE_ENV_PREFIX}_MODEL)"
-            )
-        self.endpoint = endpoint
-        self.model = model
-        self.name = f"llm:{model}"
-        self.temperature = temperature
-        self.extra = dict(extra or {})
-        self.path = path
-
-    @classmethod
-    def from_env(
-        cls,
-        *,
-        model: str | None = None,
-        environ: Mapping[str, str] | None = None,
-        **endpoint_settings: Any,
-    ) -> LLMNoteWriter:
-        """From FADEWAY_NOTE_WRITER_BASE_URL, _MODEL and _API_KEY, each falling back to
-        FADEWAY_JUDGE_*. The key goes with its base URL: a writer at its own URL never sends
-        the judge's key there."""
-        env = os.environ if environ is None else environ
-        own = bool(env.get(f"{ENV_PREFIX}_BASE_URL", "").strip())
-        prefix = ENV_PREFIX if own else JUDGE_ENV_PREFIX
-        if not env.get(f"{prefix}_BASE_URL", "").strip():
-            raise EndpointError(
-                f"neither {ENV_PREFIX}_BASE_URL nor {JUDGE_ENV_PREFIX}_BASE_URL "
-                "is set; set one to the API root, e.g. https://api.openai.com/v1"
-            )
-        endpoint = Endpoint.from_env(prefix, environ=env, **endpoint_settings)
-        model = (
-            model
-            or env.get(f"{ENV_PREFIX}_MODEL", "").strip()
-            or env.get(f"{JUDGE_ENV_PREFIX}_MODEL", "").strip()
-            or None
-        )
-        return cls(endpoint, model=model)
-
-    def __repr__(self) -> str:
-        return f"LLMNoteWriter({self.endpoint!r}, model={self.model!r})"
-
-    def close(self) -> None:
-        self.endpoint.close()
-
-    def _payload(self, ask: str, messages: Sequence[LeavingMessage]) -> dict[str, Any]:
-        payload: dict[str, Any] = {
-            "model": self.model,
-            "messages": [*(_chat_message(m) for m in messages), {"role": "system", "content": ask}],
-            "tools": [note_tool(Format.CHAT_COMPLETIONS)],
-            "tool_choice": {"type": "function", "function": {"name": NOTE_TOOL_NAME}},
-        }
-        if self.temperature is not None:
-            payload["temperature"] = self.temperature
-        payload.update(self.extra)
-        return payload
-
-    async def write(
-        self, ask: str, messages: Sequence[LeavingMessage], *, deadline: float | None = None
-    ) -> Note:
-        payload = self._payload(ask, messages)
-        why = ""
-        for attempt in range(1, C.NOTE_WRITER_ATTEMPTS + 1):
-            start = time.perf_counter()
-            completion = await self.endpoint.post_json(
-                self.path, payload, deadline=deadline, response_type=ChatCompletion
-            )
-            usage.record("note", self.model, *completion.tokens, time.perf_counter() - start)
-            note, why = _note_of(completion)
-            if note is not None:
-                return note
-            log.warning(
-                "note writer %s: %s (attempt %d of %d)",
-                self.name,
-                why,
-                attempt,
-                C.NOTE_WRITER_ATTEMPTS,
-            )
-        raise NoteWriterError(
-            f"note writer {self.name} gave no readable note call in "
-            f"{C.NOTE_WRITER_ATTEMPTS} attempts (the last: {why}); the ask "
-            "stays pending"
-        )
-
-
-def _note_of(completion: ChatCompletion) -> tuple[Note | None, str]:
-    """The note of the answer's one note call, or None and why not."""
-    message = completion.message
-    calls = [c.function for c in (message.tool_calls or ()) if c.function] if message else []
-    notes = [f for f in calls if f.name == NOTE_TOOL_NAME]
-    if not notes:
-        return None, "the answer holds no note call"
-    if len(notes) > 1:
-        return None, f"the answer holds {len(notes)} note calls, not one"
-    arguments = notes[0].arguments
-    if isinstance(arguments, dict | list):  # a server that decoded the arguments for us
-        arguments = msgspec.json.encode(arguments).decode()
-    note = parse_note_arguments(arguments)
-    return (note, "") if note is not None else (None, "its arguments are not a note")
-
-
-def note_writer_from(
-    spec: NoteWriter | str | None,
-    *,
-    model: str | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> NoteWriter | None:
-    """The note writer `spec` names: None or "none" (asks stay unanswered), "offline" (the
-    extractive writer), an http(s) URL (the LLM writer at that OpenAI-compatible API root;
-    model from the argument, else FADEWAY_NOTE_WRITER_MODEL, else FADEWAY_JUDGE_MODEL; key from
-    FADEWAY_NOTE_WRITER_API_KEY, else FADEWAY_JUDGE_API_KEY), or a NoteWriter (itself)."""
-    if spec is None or spec == "none":
-        return None
-    if isinstance(spec, NoteWriter):
-        return spec
-    if spec == "offline":
-        return OfflineNoteWriter()
-    if isinstance(spec, str) and spec.startswith(("http://", "https://")):
-        env = os.environ if environ is None else environ
-        model = (
-            model
-            or env.get(f"{ENV_PREFIX}_MODEL", "").strip()
-            or env.get(f"{JUDGE_ENV_PREFIX}_MODEL", "").strip()
-            or None
-        )
-        key = (
-            env.get(f"{ENV_PREFIX}_API_KEY", "").strip()
-            or env.get(f"{JUDGE_ENV_PREFIX}_API_KEY", "").strip()
-            or None
-        )
-        return LLMNoteWriter(Endpoint(spec, model=model, api_key=key), model=model)
-    raise ValueError(
-        f"unknown note writer {spec!r}; allowed: 'offline', 'none', or an "
-        "http(s):// URL of an OpenAI-compatible API"
-    )

@@ -1,0 +1,113 @@
+"""What an LLM judge reads back: the items of each judgment's answer (their JSON schemas are
+`prompts`'), the chat completion they come in, and the JSON an answer holds. Read strictly:
+`msgspec` refuses anything off its shape."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+__all__ = [
+    "AboutItem",
+    "BoundaryItem",
+    "ChatCompletion",
+    "DistillItem",
+    "LevelItem",
+    "RelateItem",
+    "SameItem",
+    "json_object",
+]
+
+
+Score = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
+
+
+class BoundaryItem(msgspec.Struct):
+    id: int
+    first: Score
+    last: Score
+
+
+class AboutItem(msgspec.Struct):
+    fact: int
+    episode: int
+    about: bool
+    score: Score
+
+
+class RelateItem(msgspec.Struct):
+    id: int
+    relation: Literal["same", "contradicts", "unrelated"]
+
+
+class SameItem(msgspec.Struct):
+    id: int
+    same: bool
+
+
+class LevelItem(msgspec.Struct):
+    id: int
+    level: Literal[0, 1, 2, 3]
+
+
+class DistillItem(msgspec.Struct):
+    id: int
+    keep: bool
+
+
+class _Function(msgspec.Struct):
+    name: str = ""
+    arguments: Any = None  # a JSON string; some servers send the object itself
+
+
+class _ToolCall(msgspec.Struct):
+    function: _Function | None = None
+
+
+class _Message(msgspec.Struct):
+    content: str | None = None
+    tool_calls: list[_ToolCall] | None = None
+
+
+class _Choice(msgspec.Struct):
+    message: _Message | None = None
+
+
+class _Usage(msgspec.Struct):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class ChatCompletion(msgspec.Struct):
+    """What fadeway reads of a chat completion (unknown fields ignored; the note writer too)."""
+
+    choices: list[_Choice] = []
+    usage: _Usage | None = None
+
+    @property
+    def message(self) -> _Message | None:
+        """The first choice's message."""
+        return self.choices[0].message if self.choices else None
+
+    @property
+    def tokens(self) -> tuple[int, int]:
+        """(prompt, completion) tokens as the endpoint reported them; 0 when it did not."""
+        used = self.usage or _Usage()
+        return used.prompt_tokens or 0, used.completion_tokens or 0
+
+
+def json_object(text: Any) -> Any:
+    """The JSON an answer holds: a string (fenced in ``` or not) decoded, an object as it is."""
+    if isinstance(text, dict):
+        return text
+    if not isinstance(text, str) or not text.strip():
+        return None
+    body = text.strip()
+    # A fenced answer is still one JSON value: some local servers wrap even schema-bound output.
+    if body.startswith("```") and body.endswith("```"):
+        body = body[3:-3].removeprefix("json").strip()
+    try:
+        return msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        return None

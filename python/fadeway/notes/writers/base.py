@@ -1,0 +1,55 @@
+"""The note writer interface, and the leaving turns as a writer reads them."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ...records import MessageRecord
+from ...wire import text_of
+from ...wire.base import Format
+from ...wire.canonical import plain
+from ..tool import Note, call_names
+
+__all__ = ["LeavingMessage", "NoteWriter", "leaving_messages"]
+
+
+@dataclass(frozen=True, slots=True)
+class LeavingMessage:
+    """A message of the turns that are leaving, as a note writer reads it."""
+
+    turn: int
+    role: str  # user / assistant / tool / system / developer, or the speaker's name
+    text: str
+    tool: str = ""  # for a tool output, the name of the tool whose call it answers
+
+
+#: The roles of the wire formats: who says a message, but no entity of the conversation.
+WIRE_ROLES = frozenset({"user", "assistant", "tool", "system", "developer"})
+
+
+def leaving_messages(records: Sequence[MessageRecord], fmt: Format) -> list[LeavingMessage]:
+    """The leaving turns' stored messages (of a memory in format `fmt`) as a note writer reads
+    them: their text, and for a tool output the name of the tool it answers (from the call
+    among `records`, if there)."""
+    values = [plain(m.body) for m in records]
+    names = call_names(fmt, values)
+    return [
+        LeavingMessage(
+            m.turn, m.role, " ".join(text_of(value)), names.get(m.answers, "") if m.answers else ""
+        )
+        for m, value in zip(records, values, strict=True)
+    ]
+
+
+class NoteWriter(abc.ABC):
+    """Answers a note ask with a note, from the leaving turns."""
+
+    name: str = "note-writer"
+
+    @abc.abstractmethod
+    async def write(
+        self, ask: str, messages: Sequence[LeavingMessage], *, deadline: float | None = None
+    ) -> Note:
+        """The note for `ask` (the note ask's text), given the leaving turns' messages."""

@@ -1,0 +1,106 @@
+"""The SQLite queries of a memory's ordered lane: its jobs and the lease on it, mixed into the
+SQLite transaction. Every query is bound to the transaction's memory id."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ..records import JobRecord
+
+__all__ = ["LaneQueries"]
+
+_JOB_COLUMNS = "n, kind, payload, created_at, state, attempts, error, retry_at, waits"
+
+
+def _job(row: tuple) -> JobRecord:
+    n, kind, payload, created_at, state, attempts, error, retry_at, waits = row
+    return JobRecord(
+        n=n,
+        kind=kind,
+        payload=bytes(payload),
+        created_at=created_at,
+        state=state,
+        attempts=attempts,
+        error=error,
+        retry_at=retry_at,
+        waits=waits,
+    )
+
+
+class LaneQueries:
+    """Jobs, oldest first, and the lease a worker holds the lane by."""
+
+    _conn: sqlite3.Connection
+    memory_id: str
+
+    def enqueue(self, kind: str, payload: bytes, created_at: float) -> int:
+        (top,) = self._conn.execute(
+            "SELECT MAX(n) FROM jobs WHERE memory_id = ?", (self.memory_id,)
+        ).fetchone()
+        n = (top or 0) + 1
+        self._conn.execute(
+            "INSERT INTO jobs (memory_id, n, kind, payload, created_at) VALUES (?, ?, ?, ?, ?)",
+            (self.memory_id, n, kind, payload, created_at),
+        )
+        return n
+
+    def pending_job(self, kind: str | None = None) -> JobRecord | None:
+        sql = f"SELECT {_JOB_COLUMNS} FROM jobs WHERE memory_id = ? AND state = 'pending'"
+        args: tuple = (self.memory_id,)
+        if kind is not None:
+            sql += " AND kind = ?"
+            args += (kind,)
+        row = self._conn.execute(sql + " ORDER BY n LIMIT 1", args).fetchone()
+        return _job(row) if row else None
+
+    def finish_job(self, n: int, state: str, error: str | None = None) -> None:
+        self._conn.execute(
+            "UPDATE jobs SET state = ?, error = ? WHERE memory_id = ? AND n = ?",
+            (state, error, self.memory_id, n),
+        )
+
+    def record_attempt(
+        self, n: int, error: str | None, retry_at: float | None = None, *, waited: bool = False
+    ) -> tuple[int, int]:
+        self._conn.execute(
+            "UPDATE jobs SET attempts = attempts + 1, waits = waits + ?, error = ?, retry_at = ? "
+            "WHERE memory_id = ? AND n = ?",
+            (int(waited), error, retry_at, self.memory_id, n),
+        )
+        attempts, waits = self._conn.execute(
+            "SELECT attempts, waits FROM jobs WHERE memory_id = ? AND n = ?", (self.memory_id, n)
+        ).fetchone()
+        return attempts, waits
+
+    def jobs(self) -> list[JobRecord]:
+        return [
+            _job(r)
+            for r in self._conn.execute(
+                f"SELECT {_JOB_COLUMNS} FROM jobs WHERE memory_id = ? ORDER BY n", (self.memory_id,)
+            )
+        ]
+
+    def claim_lane(self, owner: str, now: float, until: float) -> bool:
+        row = self._conn.execute(
+            "SELECT owner, lease_until FROM lanes WHERE memory_id = ?", (self.memory_id,)
+        ).fetchone()
+        if row is None:
+            self._conn.execute(
+                "INSERT INTO lanes (memory_id, owner, lease_until) VALUES (?, ?, ?)",
+                (self.memory_id, owner, until),
+            )
+            return True
+        holder, lease_until = row
+        if holder not in (None, owner) and lease_until is not None and lease_until > now:
+            return False
+        self._conn.execute(
+            "UPDATE lanes SET owner = ?, lease_until = ? WHERE memory_id = ?",
+            (owner, until, self.memory_id),
+        )
+        return True
+
+    def release_lane(self, owner: str) -> None:
+        self._conn.execute(
+            "UPDATE lanes SET owner = NULL, lease_until = NULL WHERE memory_id = ? AND owner = ?",
+            (self.memory_id, owner),
+        )
