@@ -159,6 +159,8 @@ class Engine:
         return await asyncio.to_thread(self.import_memory, doc)
 
 
+# Longer than 60 lines: one keyword per setting, each documented in the docstring, which is
+# the settings' reference (`help(fadeway.open)`).
 def open(
     url: str | os.PathLike[str] = "fadeway.db",
     *,

@@ -7,19 +7,21 @@ Activation is computed at any moment (`at`) from the append-only traces (MECHANI
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ..engine import Engine
 from ..errors import MemoryNotFoundError
 from ..mirror.trace_log import TraceLog
+from ..records import EpisodeRecord, TraceRecord
+from ..store import Store
 
 __all__ = ["MemoryNotFoundError", "inspect_memory", "render"]
 
 
-def inspect_memory(engine: Engine, memory_id: str, at: float) -> dict[str, Any]:
+def inspect_memory(store: Store, memory_id: str, at: float) -> dict[str, Any]:
     """Everything `fadeway inspect` shows, as plain JSON values; activation at `at`."""
-    with engine.store.read(memory_id) as tx:
+    with store.read(memory_id) as tx:
         memory = tx.memory()
         if memory is None:
             raise MemoryNotFoundError(f"the store holds no memory {memory_id!r}")
@@ -29,16 +31,17 @@ def inspect_memory(engine: Engine, memory_id: str, at: float) -> dict[str, Any]:
         )
         episodes = tx.episodes()
         traces = tx.traces()
-        facts = tx.facts()
-        notes = tx.notes()
-        entities, aliases, edges = tx.entities(), tx.aliases(), tx.edges()
-        retirements = tx.retirements()
-        passages = tx.passage_count()
-    log, numbers = TraceLog.of(traces), [e.n for e in episodes]
-    act, sig = log.activation(numbers, at), log.significance(numbers)
-    trace_count: dict[int, int] = {}
-    for t in traces:
-        trace_count[t.episode] = trace_count.get(t.episode, 0) + 1
+        edges = tx.edges()
+        graph = {
+            "notes": len(tx.notes()),
+            "facts": len(tx.facts()),
+            "entities": len(tx.entities()),
+            "aliases": len(tx.aliases()),
+            "edges": len(edges),
+            "merged": sum(1 for e in edges if e.merged_into is not None),
+            "retired": len(tx.retirements()),
+            "passages": tx.passage_count(),
+        }
     states = [e.state for e in episodes]
     return {
         "memory_id": memory_id,
@@ -48,38 +51,41 @@ def inspect_memory(engine: Engine, memory_id: str, at: float) -> dict[str, Any]:
         "turns": last.turn if last else 0,
         "first_at": first.at if first else None,
         "last_at": last.at if last else None,
-        "episodes": [
-            {
-                "n": e.n,
-                "state": e.state,
-                "first_turn": e.first_turn,
-                "last_turn": e.last_turn,
-                "first_seq": e.first_seq,
-                "last_seq": e.last_seq,
-                "start_at": e.start_at,
-                "end_at": e.end_at,
-                "tokens": e.tokens,
-                "traces": trace_count.get(e.n, 0),
-                "activation": float(a),
-                "significance": float(s),
-            }
-            for e, a, s in zip(episodes, act.tolist(), sig.tolist(), strict=True)
-        ],
+        "episodes": _episodes(episodes, traces, at),
         "states": {
             state: states.count(state) for state in ("live", "leaving", "sealed", "forgotten")
         },
         "facts_block": memory.facts_block,
-        "graph": {
-            "notes": len(notes),
-            "facts": len(facts),
-            "entities": len(entities),
-            "aliases": len(aliases),
-            "edges": len(edges),
-            "merged": sum(1 for e in edges if e.merged_into is not None),
-            "retired": len(retirements),
-            "passages": passages,
-        },
+        "graph": graph,
     }
+
+
+def _episodes(
+    episodes: Sequence[EpisodeRecord], traces: Sequence[TraceRecord], at: float
+) -> list[dict[str, Any]]:
+    """Each episode with its traces' count, its activation at `at` and its significance."""
+    log, numbers = TraceLog.of(traces), [e.n for e in episodes]
+    act, sig = log.activation(numbers, at), log.significance(numbers)
+    trace_count: dict[int, int] = {}
+    for t in traces:
+        trace_count[t.episode] = trace_count.get(t.episode, 0) + 1
+    return [
+        {
+            "n": e.n,
+            "state": e.state,
+            "first_turn": e.first_turn,
+            "last_turn": e.last_turn,
+            "first_seq": e.first_seq,
+            "last_seq": e.last_seq,
+            "start_at": e.start_at,
+            "end_at": e.end_at,
+            "tokens": e.tokens,
+            "traces": trace_count.get(e.n, 0),
+            "activation": float(a),
+            "significance": float(s),
+        }
+        for e, a, s in zip(episodes, act.tolist(), sig.tolist(), strict=True)
+    ]
 
 
 def _when(seconds: float | None) -> str:

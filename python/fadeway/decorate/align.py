@@ -126,75 +126,106 @@ def align(
     history that starts like the stored one and then departs from it is an edited history, and
     an error.
     """
-    n_stored = len(history)
-    if n_stored == 0 or not sent:
+    if len(history) == 0 or not sent:
         return 0
-    noted = history.note_calls
+    alignment = _Alignment(sent, sent_digests, history)
+    for seqs in (range(len(history)), view):
+        if not seqs:
+            continue
+        k = alignment.head(seqs, decorated_through)
+        if k == _NEW:
+            break
+        if k is not None:
+            return k
+    k, _ = alignment.matched(range(decorated_through, len(history)), 0, 0)
+    return k
 
-    def same(i: int, j: int) -> bool:
-        if sent_digests[i] == history.digests[j]:
+
+#: `_Alignment.head`'s answer for a short run equal to the stored head, sent after the history
+#: moved on: new messages, not a resent history.
+_NEW = -1
+
+
+class _Alignment:
+    """A sent history against the stored one, message by message."""
+
+    def __init__(self, sent: Sequence[Any], digests: Sequence[bytes], history: History) -> None:
+        self.sent, self.digests, self.history = sent, digests, history
+
+    def same(self, i: int, j: int) -> bool:
+        """Whether sent message `i` stands for stored message `j`."""
+        history = self.history
+        if self.digests[i] == history.digests[j]:
             return True
         if history.sources[j] != "reply":
             return False
-        mine = to_plain(sent[i], "message")
+        mine = to_plain(self.sent[i], "message")
         stored = plain(history.bodies[j])
-        return _alike(mine, stored) or (j in noted and _alike(mine, _without_note_calls(stored)))
+        noted = j in history.note_calls
+        return _alike(mine, stored) or (noted and _alike(mine, _without_note_calls(stored)))
 
-    def may_be_missing(j: int) -> bool:
+    def may_be_missing(self, j: int) -> bool:
         """A stored item a rebuilt history may leave out: a reasoning item (a client without its
         encrypted content cannot send it back, nor does a `store: false` view hold it), or a
         reply item that held only note calls."""
+        history = self.history
         if history.row_kinds[j] == "reasoning":
             return True
         return (
-            j in noted
+            j in history.note_calls
             and history.sources[j] == "reply"
             and _without_note_calls(plain(history.bodies[j])) is None
         )
 
-    def matched(seqs: Sequence[int], k: int, j: int) -> tuple[int, int]:
+    def matched(self, seqs: Sequence[int], k: int, j: int) -> tuple[int, int]:
         """Sent from `k` on against `seqs` from `j` on, as far as they agree: where each
         stopped."""
+        sent = self.sent
         while k < len(sent) and j < len(seqs):
-            if same(k, seqs[j]):
+            if self.same(k, seqs[j]):
                 k, j = k + 1, j + 1
-            elif may_be_missing(seqs[j]):
+            elif self.may_be_missing(seqs[j]):
                 j += 1
             else:
                 break
         if k == len(sent):
-            while j < len(seqs) and may_be_missing(seqs[j]):
+            while j < len(seqs) and self.may_be_missing(seqs[j]):
                 j += 1
         return k, j
 
-    for seqs in (range(n_stored), view):
-        if not seqs:
-            continue
+    def head(self, seqs: Sequence[int], decorated_through: int) -> int | None:
+        """How many sent messages the stored `seqs` (the history, or the last view) hold when
+        the sent history starts with them; None when it does not start with them, `_NEW` when
+        it is a short run equal to their head sent after the history moved on."""
         first = 0  # a view may open with items the sent history leaves out
-        while first + 1 < len(seqs) and not same(0, seqs[first]) and may_be_missing(seqs[first]):
+        while (
+            first + 1 < len(seqs)
+            and not self.same(0, seqs[first])
+            and self.may_be_missing(seqs[first])
+        ):
             first += 1
-        if not same(0, seqs[first]):
-            if min(len(seqs) - first, len(sent)) > C.ALIGN_EDIT_EVIDENCE and all(
-                same(k, seqs[first + k]) for k in range(1, C.ALIGN_EDIT_EVIDENCE + 1)
-            ):
-                raise HistoryConflictError(
-                    f"message 0 of the sent history differs from stored message {seqs[first]}, "
-                    "though the messages after it are the stored ones: earlier messages "
-                    "cannot be edited. To send only new messages, leave out what was sent "
-                    "before."
-                )
-            continue
-        k, j = matched(seqs, 1, first + 1)
-        if k < len(sent) and j < len(seqs):
+        if not self.same(0, seqs[first]):
+            self._refuse_an_edited_first(seqs, first)
+            return None
+        k, j = self.matched(seqs, 1, first + 1)
+        if k < len(self.sent) and j < len(seqs):
             raise HistoryConflictError(
                 f"message {k} of the sent history differs from stored message {seqs[j]}; a "
                 "history that starts like the stored one must continue it unchanged (earlier "
                 "messages cannot be edited). To send only new messages, leave out what was "
                 "sent before."
             )
-        if j == len(seqs) or j >= decorated_through:
-            return k
-        # A short run equal to the stored head, sent after the history moved on: new messages.
-        break
-    k, _ = matched(range(decorated_through, n_stored), 0, 0)
-    return k
+        return k if j == len(seqs) or j >= decorated_through else _NEW
+
+    def _refuse_an_edited_first(self, seqs: Sequence[int], first: int) -> None:
+        """A sent history whose first message differs from the stored one's, though the next
+        ones are the stored ones, is an edit of it."""
+        evidence = C.ALIGN_EDIT_EVIDENCE
+        if min(len(seqs) - first, len(self.sent)) > evidence and all(
+            self.same(k, seqs[first + k]) for k in range(1, evidence + 1)
+        ):
+            raise HistoryConflictError(
+                f"message 0 of the sent history differs from stored message {seqs[first]}, "
+                "though the messages after it are the stored ones: earlier messages cannot be "
+                "edited. To send only new messages, leave out what was sent before."
+            )

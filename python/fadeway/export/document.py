@@ -14,8 +14,18 @@ from typing import IO
 import msgspec
 
 from ..errors import MemoryNotFoundError
-from ..records import ExportedJob, ExportedMessage, ExportedRequest, ExportedUsage, MemoryExport
+from ..records import (
+    ExportedJob,
+    ExportedMessage,
+    ExportedRequest,
+    ExportedUsage,
+    JobKind,
+    MemoryExport,
+    MessageRecord,
+    RequestRecord,
+)
 from ..store import Transaction
+from ..usage import UsageRecord
 
 __all__ = ["dumps", "export_memory", "loads", "read_jsonl", "write_jsonl"]
 
@@ -28,83 +38,75 @@ def export_memory(tx: Transaction, memory_id: str) -> MemoryExport:
     memory = tx.memory()
     if memory is None:
         raise MemoryNotFoundError(f"the store holds no memory {memory_id!r} to export")
-    messages = tx.messages()
-    requests = tx.requests()
-    episodes = tx.episodes()
-    traces = tx.traces()
-    notes_, facts, acks = tx.notes(), tx.facts(), tx.acks()
-    graph = (tx.entities(), tx.aliases(), tx.edges(), tx.retirements())
-    passages = tx.passages()
-    recalls = (
-        tx.recalls(),
-        tx.block_texts("distills"),
-        tx.block_texts("recall_finals"),
-        tx.walks(),
-    )
-    usage = tx.usage()
     return MemoryExport(
         memory_id=memory_id,
         format=memory.format,
         created_at=memory.created_at,
         decorated_through=memory.decorated_through,
         instructions=msgspec.Raw(memory.instructions or b"null"),
-        messages=[
-            ExportedMessage(
-                seq=m.seq,
-                turn=m.turn,
-                at=m.at,
-                role=m.role,
-                kind=m.kind,
-                source=m.source,
-                tokens=m.tokens,
-                message=msgspec.Raw(m.body),
-            )
-            for m in messages
-        ],
-        requests=[
-            ExportedRequest(
-                n=r.n,
-                at=r.at,
-                model=r.model,
-                encoding=r.encoding,
-                estimate=r.estimate,
-                view_len=r.view_len,
-                view_last=r.view_last,
-                history_through=r.history_through,
-                provider_tokens=r.provider_tokens,
-                ratio_kept=r.ratio_kept,
-                ratio_note=r.ratio_note,
-                replied=r.replied,
-            )
-            for r in requests
-        ],
-        episodes=episodes,
-        traces=traces,
-        notes=notes_,
-        facts=facts,
-        acks=acks,
+        messages=[_message(m) for m in tx.messages()],
+        requests=[_request(r) for r in tx.requests()],
+        episodes=tx.episodes(),
+        traces=tx.traces(),
+        notes=tx.notes(),
+        facts=tx.facts(),
+        acks=tx.acks(),
         facts_order=msgspec.json.decode(memory.facts_order) if memory.facts_order else None,
         facts_block=memory.facts_block,
-        entities=graph[0],
-        aliases=graph[1],
-        edges=graph[2],
-        retirements=graph[3],
-        passages=passages,
-        recalls=recalls[0],
-        distills=recalls[1],
-        recall_finals=recalls[2],
-        walks=recalls[3],
-        usage=[
-            ExportedUsage(
-                at=u.at, kind=u.kind, model=u.model, tokens_in=u.tokens_in, tokens_out=u.tokens_out
-            )
-            for u in usage
-        ],
+        entities=tx.entities(),
+        aliases=tx.aliases(),
+        edges=tx.edges(),
+        retirements=tx.retirements(),
+        passages=tx.passages(),
+        recalls=tx.recalls(),
+        distills=tx.block_texts("distills"),
+        recall_finals=tx.block_texts("recall_finals"),
+        walks=tx.walks(),
+        usage=[_usage(u) for u in tx.usage()],
+        # The work still to do but embedding, which the importing embedder does anew.
         jobs=[
             ExportedJob(kind=j.kind, payload=msgspec.Raw(j.payload), created_at=j.created_at)
             for j in tx.jobs()
-            if j.state == "pending" and j.kind != "embed"
+            if j.state == "pending" and j.kind != JobKind.EMBED
         ],
+    )
+
+
+def _message(m: MessageRecord) -> ExportedMessage:
+    """A stored message as exported: its body as sent, raw."""
+    return ExportedMessage(
+        seq=m.seq,
+        turn=m.turn,
+        at=m.at,
+        role=m.role,
+        kind=m.kind,
+        source=m.source,
+        tokens=m.tokens,
+        message=msgspec.Raw(m.body),
+    )
+
+
+def _request(r: RequestRecord) -> ExportedRequest:
+    return ExportedRequest(
+        n=r.n,
+        at=r.at,
+        model=r.model,
+        encoding=r.encoding,
+        estimate=r.estimate,
+        view_len=r.view_len,
+        view_last=r.view_last,
+        history_through=r.history_through,
+        provider_tokens=r.provider_tokens,
+        ratio_kept=r.ratio_kept,
+        ratio_note=r.ratio_note,
+        replied=r.replied,
+    )
+
+
+def _usage(u: UsageRecord) -> ExportedUsage:
+    """A model call's cost as exported (its seconds are not: they differ between runs)."""
+    return ExportedUsage(
+        at=u.at, kind=u.kind, model=u.model, tokens_in=u.tokens_in, tokens_out=u.tokens_out
     )
 
 

@@ -63,6 +63,26 @@ async def plan_graph(
     `entity_vectors` holds each known entity's canonical-name vector by `embedder`.
     """
     update = GraphUpdate()
+    by_norm = await _resolve_entities(
+        judge, embedder, graph, new, entity_vectors, update, deadline=deadline
+    )
+    await _relate(judge, graph, facts, new, by_norm, update, deadline=deadline)
+    return update
+
+
+async def _resolve_entities(
+    judge: Judge,
+    embedder: Embedder,
+    graph: Graph,
+    new: Sequence[FactRecord],
+    entity_vectors: dict[int, np.ndarray],
+    update: GraphUpdate,
+    *,
+    deadline: float | None,
+) -> dict[str, int]:
+    """Each name of the `new` facts as an entity: a known one by its normal form, else one the
+    judge confirms, else a new entity (into `update`, with its vector and its aliases). Returns
+    every normal form's entity."""
     by_norm = dict(graph.by_norm)
     known_names = {a.name for a in graph.aliases}
     next_entity = max(graph.entities, default=0) + 1
@@ -89,14 +109,23 @@ async def plan_graph(
         by_norm[norm] = entity
     for name, at in names.items():
         if name not in known_names:
-            update.aliases.append(
-                AliasRecord(
-                    norm=normalise_name(name),
-                    entity=by_norm[normalise_name(name)],
-                    name=name,
-                    at=at,
-                )
-            )
+            norm = normalise_name(name)
+            update.aliases.append(AliasRecord(norm=norm, entity=by_norm[norm], name=name, at=at))
+    return by_norm
+
+
+async def _relate(
+    judge: Judge,
+    graph: Graph,
+    facts: Sequence[FactRecord],
+    new: Sequence[FactRecord],
+    by_norm: dict[str, int],
+    update: GraphUpdate,
+    *,
+    deadline: float | None,
+) -> None:
+    """Each of the `new` facts as an edge (into `update`): merged into a held fact the judge
+    finds it restates, or retiring the held facts it contradicts."""
     entity_name = {e.n: e.name for e in (*graph.entities.values(), *update.entities)}
 
     def fact_text(f: FactRecord) -> FactText:
@@ -105,11 +134,8 @@ async def plan_graph(
 
     held = [f for f in facts if f.n in graph.edges and graph.is_current(f.n)]
     pairs = _relate_candidates(graph, held, new, by_norm)
-    answered = (
-        await judge.relate([(fact_text(n), fact_text(h)) for n, h in pairs], deadline=deadline)
-        if pairs
-        else []
-    )
+    texts = [(fact_text(n), fact_text(h)) for n, h in pairs]
+    answered = await judge.relate(texts, deadline=deadline) if pairs else []
     # No answer is "unrelated": nothing merges and nothing retires on a guess.
     relations = [r if r is not None else "unrelated" for r in answered]
     retired = set(graph.retired)
@@ -126,7 +152,6 @@ async def plan_graph(
             if r == "contradicts" and h.n not in retired:
                 retired.add(h.n)
                 update.retirements.append(RetirementRecord(fact=h.n, by=f.n, at=f.at))
-    return update
 
 
 async def _confirm_entities(

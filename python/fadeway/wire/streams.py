@@ -80,80 +80,98 @@ def _error_text(error: Any) -> str:
 
 
 def _chat(chunks: list[dict[str, Any]]) -> dict[str, Any]:
+    """The chat completion a Chat Completions stream's chunks stand for."""
     head: dict[str, Any] = {}
     choices: dict[int, dict[str, Any]] = {}
     calls: dict[int, _Calls] = {}
     usage = None
     for i, chunk in enumerate(chunks):
-        if chunk.get("error"):
-            raise InvalidResponseError(
-                f"chunk {i} of the stream is an error: {_error_text(chunk['error'])}"
-            )
-        parts = chunk.get("choices", [])
-        # Azure's first chunk (prompt filter results) and its content filter chunks have a
-        # blank object and no choices; a usage chunk may have no choices key at all.
-        if (
-            not isinstance(parts, list)
-            or "type" in chunk
-            or chunk.get("object") not in (None, "", "chat.completion.chunk")
-        ):
-            raise InvalidResponseError(
-                f"chunk {i} of the stream is not a chat.completion.chunk (a Responses event "
-                "for a Chat Completions request?)"
-            )
+        parts = _chunk_parts(chunk, i)
         for key in ("id", "created", "model", "service_tier", "system_fingerprint"):
             if chunk.get(key):
                 head.setdefault(key, chunk[key])
         if chunk.get("usage") is not None:
             usage = chunk["usage"]
         for part in parts:
-            index = part.get("index", 0) if isinstance(part, dict) else None
-            if not isinstance(index, int):
-                raise InvalidResponseError(
-                    f"chunk {i} of the stream holds a choice without an integer index"
-                )
-            choice = choices.setdefault(
-                index, {"index": index, "message": {}, "finish_reason": None}
-            )
-            delta = part.get("delta")
-            if isinstance(delta, dict):
-                for call in delta.get("tool_calls") or []:
-                    if isinstance(call, dict):
-                        calls.setdefault(index, _Calls()).add(call)
-                _join(choice["message"], {k: v for k, v in delta.items() if k != "tool_calls"})
-            if part.get("finish_reason") is not None:
-                choice["finish_reason"] = part["finish_reason"]
-            if isinstance(part.get("logprobs"), dict):
-                _join(choice.setdefault("logprobs", {}), part["logprobs"])
+            _take_part(part, i, choices, calls)
     if not choices:
         raise InvalidResponseError("the stream holds no choice: no chunk carried a delta")
     for index, choice in choices.items():
-        message = choice["message"]
-        message.setdefault("role", "assistant")
-        message.setdefault("content", None)
-        if index in calls:
-            message["tool_calls"] = calls[index].calls
-        if choice["finish_reason"] is None:
-            # Cut off (a dropped connection): a call may be cut short, and the caller must not
-            # run it. What text came is kept; with nothing else, there is no reply.
-            cut = [c.get("id") for c in message.pop("tool_calls", [])]
-            if message.pop("function_call", None) is not None:
-                cut.append("function_call")
-            if cut:
-                log.warning(
-                    "a streamed reply ended before its finish reason; its tool calls "
-                    "%s are left out (they may be cut short)",
-                    cut,
-                )
-            if index == min(choices) and not message.get("content") and not message.get("refusal"):
-                raise InvalidResponseError(
-                    "the stream ended before its reply was complete (no finish reason) and "
-                    "holds no text: pass every chunk the stream yielded"
-                )
+        _finish_choice(choice, calls.get(index), first=index == min(choices))
     out = {"object": "chat.completion", **head, "choices": [choices[k] for k in sorted(choices)]}
     if usage is not None:
         out["usage"] = usage
     return out
+
+
+def _chunk_parts(chunk: dict[str, Any], i: int) -> list[Any]:
+    """The choices of stream chunk `i`, which must be a chat.completion.chunk."""
+    if chunk.get("error"):
+        raise InvalidResponseError(
+            f"chunk {i} of the stream is an error: {_error_text(chunk['error'])}"
+        )
+    parts = chunk.get("choices", [])
+    # Azure's first chunk (prompt filter results) and its content filter chunks have a blank
+    # object and no choices; a usage chunk may have no choices key at all.
+    if (
+        not isinstance(parts, list)
+        or "type" in chunk
+        or chunk.get("object") not in (None, "", "chat.completion.chunk")
+    ):
+        raise InvalidResponseError(
+            f"chunk {i} of the stream is not a chat.completion.chunk (a Responses event for a "
+            "Chat Completions request?)"
+        )
+    return parts
+
+
+def _take_part(
+    part: Any, i: int, choices: dict[int, dict[str, Any]], calls: dict[int, _Calls]
+) -> None:
+    """Join one choice delta of chunk `i` into the choice it continues."""
+    index = part.get("index", 0) if isinstance(part, dict) else None
+    if not isinstance(index, int):
+        raise InvalidResponseError(
+            f"chunk {i} of the stream holds a choice without an integer index"
+        )
+    choice = choices.setdefault(index, {"index": index, "message": {}, "finish_reason": None})
+    delta = part.get("delta")
+    if isinstance(delta, dict):
+        for call in delta.get("tool_calls") or []:
+            if isinstance(call, dict):
+                calls.setdefault(index, _Calls()).add(call)
+        _join(choice["message"], {k: v for k, v in delta.items() if k != "tool_calls"})
+    if part.get("finish_reason") is not None:
+        choice["finish_reason"] = part["finish_reason"]
+    if isinstance(part.get("logprobs"), dict):
+        _join(choice.setdefault("logprobs", {}), part["logprobs"])
+
+
+def _finish_choice(choice: dict[str, Any], calls: _Calls | None, *, first: bool) -> None:
+    """A choice whose deltas are all joined, as a reply holds it."""
+    message = choice["message"]
+    message.setdefault("role", "assistant")
+    message.setdefault("content", None)
+    if calls is not None:
+        message["tool_calls"] = calls.calls
+    if choice["finish_reason"] is not None:
+        return
+    # Cut off (a dropped connection): a call may be cut short, and the caller must not run it.
+    # What text came is kept; with nothing else, there is no reply.
+    cut = [c.get("id") for c in message.pop("tool_calls", [])]
+    if message.pop("function_call", None) is not None:
+        cut.append("function_call")
+    if cut:
+        log.warning(
+            "a streamed reply ended before its finish reason; its tool calls %s are left out "
+            "(they may be cut short)",
+            cut,
+        )
+    if first and not message.get("content") and not message.get("refusal"):
+        raise InvalidResponseError(
+            "the stream ended before its reply was complete (no finish reason) and holds no "
+            "text: pass every chunk the stream yielded"
+        )
 
 
 class _Calls:
