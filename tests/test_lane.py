@@ -454,3 +454,17 @@ def test_traces_messages_and_episode_bounds_cannot_be_edited_or_deleted(quiet_en
         for name in dir(Transaction)
         if "trace" in name and name.startswith(("update", "delete", "set"))
     ]
+
+
+def test_the_job_table_runs_every_kind_of_job_and_says_which_may_be_skipped(quiet_engine):
+    from fadeway.lane.jobs import Skippable
+    from fadeway.records import JobKind
+
+    jobs = quiet_engine.lane.jobs
+    assert set(jobs) == set(JobKind)  # every kind fadeway queues has a handler
+    for kind, job in jobs.items():
+        assert job.queued_by, kind
+        assert job.retry.failures >= 1 and job.retry.outages >= 1
+        # A skippable job's handler says when it is stale; no other handler pretends to.
+        assert isinstance(job.handler, Skippable) == job.skippable == hasattr(job.handler, "stale")
+    assert {k for k, j in jobs.items() if j.skippable} == {JobKind.WALK, JobKind.DISTILL}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from .. import _constants as C
 from .._services import Services
@@ -30,6 +30,7 @@ from ..store import Transaction
 __all__ = ["Job", "JobHandler", "JobKind", "Retry", "Skippable", "table"]
 
 
+@runtime_checkable
 class JobHandler(Protocol):
     """What runs one kind of job. Its constructor takes what it uses (the store, a judge...)."""
 
@@ -41,6 +42,7 @@ class JobHandler(Protocol):
         the snapshot it was prepared from is stale: the job is prepared again."""
 
 
+@runtime_checkable
 class Skippable(JobHandler, Protocol):
     """A handler whose job a lane that fell behind skips: what it would prepare is never read
     once the memory has moved on."""
