@@ -154,7 +154,7 @@ def build(db: Path, passages: int, facts: int, seed: int = 7) -> None:
                         [(k, v.tobytes()) for (k, _), v in zip(chunk, vectors, strict=True)],
                     )
         with engine.store.read("big") as tx:
-            engine.index("big").sync(tx)  # builds and (at close) saves the indexes
+            engine.services.indexes.get("big").sync(tx)  # builds and (at close) saves the indexes
 
 
 def measure(
@@ -184,13 +184,13 @@ def measure(
         with engine.store.write("big") as tx:  # stores built before walks were kept get one
             tx.insert_walk(WalkRecord(turn=PREPARED_TURN, at=START, levels=[]))
         turn = PREPARED_TURN if prepared else None
-        recall(engine, "big", texts[0], texts[0])  # open the indexes
+        recall(engine.services, "big", texts[0], texts[0])  # open the indexes
         best: list[dict[str, float]] = [{"whole recall": float("inf")} for _ in texts]
         every: list[float] = []
         for _ in range(rounds):
             for i, (text, recent) in enumerate(zip(texts, recents, strict=True)):
                 start = time.perf_counter()
-                result = recall(engine, "big", text, recent, prepared_turn=turn)
+                result = recall(engine.services, "big", text, recent, prepared_turn=turn)
                 total = time.perf_counter() - start
                 every.append(total)
                 if total < best[i]["whole recall"]:

@@ -1,14 +1,14 @@
-"""LoCoMo evidence recall of the recall block, against BM25 (and BM25 + MiniLM) at the same
-token budget (issue 6, "Evaluation"; MECHANISM: "Recall").
+"""LoCoMo evidence recall of the recall block, against BM25 (and BM25 + MiniLM) at the same token
+budget (issue 6, "Evaluation"; MECHANISM: "Recall").
 
-Each conversation is replayed through decorate/report (`fadeway.replay.replay_memory`, the LoCoMo
-mapping of `fadeway.locomo`) into a fresh SQLite engine with `background=False`, the offline
-judge, the offline note writer and a low ceiling (8,000 tokens by default), so that most of the
-history is sealed or forgotten by the end. Then every question with evidence (categories 1-4;
-category 5 is skipped) is asked as if it were the next user message:
-`recall(engine, memory_id, question, recent_text(history, question), prepared_turn=None)`, so the
-walk runs inline with the offline judge. Recall only reads, so questions do not affect each
-other.
+Each conversation is replayed through decorate/report (`fadeway.replay.runner.replay_memory`,
+the LoCoMo mapping of `fadeway.replay.locomo`) into a fresh SQLite engine with
+`background=False`, the offline judge, the offline note writer and a low ceiling (8,000 tokens
+by default), so that most of the history is sealed or forgotten by the end. Then every question
+with evidence (categories 1-4; category 5 is skipped) is asked as if it were the next user
+message: `recall(engine.services, memory_id, question, recent_text(history, question),
+prepared_turn=None)`, so the walk runs inline with the offline judge. Recall only reads, so
+questions do not affect each other.
 
 An evidence turn (its dia_id) counts as surfaced by the block when
 
@@ -252,7 +252,11 @@ def evaluate(sample: dict[str, Any], ceiling: int, embedder: str | None = None) 
                 continue
             question = str(qa["question"])
             result = recall(
-                engine, memory_id, question, recent_text(history, question), prepared_turn=None
+                engine.services,
+                memory_id,
+                question,
+                recent_text(history, question),
+                prepared_turn=None,
             )
             budget = block_tokens(result.block)
             excerpts = {dia_of[passage_seq[n]] for n in result.passages}

@@ -1,4 +1,4 @@
-"""Dialogue topic segmentation on TIAGE: `fadeway.cohesion.boundary_scores` against trivial
+"""Dialogue topic segmentation on TIAGE: `fadeway.judge.cohesion.boundary_scores` against trivial
 baselines.
 
 Each utterance of a dialogue is one unit. A dialogue of N utterances has N - 1 slots; slot j is a

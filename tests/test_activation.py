@@ -236,10 +236,10 @@ def walk_reference(
     current: int,
     fit: bool = False,
 ) -> list[int]:
-    """memory.py's fade read literally: down the order while the history is above the landing
-    (and, with `fit`, above the budget: the current turn may not fit beside a large facts
-    block), the landing worked out again (`forgetting.budget`) whenever the facts block
-    shrinks."""
+    """The fade (forgetting/fade.py) read literally: down the order while the history is
+    above the landing (and, with `fit`, above the budget: the current turn may not fit beside
+    a large facts block), the landing worked out again (`forgetting.budget`) whenever the
+    facts block shrinks."""
     picked: list[int] = []
     plan = forgetting_budget.budget(ceiling, block, 0, typical, current)
     for i in reference.fade_order_reference(act, tie):

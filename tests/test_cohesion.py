@@ -1,5 +1,6 @@
-"""Offline boundary scores (`fadeway.cohesion`): shapes and edge cases, a topic change found on a
-written dialogue, equality with an obvious dense computation, and TIAGE dev when it is present."""
+"""Offline boundary scores (`fadeway.judge.cohesion`): shapes and edge cases, a topic change
+found on a written dialogue, equality with an obvious dense computation, and TIAGE dev when it
+is present."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The README's examples run as written."""
+"""The README's examples run as written, against a provider played on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -7,23 +7,71 @@ from pathlib import Path
 
 import pytest
 
+from openai_server import OpenAIServer, Recorded, Reply
+
 README = Path(__file__).resolve().parents[1] / "README.md"
-BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+TEXT = README.read_text(encoding="utf-8")
+BLOCKS = re.findall(r"```python\n(.*?)```", TEXT, re.S)
+
+
+def _answer(request: Recorded) -> Reply:
+    """A chat completion that answers the last user message in words."""
+    asked = request.body["messages"][-1]["content"]
+    return Reply(
+        body={
+            "id": "chatcmpl-readme",
+            "object": "chat.completion",
+            "created": 0,
+            "model": request.body["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": f"Not yet. ({len(asked)})"},
+                }
+            ],
+            "usage": {"prompt_tokens": 50, "completion_tokens": 5, "total_tokens": 55},
+        }
+    )
+
+
+@pytest.fixture
+def provider(monkeypatch):
+    """The OpenAI SDK, pointed at a local server that answers every chat completion."""
+    with OpenAIServer() as server:
+        server.script(*[_answer] * 20)
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-readme")
+        yield server
 
 
 def test_readme_has_examples():
-    assert len(BLOCKS) >= 2
+    assert len(BLOCKS) >= 1
 
 
 @pytest.mark.parametrize("code", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])
-def test_readme_example_runs(code, tmp_path, monkeypatch):
+def test_readme_example_runs(code, tmp_path, monkeypatch, provider, capsys):
     monkeypatch.chdir(tmp_path)
     exec(compile(code, str(README), "exec"), {"__name__": "readme"})
+    sent = [r for r in provider.requests if r.path.endswith("/chat/completions")]
+    assert sent, "the example never called the provider"
+    # What reached the provider is the decorated request: the caller's messages, in order.
+    roles = [m["role"] for m in sent[0].body["messages"]]
+    assert roles[0] == "system" and roles[-1] == "user"
+    assert "Not yet." in capsys.readouterr().out
 
 
 def test_readme_opens_with_the_ci_test_command():
-    head = README.read_text(encoding="utf-8").splitlines()[:6]
+    head = TEXT.splitlines()[:6]
     ci = (README.parent / ".ci" / "run").read_text(encoding="utf-8")
     test_command = next(line for line in head if "pytest" in line)
     assert test_command in ci
     assert any("fadeway demo" in line for line in head)
+
+
+def test_readme_is_short_and_links_only_inside_the_repository():
+    assert len(TEXT.splitlines()) < 250
+    for link in re.findall(r"\]\(([^)]+)\)", TEXT):
+        assert not link.startswith(("..", "/")), link
+        if not link.startswith("http"):
+            assert (README.parent / link.split("#")[0]).exists(), link

@@ -100,7 +100,7 @@ LANE_POLL_SECONDS = 0.05
 LANE_IDLE_POLL_SECONDS = 5.0
 
 # -- segmentation / embedding ---------------------------------------------------------------
-# Offline boundary scores (`fadeway.cohesion`). Tuned on TIAGE train + dev only, by ranking
+# Offline boundary scores (`fadeway.judge.cohesion`). Tuned on TIAGE train + dev only, by ranking
 # quality (Pk of the top-k slots at the gold count, since sizes decide how many cuts and the
 # scores only where); `benches/segmentation_tiage.py --tune` repeats the search.
 

@@ -68,10 +68,10 @@ class MessageRecord(msgspec.Struct, frozen=True, kw_only=True):
     at: float  # Unix seconds, from the engine's clock or the replayed timestamp
     role: str
     kind: str  # "message", or the Responses item type
-    side: str  # formats.Side: user / system / assistant / output
+    side: str  # wire.Side: user / system / assistant / output
     source: str  # "request" (sent by the caller) or "reply" (stored by report)
     tokens: int  # our size estimate, per-message overhead included
-    digest: bytes  # canonical digest (formats/canonical.py)
+    digest: bytes  # canonical digest (wire/canonical.py)
     calls: tuple[str, ...] = ()  # call ids this message makes
     answers: str | None = None  # call id this message answers
     body: bytes  # the JSON as sent

@@ -9,12 +9,12 @@ and scripted judges honour the same shape. A judge that cannot answer by the dea
 did not parse, or named ids it was not given, even after one retry). Such an item is `None` in
 the result, never a made-up answer; each caller reads None as the judgment's neutral outcome:
 
-- `boundaries`: a None score counts 0.0 (`Boundaries.slots`; the cut in `episodes.py`);
-- `about`: no trace is written for that fact and episode (`scoring.py`);
-- `relate`: "unrelated" (nothing merges, nothing retires; `graph.py`);
-- `same_entity`: False (the name becomes an entity of its own; `graph.py`);
+- `boundaries`: a None score counts 0.0 (`Boundaries.slots`; the cut in `episodes/cut.py`);
+- `about`: no trace is written for that fact and episode (`episodes/traces.py`);
+- `relate`: "unrelated" (nothing merges, nothing retires; `graph/update.py`);
+- `same_entity`: False (the name becomes an entity of its own; `graph/update.py`);
 - `levels`: KEEP_LEVEL (the fact is shown as a search hit but does not lead on; `recall.walk`);
-- `distill`: keep the item (`recall.DistillJob`).
+- `distill`: keep the item (`recall/distill.py`).
 
 The offline and scripted judges always answer. A judge that cannot reach its model at all raises
 (`fadeway.errors.EndpointError` for the LLM judge): lane jobs are retried, and decorate's inline

@@ -1,7 +1,7 @@
 """The offline judge: deterministic heuristics, no network, no key. The embedded default.
 
 Boundaries come from lexical and embedding cohesion between the units before and after each gap
-(TextTiling-like; see `fadeway.cohesion`), computed over the units with their context. Whether
+(TextTiling-like; see `fadeway.judge.cohesion`), computed over the units with their context. Whether
 a fact is about an episode is the cosine of their hashing embeddings against a threshold.
 Fact relations and entity confirmations come from shared entities, words, numbers and negations.
 """
