@@ -386,3 +386,17 @@ def test_a_memory_the_store_does_not_hold_is_named_not_found(engine):
             read()
         assert isinstance(caught.value, KeyError)  # as before, for callers that caught that
     assert engine.memory_ids() == []
+
+
+def test_the_rust_cores_errors_reach_python_as_fadeway_errors():
+    """`rust/py/src/errors.rs` maps each core error into the tree, keeping its text and the
+    ValueError callers caught before."""
+    from fadeway import _core
+    from fadeway.recall.parts import message_parts
+
+    with pytest.raises(errors.UnknownNameError, match="unknown encoding") as unknown:
+        _core.count_tokens("nope", "x")
+    with pytest.raises(errors.CoreInputError, match="min_chars <= max_chars") as refused:
+        message_parts("Hello there.", min_chars=10, max_chars=5)
+    for caught in (unknown.value, refused.value):
+        assert isinstance(caught, errors.CoreError) and isinstance(caught, ValueError)

@@ -186,6 +186,8 @@ const BLOCK: usize = 512;
 
 /// The weight of one trace of age `age_seconds`, by the formula read literally (f64 `sqrt`).
 /// The kernels agree with it to 1e-13 relative.
+#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
 pub fn trace_weight(age_seconds: f64) -> f64 {
     1.0 / (age_seconds / SECONDS_PER_MINUTE).max(1.0).sqrt()
 }
@@ -204,10 +206,12 @@ pub fn activation_grouped(
     score: &[f64],
     now: f64,
 ) -> Result<Vec<f64>, CoreError> {
-    activation_grouped_on(Isa::Detected, offsets, at, score, now)
+    validate_activation(Traces::Grouped(offsets), at, score, now)?;
+    grouped_validated(Isa::Detected, grouped_threads(at.len()), offsets, at, score, now)
 }
 
 /// [`activation_grouped`] compiled for `isa`: the tests check that every path gives the same bits.
+#[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub fn activation_grouped_on(
     isa: Isa,
@@ -216,12 +220,13 @@ pub fn activation_grouped_on(
     score: &[f64],
     now: f64,
 ) -> Result<Vec<f64>, CoreError> {
-    let threads = if at.len() >= PARALLEL_MIN_TRACES { parallel::threads() } else { 1 };
-    activation_grouped_threads(isa, threads, offsets, at, score, now)
+    validate_activation(Traces::Grouped(offsets), at, score, now)?;
+    grouped_validated(isa, grouped_threads(at.len()), offsets, at, score, now)
 }
 
 /// [`activation_grouped_on`] over `threads` threads at most (one per `PARALLEL_MIN_BLOCKS`
 /// blocks): the tests check that every count gives the same bits.
+#[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub fn activation_grouped_threads(
     isa: Isa,
@@ -231,9 +236,29 @@ pub fn activation_grouped_threads(
     score: &[f64],
     now: f64,
 ) -> Result<Vec<f64>, CoreError> {
-    check_now(now)?;
-    check_same_length("at", at.len(), "score", score.len())?;
-    check_offsets(offsets, at.len(), "groups", "traces")?;
+    validate_activation(Traces::Grouped(offsets), at, score, now)?;
+    grouped_validated(isa, threads, offsets, at, score, now)
+}
+
+/// The threads the grouped kernel may split `traces` traces over.
+fn grouped_threads(traces: usize) -> usize {
+    if traces >= PARALLEL_MIN_TRACES {
+        parallel::threads()
+    } else {
+        1
+    }
+}
+
+/// The grouped kernel on input that passed [`validate_activation`]; times and scores are checked
+/// as it runs.
+fn grouped_validated(
+    isa: Isa,
+    threads: usize,
+    offsets: &[i64],
+    at: &[f64],
+    score: &[f64],
+    now: f64,
+) -> Result<Vec<f64>, CoreError> {
     let mut activation = vec![0.0; offsets.len() - 1];
     grouped_split(isa, threads, offsets, at, score, now, &mut activation)
         .map_err(|start| bad_time(now, &at[start..], start))?;
@@ -411,7 +436,7 @@ impl pulp::WithSimd for Grouped<'_> {
 /// The significance of each episode: the plain sum of its traces' scores, never faded. The
 /// layout and the offset and score errors are those of [`activation_grouped`].
 pub fn significance_grouped(offsets: &[i64], score: &[f64]) -> Result<Vec<f64>, CoreError> {
-    check_offsets(offsets, score.len(), "groups", "traces")?;
+    validate_significance(offsets, score)?;
     let significance: Vec<f64> = offsets
         .windows(2)
         .map(|w| {
@@ -438,10 +463,12 @@ pub fn activation_log_order(
     now: f64,
     groups: usize,
 ) -> Result<Vec<f64>, CoreError> {
-    activation_log_order_on(Isa::Detected, group, at, score, now, groups)
+    validate_activation(Traces::LogOrder(group), at, score, now)?;
+    log_order_validated(Isa::Detected, log_order_path_for(at.len()), group, at, score, now, groups)
 }
 
 /// [`activation_log_order`] compiled for `isa`.
+#[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub fn activation_log_order_on(
     isa: Isa,
@@ -451,31 +478,13 @@ pub fn activation_log_order_on(
     now: f64,
     groups: usize,
 ) -> Result<Vec<f64>, CoreError> {
-    let path = if at.len() < LOG_ORDER_PARALLEL_MIN_TRACES || parallel::threads() < 2 {
-        LogOrderPath::OneThread
-    } else if at.len() >= NARROW_MIN_TRACES {
-        LogOrderPath::PipelinedNarrow
-    } else {
-        LogOrderPath::Pipelined
-    };
-    activation_log_order_path(isa, path, group, at, score, now, groups)
-}
-
-/// How the log-order kernel runs (see the design log); every path gives the same bits.
-#[doc(hidden)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LogOrderPath {
-    /// Terms and adds on one thread, block by block.
-    OneThread,
-    /// Terms on a second thread, adds on this one, which reads the episode ids itself.
-    Pipelined,
-    /// As `Pipelined`, but the second thread also reads the episode ids and hands them over
-    /// checked and narrowed to `u32` with the terms (with more than 2^32 episodes: `Pipelined`).
-    PipelinedNarrow,
+    validate_activation(Traces::LogOrder(group), at, score, now)?;
+    log_order_validated(isa, log_order_path_for(at.len()), group, at, score, now, groups)
 }
 
 /// [`activation_log_order_on`] on the given path: the tests check that every path gives the
 /// same bits and the same errors.
+#[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub fn activation_log_order_path(
     isa: Isa,
@@ -486,9 +495,54 @@ pub fn activation_log_order_path(
     now: f64,
     groups: usize,
 ) -> Result<Vec<f64>, CoreError> {
-    check_now(now)?;
-    check_same_length("group", group.len(), "at", at.len())?;
-    check_same_length("at", at.len(), "score", score.len())?;
+    validate_activation(Traces::LogOrder(group), at, score, now)?;
+    log_order_validated(isa, path, group, at, score, now, groups)
+}
+
+#[cfg(any(test, feature = "testing"))]
+pub use log_order_path::LogOrderPath;
+#[cfg(not(any(test, feature = "testing")))]
+use log_order_path::LogOrderPath;
+
+/// A module of its own so that the enum is public only to the tests, which pick a path.
+mod log_order_path {
+    /// How the log-order kernel runs (see the design log); every path gives the same bits.
+    #[doc(hidden)]
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum LogOrderPath {
+        /// Terms and adds on one thread, block by block.
+        OneThread,
+        /// Terms on a second thread, adds on this one, which reads the episode ids itself.
+        Pipelined,
+        /// As `Pipelined`, but the second thread also reads the episode ids and hands them over
+        /// checked and narrowed to `u32` with the terms (with more than 2^32 episodes:
+        /// `Pipelined`).
+        PipelinedNarrow,
+    }
+}
+
+/// The path log order takes for `traces` traces on this machine.
+fn log_order_path_for(traces: usize) -> LogOrderPath {
+    if traces < LOG_ORDER_PARALLEL_MIN_TRACES || parallel::threads() < 2 {
+        LogOrderPath::OneThread
+    } else if traces >= NARROW_MIN_TRACES {
+        LogOrderPath::PipelinedNarrow
+    } else {
+        LogOrderPath::Pipelined
+    }
+}
+
+/// The log-order kernel on input that passed [`validate_activation`]; times, group ids and
+/// scores are checked as it runs.
+fn log_order_validated(
+    isa: Isa,
+    path: LogOrderPath,
+    group: &[i64],
+    at: &[f64],
+    score: &[f64],
+    now: f64,
+    groups: usize,
+) -> Result<Vec<f64>, CoreError> {
     let mut activation = vec![0.0; groups];
     let result = match path {
         LogOrderPath::OneThread => {
@@ -825,24 +879,53 @@ fn sum(x: &[f64]) -> f64 {
     total
 }
 
-fn check_now(now: f64) -> Result<(), CoreError> {
-    if now.is_finite() {
-        Ok(())
-    } else {
-        Err(CoreError::InvalidArgument(format!(
-            "now is {now}; it must be a finite Unix time in seconds"
-        )))
-    }
+/// How the traces are assigned to episodes, for [`validate_activation`].
+#[derive(Clone, Copy)]
+enum Traces<'a> {
+    /// CSR offsets: episode `g`'s traces are `offsets[g]..offsets[g + 1]`.
+    Grouped(&'a [i64]),
+    /// An episode id per trace, in log order.
+    LogOrder(&'a [i64]),
 }
 
-fn check_same_length(a: &str, a_len: usize, b: &str, b_len: usize) -> Result<(), CoreError> {
-    if a_len == b_len {
-        Ok(())
-    } else {
-        Err(CoreError::InvalidArgument(format!(
-            "{a} has {a_len} entries but {b} has {b_len}; there must be one per trace"
-        )))
+/// The checks every activation kernel makes before it starts: a finite `now`, one time and one
+/// score per trace (and one episode id, in log order), and well-formed offsets. Times, episode
+/// ids and scores are checked by the kernels as they run: a pass of its own over them would cost
+/// as much memory traffic as the kernel (see the design log).
+fn validate_activation(
+    traces: Traces<'_>,
+    at: &[f64],
+    score: &[f64],
+    now: f64,
+) -> Result<(), CoreError> {
+    if !now.is_finite() {
+        return Err(CoreError::InvalidArgument(format!(
+            "now is {now}; it must be a finite Unix time in seconds"
+        )));
     }
+    let same_length = |a: &str, a_len: usize, b: &str, b_len: usize| {
+        if a_len == b_len {
+            Ok(())
+        } else {
+            Err(CoreError::InvalidArgument(format!(
+                "{a} has {a_len} entries but {b} has {b_len}; there must be one per trace"
+            )))
+        }
+    };
+    if let Traces::LogOrder(group) = traces {
+        same_length("group", group.len(), "at", at.len())?;
+    }
+    same_length("at", at.len(), "score", score.len())?;
+    if let Traces::Grouped(offsets) = traces {
+        check_offsets(offsets, at.len(), "groups", "traces")?;
+    }
+    Ok(())
+}
+
+/// The checks [`significance_grouped`] makes before it starts: well-formed offsets over the
+/// scores. Scores are checked through their sums, as in activation.
+fn validate_significance(offsets: &[i64], score: &[f64]) -> Result<(), CoreError> {
+    check_offsets(offsets, score.len(), "groups", "traces")
 }
 
 /// The error for the first trace of a block (starting at trace `start`) whose time is out of range.
@@ -875,6 +958,7 @@ fn check_sums(sums: &[f64], score: &[f64], what: &str) -> Result<(), CoreError> 
 
 /// The slow, obvious twin of [`activation_grouped`], for tests: [`trace_weight`] and a plain sum
 /// per episode, after the same validation.
+#[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub fn activation_grouped_naive(
     offsets: &[i64],
@@ -882,9 +966,7 @@ pub fn activation_grouped_naive(
     score: &[f64],
     now: f64,
 ) -> Result<Vec<f64>, CoreError> {
-    check_now(now)?;
-    check_same_length("at", at.len(), "score", score.len())?;
-    check_offsets(offsets, at.len(), "groups", "traces")?;
+    validate_activation(Traces::Grouped(offsets), at, score, now)?;
     if let Some(i) = at.iter().position(|&a| !age_in_range(now - a)) {
         return Err(bad_time(now, &at[i..], i));
     }

@@ -139,11 +139,8 @@ impl Scratch {
         self.words.clear();
         let mut start: Option<usize> = None;
         for c in text.chars() {
-            let alphanumeric = if c.is_ascii() {
-                c.is_ascii_alphanumeric()
-            } else {
-                c.is_alphanumeric()
-            };
+            let alphanumeric =
+                if c.is_ascii() { c.is_ascii_alphanumeric() } else { c.is_alphanumeric() };
             if alphanumeric {
                 if start.is_none() {
                     start = Some(self.lower.len());
@@ -173,8 +170,7 @@ impl Scratch {
                 self.padded.clear();
                 self.padded.extend_from_slice(word);
                 self.padded.push(BIGRAM_JOIN);
-                self.padded
-                    .extend_from_slice(&self.lower.as_bytes()[ns..ne]);
+                self.padded.extend_from_slice(&self.lower.as_bytes()[ns..ne]);
                 self.features[Kind::Bigram.index()].push(feature_hash(Kind::Bigram, &self.padded));
             }
 
@@ -232,12 +228,7 @@ impl Scratch {
         }
         self.touched.sort_unstable();
         self.touched.dedup();
-        let norm = self
-            .touched
-            .iter()
-            .map(|&b| self.sums[b] * self.sums[b])
-            .sum::<f64>()
-            .sqrt();
+        let norm = self.touched.iter().map(|&b| self.sums[b] * self.sums[b]).sum::<f64>().sqrt();
         // What survives an exact cancellation is rounding noise; scaled up it would be a random
         // direction that differs between summation orders. Only reachable at tiny dims.
         let keep = norm > CANCELLED * mass;
@@ -263,50 +254,55 @@ pub fn embed_into<S: AsRef<str>>(
     dim: usize,
     out: &mut [f32],
 ) -> Result<(), CoreError> {
+    validate_embed_into(texts.len(), dim, out.len())?;
+    out.fill(0.0);
+    embed_validated(texts, dim, out);
+    Ok(())
+}
+
+/// The embeddings of `texts` as one row-major `texts.len() × dim` vector (see [`embed_into`]).
+pub fn embed<S: AsRef<str>>(texts: &[S], dim: usize) -> Result<Vec<f32>, CoreError> {
+    let len = validate_embed(texts.len(), dim)?;
+    let mut out = vec![0.0; len];
+    embed_validated(texts, dim, &mut out);
+    Ok(out)
+}
+
+/// The checks of [`embed`]: `dim` at least 1 and `n_texts × dim` floats that can be addressed.
+/// Returns that number of floats.
+fn validate_embed(n_texts: usize, dim: usize) -> Result<usize, CoreError> {
     if dim == 0 {
         return Err(CoreError::InvalidArgument(
             "hash embedding dim must be at least 1, got 0".into(),
         ));
     }
-    let expected = texts.len().checked_mul(dim).ok_or_else(|| {
+    n_texts.checked_mul(dim).ok_or_else(|| {
         CoreError::InvalidArgument(format!(
-            "hash embedding of {} texts at dim {dim} does not fit in memory",
-            texts.len()
+            "hash embedding of {n_texts} texts at dim {dim} does not fit in memory"
         ))
-    })?;
-    if out.len() != expected {
+    })
+}
+
+/// The checks of [`embed_into`]: those of [`embed`], and an output of exactly that length.
+fn validate_embed_into(n_texts: usize, dim: usize, out_len: usize) -> Result<(), CoreError> {
+    let expected = validate_embed(n_texts, dim)?;
+    if out_len != expected {
         return Err(CoreError::InvalidArgument(format!(
-            "hash embedding output has {} floats; {} texts at dim {dim} need {expected}",
-            out.len(),
-            texts.len()
+            "hash embedding output has {out_len} floats; {n_texts} texts at dim {dim} need \
+             {expected}"
         )));
     }
-    out.fill(0.0);
+    Ok(())
+}
+
+/// Embeds into `out`, all zeros and of the length the validation checked, row by row.
+fn embed_validated<S: AsRef<str>>(texts: &[S], dim: usize, out: &mut [f32]) {
     let mut scratch = Scratch::default();
     for (text, row) in texts.iter().zip(out.chunks_exact_mut(dim)) {
         scratch.split_words(text.as_ref());
         scratch.collect_features();
         scratch.fold_into(row);
     }
-    Ok(())
-}
-
-/// The embeddings of `texts` as one row-major `texts.len() × dim` vector (see [`embed_into`]).
-pub fn embed<S: AsRef<str>>(texts: &[S], dim: usize) -> Result<Vec<f32>, CoreError> {
-    if dim == 0 {
-        return Err(CoreError::InvalidArgument(
-            "hash embedding dim must be at least 1, got 0".into(),
-        ));
-    }
-    let len = texts.len().checked_mul(dim).ok_or_else(|| {
-        CoreError::InvalidArgument(format!(
-            "hash embedding of {} texts at dim {dim} does not fit in memory",
-            texts.len()
-        ))
-    })?;
-    let mut out = vec![0.0; len];
-    embed_into(texts, dim, &mut out)?;
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -329,12 +325,7 @@ mod tests {
 
     #[test]
     fn deterministic_and_batch_equals_one_by_one() {
-        let texts = [
-            "The cat sat on the mat.",
-            "",
-            "Ünïcödé wörds, 東京 2024!",
-            "a",
-        ];
+        let texts = ["The cat sat on the mat.", "", "Ünïcödé wörds, 東京 2024!", "a"];
         let batch = embed(&texts, DIM).expect("dim is positive");
         assert_eq!(batch, embed(&texts, DIM).expect("dim is positive"));
         for (i, text) in texts.iter().enumerate() {
@@ -346,14 +337,8 @@ mod tests {
     fn hash_is_fixed() {
         // Pinned values: a change here changes every stored vector.
         assert_eq!(feature_hash(Kind::Word, b""), feature_hash(Kind::Word, b""));
-        assert_ne!(
-            feature_hash(Kind::Word, b"cat"),
-            feature_hash(Kind::CharNgram, b"cat")
-        );
-        assert_ne!(
-            feature_hash(Kind::Word, b"a"),
-            feature_hash(Kind::Word, b"a\0")
-        );
+        assert_ne!(feature_hash(Kind::Word, b"cat"), feature_hash(Kind::CharNgram, b"cat"));
+        assert_ne!(feature_hash(Kind::Word, b"a"), feature_hash(Kind::Word, b"a\0"));
         assert_eq!(
             feature_hash(Kind::Word, b"cat"),
             PINNED_CAT,
@@ -366,19 +351,9 @@ mod tests {
 
     #[test]
     fn rows_are_unit_length() {
-        for text in [
-            "hello",
-            "Hello, world!",
-            "x y z x y z",
-            "ναι, σωστά",
-            "12 345",
-        ] {
+        for text in ["hello", "Hello, world!", "x y z x y z", "ναι, σωστά", "12 345"] {
             let v = one(text);
-            assert!(
-                (norm(&v) - 1.0).abs() < 1e-5,
-                "{text:?} has norm {}",
-                norm(&v)
-            );
+            assert!((norm(&v) - 1.0).abs() < 1e-5, "{text:?} has norm {}", norm(&v));
         }
     }
 
@@ -399,39 +374,23 @@ mod tests {
         let a = one("my dog loves long walks in the park");
         let b = one("i walk my dogs in the park every morning");
         let c = one("quarterly revenue exceeded analyst expectations");
-        assert!(
-            cosine(&a, &b) > cosine(&a, &c) + 0.2,
-            "{} vs {}",
-            cosine(&a, &b),
-            cosine(&a, &c)
-        );
+        assert!(cosine(&a, &b) > cosine(&a, &c) + 0.2, "{} vs {}", cosine(&a, &b), cosine(&a, &c));
         // Character n-grams tie inflections together even with no word in common.
         let d = one("memories");
         let e = one("memory");
         let f = one("walking");
-        assert!(
-            cosine(&d, &e) > cosine(&d, &f) + 0.1,
-            "{} vs {}",
-            cosine(&d, &e),
-            cosine(&d, &f)
-        );
+        assert!(cosine(&d, &e) > cosine(&d, &f) + 0.1, "{} vs {}", cosine(&d, &e), cosine(&d, &f));
     }
 
     #[test]
     fn zero_dim_is_rejected() {
-        assert!(matches!(
-            embed(&["x"], 0),
-            Err(CoreError::InvalidArgument(_))
-        ));
+        assert!(matches!(embed(&["x"], 0), Err(CoreError::InvalidArgument(_))));
     }
 
     #[test]
     fn wrong_output_length_is_rejected() {
         let mut out = vec![0.0; 3];
-        assert!(matches!(
-            embed_into(&["x"], 4, &mut out),
-            Err(CoreError::InvalidArgument(_))
-        ));
+        assert!(matches!(embed_into(&["x"], 4, &mut out), Err(CoreError::InvalidArgument(_))));
     }
 
     #[test]

@@ -108,22 +108,29 @@ const INSERTION_RUN: usize = 32;
 /// index. -0.0 and 0.0 are the same activation. Errors: `tie` of a different length, or a NaN
 /// activation.
 pub fn fade_order(activation: &[f64], tie: &[i64]) -> Result<Vec<usize>, CoreError> {
-    fade_order_on(Isa::Detected, activation, tie)
+    validate_fade_order(activation, tie)?;
+    Ok(order_validated(Isa::Detected, activation, tie))
 }
 
 /// [`fade_order`] compiled for `isa`: the tests check that every path gives the same order.
+#[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub fn fade_order_on(isa: Isa, activation: &[f64], tie: &[i64]) -> Result<Vec<usize>, CoreError> {
-    check_order_input(activation, tie)?;
+    validate_fade_order(activation, tie)?;
+    Ok(order_validated(isa, activation, tie))
+}
+
+/// The whole order on input that passed [`validate_fade_order`].
+fn order_validated(isa: Isa, activation: &[f64], tie: &[i64]) -> Vec<usize> {
     let n = activation.len();
     if n < 2 {
-        return Ok((0..n).collect());
+        return (0..n).collect();
     }
     if u32::try_from(n).is_err() {
         // The packed words hold a 32-bit index; beyond that, the comparison sort.
-        return Ok(order_by_comparison(activation, tie));
+        return order_by_comparison(activation, tie);
     }
-    Ok(run(isa, RadixOrder { isa, activation, tie, until: Until::All }))
+    run(isa, RadixOrder { isa, activation, tie, until: Until::All })
 }
 
 /// The first `limit` episodes of [`fade_order`] (all of them when `limit` reaches their number),
@@ -135,10 +142,12 @@ pub fn fade_order_first(
     tie: &[i64],
     limit: usize,
 ) -> Result<Vec<usize>, CoreError> {
-    fade_order_first_on(Isa::Detected, activation, tie, limit)
+    validate_fade_order(activation, tie)?;
+    Ok(order_first_validated(Isa::Detected, activation, tie, limit))
 }
 
 /// [`fade_order_first`] compiled for `isa`: the tests check that every path gives the same order.
+#[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub fn fade_order_first_on(
     isa: Isa,
@@ -146,17 +155,22 @@ pub fn fade_order_first_on(
     tie: &[i64],
     limit: usize,
 ) -> Result<Vec<usize>, CoreError> {
-    check_order_input(activation, tie)?;
+    validate_fade_order(activation, tie)?;
+    Ok(order_first_validated(isa, activation, tie, limit))
+}
+
+/// The order's first `limit` episodes on input that passed [`validate_fade_order`].
+fn order_first_validated(isa: Isa, activation: &[f64], tie: &[i64], limit: usize) -> Vec<usize> {
     let n = activation.len();
     if limit >= n || u32::try_from(n).is_err() {
-        let mut order = fade_order_on(isa, activation, tie)?;
+        let mut order = order_validated(isa, activation, tie);
         order.truncate(limit);
-        return Ok(order);
+        return order;
     }
     if limit == 0 {
-        return Ok(Vec::new());
+        return Vec::new();
     }
-    Ok(run(isa, RadixOrder { isa, activation, tie, until: Until::Count(limit) }))
+    run(isa, RadixOrder { isa, activation, tie, until: Until::Count(limit) })
 }
 
 /// Where a [`RadixOrder`] may stop: never, after a number of episodes, or once their sizes reach
@@ -275,9 +289,13 @@ fn exact_words(
 /// histogram of them all.
 const SAMPLED_MIN: usize = 16 * SAMPLE;
 
-/// Keys in the sample, one every `n / SAMPLE` episodes (public for the tests' traps).
+/// Keys in the sample, one every `n / SAMPLE` episodes.
+const SAMPLE: usize = 2048;
+
+/// [`SAMPLE`], for the tests' traps (inputs whose sampled episodes mislead the bound).
+#[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
-pub const SAMPLE: usize = 2048;
+pub const SAMPLED_KEYS: usize = SAMPLE;
 
 /// A bound on the keys that a prefix's episodes most likely lie below (four standard deviations
 /// of the sample's share past the stop), from an evenly spaced sample; `None` when that is every
@@ -611,14 +629,7 @@ pub fn fade_pick(
     view: i64,
     landing: i64,
 ) -> Result<usize, CoreError> {
-    check_tokens(sizes, view, landing)?;
-    if let Some(k) = order.iter().position(|&e| e >= sizes.len()) {
-        return Err(CoreError::InvalidArgument(format!(
-            "order[{k}] is {} but sizes has {} entries; the order must index sizes",
-            order[k],
-            sizes.len()
-        )));
-    }
+    validate_fade_pick(order, sizes, view, landing)?;
     Ok(pick(order, sizes, view, landing))
 }
 
@@ -633,10 +644,12 @@ pub fn fade(
     view: i64,
     landing: i64,
 ) -> Result<Vec<usize>, CoreError> {
-    fade_on(Isa::Detected, activation, tie, sizes, view, landing)
+    validate_fade(activation, tie, sizes, view, landing)?;
+    Ok(fade_validated(Isa::Detected, activation, tie, sizes, view, landing))
 }
 
 /// [`fade`] compiled for `isa`: the tests check that every path picks the same.
+#[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub fn fade_on(
     isa: Isa,
@@ -646,22 +659,32 @@ pub fn fade_on(
     view: i64,
     landing: i64,
 ) -> Result<Vec<usize>, CoreError> {
-    check_order_input(activation, tie)?;
-    check_same_length("sizes", sizes.len(), activation.len())?;
-    check_tokens(sizes, view, landing)?;
+    validate_fade(activation, tie, sizes, view, landing)?;
+    Ok(fade_validated(isa, activation, tie, sizes, view, landing))
+}
+
+/// The fade on input that passed [`validate_fade`].
+fn fade_validated(
+    isa: Isa,
+    activation: &[f64],
+    tie: &[i64],
+    sizes: &[i64],
+    view: i64,
+    landing: i64,
+) -> Vec<usize> {
     if view <= landing {
-        return Ok(Vec::new());
+        return Vec::new();
     }
     let n = activation.len();
     if n < 2 || u32::try_from(n).is_err() {
-        let mut order = fade_order_on(isa, activation, tie)?;
+        let mut order = order_validated(isa, activation, tie);
         let picked = pick(&order, sizes, view, landing);
         order.truncate(picked);
-        return Ok(order);
+        return order;
     }
     // Both are >= 0 and view > landing, so the difference is positive and fits.
     let over = (view - landing) as u64;
-    Ok(run(isa, RadixOrder { isa, activation, tie, until: Until::Tokens { sizes, over } }))
+    run(isa, RadixOrder { isa, activation, tie, until: Until::Tokens { sizes, over } })
 }
 
 /// The pick itself, on validated input (sizes >= 0, every episode in range).
@@ -680,6 +703,7 @@ fn pick(order: &[usize], sizes: &[i64], view: i64, landing: i64) -> usize {
     order.len()
 }
 
+/// `name` must hold one entry per episode (per activation).
 fn check_same_length(name: &str, len: usize, episodes: usize) -> Result<(), CoreError> {
     if len == episodes {
         Ok(())
@@ -690,7 +714,9 @@ fn check_same_length(name: &str, len: usize, episodes: usize) -> Result<(), Core
     }
 }
 
-fn check_order_input(activation: &[f64], tie: &[i64]) -> Result<(), CoreError> {
+/// The checks of [`fade_order`] and [`fade_order_first`]: one tie key per episode and no NaN
+/// activation.
+fn validate_fade_order(activation: &[f64], tie: &[i64]) -> Result<(), CoreError> {
     check_same_length("tie", tie.len(), activation.len())?;
     if let Some(i) = first_nan(activation) {
         return Err(CoreError::InvalidArgument(format!(
@@ -700,6 +726,40 @@ fn check_order_input(activation: &[f64], tie: &[i64]) -> Result<(), CoreError> {
     Ok(())
 }
 
+/// The checks of [`fade`]: those of [`fade_order`], then one size per episode and token counts
+/// that are not negative.
+fn validate_fade(
+    activation: &[f64],
+    tie: &[i64],
+    sizes: &[i64],
+    view: i64,
+    landing: i64,
+) -> Result<(), CoreError> {
+    validate_fade_order(activation, tie)?;
+    check_same_length("sizes", sizes.len(), activation.len())?;
+    check_tokens(sizes, view, landing)
+}
+
+/// The checks of [`fade_pick`]: token counts that are not negative, and an order that indexes
+/// `sizes`.
+fn validate_fade_pick(
+    order: &[usize],
+    sizes: &[i64],
+    view: i64,
+    landing: i64,
+) -> Result<(), CoreError> {
+    check_tokens(sizes, view, landing)?;
+    if let Some(k) = order.iter().position(|&e| e >= sizes.len()) {
+        return Err(CoreError::InvalidArgument(format!(
+            "order[{k}] is {} but sizes has {} entries; the order must index sizes",
+            order[k],
+            sizes.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Sizes, view and landing are token counts: none may be negative.
 fn check_tokens(sizes: &[i64], view: i64, landing: i64) -> Result<(), CoreError> {
     for (name, value) in [("view", view), ("landing", landing)] {
         if value < 0 {
@@ -884,14 +944,16 @@ fn order_by_comparison(activation: &[f64], tie: &[i64]) -> Vec<usize> {
 }
 
 /// The slow, obvious twin of [`fade_order`], for tests.
+#[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub fn fade_order_naive(activation: &[f64], tie: &[i64]) -> Result<Vec<usize>, CoreError> {
-    check_order_input(activation, tie)?;
+    validate_fade_order(activation, tie)?;
     Ok(order_by_comparison(activation, tie))
 }
 
 /// The slow, obvious twin of [`fade`], for tests: the naive order, then episodes taken one by one
 /// while the projected view is above the landing.
+#[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub fn fade_naive(
     activation: &[f64],
@@ -900,9 +962,7 @@ pub fn fade_naive(
     view: i64,
     landing: i64,
 ) -> Result<Vec<usize>, CoreError> {
-    check_order_input(activation, tie)?;
-    check_same_length("sizes", sizes.len(), activation.len())?;
-    check_tokens(sizes, view, landing)?;
+    validate_fade(activation, tie, sizes, view, landing)?;
     let mut projected = i128::from(view);
     let mut picked = Vec::new();
     for e in order_by_comparison(activation, tie) {

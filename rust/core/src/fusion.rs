@@ -20,8 +20,8 @@
 
 use std::cmp::Ordering;
 
-use crate::CoreError;
 use crate::csr::check_offsets;
+use crate::CoreError;
 
 /// The fused ranking of the ranked lists in CSR layout: list `i` is `ids[offsets[i]..offsets[i +
 /// 1]]`, best first, with weight `weights[i]`. Returns the ids, best first, and their scores
@@ -38,7 +38,7 @@ pub fn rrf(
     k: f64,
     limit: usize,
 ) -> Result<(Vec<i64>, Vec<f64>), CoreError> {
-    validate(offsets, ids.len(), weights, k)?;
+    validate_rrf(offsets, ids.len(), weights, k)?;
     let mut entries: Vec<Entry> = Vec::with_capacity(ids.len());
     for (list, bounds) in offsets.windows(2).enumerate() {
         // Offsets are validated: non-negative, non-decreasing and at most ids.len().
@@ -101,7 +101,9 @@ impl Fused {
     }
 }
 
-fn validate(offsets: &[i64], n_ids: usize, weights: &[f64], k: f64) -> Result<(), CoreError> {
+/// The checks of [`rrf`]: well-formed offsets over the ids, one finite weight >= 0 per list, and
+/// a finite `k` > 0.
+fn validate_rrf(offsets: &[i64], n_ids: usize, weights: &[f64], k: f64) -> Result<(), CoreError> {
     check_offsets(offsets, n_ids, "lists", "ids")?;
     let lists = offsets.len() - 1;
     if weights.len() != lists {
@@ -127,6 +129,7 @@ fn validate(offsets: &[i64], n_ids: usize, weights: &[f64], k: f64) -> Result<()
 
 /// The slow, obvious twin of [`rrf`], for tests: a map from id to its terms, the whole ranking
 /// sorted, then cut to `limit`. Adds each id's terms smallest first, as [`rrf`] does.
+#[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub fn rrf_naive(
     offsets: &[i64],
@@ -136,7 +139,7 @@ pub fn rrf_naive(
     limit: usize,
 ) -> Result<(Vec<i64>, Vec<f64>), CoreError> {
     use std::collections::{BTreeMap, HashSet};
-    validate(offsets, ids.len(), weights, k)?;
+    validate_rrf(offsets, ids.len(), weights, k)?;
     // id -> (terms, best rank)
     let mut seen: BTreeMap<i64, (Vec<f64>, usize)> = BTreeMap::new();
     for (list, &weight) in weights.iter().enumerate() {

@@ -4,6 +4,9 @@
 //! returns plain values or a [`CoreError`]. The `fadeway-py` crate is the thin binding layer. (The
 //! one question put to the OS is how many threads the process may run, asked once by
 //! `parallel::threads` for the kernels that split a large call.)
+//!
+//! The feature `testing` makes the naive twins and the test hooks (ISA, thread count and path
+//! forcing) public, for the integration tests; nothing else enables it.
 
 pub mod activation;
 pub mod bm25;
@@ -19,4 +22,5 @@ pub mod split;
 pub mod tokens;
 
 pub use error::CoreError;
+#[cfg(any(test, feature = "testing"))]
 pub use simd::Isa;

@@ -61,12 +61,7 @@ pub fn split_parts(
     max_chars: usize,
     overlap: usize,
 ) -> Result<Vec<(usize, usize)>, CoreError> {
-    if max_chars == 0 || overlap >= max_chars || min_chars > max_chars {
-        return Err(CoreError::InvalidArgument(format!(
-            "min_chars {min_chars}, max_chars {max_chars} and overlap {overlap} must satisfy \
-             min_chars <= max_chars, 0 < max_chars and overlap < max_chars"
-        )));
-    }
+    validate_parts(min_chars, max_chars, overlap)?;
     let chars: Vec<char> = text.chars().collect();
     if chars.iter().all(|&c| is_space(c)) {
         return Ok(Vec::new());
@@ -81,6 +76,18 @@ pub fn split_parts(
         }
     }
     Ok(spans)
+}
+
+/// The checks of [`split_parts`]: `0 < max_chars`, `min_chars <= max_chars` and
+/// `overlap < max_chars`.
+fn validate_parts(min_chars: usize, max_chars: usize, overlap: usize) -> Result<(), CoreError> {
+    if max_chars == 0 || overlap >= max_chars || min_chars > max_chars {
+        return Err(CoreError::InvalidArgument(format!(
+            "min_chars {min_chars}, max_chars {max_chars} and overlap {overlap} must satisfy \
+             min_chars <= max_chars, 0 < max_chars and overlap < max_chars"
+        )));
+    }
+    Ok(())
 }
 
 /// Python's `str.isspace`: Unicode White_Space plus the information separators U+001C..U+001F.
@@ -151,11 +158,7 @@ impl Segment {
     }
 
     fn join(self, next: Segment) -> Segment {
-        Segment {
-            content_end: next.content_end,
-            end: next.end,
-            ..self
-        }
+        Segment { content_end: next.content_end, end: next.end, ..self }
     }
 }
 
@@ -201,12 +204,7 @@ fn segments(chars: &[char]) -> Vec<Segment> {
         }
         if let (Some(q), Some(cs)) = (cut, content_start) {
             if q < n {
-                out.push(Segment {
-                    start,
-                    content_start: cs,
-                    content_end,
-                    end: q,
-                });
+                out.push(Segment { start, content_start: cs, content_end, end: q });
                 (start, content_start) = (q, None);
             }
             i = q;
@@ -214,12 +212,7 @@ fn segments(chars: &[char]) -> Vec<Segment> {
     }
     // The text is not all whitespace, so the last segment has content.
     let cs = content_start.unwrap_or(start);
-    out.push(Segment {
-        start,
-        content_start: cs,
-        content_end,
-        end: n,
-    });
+    out.push(Segment { start, content_start: cs, content_end, end: n });
     out
 }
 

@@ -9,7 +9,7 @@
 //!
 //! Same bits on every path: Rust never contracts `a * b + c` into an FMA and never reorders float
 //! arithmetic, so wider vectors only run the same IEEE operations in more lanes. The tests
-//! compare each dispatched kernel with its [`Isa::Baseline`] run bit for bit.
+//! compare each dispatched kernel with its `Isa::Baseline` run bit for bit.
 
 /// Which code a kernel runs.
 #[doc(hidden)]
@@ -17,7 +17,9 @@
 pub enum Isa {
     /// The best instruction set this CPU supports, detected at run time (cached by std).
     Detected,
-    /// The build's baseline (SSE2 on x86-64), whatever the CPU: the reference for the tests.
+    /// The build's baseline (SSE2 on x86-64), whatever the CPU: the reference for the tests, so
+    /// not compiled into the extension.
+    #[cfg(any(test, feature = "testing"))]
     Baseline,
 }
 
@@ -26,6 +28,7 @@ pub enum Isa {
 pub(crate) fn run<Op: pulp::WithSimd>(isa: Isa, op: Op) -> Op::Output {
     match isa {
         Isa::Detected => pulp::Arch::new().dispatch(op),
+        #[cfg(any(test, feature = "testing"))]
         Isa::Baseline => op.with_simd(pulp::Scalar::new()),
     }
 }

@@ -62,7 +62,7 @@ use crate::CoreError;
 /// so it must stay at most 256; 64 measured best (see the design log).
 const BLOCK: usize = 64;
 
-/// Scores tested for NaN per step of the validation (see `validate`).
+/// Scores tested for NaN per step of the validation (see `validate_split`).
 const NAN_CHECK_CHUNK: usize = 256;
 
 /// The sorted cut positions that split `sizes` into episodes: each is the index of the unit a new
@@ -102,7 +102,7 @@ fn split_sized<S: Copy>(
     min: u64,
     max: u64,
 ) -> Result<Vec<usize>, CoreError> {
-    validate(sizes.len(), scores, min, max)?;
+    validate_split(sizes.len(), scores, min, max)?;
     if let Some(prefix) = prefix_sums::<S, u32>(sizes, &size)? {
         return split_prefix(&prefix, scores, min, max);
     }
@@ -113,7 +113,10 @@ fn split_sized<S: Copy>(
     split_prefix(&prefix, scores, min, max)
 }
 
-fn validate(n: usize, scores: &[f64], min: u64, max: u64) -> Result<(), CoreError> {
+/// The checks of [`split`] and [`split_i64`] on `n` units: one score per boundary, no NaN score,
+/// and `0 < min <= max`. Each size is checked (and the total for overflow) as the prefix sums are
+/// taken, in the same pass.
+fn validate_split(n: usize, scores: &[f64], min: u64, max: u64) -> Result<(), CoreError> {
     let expected = n.saturating_sub(1);
     if scores.len() != expected {
         return Err(CoreError::InvalidArgument(format!(
@@ -452,6 +455,7 @@ impl<'s> BoundaryRanks<'s> {
 
 /// The slow, obvious twin of [`split`], for tests: recursion, and every boundary of every
 /// stretch summed and compared by hand. Not for production use (quadratic).
+#[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub fn split_naive(
     sizes: &[u64],
@@ -459,7 +463,7 @@ pub fn split_naive(
     min: u64,
     max: u64,
 ) -> Result<Vec<usize>, CoreError> {
-    validate(sizes.len(), scores, min, max)?;
+    validate_split(sizes.len(), scores, min, max)?;
     let total = |a: usize, b: usize| -> u128 { sizes[a..b].iter().map(|&s| u128::from(s)).sum() };
     if total(0, sizes.len()) > u128::from(u64::MAX) {
         return Err(CoreError::InvalidArgument("total size overflows".into()));

@@ -204,8 +204,7 @@ fn borrowed(docs: &[(i64, String)]) -> Vec<(i64, &str)> {
     docs.iter().map(|(id, t)| (*id, t.as_str())).collect()
 }
 
-const QUERIES: &[&str] =
-    &["cat", "the dogs", "red fox pony", "café ΟΔΟΣ 9", "bus bus is", "zebra"];
+const QUERIES: &[&str] = &["cat", "the dogs", "red fox pony", "café ΟΔΟΣ 9", "bus bus is", "zebra"];
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(500))]
@@ -296,7 +295,9 @@ fn pruned_equals_exhaustive_across_windows_and_churn() {
     let texts: Vec<String> = (0..9000).map(|i| zipf_text(i, 3 + (i % 29) as usize)).collect();
     idx.add(&ids, &texts).expect("unique ids");
     let queries: Vec<String> = (0..40u64)
-        .map(|j| zipf_text(100_000 + j, 1 + (j % 25) as usize) + if j % 5 == 0 { " gone" } else { "" })
+        .map(|j| {
+            zipf_text(100_000 + j, 1 + (j % 25) as usize) + if j % 5 == 0 { " gone" } else { "" }
+        })
         .collect();
     let check = |idx: &Bm25Index| {
         for (j, q) in queries.iter().enumerate() {
@@ -313,7 +314,8 @@ fn pruned_equals_exhaustive_across_windows_and_churn() {
     idx.remove(&gone); // tombstones now outnumber the living: compaction
     check(&idx);
     let more: Vec<i64> = (20_000..21_000).collect();
-    let texts: Vec<String> = (0..1000).map(|i| zipf_text(50_000 + i, 1 + (i % 7) as usize)).collect();
+    let texts: Vec<String> =
+        (0..1000).map(|i| zipf_text(50_000 + i, 1 + (i % 7) as usize)).collect();
     idx.add(&more, &texts).expect("fresh ids");
     check(&idx);
 }

@@ -4,7 +4,7 @@
 
 use fadeway_core::fade::{
     fade, fade_naive, fade_on, fade_order, fade_order_first, fade_order_first_on, fade_order_naive,
-    fade_order_on, fade_pick, SAMPLE,
+    fade_order_on, fade_pick, SAMPLED_KEYS,
 };
 use fadeway_core::Isa;
 use proptest::prelude::*;
@@ -124,7 +124,7 @@ fn large_activations(shape: u8, n: usize, s: &mut Stream) -> Vec<f64> {
                 _ => 1e-3 * (1.0 + (s.next() % 8) as f64 * 2f64.powi(-23)),
             },
             _ => {
-                if i % (n / SAMPLE) == 0 {
+                if i % (n / SAMPLED_KEYS) == 0 {
                     s.unit()
                 } else {
                     2.0 + s.unit()

@@ -15,10 +15,7 @@ fn is_space(c: char) -> bool {
 fn parts(text: &str, min: usize, max: usize, overlap: usize) -> Vec<String> {
     let chars: Vec<char> = text.chars().collect();
     let spans = split_parts(text, min, max, overlap).expect("valid limits");
-    spans
-        .iter()
-        .map(|&(s, e)| chars[s..e].iter().collect::<String>().trim().into())
-        .collect()
+    spans.iter().map(|&(s, e)| chars[s..e].iter().collect::<String>().trim().into()).collect()
 }
 
 #[test]
@@ -26,24 +23,11 @@ fn a_question_after_a_long_correction_gets_its_own_part() {
     let correction = "No, that is wrong: the checkout service moved to the payments team \
         in March, not to platform. The old runbook still names platform and should be fixed. \
         Billing alerts now page the payments on-call rotation instead of the platform one. ";
-    let got = parts(
-        &format!("{correction}Who owns the checkout service now?"),
-        16,
-        400,
-        80,
-    );
-    assert_eq!(
-        got.last().map(String::as_str),
-        Some("Who owns the checkout service now?")
-    );
+    let got = parts(&format!("{correction}Who owns the checkout service now?"), 16, 400, 80);
+    assert_eq!(got.last().map(String::as_str), Some("Who owns the checkout service now?"));
     assert!(got.len() >= 3, "{got:?}");
     // A short question joins only the last sentence, not the whole correction.
-    let got = parts(
-        &format!("{correction}Also, who owns checkout?"),
-        40,
-        400,
-        80,
-    );
+    let got = parts(&format!("{correction}Also, who owns checkout?"), 40, 400, 80);
     let last = got.last().expect("parts");
     assert!(last.starts_with("Billing alerts") && last.ends_with("who owns checkout?"));
 }
@@ -53,50 +37,30 @@ fn abbreviations_decimals_and_urls() {
     let text = "Use e.g. 3.5 or v1.2.3 from example.com/a?b=1 for now. Next?";
     assert_eq!(
         parts(text, 0, 400, 0),
-        [
-            "Use e.g. 3.5 or v1.2.3 from example.com/a?b=1 for now.",
-            "Next?"
-        ]
+        ["Use e.g. 3.5 or v1.2.3 from example.com/a?b=1 for now.", "Next?"]
     );
     assert_eq!(
-        parts(
-            "Ask Dr. Smith. He said \"done.\" Then (fine!) ok",
-            0,
-            400,
-            0
-        ),
+        parts("Ask Dr. Smith. He said \"done.\" Then (fine!) ok", 0, 400, 0),
         ["Ask Dr. Smith.", "He said \"done.\"", "Then (fine!)", "ok"]
     );
-    assert_eq!(
-        parts("Wait... what?! Yes…", 0, 400, 0),
-        ["Wait...", "what?!", "Yes…"]
-    );
+    assert_eq!(parts("Wait... what?! Yes…", 0, 400, 0), ["Wait...", "what?!", "Yes…"]);
     // Short ones are joined; the last with the one before.
     assert_eq!(
         parts("Ok. Fine. This one is long enough.", 10, 400, 0),
         ["Ok. Fine. This one is long enough."]
     );
-    assert_eq!(
-        parts("This one is long enough. Ok.", 10, 400, 0),
-        ["This one is long enough. Ok."]
-    );
+    assert_eq!(parts("This one is long enough. Ok.", 10, 400, 0), ["This one is long enough. Ok."]);
 }
 
 #[test]
 fn lines_and_cjk() {
     let text = "  first line\r\n\n- second line\nthird";
-    assert_eq!(
-        split_parts(text, 0, 400, 0),
-        Ok(vec![(0, 15), (15, 29), (29, 34)])
-    );
+    assert_eq!(split_parts(text, 0, 400, 0), Ok(vec![(0, 15), (15, 29), (29, 34)]));
     assert_eq!(
         parts("今天天气很好。我们去公园吧！你来吗？好", 0, 400, 0),
         ["今天天气很好。", "我们去公园吧！", "你来吗？", "好"]
     );
-    assert_eq!(
-        parts("他说：「好。」然后走了。", 0, 400, 0),
-        ["他说：「好。」", "然后走了。"]
-    );
+    assert_eq!(parts("他说：「好。」然后走了。", 0, 400, 0), ["他说：「好。」", "然后走了。"]);
 }
 
 #[test]
@@ -110,14 +74,8 @@ fn a_long_word_is_windowed() {
     let words = "alpha beta gamma delta ".repeat(100);
     for (s, e) in split_parts(&words, 0, 50, 10).expect("valid") {
         let chars: Vec<char> = words.chars().collect();
-        assert!(
-            s == 0 || is_space(chars[s - 1]) || is_space(chars[s]),
-            "{s}"
-        );
-        assert!(
-            e == chars.len() || is_space(chars[e - 1]) || is_space(chars[e]),
-            "{e}"
-        );
+        assert!(s == 0 || is_space(chars[s - 1]) || is_space(chars[s]), "{s}");
+        assert!(e == chars.len() || is_space(chars[e - 1]) || is_space(chars[e]), "{e}");
     }
 }
 
@@ -126,10 +84,7 @@ fn empty_blank_and_errors() {
     assert_eq!(split_parts("", 1, 10, 0), Ok(vec![]));
     assert_eq!(split_parts(" \n\t\u{1c}\u{3000}", 1, 10, 0), Ok(vec![]));
     for (min, max, overlap) in [(0, 0, 0), (1, 10, 10), (11, 10, 0)] {
-        assert!(matches!(
-            split_parts("x", min, max, overlap),
-            Err(CoreError::InvalidArgument(_))
-        ));
+        assert!(matches!(split_parts("x", min, max, overlap), Err(CoreError::InvalidArgument(_))));
     }
 }
 

@@ -1,8 +1,8 @@
 //! Bindings for the fade's order and pick (spec: "Forgetting").
 
 use fadeway_core::fade as core;
+use fadeway_core::CoreError;
 use numpy::{IntoPyArray, PyArray1};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::arrays::{array_arg, contiguous};
@@ -34,9 +34,9 @@ fn fade_order<'py>(
     let limit = match limit {
         None => None,
         Some(k) => Some(usize::try_from(k).map_err(|_| {
-            PyValueError::new_err(format!(
+            to_py(CoreError::InvalidArgument(format!(
                 "limit is {k}; it is a number of episodes and must be >= 0"
-            ))
+            )))
         })?),
     };
     let order = py

@@ -6,9 +6,9 @@
 use pyo3::prelude::*;
 
 mod activation;
+mod arrays;
 mod bm25;
 mod embed;
-mod arrays;
 mod errors;
 mod fade;
 mod fusion;

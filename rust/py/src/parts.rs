@@ -30,13 +30,9 @@ fn split_parts(
     max_chars: i64,
     overlap: i64,
 ) -> PyResult<Vec<(usize, usize)>> {
-    let (min, max) = (
-        count(min_chars, "min_chars")?,
-        count(max_chars, "max_chars")?,
-    );
+    let (min, max) = (count(min_chars, "min_chars")?, count(max_chars, "max_chars")?);
     let overlap = count(overlap, "overlap")?;
-    py.detach(|| parts::split_parts(&text, min, max, overlap))
-        .map_err(to_py)
+    py.detach(|| parts::split_parts(&text, min, max, overlap)).map_err(to_py)
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -41,9 +41,9 @@
 //! - Scores accumulate in a dense per-slot array (a zero means untouched: every contribution is
 //!   positive), kept per thread and re-zeroed by taking only the touched cells: a fresh
 //!   `vec![0.0; slots]` per query cost ~0.5 ms at 100k slots in page faults alone. The top k
-//!   come from a bounded heap (see `top_k`). This is now `search_exhaustive`.
+//!   come from a bounded heap (see `top_k`). This is now the exhaustive search.
 //! - `search` prunes with MaxScore (see `search.rs`), exact to the bit against
-//!   `search_exhaustive`. Measured on the recall case of `benches/bench_bm25.py` (passages of
+//!   the exhaustive search. Measured on the recall case of `benches/bench_bm25.py` (passages of
 //!   8-40 words, 200 queries of 5-30 words, top 20; a 2-core machine under load, best of 7):
 //!   100k passages 0.97 -> 0.65 ms per query in Rust (p50 0.96 -> 0.58, p95 1.70 -> 1.44),
 //!   1.18 -> 0.64 ms through the binding (pytest-benchmark minimum); at 10k the
@@ -76,7 +76,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::CoreError;
-use search::{top_k, TfBound};
+use search::TfBound;
 
 /// The built-in English stopwords: Lucene's classic English stop set.
 pub const STOPWORDS: &[&str] = &[
@@ -261,7 +261,8 @@ pub struct Bm25Index {
     total_len: u64,
 }
 
-fn check_params(k1: f64, b: f64) -> Result<(), CoreError> {
+/// The checks of [`Bm25Index::new`]: `k1` finite and >= 0, `b` in `[0, 1]`.
+fn validate_bm25_params(k1: f64, b: f64) -> Result<(), CoreError> {
     if !(k1.is_finite() && k1 >= 0.0) {
         return Err(CoreError::InvalidArgument(format!(
             "k1 is {k1}; it must be a finite number >= 0"
@@ -276,7 +277,7 @@ fn check_params(k1: f64, b: f64) -> Result<(), CoreError> {
 impl Bm25Index {
     /// An empty index. Errors: `k1` not finite or negative, `b` outside `[0, 1]`.
     pub fn new(k1: f64, b: f64, analyzer: Analyzer) -> Result<Self, CoreError> {
-        check_params(k1, b)?;
+        validate_bm25_params(k1, b)?;
         Ok(Bm25Index {
             k1,
             b,
@@ -322,42 +323,14 @@ impl Bm25Index {
     /// Adds `texts[j]` under `ids[j]`. All or nothing: errors (lengths differ, an id already in the
     /// index or repeated in `ids`, more documents than `u32` slots) leave the index unchanged.
     pub fn add<S: AsRef<str> + Sync>(&mut self, ids: &[i64], texts: &[S]) -> Result<(), CoreError> {
-        if ids.len() != texts.len() {
-            return Err(CoreError::InvalidArgument(format!(
-                "ids has {} entries but texts has {}; they must be the same length",
-                ids.len(),
-                texts.len()
-            )));
-        }
-        let mut seen = HashMap::with_capacity(ids.len());
-        for (j, &id) in ids.iter().enumerate() {
-            if self.slot_of.contains_key(&id) {
-                return Err(CoreError::InvalidArgument(format!(
-                    "ids[{j}] is {id}, which is already in the index; remove it first"
-                )));
-            }
-            if let Some(first) = seen.insert(id, j) {
-                return Err(CoreError::InvalidArgument(format!(
-                    "ids[{j}] is {id}, which ids[{first}] already holds; ids must be unique"
-                )));
-            }
-        }
-        if u32::try_from(self.docs.len() + ids.len()).is_err() {
-            return Err(CoreError::InvalidArgument(format!(
-                "the index would hold more than {} document slots",
-                u32::MAX
-            )));
-        }
-        if self.term_text.len() >= NEW_TERM as usize {
-            return Err(CoreError::InvalidArgument(format!(
-                "the index already holds {} distinct terms, the most it can",
-                self.term_text.len()
-            )));
-        }
+        self.validate_bm25_add(ids, texts.len())?;
         // Tokenizing and looking terms up is most of the work and reads the index only, so it
         // runs on several threads; new terms are then numbered one chunk at a time, in order,
         // which gives every term the id a single pass would have given it.
-        let threads = crate::parallel::threads().min(MAX_INDEX_THREADS).min(texts.len() / MIN_DOCS_PER_THREAD).max(1);
+        let threads = crate::parallel::threads()
+            .min(MAX_INDEX_THREADS)
+            .min(texts.len() / MIN_DOCS_PER_THREAD)
+            .max(1);
         let per = texts.len().div_ceil(threads).max(1);
         let chunks: Vec<Chunk> = if threads == 1 {
             vec![self.tokenize_chunk(texts)]
@@ -395,6 +368,43 @@ impl Bm25Index {
                 let len = doc_terms.len();
                 self.push_doc(id, len as u64, counts(&mut doc_terms));
             }
+        }
+        Ok(())
+    }
+
+    /// The checks of [`Bm25Index::add`], made before anything changes: one text per id, ids new
+    /// to the index and unique, and room for the documents and for new terms.
+    fn validate_bm25_add(&self, ids: &[i64], n_texts: usize) -> Result<(), CoreError> {
+        if ids.len() != n_texts {
+            return Err(CoreError::InvalidArgument(format!(
+                "ids has {} entries but texts has {n_texts}; they must be the same length",
+                ids.len(),
+            )));
+        }
+        let mut seen = HashMap::with_capacity(ids.len());
+        for (j, &id) in ids.iter().enumerate() {
+            if self.slot_of.contains_key(&id) {
+                return Err(CoreError::InvalidArgument(format!(
+                    "ids[{j}] is {id}, which is already in the index; remove it first"
+                )));
+            }
+            if let Some(first) = seen.insert(id, j) {
+                return Err(CoreError::InvalidArgument(format!(
+                    "ids[{j}] is {id}, which ids[{first}] already holds; ids must be unique"
+                )));
+            }
+        }
+        if u32::try_from(self.docs.len() + ids.len()).is_err() {
+            return Err(CoreError::InvalidArgument(format!(
+                "the index would hold more than {} document slots",
+                u32::MAX
+            )));
+        }
+        if self.term_text.len() >= NEW_TERM as usize {
+            return Err(CoreError::InvalidArgument(format!(
+                "the index already holds {} distinct terms, the most it can",
+                self.term_text.len()
+            )));
         }
         Ok(())
     }
@@ -765,6 +775,8 @@ impl<'a> Reader<'a> {
 
 /// The slow, obvious BM25 over `docs` as `(id, text)`: every document tokenized and scored from
 /// scratch with the formula of the module documentation. The twin the index is tested against.
+#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
 pub fn search_naive(
     docs: &[(i64, &str)],
     query: &str,
@@ -796,5 +808,5 @@ pub fn search_naive(
         }
     }
     let hits = tokenized.iter().zip(scores).filter(|(_, s)| *s > 0.0).map(|((id, _), s)| (*id, s));
-    top_k(hits, k)
+    search::top_k(hits, k)
 }

@@ -25,7 +25,7 @@ use std::collections::BinaryHeap;
 use super::{for_each_token, idf, term_score, Bm25Index, DEAD};
 
 thread_local! {
-    /// The per-slot score accumulator of [`Bm25Index::search_exhaustive`], kept per thread between
+    /// The per-slot score accumulator of the exhaustive search, kept per thread between
     /// queries and left all zero after each (only touched cells are written, and taken back).
     static SCRATCH: std::cell::RefCell<Vec<f64>> = const { std::cell::RefCell::new(Vec::new()) };
 }
@@ -162,11 +162,7 @@ struct TopK {
 
 impl TopK {
     fn new(k: usize) -> Self {
-        TopK {
-            heap: BinaryHeap::with_capacity(k.min(1024) + 1),
-            k,
-            threshold: f64::NEG_INFINITY,
-        }
+        TopK { heap: BinaryHeap::with_capacity(k.min(1024) + 1), k, threshold: f64::NEG_INFINITY }
     }
 
     /// Offers a hit; it is kept if it ranks above the worst kept one or fewer than `k` are kept.
@@ -210,20 +206,33 @@ impl Bound {
 impl Bm25Index {
     /// The `k` best documents for `query` as `(id, score)`, best first, ties to the lower id. Only
     /// documents matching at least one query token are returned, so there may be fewer than `k`.
-    /// Pruned (see the module documentation); equal to [`Bm25Index::search_exhaustive`].
+    /// Pruned (see the module documentation); equal to the exhaustive search.
     pub fn search(&self, query: &str, k: usize) -> Vec<(i64, f64)> {
         // With k at least the corpus nothing can be pruned, and below a few windows of slots
         // pruning saves less than it costs (10k passages: 0.11 ms pruned, 0.095 exhaustive).
         if k >= self.len() || self.docs.len() < PRUNE_MIN_SLOTS {
-            return self.search_exhaustive(query, k);
+            return self.exhaustive(query, k);
         }
-        self.search_pruned(query, k)
+        self.pruned(query, k)
     }
 
-    /// The MaxScore search for any `k` (what [`Bm25Index::search`] runs for `k` below the corpus
-    /// size); public so that tests can compare it with the exhaustive search for every `k`.
+    /// The MaxScore search for any `k`, so that the tests can compare it with
+    /// [`Bm25Index::search_exhaustive`] for every `k` and index size.
+    #[cfg(any(test, feature = "testing"))]
     #[doc(hidden)]
     pub fn search_pruned(&self, query: &str, k: usize) -> Vec<(i64, f64)> {
+        self.pruned(query, k)
+    }
+
+    /// The exhaustive search for any `k`: the reference the pruned search is tested against.
+    #[cfg(any(test, feature = "testing"))]
+    #[doc(hidden)]
+    pub fn search_exhaustive(&self, query: &str, k: usize) -> Vec<(i64, f64)> {
+        self.exhaustive(query, k)
+    }
+
+    /// The MaxScore search (what [`Bm25Index::search`] runs for `k` below the corpus size).
+    fn pruned(&self, query: &str, k: usize) -> Vec<(i64, f64)> {
         let n = self.len();
         if n == 0 || k == 0 {
             return Vec::new();
@@ -368,7 +377,7 @@ impl Bm25Index {
     /// Every posting of every query term scored into a per-slot accumulator, then the top `k`:
     /// the reference the pruned search is tested against, and the faster path when `k` is at
     /// least the corpus size.
-    pub fn search_exhaustive(&self, query: &str, k: usize) -> Vec<(i64, f64)> {
+    fn exhaustive(&self, query: &str, k: usize) -> Vec<(i64, f64)> {
         let n = self.len();
         if n == 0 || k == 0 {
             return Vec::new();
