@@ -282,17 +282,19 @@ def test_a_fact_let_go_by_the_facts_block_comes_back_in_one_block_of_a_request(t
 
 def test_a_restated_fact_is_dated_by_its_latest_statement(tmp_path, clock):
     """A restatement merges into the held fact; the block dates the fact with the restatement's
-    time and turns, and orders its group by them ("newest first; newer facts win")."""
+    turns and their time, and orders its group by them ("newest first; newer facts win")."""
     with _open(tmp_path / "r.db", clock) as eng:
         mem = eng.memory("m")
         _with_facts(eng, mem, clock, [[OWNER, OTHER[0]], [OTHER[1]], [OWNER]], turns=200)
         export = mem.export()
         result = _recall(eng, "m", "Who owns the checkout migration, and who reviews refunds?")
-    owner = sorted(f.at for f in export.facts if f.text == OWNER[0])
+    owner = sorted((f.at, f.note) for f in export.facts if f.text == OWNER[0])
     assert len(owner) == 2 and owner[0] < owner[1]
     assert any(e.merged_into is not None for e in export.edges)  # the second merged
     lines = [line for line in result.block.splitlines() if line.startswith(("## ", "- ["))]
-    stamp = datetime.fromtimestamp(owner[1], UTC).strftime("%Y-%m-%d %H:%M UTC")
+    restated = {e for e, note in export.acks if note == owner[1][1]}
+    said = max(e.end_at for e in export.episodes if e.n in restated)  # the restatement's turns
+    stamp = datetime.fromtimestamp(said, UTC).strftime("%Y-%m-%d %H:%M UTC")
     owner_line = next(line for line in lines if line.endswith(OWNER[0]))
     assert owner_line.startswith(f"- [{stamp}, ")
     assert lines[0] == "## Dana"  # restated last: the newest group
@@ -491,6 +493,7 @@ def test_a_tie_names_the_group_by_its_first_facts_subject_whatever_the_hash_seed
         facts=facts,
         recalled=lambda n: n,
         stated=lambda n: n,
+        when=lambda n: facts[n].at,
     )
     groups = group_facts(snap, sorted(facts))
     assert sorted(g.name for g in groups) == sorted(subjects)
@@ -716,3 +719,33 @@ def test_a_lane_behind_skips_the_walk_and_distill_no_one_will_read(tmp_path, clo
     assert [w.turn for w in export.walks if w.turn >= asked] == []
     assert [d.turn for d in export.distills if d.turn >= asked] == [] and distilled == []
     assert {f.turn for f in export.recall_finals} >= {asked}  # fixed as it was shown
+
+
+def test_a_fact_is_dated_with_its_turns_time_not_its_notes(tmp_path, clock):
+    """A note may come days after the turns it covers; a temporal question asks about the
+    turns, so the block dates each fact with their time."""
+    with _open(tmp_path / "r.db", clock) as eng:
+        mem, history = eng.memory("m"), []
+        for t in range(80):
+            clock.advance(60)
+            history.append({"role": "user", "content": f"Turn {t}: " + " ".join(["w"] * 40)})
+            request = mem.decorate({"model": "gpt-4.1", "messages": history})
+            if any(x["function"]["name"] == "note" for x in request.get("tools") or []):
+                break
+            reply = chat_reply(f"answer {t}")
+            mem.report(request, reply)
+            history.append(reply["choices"][0]["message"])
+            eng.drain()
+        clock.advance(2 * 24 * 3600)  # the note comes two days after the leaving turns
+        mem.report(request, chat_reply("Noted.", tool_calls=[note_call("late", [OWNER])]))
+        eng.drain()
+        with eng.store.read("m") as tx:
+            snap = Snapshot(tx)
+            [fact] = snap.facts.values()
+            dated = snap.recalled(fact.n)
+            turns = [snap.episodes[e] for e in snap.fact_episodes[fact.n]]
+    assert dated.when == max(e.end_at for e in turns)
+    assert fact.at - dated.when >= 2 * 24 * 3600
+    line = blocks.recall_block([blocks.RecallGroup("Dana", [dated])], [], [])
+    stamp = datetime.fromtimestamp(dated.when, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    assert f"[{stamp}, turn" in line

@@ -122,7 +122,7 @@ class BlockFact:
 
 @dataclass(frozen=True, slots=True)
 class RecalledFact:
-    """A fact as recall shows it, dated with when it was written and the turns it is from."""
+    """A fact as recall shows it, dated with the time of the turns it is from, and those turns."""
 
     text: str
     when: float  # Unix seconds

@@ -53,7 +53,7 @@ def group_facts(snap: Snapshot, ns: Sequence[int]) -> list[blocks.RecallGroup]:
         hub = max(
             degree, key=lambda e: (degree[e], -min(i for i, n in enumerate(ns) if e in ends[n]))
         )
-        newest = max(snap.facts[snap.stated(n)].at for n in facts)
+        newest = max(snap.when(snap.stated(n)) for n in facts)
         groups.append((newest, names[hub], [snap.recalled(n) for n in facts]))
     groups.sort(key=lambda g: -g[0])
     return [blocks.RecallGroup(name, facts) for _, name, facts in groups]

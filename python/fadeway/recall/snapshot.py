@@ -48,6 +48,13 @@ class Snapshot:
             return 0, 0
         return min(e.first_turn for e in eps), max(e.last_turn for e in eps)
 
+    def when(self, fact: int) -> float:
+        """When a fact's turns happened: the time of the last of them (its note's episodes
+        end), or when the fact was written when its episodes are unknown. A note may come days
+        after the turns it covers; the turns' time is what a temporal question asks about."""
+        eps = [self.episodes[e] for e in self.fact_episodes.get(fact, ()) if e in self.episodes]
+        return max(e.end_at for e in eps) if eps else self.facts[fact].at
+
     def fact_text(self, n: int) -> FactText:
         subject, obj = self.graph.names(self.facts[n])
         return FactText(self.facts[n].text, subject, obj)
@@ -70,14 +77,14 @@ class Snapshot:
         return self._latest.get(n, n)
 
     def recalled(self, n: int) -> blocks.RecalledFact:
-        """Fact `n` as the block shows it: its text, dated with its latest statement's time and
-        turns."""
+        """Fact `n` as the block shows it: its text, dated with its latest statement's turns
+        and their time."""
         said = self.stated(n)
         first, last = self.turns(said)
         if (first, last) == (0, 0):
-            first, last = self.turns(n)
+            said, (first, last) = n, self.turns(n)
         return blocks.RecalledFact(
-            self.facts[n].text, self.facts[said].at, first, last, retired=n in self.graph.retired
+            self.facts[n].text, self.when(said), first, last, retired=n in self.graph.retired
         )
 
     def shown(self, ns: Sequence[int]) -> list[int]:
