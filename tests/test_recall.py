@@ -626,6 +626,32 @@ def test_each_new_user_message_gets_its_own_block_and_a_fact_is_shown_once(tmp_p
     assert len(facts) == len(set(facts))
 
 
+def test_a_user_message_answered_within_the_request_still_gets_its_recall(tmp_path, clock):
+    """A caller that sends several turns at once (user, reply, user): every user message not
+    stored yet is recalled for, not only those that end the request, and each block stands
+    just before its own message."""
+    reply = {"role": "assistant", "content": "I will ask around."}
+    with _open(tmp_path / "r.db", clock) as eng:
+        mem = eng.memory("m")
+        history = _with_facts(eng, mem, clock, [[OWNER, *OTHER], [LEAVE]])
+        history += [
+            {"role": "user", "content": ASKED[0]},
+            reply,
+            {"role": "user", "content": QUESTION},
+        ]
+        request = mem.decorate({"model": "gpt-4.1", "messages": history})
+        recalls = mem.export().recalls
+    messages = request["messages"]
+    first = next(i for i, m in enumerate(messages) if m["content"] == ASKED[0])
+    shown = dict(_blocks_before_users(messages[first - 1 :]))
+    assert set(shown) == {0, 3}  # before the first message, and before the question
+    assert OTHER[0][0] in shown[0] and OWNER[0] in shown[3]
+    assert messages[first + 1] == reply
+    # Stored with their own turns: the answered message's turn is the one before the question's.
+    turns = sorted(r.turn for r in recalls[-2:])
+    assert turns[1] == turns[0] + 1
+
+
 def test_the_earlier_messages_get_no_block_once_their_time_is_spent(
     tmp_path, clock, caplog, monkeypatch
 ):

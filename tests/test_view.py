@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import example, given
+from hypothesis import given
 from hypothesis import strategies as st
 
 from fadeway import blocks
-from fadeway.decorate.view import last_user_messages, own_additions, strip_own_additions, view_seqs
+from fadeway.decorate.view import own_additions, view_seqs
 
 ranges = st.lists(st.tuples(st.integers(-3, 70), st.integers(-3, 70)), max_size=12)
 
@@ -58,22 +58,6 @@ _theirs = [
 _makers = [_calls(fmt, "note_1", name) for fmt in ("chat", "responses") for name in ("note", "x")]
 
 
-@given(st.lists(st.sampled_from(_own + _theirs + _makers), max_size=12), st.booleans())
-@example([_makers[1], _theirs[0], _own[1], _theirs[0]], True)  # note_1 is the caller's call here
-def test_the_last_user_messages_are_the_user_messages_that_end_what_stripping_keeps(
-    messages, notes
-):
-    answers_note = {"note_1"}.__contains__ if notes else (lambda call_id: False)
-    kept = strip_own_additions(messages, answers_note)
-    users = last_user_messages(messages, answers_note)
-    tail = len(kept)
-    while tail and kept[tail - 1].get("role") == "user":
-        tail -= 1
-    assert [m for _, m in users] == kept[tail:]
-    assert all(messages[i] is m for i, m in users)
-    assert [i for i, _ in users] == sorted(i for i, _ in users)
-
-
 @pytest.mark.parametrize("fmt", ["chat", "responses"])
 def test_an_output_is_fadeways_when_the_latest_call_of_its_id_before_it_is_a_note(fmt):
     """Providers that number every turn's calls from 0 again give a note call and a later call
@@ -94,8 +78,10 @@ def test_an_output_is_fadeways_when_the_latest_call_of_its_id_before_it_is_a_not
             return says
 
         assert own_additions(sent, answers_note) == [False, True, False, False, False, False]
-        assert last_user_messages(sent, answers_note) == [(5, user)]
         assert own_additions(sent[1:2], answers_note) == [stored_says]  # its call not sent
-    assert last_user_messages([*sent[3:5], user, _out(fmt, "call_1")], {"call_1"}.__contains__) == [
-        (2, user)
+    assert own_additions([*sent[3:5], user, _out(fmt, "call_1")], {"call_1"}.__contains__) == [
+        False,
+        False,
+        False,
+        True,
     ]

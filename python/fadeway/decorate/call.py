@@ -12,7 +12,7 @@ decorate runs again with the plan.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -31,11 +31,11 @@ from ..records import RequestRecord
 from ..store import Transaction
 from ..usage import UsageRecord, collecting
 from ..wire import Format, ParsedRequest
-from ..wire.canonical import digest_of, encode_json, plain
+from ..wire.canonical import encode_json, plain
 from .align import align, digests_of_sent
 from .assemble import Assembled, Key, forget_and_assemble, shown_seqs
 from .ingest import append, new_entries, open_memory, sync, take_notes, writing
-from .view import last_user_messages, strip_own_additions
+from .view import strip_own_additions
 
 __all__ = ["decorate"]
 
@@ -64,7 +64,7 @@ def decorate(
     now = services.now(at)
     encoding = tokens.encoding_for_model(parsed.model)
     with mirror.lock, collecting() as used:
-        pending = _recall(services, mirror, memory_id, parsed)
+        pending, sent = _recall(services, mirror, memory_id, parsed)
         planned: Planned | None = None
         for attempt in range(1, C.CUT_RETRIES + 1):
             mark = mirror.mark()
@@ -77,7 +77,7 @@ def decorate(
                     memory_id,
                     attempt_parsed,
                     (encoding, now),
-                    pending,
+                    (pending, sent),
                     used,
                     planned,
                     inline=attempt == C.CUT_RETRIES,
@@ -103,18 +103,41 @@ class _CutFirst(Exception):
         self.read = read
 
 
+@dataclass(frozen=True, slots=True)
+class _Sent:
+    """The sent history as aligned before the write transaction: fadeway's additions
+    stripped, each message's digest, and how many messages the mirror held then. The
+    transaction takes them as they are when the mirror still holds as many."""
+
+    history: list[Any]
+    digests: list[bytes]
+    stored: int
+
+
 def _recall(
     services: Services, mirror: History, memory_id: str, parsed: ParsedRequest
-) -> list[Pending]:
-    """Recall for each of the request's new user messages, before they join the history (and
-    before the write transaction: the embedder and an inline walk may take a moment)."""
-    users = last_user_messages(parsed.history, mirror.answers_note)
-    if not users:
-        return []
+) -> tuple[list[Pending], _Sent]:
+    """Recall for each of the request's new user messages, before they join the history and
+    before the write transaction (the embedder and an inline walk may take a moment). The new
+    messages are those the sent history holds past what is stored, as alignment finds them."""
     with services.store.read(memory_id) as tx:
         sync(mirror, tx)
-    messages = [(digest_of(m, f"message {i}"), m) for i, m in users]
-    return recall_for(services, memory_id, mirror, messages)
+        mirror.episodes.sync(tx)
+        memory = tx.memory()
+    sent = _aligned(mirror, parsed.history)
+    through = memory.decorated_through if memory is not None else 0
+    view = shown_seqs(mirror)
+    start = align(sent.history, sent.digests, mirror, through, view)
+    new = sent.history[start:]
+    pending = recall_for(services, memory_id, mirror, new, sent.digests[start:])
+    return pending, sent
+
+
+def _aligned(mirror: History, history: list[Any]) -> _Sent:
+    """`history` without fadeway's additions, with its digests, against `mirror`."""
+    stripped = strip_own_additions(history, mirror.answers_note)
+    digests = digests_of_sent(stripped, mirror, shown_seqs(mirror))
+    return _Sent(stripped, digests, len(mirror))
 
 
 def _restore_instructions(parsed: ParsedRequest, stored: bytes) -> None:
@@ -131,19 +154,22 @@ def _decorate_once(
     memory_id: str,
     parsed: ParsedRequest,
     measured: tuple[str, float],
-    pending: list[Pending],
+    recalled: tuple[list[Pending], _Sent],
     used: list[UsageRecord],
     planned: Planned | None,
     inline: bool,
 ) -> Assembled:
     """One attempt at the decorate's transaction; `measured` is the request's encoding and
-    the call's time."""
-    encoding, now = measured
+    the call's time, `recalled` the recalls run for its new user messages and the sent
+    history they were found in."""
+    (encoding, now), (pending, sent) = measured, recalled
     with writing(services.store, mirror, memory_id, keep=_CutFirst) as tx:
         memory = open_memory(tx, memory_id, parsed.format, now)
         sync(mirror, tx)
         parsed.instructions = strip_own_additions(parsed.instructions, mirror.answers_note)
-        parsed.history = strip_own_additions(parsed.history, mirror.answers_note)
+        if sent.stored != len(mirror):  # another writer stored messages since
+            sent = _aligned(mirror, parsed.history)
+        parsed.history = sent.history
         has_instructions = bool(parsed.instructions) or (
             parsed.request.get("instructions") is not None
         )
@@ -152,9 +178,8 @@ def _decorate_once(
         )
         episodes = mirror.episodes.sync(tx)
         last_view = shown_seqs(mirror)
-        digests = digests_of_sent(parsed.history, mirror, last_view)
-        start = align(parsed.history, digests, mirror, memory.decorated_through, last_view)
-        new = new_entries(mirror, parsed.format, parsed.history, start, digests)
+        start = align(sent.history, sent.digests, mirror, memory.decorated_through, last_view)
+        new = new_entries(mirror, parsed.format, sent.history, start, sent.digests)
         before = len(mirror)
         append(tx, mirror, new, encoding, now, source="request")
         placed = place_recall(mirror, pending, before)

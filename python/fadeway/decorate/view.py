@@ -29,8 +29,6 @@ __all__ = [
     "block_message",
     "own_additions",
     "strip_own_additions",
-    "is_user_message",
-    "last_user_messages",
     "history_view",
     "resolvable",
     "stateless",
@@ -128,48 +126,11 @@ def own_additions(messages: Sequence[Any], answers_note: Callable[[str], bool]) 
     return out
 
 
-def _own_at(messages: Sequence[Any], i: int, answers_note: Callable[[str], bool]) -> bool:
-    """`own_additions(messages, answers_note)[i]`, looking back from `i` only as far as needed."""
-    answered = _answered(messages[i])
-    if answered is None:
-        return _is_block(messages[i])
-    for j in range(i - 1, -1, -1):
-        made = _made_calls(messages[j])
-        if answered in made:
-            return made[answered]
-    return answers_note(answered)
-
-
 def strip_own_additions(messages: Sequence[Any], answers_note: Callable[[str], bool]) -> list[Any]:
     """`messages` without fadeway's blocks and its outputs for its own note calls
     (`own_additions`)."""
     own = own_additions(messages, answers_note)
     return [m for m, mine in zip(messages, own, strict=True) if not mine]
-
-
-def is_user_message(message: Any) -> bool:
-    """Whether a sent item is a user's message (not a tool output or another kind of item)."""
-    return (
-        isinstance(message, dict)
-        and message.get("role") == "user"
-        and (message.get("type") in (None, "message"))
-    )
-
-
-def last_user_messages(
-    messages: Sequence[Any], answers_note: Callable[[str], bool]
-) -> list[tuple[int, Any]]:
-    """The user messages that end `messages` once fadeway's additions are stripped, in order,
-    each with its index in `messages`: the messages no reply has followed yet (empty when the
-    last message is not a user's)."""
-    run: list[tuple[int, Any]] = []
-    for i in range(len(messages) - 1, -1, -1):
-        if _own_at(messages, i, answers_note):
-            continue
-        if not is_user_message(messages[i]):
-            break
-        run.append((i, messages[i]))
-    return run[::-1]
 
 
 def view_seqs(count: int, hidden: Sequence[tuple[int, int]] | np.ndarray) -> list[int]:

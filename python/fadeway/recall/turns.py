@@ -21,7 +21,7 @@ from ..errors import EmbedderMismatchError, EndpointError, JudgeTimeout, MemoryN
 from ..mirror.history import History
 from ..records import BlockText, JobKind, RecallRecord
 from ..store import Transaction
-from ..wire import text_of
+from ..wire import is_user_message, text_of
 from ..wire.canonical import encode_json, plain
 from .block import RecallResult
 from .pipeline import recall
@@ -78,79 +78,108 @@ def preview(services: Services, memory_id: str, message: str) -> RecallResult:
 
 
 def recall_for(
-    services: Services, memory_id: str, history: History, messages: Sequence[tuple[bytes, Any]]
+    services: Services,
+    memory_id: str,
+    history: History,
+    new: Sequence[Any],
+    digests: Sequence[bytes],
 ) -> list[Pending]:
-    """Run recall for each new user message, before they join the history. `messages` are the
-    user messages that end the request, as (digest, message) pairs in order; those up to the
-    last one already stored (a resend) are skipped, and so is one without text. `history` is
-    the memory's mirror, synced. The pending recalls come back in the messages' order.
+    """Run recall for each user message among `new`, the messages of a request not stored yet
+    (in order, fadeway's additions stripped; `digests` theirs), before they join the history.
+    `history` is the memory's mirror, synced. A message without text gets none. The pending
+    recalls come back in the messages' order.
 
     Each message is recalled as if it had come alone after the ones before it: its recent
-    conversation ends with them, and facts an earlier one's block shows are left out of its
-    own. The messages before the last share `RECALL_EARLIER_DEADLINE`; one reached after it
-    has passed gets no block (logged). The last, the one the reply answers, always gets its
-    own `RECALL_DEADLINE`.
+    conversation ends with the new messages before it (replies included), the walk prepared for
+    its turn is used when there is one, and facts an earlier one's block shows are left out of
+    its own. The messages before the last share `RECALL_EARLIER_DEADLINE`; one reached after it
+    has passed gets no block (logged). The last, the one the reply answers, always gets its own
+    `RECALL_DEADLINE`.
     """
-    if len(history):
-        stored = [i for i, (digest, _) in enumerate(messages) if digest == history.digests[-1]]
-        if stored:
-            messages = messages[stored[-1] + 1 :]  # the caller resent stored turns
-    texts = [_text(message) for _, message in messages]
+    users = [j for j, message in enumerate(new) if is_user_message(message)]
+    texts = [_text(message) for message in new]
     earlier = time.monotonic() + C.RECALL_EARLIER_DEADLINE
     pending: list[Pending] = []
     shown: set[int] = set()
     out_of_time = False
-    for j, text in enumerate(texts):
-        last = j == len(texts) - 1
-        if not text.strip() or (out_of_time and not last):
+    for k, j in enumerate(users):
+        last = k == len(users) - 1
+        if not texts[j].strip() or (out_of_time and not last):
             continue
         if not last and time.monotonic() >= earlier:
             out_of_time = True
             log.warning(
-                "memory %r: no time left for recall of %d earlier user message(s) of "
-                "the request; they get no recall block",
+                "memory %r: no time left for recall of %d earlier user message(s) of the "
+                "request; they get no recall block",
                 memory_id,
-                len(texts) - 1 - j,
+                len(users) - 1 - k,
             )
             continue
-        recent = recent_text(history, "\n".join(t for t in texts[: j + 1] if t.strip()))
-        deadline = time.monotonic() + C.RECALL_DEADLINE if last else earlier
-        try:
-            result = recall(
-                services,
-                memory_id,
-                text,
-                recent,
-                prepared_turn=history.turn,
-                deadline=deadline,
-                leave_out=shown,
-            )
-        except (EndpointError, EmbedderMismatchError, JudgeTimeout, TimeoutError) as exc:
-            # The turn goes on without a block rather than fail: the caller's message is stored
-            # and answered. (mem.search raises the same error, for whoever looks.)
-            log.error("memory %r: recall failed, the turn gets no recall block: %s", memory_id, exc)
-            continue
+        said = "\n".join(t for t in texts[: j + 1] if t.strip())
+        result = _recall_one(
+            services,
+            memory_id,
+            texts[j],
+            recent_text(history, said),
+            history.turn + k,  # the turn it follows, whose walk is prepared after its reply
+            time.monotonic() + C.RECALL_DEADLINE if last else earlier,
+            shown,
+        )
         # A recall with no block is kept when hits were held back for the facts block: a seal
         # or fade in this decorate may let them go (`RecallResult.beside`).
-        if result.block is not None or (result.contents and result.contents.held_back):
-            pending.append(Pending(messages[j][0], result))
+        if result is not None and (
+            result.block is not None or (result.contents and result.contents.held_back)
+        ):
+            pending.append(Pending(digests[j], result))
             shown.update(result.facts)
     return pending
+
+
+def _recall_one(
+    services: Services,
+    memory_id: str,
+    text: str,
+    recent: str,
+    prepared_turn: int,
+    deadline: float,
+    shown: set[int],
+) -> RecallResult | None:
+    """One message's recall; None when it failed (logged): the turn goes on without a block
+    rather than fail, since the caller's message is stored and answered all the same."""
+    try:
+        return recall(
+            services,
+            memory_id,
+            text,
+            recent,
+            prepared_turn=prepared_turn,
+            deadline=deadline,
+            leave_out=shown,
+        )
+    except (EndpointError, EmbedderMismatchError, JudgeTimeout, TimeoutError) as exc:
+        # mem.search raises the same error, for whoever looks.
+        log.error("memory %r: recall failed, the turn gets no recall block: %s", memory_id, exc)
+        return None
 
 
 def place_recall(
     history: History, pending: Sequence[Pending], before: int
 ) -> dict[int, RecallResult]:
-    """The seq of the user message each block stands before, when that message is among the
-    user messages that end what was stored now (from seq `before` on); blocks and messages are
-    matched by digest, in order."""
+    """The seq of the user message each block stands before, among the user messages stored
+    now (from seq `before` on): blocks and messages are matched by digest, in order (a message
+    recalled for that was not stored after all gets no place)."""
     out = {}
-    k, seq = len(pending) - 1, len(history) - 1
-    while k >= 0 and seq >= before and history.sides[seq] == "user":
-        if history.digests[seq] == pending[k].digest:
-            out[seq] = pending[k].result  # no block yet may get one beside a changed facts block
-            k -= 1
-        seq -= 1
+    k = 0
+    for seq in range(before, len(history)):
+        if history.sides[seq] != "user":
+            continue
+        found = next(
+            (p for p in range(k, len(pending)) if pending[p].digest == history.digests[seq]),
+            None,
+        )
+        if found is not None:
+            out[seq] = pending[found].result  # no block yet may get one beside a new facts block
+            k = found + 1
     return out
 
 

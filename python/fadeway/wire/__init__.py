@@ -17,6 +17,7 @@ from .base import Entry, Format, ParsedRequest, Reply, Side, media_tokens_and_te
 from .canonical import body_of, digest_of, plain, to_plain
 
 __all__ = [
+    "is_user_message",
     "Entry",
     "Format",
     "ParsedRequest",
@@ -132,6 +133,15 @@ def parse_response(fmt: Format, response: Any) -> Reply:
             f"a {looks_like.value} response was reported for a {fmt.value} request"
         )
     return _MODULES[fmt].reply(data)
+
+
+def is_user_message(message: Any) -> bool:
+    """Whether a sent item is a user's message (not a tool output or another kind of item)."""
+    return (
+        isinstance(message, dict)
+        and message.get("role") == "user"
+        and (message.get("type") in (None, "message"))
+    )
 
 
 def text_of(value: Any) -> list[str]:
