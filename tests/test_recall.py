@@ -144,44 +144,73 @@ def test_without_a_prepared_walk_a_slow_judge_falls_back_to_the_hits(tmp_path, c
     assert OWNER[0] in block
 
 
-def test_after_a_change_of_topic_the_prepared_walk_gives_way_to_the_messages_own_hits(
-    tmp_path, clock
+PLANTS = [
+    (
+        f"The office plants on floor {i} get watered on Fridays by the plant team.",
+        "office plants",
+        f"floor {i}",
+        False,
+    )
+    for i in range(5)
+]
+
+
+def _after_a_prepared_walk(eng, mem, clock, history):
+    """The plants talked about and a walk prepared that judged every plant fact central; then a
+    question on another topic (the checkout migration's owner) decorated. Returns the request
+    and the recall stored with the question."""
+    clock.advance(60)
+    history.append({"role": "user", "content": "When do the office plants get watered?"})
+    request = mem.decorate({"model": "gpt-4.1", "messages": history})
+    reply = chat_reply("On Fridays, by the plant team, on every floor.")
+    mem.report(request, reply)
+    eng.drain()  # prepares the walk for the next message: the plants, central
+    history += [
+        reply["choices"][0]["message"],
+        {"role": "user", "content": "Who owns the checkout migration?"},
+    ]
+    request = mem.decorate({"model": "gpt-4.1", "messages": history})
+    [recalled] = [r for r in mem.export().recalls if r.turn == eng.services.mirrors.peek("m").turn]
+    return request, recalled
+
+
+def _plants_judged_central(tmp_path, clock):
+    eng = _open(tmp_path / "r.db", clock)
+    history = _with_facts(eng, eng.memory("m"), clock, [[*PLANTS, OWNER]])
+    judge = ScriptedJudge(levels=_levels({p[0]: 3 for p in PLANTS}))
+    eng = Engine(replace(eng.services, judge=judge), background=False)
+    return eng, history
+
+
+def test_a_walk_that_judged_a_fact_central_shows_it_ahead_of_unjudged_hits(
+    tmp_path, clock, monkeypatch
 ):
     """The walk prepared after the previous reply judged that exchange; the new message's own
-    search hits are added to it and shown first, so a block after a change of topic answers
-    the new message rather than the old topic (only RECALL_FACTS facts are grouped)."""
-    plants = [
-        (
-            f"The office plants on floor {i} get watered on Fridays by the plant team.",
-            "office plants",
-            f"floor {i}",
-            False,
-        )
-        for i in range(5)
-    ]
-    with _open(tmp_path / "r.db", clock) as eng:
-        mem = eng.memory("m")
-        history = _with_facts(eng, mem, clock, [[*plants, OWNER]])
-        judge = ScriptedJudge(levels=_levels({p[0]: 3 for p in plants}))
-        eng = Engine(replace(eng.services, judge=judge), background=False)
-        mem = eng.memory("m")
-        clock.advance(60)
-        history.append({"role": "user", "content": "When do the office plants get watered?"})
-        request = mem.decorate({"model": "gpt-4.1", "messages": history})
-        reply = chat_reply("On Fridays, by the plant team, on every floor.")
-        mem.report(request, reply)
-        eng.drain()  # prepares the walk for the next message: the plants, central
-        history += [
-            reply["choices"][0]["message"],
-            {"role": "user", "content": "Who owns the checkout migration?"},
-        ]
-        request = mem.decorate({"model": "gpt-4.1", "messages": history})
-        [recalled] = [
-            r for r in mem.export().recalls if r.turn == eng.services.mirrors.peek("m").turn
-        ]
-    block = request["messages"][-2]["content"]
-    assert block == recalled.text and OWNER[0] in block
-    assert sum(p[0] in block for p in plants) < C.RECALL_FACTS  # the walk's facts follow
+    search hits are added to it unjudged. Every fact it kept is shown while the block has room
+    (no count of facts caps it), the judged ones ranked first: when the block must shrink, a
+    central fact outlasts an unjudged hit."""
+    eng, history = _plants_judged_central(tmp_path, clock)
+    with eng:
+        texts = {f.n: f.text for f in eng.memory("m").export().facts}
+        request, recalled = _after_a_prepared_walk(eng, eng.memory("m"), clock, history)
+        block = request["messages"][-2]["content"]
+        assert block == recalled.text and OWNER[0] in block  # the new topic's hit is there
+        assert all(p[0] in block for p in PLANTS)  # five walked facts: more than an old cap of 4
+        shown = [texts[n] for n in recalled.facts]
+        plants = {p[0] for p in PLANTS}
+        assert set(shown[: len(plants)]) == plants and OWNER[0] in shown[len(plants) :]
+        # The same recall in the tokens of the central facts alone: they stay, the hits go.
+        question = history[-1]["content"]
+        whole = _recall(eng, "m", question, prepared_turn=recalled.turn - 1)
+        assert whole.walk == "prepared" and OWNER[0] in whole.block
+        central = whole.contents.copy()
+        central.grouped = [n for n in central.grouped if n in central.firm]
+        central.sections, central.excerpts = [], []
+        limit = block_tokens(central.render())
+        monkeypatch.setattr(C, "RECALL_BLOCK_TOKENS", limit)
+        smaller = _recall(eng, "m", question, prepared_turn=recalled.turn - 1)
+    assert block_tokens(smaller.block) <= limit
+    assert {texts[n] for n in smaller.facts} == plants and OWNER[0] not in smaller.block
 
 
 def _blocks_of_the_turn(messages):
@@ -576,6 +605,32 @@ def test_a_block_over_its_share_of_the_ceiling_leaves_out_the_least_first(
                 assert text[n] in part.block
         monkeypatch.setattr(C, "RECALL_BLOCK_SHARE", 1 / eng.ceiling)
         assert _recall(eng, "m", QUESTION).block is None  # nothing fits in one token
+
+
+@pytest.mark.parametrize("level", [C.KEEP_LEVEL, C.LEAD_LEVEL])
+def test_weak_facts_past_their_room_give_way_to_excerpts_and_judged_ones_do_not(
+    tmp_path, clock, monkeypatch, level
+):
+    """Every fact the walk kept is shown while the block fits. A block that must shrink gives up
+    the facts only kept (below LEAD_LEVEL) past `RECALL_FACTS_SHARE` of its size before any
+    excerpt; facts judged relevant or more outlast the excerpts."""
+    many = [
+        (f"Dana moved the checkout migration step {i} to review {i}.", "Dana", f"step {i}", False)
+        for i in range(8)
+    ]
+    judge = ScriptedJudge(levels=lambda facts, dialogue: [level] * len(facts))
+    with _open(tmp_path / "r.db", clock) as eng:
+        _with_facts(eng, eng.memory("m"), clock, [[OWNER, *OTHER], many[:4], [LEAVE, *many[4:]]])
+        whole = _recall(eng, "m", QUESTION, judge=judge)
+        assert whole.passages and len(whole.facts) > 4  # more than the old cap of four facts
+        monkeypatch.setattr(C, "RECALL_BLOCK_TOKENS", whole.size - 1)
+        monkeypatch.setattr(C, "RECALL_FACTS_SHARE", 0.0)
+        part = _recall(eng, "m", QUESTION, judge=judge)
+    assert part.block is not None and part.size < whole.size
+    if level == C.KEEP_LEVEL:  # the lowest ranked fact went, every excerpt stayed
+        assert part.passages == whole.passages and part.facts == whole.facts[: len(part.facts)]
+    else:  # the last excerpt went, every fact stayed
+        assert part.passages == whole.passages[:-1] and part.facts == whole.facts
 
 
 def _several_new_messages(eng, clock, asked):

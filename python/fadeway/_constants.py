@@ -176,23 +176,28 @@ INDEX_SAVE_SECONDS = 60.0
 #: characters in all.
 RECALL_RECENT_MESSAGES = 6
 RECALL_RECENT_CHARS = 2_000
-#: Hits each search returns, and what the block may show: facts found for the message (after
-#: the walk), facts per part, passages quoted. Facts and excerpts chosen on the LoCoMo tuning
-#: split (benches/recall_locomo.py, offline judge and note writer, ceiling 8,000): excerpts
-#: carry most of the evidence recall per token, walked facts little (12 facts and 4 excerpts
-#: quoted .47 of the evidence turns in ~1,140 tokens; 4 and 8 quote .54 in ~820). More than 8
-#: excerpts recalled more but made blocks big enough to crowd a small ceiling's view.
+#: Hits each search returns, and what the block may show: facts per part, passages quoted.
+#: Excerpts chosen on the LoCoMo tuning split (benches/recall_locomo.py, offline judge and note
+#: writer, ceiling 8,000): excerpts carry most of the evidence recall per token, walked facts
+#: little (12 facts and 4 excerpts quoted .47 of the evidence turns in ~1,140 tokens; 4 and 8
+#: quote .54 in ~820). More than 8 excerpts recalled more but made blocks big enough to crowd a
+#: small ceiling's view.
 RECALL_SEARCH_HITS = 20
-RECALL_FACTS = 4
 RECALL_PART_FACTS = 3
 RECALL_EXCERPTS = 8
+#: Every fact the walk kept is shown while the block fits. A block that must shrink gives up
+#: its grouped facts below LEAD_LEVEL before its excerpts while the grouped facts take more
+#: than this share of `block_limit`.
+RECALL_FACTS_SHARE = 0.25
 #: Facts shown under an excerpt: its episode's facts that the message's search found, best
 #: first, none shown elsewhere in the block (2 chosen on the LoCoMo tuning split, as above).
 RECALL_EXCERPT_FACTS = 2
-#: The most of the ceiling a recall block may take, so that the turn in progress (which is
-#: never forgotten) and its block still fit under it: past this share, excerpts are left out
-#: from the last, then part sections, then the lowest ranked facts. At the default ceiling
-#: (200,000) it never binds; at LoCoMo's 8,000 a block averages about 820 tokens of 2,000.
+#: The most tokens a recall block may take (`recall.block.block_limit`): RECALL_BLOCK_TOKENS,
+#: or RECALL_BLOCK_SHARE of a small ceiling, so that the turn in progress (which is never
+#: forgotten) and its block still fit under it. Past it, the least of what the block shows is
+#: left out first (`recall.block`). A block is read again with every request its turn is in
+#: view: its tokens are paid many times.
+RECALL_BLOCK_TOKENS = 1_000
 RECALL_BLOCK_SHARE = 0.25
 #: A hit by meaning below this cosine is no hit (a vector search always returns its k nearest).
 #: 0.35 on the LoCoMo tuning split: hashing-embedding hits below it only displaced better BM25

@@ -27,7 +27,7 @@ from ..mirror.facts import MemoryCache
 from ..mirror.history import History, note_arguments
 from ..notes import tool as notes
 from ..notes.ask import ask_spans
-from ..recall.block import RecallResult
+from ..recall.block import RecallResult, block_limit
 from ..recall.turns import blocks_in_view, fix_finals
 from ..records import EpisodeRecord, JobKind, MemoryRecord
 from ..store import Transaction
@@ -162,7 +162,7 @@ def _beside(
     """This call's recall blocks beside a facts block that changed since they ran (and no fact
     in two of them, as when they were recalled)."""
     in_block, shown_earlier = set(order), set[int]()
-    limit = ceiling * C.RECALL_BLOCK_SHARE
+    limit = block_limit(ceiling)
     out = dict(current)
     for seq in sorted(out):
         out[seq] = out[seq].beside(in_block, shown_earlier, limit)

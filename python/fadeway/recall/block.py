@@ -1,14 +1,18 @@
 """What a recall block shows, and the block itself within a size (MECHANISM: "Recall",
 "Grouping"; the text is `blocks.recall_block`'s).
 
-The parts of a block are given up in one order when it must shrink (its share of the ceiling,
-or the room a request has left): excerpts from the last (with their facts), then the parts'
-sections, then the lowest ranked grouped facts.
+Everything the walk kept (KEEP_LEVEL or above) is shown while the block fits its size
+(`block_limit`, or the room a request has left). When it must shrink, its parts are given up in
+one order: first the lowest ranked grouped facts below LEAD_LEVEL, while the grouped facts take
+more than `RECALL_FACTS_SHARE` of `block_limit` (a weak fact is worth less than an excerpt, but
+a few of them are worth their tokens); then excerpts from the last (with their facts); then the
+parts' sections; then the lowest ranked grouped facts.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -18,7 +22,7 @@ from .. import blocks, tokens
 from .grouping import group_facts
 from .snapshot import Snapshot
 
-__all__ = ["BlockContents", "RecallResult", "block_tokens", "excerpts_of"]
+__all__ = ["BlockContents", "RecallResult", "block_limit", "block_tokens", "excerpts_of"]
 
 
 @dataclass
@@ -38,8 +42,8 @@ class RecallResult:
     ) -> RecallResult:
         """This recall beside a facts block that changed since it ran (a seal or a fade in the
         same decorate): without the facts the block now holds, and with the message's own hits
-        that the block held then and has let go since (up to `RECALL_FACTS` grouped, none that
-        `shown`, another block of the request, shows), in at most `limit` tokens."""
+        that the block held then and has let go since (none that `shown`, another block of the
+        request, shows), in at most `limit` tokens."""
         if self.contents is None:
             return self
         contents = self.contents.copy()
@@ -77,13 +81,15 @@ class BlockContents:
     last (with their facts), then the parts' sections, then the lowest ranked grouped facts."""
 
     snap: Snapshot
-    grouped: list[int]
+    grouped: list[int]  # best first
     sections: list[blocks.PartSection]
     section_facts: list[int]
     excerpts: list[blocks.Excerpt]
     excerpt_facts: list[int]
     quoted: list[int]
     held_back: list[int] = field(default_factory=list)  # the message's hits in the facts block
+    firm: frozenset[int] = frozenset()  # grouped facts at LEAD_LEVEL or above
+    facts_room: float = math.inf  # tokens of grouped facts past which the weak ones give way
 
     def copy(self) -> BlockContents:
         return BlockContents(
@@ -95,11 +101,13 @@ class BlockContents:
             list(self.excerpt_facts),
             list(self.quoted),
             list(self.held_back),
+            self.firm,
+            self.facts_room,
         )
 
     def beside(self, block_facts: set[int], elsewhere: set[int]) -> None:
-        """Leave out the facts `block_facts` holds, and group the held-back hits it does not
-        (while fewer than `RECALL_FACTS` are grouped), but none shown `elsewhere`."""
+        """Leave out the facts `block_facts` holds, and group the held-back hits it does not,
+        but none shown `elsewhere`."""
         gone = block_facts | elsewhere
         sections, section_facts = _leave_out(
             self.sections, self.section_facts, gone, keep_empty=False
@@ -110,19 +118,32 @@ class BlockContents:
         grouped = [n for n in self.grouped if n not in gone]
         shown = {*grouped, *section_facts, *excerpt_facts}
         back = [n for n in self.held_back if n not in gone and n not in shown]
-        grouped += back[: max(0, C.RECALL_FACTS - len(grouped))]
+        # The message's own hits, unjudged: after the facts the walk judged relevant or more,
+        # before the rest.
+        at = next((i for i, n in enumerate(grouped) if n not in self.firm), len(grouped))
+        grouped[at:at] = back
         self.grouped, self.sections, self.section_facts = grouped, sections, section_facts
         self.excerpts, self.excerpt_facts = excerpts, excerpt_facts
 
-    def render(self) -> str | None:
-        return blocks.recall_block(
-            group_facts(self.snap, self.grouped), self.sections, self.excerpts
-        )
+    def render(self, *, facts_only: bool = False) -> str | None:
+        groups = group_facts(self.snap, self.grouped)
+        if facts_only:
+            return blocks.recall_block(groups, [], [])
+        return blocks.recall_block(groups, self.sections, self.excerpts)
 
     def fit(self, limit: float) -> str | None:
         """The block, leaving out the least of what it shows, one at a time, until it takes at
-        most `limit` tokens."""
+        most `limit` tokens (the order is the module's)."""
         block = self.render()
+        weak = [i for i, n in enumerate(self.grouped) if n not in self.firm]
+        while (
+            block is not None
+            and block_tokens(block) > limit
+            and weak
+            and block_tokens(self.render(facts_only=True)) > self.facts_room
+        ):
+            del self.grouped[weak.pop()]
+            block = self.render()
         while block is not None and block_tokens(block) > limit:
             if self.excerpts:
                 del self.excerpt_facts[len(self.excerpt_facts) - len(self.excerpts.pop().facts) :]
@@ -194,6 +215,12 @@ def excerpts_of(
             )
         )
     return out, facts_shown
+
+
+def block_limit(ceiling: int) -> float:
+    """The most tokens a recall block may take under `ceiling`: `RECALL_BLOCK_TOKENS`, or its
+    share of a small ceiling (`RECALL_BLOCK_SHARE`)."""
+    return min(C.RECALL_BLOCK_TOKENS, ceiling * C.RECALL_BLOCK_SHARE)
 
 
 def block_tokens(text: str | None) -> int:

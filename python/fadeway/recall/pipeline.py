@@ -15,7 +15,7 @@ A staged pipeline, each stage in its own module:
    hits are used as they are.
 4. Grouping (`grouping`): facts in the facts block are left out; the rest are grouped by the
    neighbourhood of entities they sit in, each group named for its most connected entity.
-5. The block (`block`), by `blocks.recall_block`, within its share of the ceiling.
+5. The block (`block`), by `blocks.recall_block`, within `block_limit` tokens.
 
 Everything here reads; `recall.turns` stores the block with its turn.
 """
@@ -28,7 +28,7 @@ from collections.abc import Collection, Sequence
 from .. import _constants as C
 from .. import blocks
 from .._services import Services
-from .block import BlockContents, RecallResult, excerpts_of
+from .block import BlockContents, RecallResult, block_limit, excerpts_of
 from .parts import Part, message_parts
 from .searches import Found, search
 from .snapshot import Snapshot
@@ -64,7 +64,7 @@ def recall(
     ending with it. The walk the lane prepared after turn `prepared_turn` (the turn the new
     message follows) is used when it is there. The facts `leave_out` (another block of the same
     request shows them) are left out as those of the facts block are. The block takes at most
-    `RECALL_BLOCK_SHARE` of the ceiling. Reads the store and the indexes; writes nothing but
+    `block_limit` tokens. Reads the store and the indexes; writes nothing but
     index caches.
 
     Synchronous: on decorate's usual path (a local embedder, a prepared walk) nothing waits on
@@ -97,26 +97,26 @@ def recall(
     held_back = list(
         dict.fromkeys(r for n in found.message if (r := snap.graph.root(n)) in in_facts_block)
     )
-    contents = _contents(services, memory_id, snap, parts, found, (candidates, kept, how))
+    contents = _contents(services, memory_id, snap, parts, found, (candidates, kept))
     contents.held_back = held_back
-    block = contents.fit(services.ceiling * C.RECALL_BLOCK_SHARE)  # at most its share
+    limit = block_limit(services.ceiling)
+    contents.facts_room = limit * C.RECALL_FACTS_SHARE
+    block = contents.fit(limit)
     lap("block")
     shown, quoted = contents.shown()
     return RecallResult(block, shown, quoted, how, lap.timings, contents)
 
 
-def _ranked(kept: dict[int, int], candidates: Sequence[int], how: str) -> list[int]:
-    """The facts the walk kept (KEEP_LEVEL or above), best first. A prepared walk judged the
-    previous exchange, not this message: its own search hits come first, in their search
-    order, then the walk's other facts by level."""
+def _ranked(kept: dict[int, int], candidates: Sequence[int]) -> list[int]:
+    """The facts the walk kept (KEEP_LEVEL or above), best first: by level, then the message's
+    own search hits (in their order) before the facts only the walk reached. A hit a prepared
+    walk never judged stands at KEEP_LEVEL, so a fact that walk judged relevant or central
+    ranks above it; at equal level the hit, which is about this message, comes first."""
     order = {n: i for i, n in enumerate(candidates)}
-
-    def rank(n: int) -> tuple[int, int]:
-        if how == "prepared":
-            return (0, order[n]) if n in order else (1, -kept[n])
-        return -kept[n], order.get(n, len(order))
-
-    return sorted((n for n in kept if kept[n] >= C.KEEP_LEVEL), key=rank)
+    return sorted(
+        (n for n in kept if kept[n] >= C.KEEP_LEVEL),
+        key=lambda n: (-kept[n], order.get(n, len(order))),
+    )
 
 
 def _contents(
@@ -125,15 +125,14 @@ def _contents(
     snap: Snapshot,
     parts: Sequence[Part],
     found: Found,
-    walked: tuple[Sequence[int], dict[int, int], str],
+    walked: tuple[Sequence[int], dict[int, int]],
 ) -> BlockContents:
     """What the block shows: the grouped facts, each part's section, and the excerpts.
-    `walked` holds the walk's candidates, the levels it kept and how it was had."""
-    candidates, kept, how = walked
+    `walked` holds the walk's candidates and the levels it kept."""
+    candidates, kept = walked
     # Facts only a part found are shown under that part, not in the groups.
     only_parts = {m for hits in found.parts for m in hits} - set(found.message)
-    ranked = _ranked(kept, candidates, how)
-    grouped = [n for n in ranked if n not in only_parts][: C.RECALL_FACTS]
+    grouped = [n for n in _ranked(kept, candidates) if n not in only_parts]
     sections, section_facts = [], []
     for part, hits in zip(parts, found.parts, strict=True):
         facts = [n for n in snap.shown(hits) if kept.get(n, 0) >= C.KEEP_LEVEL]
@@ -147,4 +146,7 @@ def _contents(
     excerpts, excerpt_facts = excerpts_of(
         snap, [passages[n] for n in quoted], fact_rank, shown=[*grouped, *section_facts]
     )
-    return BlockContents(snap, grouped, sections, section_facts, excerpts, excerpt_facts, quoted)
+    firm = frozenset(n for n in grouped if kept[n] >= C.LEAD_LEVEL)
+    return BlockContents(
+        snap, grouped, sections, section_facts, excerpts, excerpt_facts, quoted, firm=firm
+    )
