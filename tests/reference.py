@@ -366,10 +366,10 @@ def bm25_reference(
     return order, [scores[i] for i in order]
 
 
-def facts_of_reference(episodes, facts, acks, states, graph=None):
+def facts_of_reference(episodes, facts, acks, states, graph=None, awaiting=None):
     """The facts of each episode in `states`, read literally from the store's lists: a note's
     facts belong to every episode that acknowledged the note (with the graph: each as the held
-    fact it stands as, once, retired ones left out)."""
+    fact it stands as, once, retired ones and those of notes from `awaiting` on left out)."""
     out = {}
     for e in episodes:
         if e.state not in states:
@@ -380,4 +380,5 @@ def facts_of_reference(episodes, facts, acks, states, graph=None):
     if graph is None:
         return out
     by_n = {f.n: f for f in facts}
-    return {e: [by_n[n] for n in graph.shown(f.n for f in fs)] for e, fs in out.items()}
+    taken = {e: [f for f in fs if awaiting is None or f.note < awaiting] for e, fs in out.items()}
+    return {e: [by_n[n] for n in graph.shown(f.n for f in fs)] for e, fs in taken.items()}

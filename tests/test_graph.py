@@ -10,10 +10,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import fadeway
+from conftest import open_small
 from fadeway.graph.held import Graph, normalise_name
 from fadeway.judge import FactText, OfflineJudge, ScriptedJudge
+from fadeway.judge.offline import relate_offline
 from fadeway.records import EdgeRecord, EntityRecord, RetirementRecord
-from helpers import converse_with_notes
+from helpers import chat_reply, converse_with_notes, note_call
 
 # The spec's pricing-page facts, then a second note that restates two of them under other names,
 # moves the launch date, and adds an unrelated fact.
@@ -91,6 +93,95 @@ def test_resolution_merge_and_retirement_on_the_spec_example(small, clock):
     assert block.count("approved by the user") == 1
     assert "[pricing page copy v3, refund line]" in block
     assert "Copy v3 of the pricing page" not in block
+
+
+def _facts_block(request) -> str:
+    first = request["messages"][0]
+    return first["content"] if first["content"].startswith("Recorded facts") else ""
+
+
+def _launch_moves(new, held):
+    """A scripted relation: the later launch date contradicts the earlier one."""
+    if "launches on" in new.text and "launches on" in held.text and new.text != held.text:
+        return "contradicts"
+    return relate_offline(new, held)
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_a_retired_fact_leaves_the_facts_block_and_never_stands_beside_its_successor(
+    tmp_path, clock, background
+):
+    """The later note moves the launch to 2026-03-21 and its episodes seal at the next call,
+    whether or not the graph has taken its facts yet. No request shows both dates in the facts
+    block; once the graph has taken the note, the next request shows the new date alone, under
+    the entities' canonical names. (Lane off: the seal finds the graph job pending; lane on: the
+    worker runs it when it may.)"""
+    eng = open_small(
+        tmp_path / "g.db", clock, judge=ScriptedJudge(relate=_launch_moves), background=background
+    )
+    with eng:
+        mem = eng.memory("pricing")
+        history = converse_with_notes(eng, mem, clock, [FIRST])
+        seen = []
+        given = False
+        for t in range(80):
+            clock.advance(60)
+            history.append({"role": "user", "content": f"Later {t}: " + " w" * 40})
+            request = mem.decorate({"model": "gpt-4.1", "messages": history})
+            seen.append(_facts_block(request))
+            if given:
+                break  # the call after the note: its episodes sealed here
+            asked = any(x["function"]["name"] == "note" for x in request.get("tools") or [])
+            calls = [note_call(f"n{t}", SECOND)] if asked else None
+            reply = chat_reply(f"answer {t}", tool_calls=calls)
+            mem.report(request, reply)
+            history.append(reply["choices"][0]["message"])
+            given = calls is not None
+            if not given and not background:
+                eng.drain()  # the lane runs between turns, but not after the note
+        assert given, "the second note was never asked for"
+        sealed = mem.export()
+        assert any(e.state == "sealed" for e in sealed.episodes if e.last_turn > 10)
+        if not background:  # sealed with its graph job pending: its facts wait for it
+            assert "2026-03-21" not in seen[-1]
+        eng.drain()
+        history += [
+            chat_reply("ok")["choices"][0]["message"],
+            {"role": "user", "content": "And now?"},
+        ]
+        block = _facts_block(mem.decorate({"model": "gpt-4.1", "messages": history}))
+    assert not any("2026-03-14" in b and "2026-03-21" in b for b in seen)
+    assert "2026-03-21" in block and "2026-03-14" not in block
+    assert "Dana owns the checkout migration. [Dana, checkout migration]" in block
+    assert "Copy v3 of the pricing page" not in block  # merged into the fact held
+
+
+def test_a_fact_the_graph_retires_while_in_the_facts_block_leaves_it_at_the_next_request(
+    small, clock
+):
+    """The block is kept byte for byte between seals and fades, but not past a retirement: a
+    note the model writes unasked (its facts belong to no episode) moves the launch date, and
+    once the graph has taken it the next request's block no longer shows the old date."""
+    mem = small.memory("pricing")
+    history = converse_with_notes(small, mem, clock, [FIRST])
+    history.append({"role": "user", "content": "When does the pricing page launch?"})
+    before = _facts_block(mem.decorate({"model": "gpt-4.1", "messages": history}))
+    assert "2026-03-14" in before
+    moved = [("The pricing page launches on 2026-03-21.", "pricing page", "launch date", False)]
+    reply = chat_reply("It moved.", tool_calls=[note_call("unasked", moved)])
+    mem.report(mem.decorate({"model": "gpt-4.1", "messages": history}), reply)
+    history += [reply["choices"][0]["message"], {"role": "user", "content": "Thanks."}]
+    pending = _facts_block(mem.decorate({"model": "gpt-4.1", "messages": history}))
+    assert pending == before  # nothing retired yet: the block as it was
+    small.drain()
+    history.append({"role": "user", "content": "Anything else?"})
+    after = _facts_block(mem.decorate({"model": "gpt-4.1", "messages": history}))
+    assert "2026-03-14" not in after and "2026-03-21" not in after  # its note sealed nothing
+    assert after == before.replace(
+        next(line + "\n" for line in before.splitlines() if "2026-03-14" in line), ""
+    )
+    [retired] = mem.export().retirements
+    assert retired.fact in {f.n for f in mem.export().facts if "2026-03-14" in f.text}
 
 
 def test_the_graph_survives_export_and_import(small, clock, tmp_path):

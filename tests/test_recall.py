@@ -50,11 +50,15 @@ def _open(path, clock, judge=None, **settings):
 
 
 def _with_facts(eng, mem, clock, notes, **settings):
-    """Talk with `mem` until `notes` are taken and sealed (`converse_with_notes`), then empty
-    the facts block, so that recall may show every fact. Returns the history as sent."""
+    """Talk with `mem` until `notes` are taken and sealed (`converse_with_notes`), then forget
+    the sealed episodes, so that the facts block is empty and recall may show every fact.
+    Returns the history as sent."""
     history = converse_with_notes(eng, mem, clock, notes, **settings)
     with eng.store.write(mem.memory_id) as tx:
+        sealed = [e.n for e in tx.episodes() if e.state == "sealed"]
+        tx.set_episode_states(dict.fromkeys(sealed, "forgotten"))
         tx.set_facts_order("[]")
+        tx.set_facts_block(None)
     return history
 
 

@@ -20,7 +20,7 @@ from .. import _constants as C
 from .. import blocks, tokens, wire
 from .._services import Services
 from ..forgetting.budget import Decorating
-from ..forgetting.facts_block import facts_block_text, facts_order
+from ..forgetting.facts_block import facts_block_text, facts_order, is_current
 from ..forgetting.fade import CutFirst, Planned, fade_if_needed
 from ..forgetting.seal import seal
 from ..mirror.facts import MemoryCache
@@ -120,7 +120,7 @@ def forget_and_assemble(
             visible = set(shown)
             recalled = {seq: b for seq, b in recalled.items() if seq in visible}
     block, order = _facts_block(tx, mirror, memory, episodes, known, changed, call.now)
-    if changed and current:  # a changed facts block has its order anew
+    if order is not None and current:  # a changed facts block has its order anew
         current = _beside(current, order or [], services.ceiling)
         recalled = _placed(recalled, current)
     newly_sealed = {e.n for e in episodes if e.state == "sealed"} - sealed_before
@@ -142,8 +142,13 @@ def _facts_block(
     now: float,
 ) -> tuple[str | None, list[int] | None]:
     """The facts block's text, and its order when it changed: computed anew when episodes
-    changed state (and stored), else byte for byte as when it last changed."""
+    changed state or the graph changed what it should show (and stored), else byte for byte as
+    when it last changed."""
     facts, graph = known.facts, known.graph
+    if not changed and memory.facts_order is not None and known.block_checked != known.position():
+        changed = not is_current(msgspec.json.decode(memory.facts_order), episodes, known)
+        if not changed:  # checked again only once the graph or the facts move
+            known.block_checked = known.position()
     if changed or (memory.facts_order is None and facts):
         order = facts_order(tx, mirror.trace_log, episodes, known, now)
         block = facts_block_text(facts, order, graph)

@@ -2,6 +2,13 @@
 episodes stand in it while their messages are out of view, most active first, under their
 entities' canonical names. Its order is computed when it changes (at a seal or a fade) and
 kept between (Contracts: "Cache stability").
+
+It shows only what the graph has taken: each fact as the held fact it stands as, never a
+retired one, never a fact of a note whose `graph` job is still pending (its facts could retire
+or restate what the block shows; a job that failed for good leaves its facts as written). So
+when the graph later retires, merges or takes in what concerns the block, the block is computed
+anew at the next decorate (`is_current`): correctness before the cached prefix, and a fact is
+never shown beside the fact that retires it.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from ..mirror.trace_log import TraceLog
 from ..records import EpisodeRecord, FactRecord
 from ..store import Transaction
 
-__all__ = ["fact_tokens", "facts_block_text", "facts_of", "facts_order"]
+__all__ = ["fact_tokens", "facts_block_text", "facts_of", "facts_order", "is_current"]
 
 
 def facts_of(
@@ -24,13 +31,15 @@ def facts_of(
     episode_facts: Mapping[int, Sequence[int]],
     states: tuple[str, ...],
     graph: Graph | None = None,
+    awaiting: int | None = None,
 ) -> dict[int, list[FactRecord]]:
     """The facts of each episode in `states`, from `facts` by number and `episode_facts`, the
     numbers of the facts of the notes each episode acknowledged (a note's facts belong to every
     episode it acked; `MemoryCache` keeps both).
 
-    With the `graph`, each fact is given as the held fact it stands as, once per episode, and
-    retired facts are left out."""
+    With the `graph`, each fact is given as the held fact it stands as, once per episode;
+    retired facts are left out, and so are the facts of notes from `awaiting` on (the first
+    note the graph has not taken yet)."""
     out = {
         e.n: [facts[n] for n in episode_facts[e.n]]
         for e in episodes
@@ -38,8 +47,13 @@ def facts_of(
     }
     if graph is None:
         return out
+
+    def taken(f: FactRecord) -> bool:
+        return awaiting is None or f.note < awaiting
+
     return {
-        e: [facts[n] for n in graph.shown(f.n for f in fs) if n in facts] for e, fs in out.items()
+        e: [facts[n] for n in graph.shown(f.n for f in fs if taken(f)) if n in facts]
+        for e, fs in out.items()
     }
 
 
@@ -76,17 +90,10 @@ def facts_order(
     known: MemoryCache,
     now: float,
 ) -> list[int]:
-    """The facts block's facts (those of sealed episodes, each as the held fact it stands as,
-    retired ones left out), most active first by their `traces` (the memory's trace log mirror,
-    synced here). A held fact's activation counts the traces of the restatements merged into
-    it."""
-    shown = {
-        f.n
-        for fs in facts_of(
-            episodes, known.facts, known.episode_facts, states=("sealed",), graph=known.graph
-        ).values()
-        for f in fs
-    }
+    """The facts block's facts (`_shown`), most active first by their `traces` (the memory's
+    trace log mirror, synced here). A held fact's activation counts the traces of the
+    restatements merged into it."""
+    shown = _shown(episodes, known)
     if not shown:
         return []
     ns = sorted(shown)
@@ -94,3 +101,23 @@ def facts_order(
     act = traces.activation(ns, now, by="fact", fact_key=known.graph.root)
     ranked = sorted(zip(act.tolist(), ns, strict=True), key=lambda p: (-p[0], -p[1]))
     return [n for _, n in ranked]
+
+
+def is_current(order: Sequence[int], episodes: Sequence[EpisodeRecord], known: MemoryCache) -> bool:
+    """Whether a facts block computed in `order` still shows what it should: the graph has
+    retired, merged or taken in nothing that changes its facts since."""
+    return set(order) == _shown(episodes, known)
+
+
+def _shown(episodes: Sequence[EpisodeRecord], known: MemoryCache) -> set[int]:
+    """The facts the block shows: those of sealed episodes that the graph has taken, each as
+    the held fact it stands as, retired ones left out."""
+    by_episode = facts_of(
+        episodes,
+        known.facts,
+        known.episode_facts,
+        states=("sealed",),
+        graph=known.graph,
+        awaiting=known.awaiting,
+    )
+    return {f.n for fs in by_episode.values() for f in fs}

@@ -269,7 +269,12 @@ def fade_if_needed(
     (the judge runs inside this transaction), else the fade returns `CutFirst`.
     """
     sealed_facts = facts_of(
-        episodes, known.facts, known.episode_facts, states=("sealed",), graph=known.graph
+        episodes,
+        known.facts,
+        known.episode_facts,
+        states=("sealed",),
+        graph=known.graph,
+        awaiting=known.awaiting,
     )
     # The block shows each fact once, however many sealed episodes hold it.
     fact_sizes = fact_tokens(

@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+import msgspec
+
 from ..graph.held import Graph
-from ..records import EdgeRecord, EntityRecord, EpisodeRecord, FactRecord, RetirementRecord
+from ..records import (
+    EdgeRecord,
+    EntityRecord,
+    EpisodeRecord,
+    FactRecord,
+    JobKind,
+    RetirementRecord,
+)
 from ..store import Transaction
 
 __all__ = ["MemoryCache"]
@@ -25,9 +34,14 @@ class MemoryCache:
         self.graph = Graph([], [], [], [])
         self.fact_episodes: dict[int, list[int]] = {}
         self.episode_facts: dict[int, list[int]] = {}
+        #: The first note whose facts the graph has not taken yet (its `graph` job pending; the
+        #: lane runs them in note order), or None.
+        self.awaiting: int | None = None
+        #: The position at which the stored facts block was found to show what it should.
+        self.block_checked: tuple[int | None, ...] | None = None
         self._last_fact = self._last_episode = 0  # the highest numbers read so far
 
-    def position(self) -> tuple[int, ...]:
+    def position(self) -> tuple[int | None, ...]:
         """How far this cache has read (it moves with every sync that finds something new)."""
         return (
             self._last_fact,
@@ -36,6 +50,7 @@ class MemoryCache:
             len(self.entities),
             len(self.edges),
             len(self.retirements),
+            self.awaiting,
         )
 
     def sync(self, tx: Transaction) -> None:
@@ -45,6 +60,8 @@ class MemoryCache:
         retirements = tx.retirements()
         episodes = tx.episodes(self._last_episode)
         acks = tx.acks(self.acks[-1][1] if self.acks else 0)
+        job = tx.pending_job(JobKind.GRAPH)
+        self.awaiting = None if job is None else int(msgspec.json.decode(job.payload)["note"])
         if entities or edges or len(retirements) != len(self.retirements):
             self.entities = [*self.entities, *entities]
             self.edges = [*self.edges, *edges]

@@ -112,11 +112,11 @@ class History:
         for seq in range(start, count):
             self._pend(seq)
 
-    def mark(self) -> tuple[int, int, int, tuple[int, ...]]:
+    def mark(self) -> tuple[int, int, int, tuple[int | None, ...]]:
         """Where the mirrors stand, to `roll_back` to after a write that rolled back."""
         return len(self), self.trace_log.last, self.episodes.changes, self.cache.position()
 
-    def roll_back(self, mark: tuple[int, int, int, tuple[int, ...]]) -> None:
+    def roll_back(self, mark: tuple[int, int, int, tuple[int | None, ...]]) -> None:
         """Bring the mirrors back to `mark`: the messages appended since are dropped, and a
         mirror of the trace log, the episodes or the facts that read past it is read again
         whole."""
