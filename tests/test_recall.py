@@ -212,6 +212,7 @@ def test_a_walk_that_judged_a_fact_central_shows_it_ahead_of_unjudged_hits(
         central.sections, central.excerpts = [], []
         limit = block_tokens(central.render())
         monkeypatch.setattr(C, "RECALL_BLOCK_TOKENS", limit)
+        monkeypatch.setattr(C, "RECALL_FACTS_SHARE", 1.0)  # excerpts go first, then facts
         smaller = _recall(eng, "m", question, prepared_turn=recalled.turn - 1)
     assert block_tokens(smaller.block) <= limit
     assert {texts[n] for n in smaller.facts} == plants and OWNER[0] not in smaller.block
@@ -595,6 +596,7 @@ def test_a_block_over_its_share_of_the_ceiling_leaves_out_the_least_first(
         _with_facts(eng, mem, clock, [[OWNER, *OTHER], many[:4], [LEAVE, *many[4:]]])
         text = {f.n: f.text for f in mem.export().facts}
         monkeypatch.setattr(C, "RECALL_BLOCK_SHARE", 1.0)
+        monkeypatch.setattr(C, "RECALL_FACTS_SHARE", 1.0)  # facts within their room throughout
         whole = _recall(eng, "m", QUESTION)
         size = block_tokens(whole.block)
         assert whole.passages and len(whole.facts) > 2  # excerpts and facts to leave out
@@ -611,27 +613,26 @@ def test_a_block_over_its_share_of_the_ceiling_leaves_out_the_least_first(
         assert _recall(eng, "m", QUESTION).block is None  # nothing fits in one token
 
 
-@pytest.mark.parametrize("level", [C.KEEP_LEVEL, C.LEAD_LEVEL])
-def test_weak_facts_past_their_room_give_way_to_excerpts_and_judged_ones_do_not(
-    tmp_path, clock, monkeypatch, level
+@pytest.mark.parametrize("room", [0.0, 1.0])
+def test_facts_past_their_room_give_way_to_excerpts_and_within_it_outlast_them(
+    tmp_path, clock, monkeypatch, room
 ):
     """Every fact the walk kept is shown while the block fits. A block that must shrink gives up
-    the facts only kept (below LEAD_LEVEL) past `RECALL_FACTS_SHARE` of its size before any
-    excerpt; facts judged relevant or more outlast the excerpts."""
+    its lowest ranked facts before any excerpt while the facts take more than their room
+    (`RECALL_FACTS_SHARE` of its size); within it, the excerpts go first."""
     many = [
         (f"Dana moved the checkout migration step {i} to review {i}.", "Dana", f"step {i}", False)
         for i in range(8)
     ]
-    judge = ScriptedJudge(levels=lambda facts, dialogue: [level] * len(facts))
     with _open(tmp_path / "r.db", clock) as eng:
         _with_facts(eng, eng.memory("m"), clock, [[OWNER, *OTHER], many[:4], [LEAVE, *many[4:]]])
-        whole = _recall(eng, "m", QUESTION, judge=judge)
+        whole = _recall(eng, "m", QUESTION)
         assert whole.passages and len(whole.facts) > 4  # more than the old cap of four facts
         monkeypatch.setattr(C, "RECALL_BLOCK_TOKENS", whole.size - 1)
-        monkeypatch.setattr(C, "RECALL_FACTS_SHARE", 0.0)
-        part = _recall(eng, "m", QUESTION, judge=judge)
+        monkeypatch.setattr(C, "RECALL_FACTS_SHARE", room)
+        part = _recall(eng, "m", QUESTION)
     assert part.block is not None and part.size < whole.size
-    if level == C.KEEP_LEVEL:  # the lowest ranked fact went, every excerpt stayed
+    if room == 0.0:  # the lowest ranked fact went, every excerpt stayed
         assert part.passages == whole.passages and part.facts == whole.facts[: len(part.facts)]
     else:  # the last excerpt went, every fact stayed
         assert part.passages == whole.passages[:-1] and part.facts == whole.facts

@@ -186,8 +186,8 @@ RECALL_SEARCH_HITS = 20
 RECALL_PART_FACTS = 3
 RECALL_EXCERPTS = 8
 #: Every fact the walk kept is shown while the block fits. A block that must shrink gives up
-#: its grouped facts below LEAD_LEVEL before its excerpts while the grouped facts take more
-#: than this share of `block_limit`.
+#: its lowest ranked grouped facts before its excerpts while the grouped facts take more than
+#: this share of `block_limit`.
 RECALL_FACTS_SHARE = 0.25
 #: Facts shown under an excerpt: its episode's facts that the message's search found, best
 #: first, none shown elsewhere in the block (2 chosen on the LoCoMo tuning split, as above).

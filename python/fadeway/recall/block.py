@@ -3,10 +3,10 @@
 
 Everything the walk kept (KEEP_LEVEL or above) is shown while the block fits its size
 (`block_limit`, or the room a request has left). When it must shrink, its parts are given up in
-one order: first the lowest ranked grouped facts below LEAD_LEVEL, while the grouped facts take
-more than `RECALL_FACTS_SHARE` of `block_limit` (a weak fact is worth less than an excerpt, but
-a few of them are worth their tokens); then excerpts from the last (with their facts); then the
-parts' sections; then the lowest ranked grouped facts.
+one order: first the lowest ranked grouped facts while they take more than their room
+(`RECALL_FACTS_SHARE` of `block_limit`: past it, a fact is worth less than an excerpt); then
+excerpts from the last (with their facts); then the parts' sections; then the lowest ranked
+grouped facts. (Facts ranked by level first: a walk's central fact is the last to go.)
 """
 
 from __future__ import annotations
@@ -88,8 +88,8 @@ class BlockContents:
     excerpt_facts: list[int]
     quoted: list[int]
     held_back: list[int] = field(default_factory=list)  # the message's hits in the facts block
-    firm: frozenset[int] = frozenset()  # grouped facts at LEAD_LEVEL or above
-    facts_room: float = math.inf  # tokens of grouped facts past which the weak ones give way
+    firm: frozenset[int] = frozenset()  # grouped facts ranked above an unjudged hit
+    facts_room: float = math.inf  # tokens of grouped facts past which they give way first
 
     def copy(self) -> BlockContents:
         return BlockContents(
@@ -135,14 +135,13 @@ class BlockContents:
         """The block, leaving out the least of what it shows, one at a time, until it takes at
         most `limit` tokens (the order is the module's)."""
         block = self.render()
-        weak = [i for i, n in enumerate(self.grouped) if n not in self.firm]
         while (
             block is not None
             and block_tokens(block) > limit
-            and weak
+            and self.grouped
             and block_tokens(self.render(facts_only=True)) > self.facts_room
         ):
-            del self.grouped[weak.pop()]
+            self.grouped.pop()
             block = self.render()
         while block is not None and block_tokens(block) > limit:
             if self.excerpts:

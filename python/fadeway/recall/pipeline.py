@@ -146,7 +146,7 @@ def _contents(
     excerpts, excerpt_facts = excerpts_of(
         snap, [passages[n] for n in quoted], fact_rank, shown=[*grouped, *section_facts]
     )
-    firm = frozenset(n for n in grouped if kept[n] >= C.LEAD_LEVEL)
+    firm = frozenset(n for n in grouped if kept[n] > C.KEEP_LEVEL)
     return BlockContents(
         snap, grouped, sections, section_facts, excerpts, excerpt_facts, quoted, firm=firm
     )
