@@ -213,28 +213,31 @@ AGENT = [
 ]
 
 
-def test_a_wire_role_is_the_subject_only_when_the_sentence_names_nothing_else():
+def test_a_wire_role_is_never_the_subject():
     note = write(AGENT)
     by_object = {e.object: e for e in note.notes}
     # A label names what its line is about; an opening noun phrase, what its sentence is about.
-    assert by_object["131"].subject == "Paid"
-    assert by_object["39"].subject == "longest delay"
+    # A bare number is no object ("131" would join every fact that holds 131).
+    paid = next(e for e in note.notes if e.note.startswith("Paid: 131"))
+    assert (paid.subject, paid.object) == ("Paid", "Team")
+    assert by_object["39 minutes"].subject == "longest delay"
     # Past an opening verb and a day, the first named thing: never "assistant". An amount keeps
     # its currency, and a date its month: "19,200" or "18" alone would join unrelated facts.
     assert by_object["$19,200"].subject == "Jonas and Ben"
     assert by_object["18 May"].subject == "Lucía"
-    # A quantity is no subject, nor a day: this sentence names nothing else, so it stays the
-    # assistant's, written so.
+    # A sentence that names only a quantity and a day is about its noun phrase, written as
+    # said: no role's label before it.
     peak = by_object["388Mi"]
     assert (peak.subject, peak.note) == (
-        "assistant",
-        "assistant: It peaked at 388Mi against the 512Mi limit on Friday.",
+        "512Mi limit",
+        "It peaked at 388Mi against the 512Mi limit on Friday.",
     )
-    # A tool's record without a naming field is about the tool; one with an id, about the id
-    # (kept whole, as its timestamp is).
+    # A tool's record without a naming field is about the tool, its number after its field;
+    # one with an id, about the id (kept whole, as its timestamp is).
     metrics = next(e for e in note.notes if "412" in e.note)
-    assert (metrics.subject, metrics.note) == (
+    assert (metrics.subject, metrics.object, metrics.note) == (
         "query_metrics",
+        "signups 412",
         "query_metrics: signups 412, paid 131, annual pct 42.7.",
     )
     standup = next(e for e in note.notes if "Eng standup" in e.note)
@@ -246,10 +249,14 @@ def test_a_wire_role_is_the_subject_only_when_the_sentence_names_nothing_else():
         "Priya",
         "Yes: I booked the refund of INV-20958 with Priya.",
     )
-    # What the user says of themselves is about the user, written so in the note.
+    # What the user says of themselves is about what it names, not about "user".
     review = next(e for e in note.notes if "budget review" in e.note)
-    assert review.subject == "user" and review.note.startswith("user: I moved")
-    assert sum(e.subject in {"assistant", "tool"} for e in note.notes) == 1
+    assert (review.subject, review.object) == ("Q2 budget review", "16 April")
+    assert review.note == "I moved the Q2 budget review to 16 April at 10:00."
+    assert not any(e.subject in {"assistant", "user", "tool"} for e in note.notes)
+    assert not any(e.note.startswith(("assistant:", "user:")) for e in note.notes)
+    # A question tells no fact.
+    assert not any(e.note.endswith("?") for e in note.notes)
     # The object is never a part of the subject.
     plan = next(e for e in note.notes if "headcount" in e.note)
     assert (plan.subject, plan.object) == ("Q2 headcount plan", "REQ-031")
@@ -353,13 +360,15 @@ def test_each_speaker_of_a_group_chat_is_the_subject_of_what_they_say_of_themsel
     speaker, also for a message's later sentences, which carry no prefix of their own."""
     note = write(
         [
-            LeavingMessage(1, "user", "Alice: The offsite moved to Lisbon. I booked it for June."),
+            LeavingMessage(
+                1, "user", "Alice: The offsite moved to Lisbon. I booked the venue there."
+            ),
             LeavingMessage(1, "user", "Bob: The flights are with TAP. I paid the 400 EUR deposit."),
             LeavingMessage(2, "user", "Alice: I will send the agenda to Priya."),
             LeavingMessage(2, "user", "Bob: I asked Dana about the hotel in Alfama."),
         ]
     )
     by_text = {e.note: e for e in note.notes}
-    assert by_text["Alice: I booked it for June."].subject == "Alice"
+    assert by_text["Alice: I booked the venue there."].subject == "Alice"
     assert by_text["Bob: I paid the 400 EUR deposit."].subject == "Bob"
     assert not any(e.subject == "user" for e in note.notes)

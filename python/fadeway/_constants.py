@@ -146,11 +146,20 @@ ENTITY_CANDIDATES = 3
 #: Held facts a new fact is compared with (those sharing an entity, then the best BM25 hits).
 RELATE_CANDIDATES = 8
 RELATE_BM25_HITS = 5
-#: The offline judge: a fact between the same two entities at this hashing cosine or above,
-#: with the same numbers and negation, restates the held fact; one about the same subject at
-#: RELATE_CONTRADICT_THRESHOLD or above that changes a number or a negation contradicts it.
+#: The offline judge (`fadeway.judge.offline`, "Relating two facts"), for two facts about one
+#: subject. A fact between the same two entities at RELATE_SAME_THRESHOLD hashing cosine or
+#: above, with the same values, negations and identifiers, restates the held fact. A newer fact
+#: contradicts a held one when it denies a word the held one affirms (or the reverse) and they
+#: share RELATE_NEGATION_OVERLAP of their words; when it gives another value of one kind (a
+#: date, an amount, a count of one noun) and the two, values masked, are at
+#: RELATE_VALUE_THRESHOLD cosine or above (RELATE_UPDATE_THRESHOLD when it says the value
+#: changed: "now", "moved"); or when it takes back a value the held one gives ("not $24").
+#: Chosen on the labelled tuning sets (benches/RESULTS-offline-judgments.md) for no wrong
+#: retirement: lower overlaps and thresholds retired restatements and other events.
 RELATE_SAME_THRESHOLD = 0.8
-RELATE_CONTRADICT_THRESHOLD = 0.5
+RELATE_NEGATION_OVERLAP = 0.75
+RELATE_VALUE_THRESHOLD = 0.65
+RELATE_UPDATE_THRESHOLD = 0.4
 RELATE_EMBED_DIM = 1024
 
 # -- passages and search -------------------------------------------------------------------
