@@ -47,6 +47,7 @@ def shared_data(relative: str):
 
 import json  # noqa: E402
 import os  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -130,17 +131,27 @@ def note_call(call_id: str, entries: list[tuple[str, str, str, bool]]) -> dict:
 
 
 def converse_with_notes(
-    engine, memory, clock, notes: list, *, turns: int = 80, words: int = 40, settle: bool = True
+    engine,
+    memory,
+    clock,
+    notes: list,
+    *,
+    turns: int = 80,
+    words: int = 40,
+    settle: bool = True,
+    opening: Sequence[str] = (),
 ) -> list:
     """Talk with `memory` (a small ceiling makes it ask), answering the note asks in order with
     `notes` (lists of note entries), draining the lane after every reply, until every note was
     given and the next call has sealed them (or, without `settle`, until the last was given:
-    its episodes are still leaving). Returns the history as sent."""
+    its episodes are still leaving). The first user messages say the `opening` texts, one
+    each. Returns the history as sent."""
     history: list = []
     queue = list(notes)
     for t in range(turns):
         clock.advance(60)
-        text = f"Turn {t}: " + " ".join(f"w{t}_{i}" for i in range(words))
+        said = f"{opening[t]} " if t < len(opening) else ""
+        text = f"Turn {t}: {said}" + " ".join(f"w{t}_{i}" for i in range(words))
         history.append({"role": "user", "content": text})
         request = memory.decorate({"model": "gpt-4.1", "messages": history})
         asked = any(x.get("function", {}).get("name") == "note" for x in request.get("tools") or [])

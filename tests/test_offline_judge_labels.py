@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from fadeway import _constants as C
 from fadeway.graph.update import entity_candidate
 from fadeway.judge import FactText, OfflineJudge
-from fadeway.judge.offline import relate_offline, same_entity_offline
+from fadeway.judge.offline import levels_offline, relate_offline, same_entity_offline
 from helpers import converse_with_notes, shared_data
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benches"))
@@ -252,3 +253,27 @@ def test_the_offline_judge_answers_the_same_as_its_functions():
     assert asyncio.run(judge.same_entity([("Dana", "Dana Whitfield")])) == [True]
     pair = (F("Dana has 3 reports.", "Dana", "3 reports"), F("Dana has 2 reports.", "Dana", "x"))
     assert asyncio.run(judge.relate([pair])) == ["contradicts"]
+
+
+def test_a_shared_name_alone_does_not_make_a_fact_relevant():
+    """In a conversation of two people every fact names one of them: a fact about the question
+    outranks those that only name its person, and the talk before the question counts less
+    than the question."""
+    facts = [
+        F("Caroline: I just joined a new LGBTQ activist group last Tuesday.", "Caroline", "group"),
+        F("Caroline: I'm so lucky to have such a great support system.", "Caroline", "support"),
+        F("Caroline: Painting helps me be my true self.", "Caroline", "painting"),
+        F("Melanie: I'm proud of you for being your true self.", "Melanie", "true self"),
+        F("Melanie: My kids loved the museum.", "Melanie", "museum"),
+    ]
+    dialogue = (
+        "Melanie: It's so freeing to be your true self and live honestly.\n"
+        "Caroline: When did I join the activist group?"
+    )
+    activist, support, painting, proud, museum = levels_offline(facts, dialogue)
+    assert activist >= C.LEAD_LEVEL
+    assert activist > max(support, painting, proud, museum)
+    assert museum < C.KEEP_LEVEL and support < C.KEEP_LEVEL  # only a name or nothing in common
+    # What the talk before says still counts, at less weight than the question.
+    alone = levels_offline(facts, "Caroline: When did I join the activist group?")
+    assert proud >= alone[3] and proud <= activist

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import replace
+from types import SimpleNamespace
 from datetime import UTC, datetime
 
 import msgspec
@@ -20,9 +21,9 @@ from fadeway.engine import Engine
 from fadeway.index.indexes import Indexes
 from fadeway.judge import OfflineJudge, ScriptedJudge
 from fadeway.memory import Memory
-from fadeway.recall.block import block_tokens
+from fadeway.recall.block import block_tokens, window
 from fadeway.recall.grouping import group_facts
-from fadeway.recall.pipeline import recall
+from fadeway.recall.pipeline import _by_speaker, recall
 from fadeway.recall.snapshot import Snapshot
 from helpers import chat_reply, converse_with_notes, note_call
 
@@ -33,6 +34,12 @@ OTHER = [
     ("Legal reviews every refund term.", "legal", "refund term", False),
 ]
 QUESTION = "Can the checkout migration owner join the review next week?"
+# What the first turns say about it (fadeway's note calls are not passages: these are).
+TALK = [
+    "The checkout migration review is next week.",
+    "Who will own the checkout migration after the review?",
+    "Can we join the checkout review remotely?",
+]
 
 
 def _open(path, clock, judge=None, **settings):
@@ -363,10 +370,10 @@ def test_distill_removes_a_block_whose_facts_were_all_said(tmp_path, clock):
         history += [reply["choices"][0]["message"], {"role": "user", "content": "Thanks!"}]
         nxt = mem.decorate({"model": "gpt-4.1", "messages": history})
         export = mem.export()
-    [question_turn] = [r.turn for r in export.recalls if r.text == block]
+    # The first with that text (the reply said every fact: the next message's may match it).
+    question_turn = min(r.turn for r in export.recalls if r.text == block)
     [final] = [f for f in export.recall_finals if f.turn == question_turn]
     assert final.text is None
-    assert block not in [m["content"] for m in nxt["messages"]]
     index = next(i for i, m in enumerate(nxt["messages"]) if m.get("content") == QUESTION)
     assert not nxt["messages"][index - 1]["content"].startswith("[assistant_recent_memories]")
 
@@ -593,7 +600,7 @@ def test_a_block_over_its_share_of_the_ceiling_leaves_out_the_least_first(
     ]
     with _open(tmp_path / "r.db", clock) as eng:
         mem = eng.memory("m")
-        _with_facts(eng, mem, clock, [[OWNER, *OTHER], many[:4], [LEAVE, *many[4:]]])
+        _with_facts(eng, mem, clock, [[OWNER, *OTHER], many[:4], [LEAVE, *many[4:]]], opening=TALK)
         text = {f.n: f.text for f in mem.export().facts}
         monkeypatch.setattr(C, "RECALL_BLOCK_SHARE", 1.0)
         monkeypatch.setattr(C, "RECALL_FACTS_SHARE", 1.0)  # facts within their room throughout
@@ -625,15 +632,22 @@ def test_facts_past_their_room_give_way_to_excerpts_and_within_it_outlast_them(
         for i in range(8)
     ]
     with _open(tmp_path / "r.db", clock) as eng:
-        _with_facts(eng, eng.memory("m"), clock, [[OWNER, *OTHER], many[:4], [LEAVE, *many[4:]]])
+        _with_facts(
+            eng,
+            eng.memory("m"),
+            clock,
+            [[OWNER, *OTHER], many[:4], [LEAVE, *many[4:]]],
+            opening=TALK,
+        )
         whole = _recall(eng, "m", QUESTION)
         assert whole.passages and len(whole.facts) > 4  # more than the old cap of four facts
         monkeypatch.setattr(C, "RECALL_BLOCK_TOKENS", whole.size - 1)
         monkeypatch.setattr(C, "RECALL_FACTS_SHARE", room)
         part = _recall(eng, "m", QUESTION)
     assert part.block is not None and part.size < whole.size
-    if room == 0.0:  # the lowest ranked fact went, every excerpt stayed
-        assert part.passages == whole.passages and part.facts == whole.facts[: len(part.facts)]
+    if room == 0.0:  # the lowest ranked facts went, every excerpt stayed
+        grouped, before = part.contents.grouped, whole.contents.grouped
+        assert part.passages == whole.passages and grouped == before[: len(grouped)] != before
     else:  # the last excerpt went, every fact stayed
         assert part.passages == whole.passages[:-1] and part.facts == whole.facts
 
@@ -691,7 +705,7 @@ def test_a_user_message_answered_within_the_request_still_gets_its_recall(tmp_pa
     stored yet is recalled for, not only those that end the request, and each block stands
     just before its own message."""
     reply = {"role": "assistant", "content": "I will ask around."}
-    with _open(tmp_path / "r.db", clock) as eng:
+    with _open(tmp_path / "r.db", clock, judge=OfflineJudge()) as eng:  # keeps what is asked
         mem = eng.memory("m")
         history = _with_facts(eng, mem, clock, [[OWNER, *OTHER], [LEAVE]])
         history += [
@@ -835,3 +849,54 @@ def test_a_fact_is_dated_with_its_turns_time_not_its_notes(tmp_path, clock):
     line = blocks.recall_block([blocks.RecallGroup("Dana", [dated])], [], [])
     stamp = datetime.fromtimestamp(dated.when, UTC).strftime("%Y-%m-%d %H:%M UTC")
     assert f"[{stamp}, turn" in line
+
+
+def test_a_long_excerpt_shows_the_window_that_matches_the_message():
+    filler = [f"w{i}" for i in range(60)]
+    words = ["Gina:", *filler[:30], "the", "refund", "line", "awaits", "legal", *filler[30:]]
+    text = " ".join(words)
+    shown = window(text, "Did legal come back on the refund line?")
+    kept = shown.split()
+    assert kept[0] == "Gina:" and kept[1] == "…" and kept[-1] == "…"  # who said it, and cuts
+    assert "refund line awaits legal" in shown
+    assert len(kept) - 3 == C.EXCERPT_WINDOW_WORDS
+    assert " ".join(kept[2:-1]) in text  # one run of the text, as it was
+    short = "Gina: the refund line awaits legal"
+    assert window(short, "refund") == short
+    # Nothing matches: the start, cut at its end only.
+    assert window(text, "pricing page").split() == [*words[: C.EXCERPT_WINDOW_WORDS], "…"]
+
+
+def test_a_fact_an_excerpt_says_is_not_repeated_until_the_excerpt_gives_way(tmp_path, clock):
+    """A fact that quotes its own turn says nothing its excerpt does not: while the excerpt is
+    shown the fact is left out of the groups, and it comes back when the excerpt gives way."""
+    central = ScriptedJudge(levels=_levels({OWNER[0]: 3}))
+    with _open(tmp_path / "r.db", clock) as eng:
+        mem = eng.memory("m")
+        _with_facts(
+            eng, mem, clock, [[OWNER, *OTHER]], opening=["Dana owns the checkout migration."]
+        )
+        text = {f.n: f.text for f in mem.export().facts}
+        owner = next(n for n, t in text.items() if t == OWNER[0])
+        whole = _recall(eng, "m", "Who owns the checkout migration?", judge=central)
+        assert whole.passages and "Dana owns the checkout migration. w0_0" in whole.block
+        assert owner not in whole.facts and f"] {OWNER[0]}" not in whole.block
+        # Room for the facts but not the excerpt: the fact is back.
+        facts_only = whole.contents.copy()
+        facts_only.excerpts, facts_only.quoted = [], []
+        small = whole.within(block_tokens(facts_only.render()))
+        assert not small.passages and owner in small.facts and f"] {OWNER[0]}" in small.block
+
+
+def test_passages_said_by_someone_the_message_names_rank_higher():
+    """Who said it is what BM25 over the words weighs least: a passage said by the person the
+    message names moves up among equal matches; the order stands when no one is named."""
+    said = {
+        1: SimpleNamespace(role="user", text="user: Jon: I went to the dance studio."),
+        2: SimpleNamespace(role="assistant", text="assistant: Gina: I opened my store."),
+        3: SimpleNamespace(role="Gina", text="Gina: The store opening went well."),
+        4: SimpleNamespace(role="user", text="user: Jon: My studio opens in June."),
+    }
+    order = [1, 4, 2, 3]
+    assert _by_speaker(order, said, "When did Gina open her store?")[:2] == [2, 3]
+    assert _by_speaker(order, said, "When does the studio open?") == order

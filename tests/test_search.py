@@ -15,7 +15,7 @@ from fadeway.index.passages import passages_of, windows
 from fadeway.index.paths import index_dir
 from fadeway.judge import ScriptedJudge
 from fadeway.records import EpisodeRecord, MessageRecord
-from helpers import chat_reply, converse_with_notes, note_call
+from helpers import call, chat_reply, converse_with_notes, note_call
 
 VAULT = [("The vault code is 4417.", "vault", "code 4417", False)]
 SHARED = [("Dana owns the checkout migration.", "Dana", "checkout migration", False)]
@@ -291,6 +291,59 @@ def test_passages_carry_who_said_it_their_turn_time_and_episode():
     assert len(tool) > 1 and [r.part for r in tool] == list(range(len(tool)))
     assert all(r.text.startswith("tool: ") and r.turn == 3 and r.at == 102.0 for r in tool)
     assert not [r for r in rows if r.seq == 1]  # nothing to search in an empty call message
+
+
+def test_the_notes_calls_and_outputs_are_not_passages():
+    """What a note says is in the graph, and recall shows it as facts: its call and the output
+    fadeway supplies for it are left out of the passages, the caller's own calls stay."""
+    note = note_call("n1", [("Dana owns the checkout migration.", "Dana", "checkout", False)])
+    bodies = [
+        (
+            {"role": "assistant", "content": "On it.", "tool_calls": [note, call("c1", "lookup")]},
+            ("n1", "c1"),
+            None,
+        ),
+        ({"role": "tool", "tool_call_id": "n1", "content": "Noted."}, (), "n1"),
+        ({"role": "tool", "tool_call_id": "c1", "content": "the tax table is late"}, (), "c1"),
+        (
+            {"type": "function_call", "call_id": "n2", "name": "note", "arguments": "{}"},
+            ("n2",),
+            None,
+        ),
+        ({"type": "function_call_output", "call_id": "n2", "output": "Noted."}, (), "n2"),
+    ]
+    messages = [
+        MessageRecord(
+            seq=i,
+            turn=1,
+            at=0.0,
+            role=body.get("role", "assistant"),
+            kind="message",
+            side="assistant",
+            source="reply",
+            tokens=1,
+            digest=b"",
+            calls=calls,
+            answers=answers,
+            body=msgspec.json.encode(body),
+        )
+        for i, (body, calls, answers) in enumerate(bodies)
+    ]
+    episode = EpisodeRecord(
+        n=1,
+        first_seq=0,
+        last_seq=4,
+        first_turn=1,
+        last_turn=1,
+        start_at=0.0,
+        end_at=0.0,
+        tokens=5,
+        cut_at=0.0,
+    )
+    rows = passages_of(episode, messages, first_n=1)
+    assert [r.seq for r in rows] == [0, 2]
+    assert "On it." in rows[0].text and "lookup" in rows[0].text
+    assert not any("checkout" in r.text or "Noted" in r.text for r in rows)
 
 
 @pytest.mark.parametrize(

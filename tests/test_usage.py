@@ -6,7 +6,7 @@ from __future__ import annotations
 import fadeway
 from fadeway import usage
 from fadeway.judge import ScriptedJudge
-from helpers import converse_with_notes
+from helpers import chat_reply, converse_with_notes
 
 FACTS = [("Dana owns the checkout migration.", "Dana", "checkout migration", False)]
 
@@ -35,7 +35,16 @@ def test_usage_is_recorded_per_memory_and_exported_without_latency(tmp_path, clo
         cut_after_tokens=600,
     ) as eng:
         a, b = eng.memory("a"), eng.memory("b")
-        converse_with_notes(eng, a, clock, [FACTS])
+        history = converse_with_notes(eng, a, clock, [FACTS])
+        with eng.store.write("a") as tx:  # out of the facts block: a walk may reach the fact
+            sealed = [e.n for e in tx.episodes() if e.state == "sealed"]
+            tx.set_episode_states(dict.fromkeys(sealed, "forgotten"))
+            tx.set_facts_order("[]")
+            tx.set_facts_block(None)
+        history.append({"role": "user", "content": "Who owns the checkout migration?"})
+        request = a.decorate({"model": "gpt-4.1", "messages": history})
+        a.report(request, chat_reply("Dana owns the checkout migration."))
+        eng.drain()  # the walk prepared from that exchange judges the fact
         summary = {(s.kind, s.model): s for s in a.usage()}
         about = summary[("judge:about", "judge-model")]
         assert about.calls >= 1 and about.tokens_in == 100 * about.calls

@@ -17,8 +17,8 @@ import msgspec
 from .. import _constants as C
 from ..errors import HistoryConflictError
 from ..mirror.history import History
-from ..notes.tool import is_note_call
-from ..wire import Format, text_of
+from ..notes.tool import message_without_notes
+from ..wire import text_of
 from ..wire.canonical import digest_of, encode_json, plain, to_plain
 
 __all__ = ["align", "digests_of_sent"]
@@ -91,23 +91,6 @@ def digests_of_sent(sent: Sequence[Any], history: History, view: Sequence[int]) 
     return out
 
 
-def _without_note_calls(message: Any) -> dict[str, Any] | None:
-    """A stored reply as a caller rebuilding it from `report`'s tool calls sends it: without
-    fadeway's note calls. None when nothing else is left (a Responses note call item, or a Chat
-    reply that held only the note)."""
-    if not isinstance(message, dict):
-        return message
-    if message.get("type") == "function_call":
-        return None if is_note_call(Format.RESPONSES, message) else message
-    calls = [
-        c for c in message.get("tool_calls") or [] if not is_note_call(Format.CHAT_COMPLETIONS, c)
-    ]
-    rest = {**message, "tool_calls": calls}
-    if not calls and not text_of(rest):  # the note's name and arguments are texts too
-        return None
-    return rest
-
-
 def align(
     sent: Sequence[Any],
     sent_digests: Sequence[bytes],
@@ -162,7 +145,7 @@ class _Alignment:
         mine = to_plain(self.sent[i], "message")
         stored = plain(history.bodies[j])
         noted = j in history.note_calls
-        return _alike(mine, stored) or (noted and _alike(mine, _without_note_calls(stored)))
+        return _alike(mine, stored) or (noted and _alike(mine, message_without_notes(stored)))
 
     def may_be_missing(self, j: int) -> bool:
         """A stored item a rebuilt history may leave out: a reasoning item (a client without its
@@ -174,7 +157,7 @@ class _Alignment:
         return (
             j in history.note_calls
             and history.sources[j] == "reply"
-            and _without_note_calls(plain(history.bodies[j])) is None
+            and message_without_notes(plain(history.bodies[j])) is None
         )
 
     def matched(self, seqs: Sequence[int], k: int, j: int) -> tuple[int, int]:

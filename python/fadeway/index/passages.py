@@ -5,6 +5,9 @@ A message becomes one passage when it fits, and overlapping windows when it is l
 answer, a tool output). Each passage carries who said it ("Caroline: ...", from the message's
 `name`, else its role: ARCHITECTURE measured that this helps BM25 on LoCoMo), its turn, its time,
 and its episode, whose facts it recalls. The lane writes them once an episode seals.
+
+fadeway's own note calls, and their outputs, are not passages: what a note says is in the graph,
+and recall shows it as facts, dated and grouped, not as a tool call's JSON.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import msgspec
 
 from .. import _constants as C
 from ..neutralise import fold
+from ..notes.tool import message_without_notes, note_call_ids
 from ..records import EpisodeRecord, JobKind, JobRecord, MessageRecord, PassageRecord
 from ..store import Transaction
 from ..wire import text_of
@@ -77,9 +81,17 @@ def passages_of(
 ) -> list[PassageRecord]:
     """The passages of an episode's messages, numbered from `first_n`."""
     out: list[PassageRecord] = []
+    notes: set[str] = set()
     for m in messages:
         body = msgspec.json.decode(m.body)
         who = _who(body, m.role) if isinstance(body, dict) else m.role
+        if m.answers is not None and m.answers in notes:
+            continue  # the note's output
+        if ids := note_call_ids(m.calls, m.body):
+            notes.update(ids)
+            body = message_without_notes(body)
+            if body is None:
+                continue
         if isinstance(body, dict):
             body = {k: v for k, v in body.items() if k != "name"}  # said once, as `who`
         text = " ".join(t for t in text_of(body) if t.strip())

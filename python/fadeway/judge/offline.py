@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -245,18 +246,42 @@ def _similarities(facts: Sequence[FactText], text: str) -> np.ndarray:
 def levels_offline(facts: Sequence[FactText], dialogue: str) -> list[int]:
     """Levels from the hashing cosine of each fact with the dialogue's last lines, against the
     LEVEL_THRESHOLDS. The newest message (the dialogue's last line) weighs most: a fact's
-    cosine is the better of its cosine with that line and with the last LEVEL_DIALOGUE_CHARS.
-    (The window alone let the lines before a new question outvote it: on the LoCoMo tuning
-    split, facts about the question ranked below facts about the talk before it.)"""
+    cosine is the better of its cosine with that line and LEVEL_RECENT_WEIGHT of its cosine
+    with the last LEVEL_DIALOGUE_CHARS. The name of an entity most of the facts judged
+    together are about (in a conversation of two people, every fact is about one of them)
+    makes no fact relevant: a fact is about the newest message only when it shares another of
+    its content words, and the earlier dialogue is compared without such names.
+
+    (The window at full weight let the lines before a new question outvote it, and a shared
+    name alone made every fact about its person relevant: on the LoCoMo tuning split, facts
+    about the talk before a question, or about someone it named, filled the block.)"""
     if not facts:
         return []
     recent = dialogue[-C.LEVEL_DIALOGUE_CHARS :]
     newest = recent.rstrip().rsplit("\n", 1)[-1]
-    vectors = _fact_vectors(facts)
-    cos = np.clip(
-        np.maximum(vectors @ _text_vector(recent), vectors @ _text_vector(newest)), 0.0, 1.0
-    )
+    texts = [f"{f.text} {f.subject} {f.object}" for f in facts]
+    common = _common_names(facts)
+    about_newest = hash_embed(texts, C.RELATE_EMBED_DIM) @ _text_vector(newest)
+    if distinctive := _content_words(newest) - _content_words(" ".join(common)):
+        shares = [bool(distinctive & _content_words(t)) for t in texts]
+        about_newest = np.where(shares, about_newest, 0.0)
+    plain = hash_embed([_without(t, common) for t in texts], C.RELATE_EMBED_DIM)
+    about_recent = plain @ _text_vector(_without(recent, common))
+    cos = np.clip(np.maximum(about_newest, C.LEVEL_RECENT_WEIGHT * about_recent), 0.0, 1.0)
     return [sum(bool(c >= t) for t in C.LEVEL_THRESHOLDS) for c in cos.tolist()]
+
+
+def _without(text: str, words: frozenset[str]) -> str:
+    return " ".join(w for w in tokenize(text) if w not in words)
+
+
+def _common_names(facts: Sequence[FactText]) -> frozenset[str]:
+    """Words of the entities that more than LEVEL_COMMON_SHARE of `facts` are about, when there
+    are LEVEL_COMMON_MIN or more (fewer say nothing about what is common)."""
+    if len(facts) < C.LEVEL_COMMON_MIN:
+        return frozenset()
+    counts = Counter(w for f in facts for w in set(tokenize(f"{f.subject} {f.object}")))
+    return frozenset(w for w, c in counts.items() if c > C.LEVEL_COMMON_SHARE * len(facts))
 
 
 def distill_offline(facts: Sequence[FactText], conversation: str) -> list[bool]:

@@ -28,6 +28,7 @@ from typing import Any
 import msgspec
 
 from ..errors import InvalidRequestError
+from ..wire import text_of
 from ..wire.base import Format
 from ..wire.canonical import plain
 
@@ -284,6 +285,24 @@ def find_note_calls(fmt: Format, items: Iterable[Any]) -> list[tuple[str, str]]:
 def without_note_calls(fmt: Format, tool_calls: Iterable[Any]) -> list[Any]:
     """The tool calls that remain for the caller to run: `tool_calls` without the note calls."""
     return [call for call in tool_calls if not is_note_call(fmt, call)]
+
+
+def message_without_notes(message: Any) -> Any:
+    """A stored message without fadeway's note calls, as a caller rebuilding a reply from
+    `report`'s tool calls sends it, and as a reader of the conversation sees it (what a note
+    says is in the graph). None when nothing else is left (a Responses note call item, or a
+    Chat reply that held only the note)."""
+    if not isinstance(message, dict):
+        return message
+    if message.get("type") == "function_call":
+        return None if is_note_call(Format.RESPONSES, message) else message
+    calls = [
+        c for c in message.get("tool_calls") or [] if not is_note_call(Format.CHAT_COMPLETIONS, c)
+    ]
+    rest = {**message, "tool_calls": calls}
+    if not calls and not text_of(rest):  # the note's name and arguments are texts too
+        return None
+    return rest
 
 
 def note_output(fmt: Format, call_id: str, accepted: bool) -> dict[str, Any]:

@@ -17,12 +17,23 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
+
 from .. import _constants as C
 from .. import blocks, tokens
+from .._core import tokenize
 from .grouping import group_facts
 from .snapshot import Snapshot
 
-__all__ = ["BlockContents", "RecallResult", "block_limit", "block_tokens", "excerpts_of"]
+__all__ = [
+    "BlockContents",
+    "RecallResult",
+    "block_limit",
+    "block_tokens",
+    "excerpts_of",
+    "said_by",
+    "window",
+]
 
 
 @dataclass
@@ -90,6 +101,7 @@ class BlockContents:
     held_back: list[int] = field(default_factory=list)  # the message's hits in the facts block
     firm: frozenset[int] = frozenset()  # grouped facts ranked above an unjudged hit
     facts_room: float = math.inf  # tokens of grouped facts past which they give way first
+    said: dict[int, frozenset[int]] = field(default_factory=dict)  # fact -> passages saying it
 
     def copy(self) -> BlockContents:
         return BlockContents(
@@ -103,6 +115,7 @@ class BlockContents:
             list(self.held_back),
             self.firm,
             self.facts_room,
+            self.said,
         )
 
     def beside(self, block_facts: set[int], elsewhere: set[int]) -> None:
@@ -125,8 +138,15 @@ class BlockContents:
         self.grouped, self.sections, self.section_facts = grouped, sections, section_facts
         self.excerpts, self.excerpt_facts = excerpts, excerpt_facts
 
+    def _unsaid(self, facts: list[int]) -> list[int]:
+        """`facts` but those a quoted passage says already."""
+        if not self.said:
+            return facts
+        quoted = set(self.quoted)
+        return [n for n in facts if not self.said.get(n, frozenset()) & quoted]
+
     def render(self, *, facts_only: bool = False) -> str | None:
-        groups = group_facts(self.snap, self.grouped)
+        groups = group_facts(self.snap, self._unsaid(self.grouped))
         if facts_only:
             return blocks.recall_block(groups, [], [])
         return blocks.recall_block(groups, self.sections, self.excerpts)
@@ -157,7 +177,11 @@ class BlockContents:
     def shown(self) -> tuple[list[int], list[int]]:
         """The facts shown, in the block's order, and the passages quoted."""
         return (
-            list(dict.fromkeys([*self.grouped, *self.section_facts, *self.excerpt_facts])),
+            list(
+                dict.fromkeys(
+                    [*self._unsaid(self.grouped), *self.section_facts, *self.excerpt_facts]
+                )
+            ),
             list(self.quoted),
         )
 
@@ -180,14 +204,19 @@ def _leave_out(
 
 
 def excerpts_of(
-    snap: Snapshot, passages: Sequence[Any], fact_rank: dict[int, int], shown: Sequence[int] = ()
+    snap: Snapshot,
+    passages: Sequence[Any],
+    fact_rank: dict[int, int],
+    shown: Sequence[int] = (),
+    query: str | None = None,
 ) -> tuple[list[blocks.Excerpt], list[int]]:
     """Excerpts of the found passages, each with those of its episode's facts that `fact_rank`
     holds (the message's own fact hits; for distill, the facts it kept), best first. Never a
     fact in the facts block, one shown above the excerpts (`shown`), or one under an earlier
     excerpt. (Before: the episode's first facts, so two excerpts of one episode repeated the
     same three facts, mostly about something else; on the LoCoMo tuning split that spent a
-    third of the block for almost nothing.)"""
+    third of the block for almost nothing.) Given the `query`, a long passage is shown as the
+    window of it that matches the query best (`window`)."""
     out: list[blocks.Excerpt] = []
     facts_shown: list[int] = []
     seen = set(shown)
@@ -203,17 +232,55 @@ def excerpts_of(
         facts_shown += facts
         prefix = f"{p.role}: "
         text = p.text[len(prefix) :] if p.text.startswith(prefix) else p.text
+        if query is not None:
+            text = window(text, query)
         out.append(
             blocks.Excerpt(
                 turn=p.turn,
                 role=p.role,
                 at=p.at,
                 text=text,
-                hint=f"turn {p.turn}",
                 facts=[snap.recalled(n) for n in facts],
             )
         )
     return out, facts_shown
+
+
+def said_by(
+    snap: Snapshot, facts: Sequence[int], excerpts: Sequence[tuple[int, str]]
+) -> dict[int, frozenset[int]]:
+    """Of `facts`, those an excerpt carries (FACT_SAID_SHARE of the fact's words or more in the
+    text it shows), each with the passages of the `excerpts` ((passage, text shown)) that do."""
+    shown = [(n, set(tokenize(text))) for n, text in excerpts]
+    out: dict[int, frozenset[int]] = {}
+    for f in facts:
+        words = set(tokenize(snap.facts[f].text))
+        said = frozenset(
+            n for n, have in shown if words and len(words & have) >= C.FACT_SAID_SHARE * len(words)
+        )
+        if said:
+            out[f] = said
+    return out
+
+
+def window(text: str, query: str) -> str:
+    """`text` when it has at most EXCERPT_MAX_WORDS words, else the EXCERPT_WINDOW_WORDS words of
+    it that hold the most of the `query`'s terms (the first such run), marked with an ellipsis
+    where it was cut. A leading speaker label ("Gina:") stays: who said it matters."""
+    words = text.split()
+    if len(words) <= C.EXCERPT_MAX_WORDS:
+        return text
+    label = words[0] if words[0].endswith(":") and len(words[0]) > 1 else ""
+    wanted = set(tokenize(query))
+    hits = np.array([bool(wanted.intersection(tokenize(w))) for w in words], dtype=np.int32)
+    size = C.EXCERPT_WINDOW_WORDS
+    sums = np.convolve(hits, np.ones(size, dtype=np.int32), mode="valid")
+    start = int(np.argmax(sums))  # the first best
+    end = start + size
+    head = [label] if label and start > 0 else []
+    cut_before = ["…"] if start > (1 if label else 0) else []
+    cut_after = ["…"] if end < len(words) else []
+    return " ".join([*head, *cut_before, *words[start:end], *cut_after])
 
 
 def block_limit(ceiling: int) -> float:

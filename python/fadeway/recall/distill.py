@@ -61,7 +61,9 @@ class DistillJob:
         # Only what was kept: a kept fact of a kept excerpt's episode stands under it, the rest
         # in the groups. (Excerpts once took their episode's first facts, kept or not, and the
         # rewrite grew the block it was to shrink: 124 of 149 on a LoCoMo conversation.)
-        excerpts, under = excerpts_of(snap, kept_passages, {n: i for i, n in enumerate(kept_facts)})
+        excerpts, under = excerpts_of(
+            snap, kept_passages, {n: i for i, n in enumerate(kept_facts)}, query=conversation
+        )
         placed = set(under)
         grouped = [n for n in kept_facts if n not in placed]
         text = blocks.recall_block(group_facts(snap, grouped), [], excerpts)

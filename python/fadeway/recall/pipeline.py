@@ -24,11 +24,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection, Sequence
+from typing import Any
 
 from .. import _constants as C
 from .. import blocks
+from .._core import tokenize
 from .._services import Services
-from .block import BlockContents, RecallResult, block_limit, excerpts_of
+from ..index.search import fuse
+from .block import BlockContents, RecallResult, block_limit, excerpts_of, said_by
 from .parts import Part, message_parts
 from .searches import Found, search
 from .snapshot import Snapshot
@@ -107,6 +110,25 @@ def recall(
     return RecallResult(block, shown, quoted, how, lap.timings, contents)
 
 
+def _by_speaker(order: list[int], passages: dict[int, Any], query: str) -> list[int]:
+    """The passages in `order`, those said by someone the `query` names fused in again at
+    RECALL_SPEAKER_WEIGHT: who said it is what BM25 over the words weighs least (a speaker's
+    name is in half the turns of a conversation of two). On the LoCoMo tuning split, evidence
+    in the top 20 passages went from .609 to .638."""
+    asked = set(tokenize(query))
+    named = [n for n in order if asked & _speakers(passages[n])]
+    if not named:
+        return order
+    return [h.n for h in fuse([order, named], len(order), [1.0, C.RECALL_SPEAKER_WEIGHT])]
+
+
+def _speakers(passage: Any) -> set[str]:
+    """Who said a passage: its speaker, and a name that labels its text ("Gina: ...")."""
+    words = passage.text.split(maxsplit=2)[:2]
+    labels = [w[:-1] for w in words if w.endswith(":")]
+    return set(tokenize(" ".join([passage.role, *labels])))
+
+
 def _ranked(kept: dict[int, int], candidates: Sequence[int]) -> list[int]:
     """The facts the walk kept (KEEP_LEVEL or above), best first: by level, then the message's
     own search hits (in their order) before the facts only the walk reached. A hit a prepared
@@ -141,12 +163,26 @@ def _contents(
             section_facts += facts
     with services.store.read(memory_id) as tx:
         passages = {p.n: p for p in tx.passages_at(found.passages)}
-    quoted = [n for n in found.passages if n in passages]
+    query = " ".join(p.text for p in parts)
+    quoted = _by_speaker([n for n in found.passages if n in passages], passages, query)
     fact_rank = {n: i for i, n in enumerate(found.message)}
     excerpts, excerpt_facts = excerpts_of(
-        snap, [passages[n] for n in quoted], fact_rank, shown=[*grouped, *section_facts]
+        snap,
+        [passages[n] for n in quoted],
+        fact_rank,
+        shown=[*grouped, *section_facts],
+        query=query,
     )
     firm = frozenset(n for n in grouped if kept[n] > C.KEEP_LEVEL)
+    said = said_by(snap, grouped, [(n, e.text) for n, e in zip(quoted, excerpts, strict=True)])
     return BlockContents(
-        snap, grouped, sections, section_facts, excerpts, excerpt_facts, quoted, firm=firm
+        snap,
+        grouped,
+        sections,
+        section_facts,
+        excerpts,
+        excerpt_facts,
+        quoted,
+        firm=firm,
+        said=said,
     )

@@ -19,6 +19,7 @@ from .. import _constants as C
 from .._services import Services
 from ..errors import EmbedderMismatchError, EndpointError, JudgeTimeout, MemoryNotFoundError
 from ..mirror.history import History
+from ..notes.tool import message_without_notes
 from ..records import BlockText, JobKind, RecallRecord
 from ..store import Transaction
 from ..wire import is_user_message, text_of
@@ -49,7 +50,10 @@ class Pending:
 
 
 def _text(body: Any) -> str:
-    return " ".join(t for t in text_of(body) if t.strip())
+    """What a message says, without fadeway's note calls: a dialogue that quoted the note
+    just taken made its facts relevant to whatever came next."""
+    body = message_without_notes(body)
+    return "" if body is None else " ".join(t for t in text_of(body) if t.strip())
 
 
 def recent_text(history: History, message: str) -> str:
