@@ -15,7 +15,12 @@ import pytest
 from fadeway import _constants as C
 from fadeway.graph.update import entity_candidate
 from fadeway.judge import FactText, OfflineJudge
-from fadeway.judge.offline import levels_offline, relate_offline, same_entity_offline
+from fadeway.judge.offline import (
+    distill_offline,
+    levels_offline,
+    relate_offline,
+    same_entity_offline,
+)
 from helpers import converse_with_notes, shared_data
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benches"))
@@ -277,3 +282,18 @@ def test_a_shared_name_alone_does_not_make_a_fact_relevant():
     # What the talk before says still counts, at less weight than the question.
     alone = levels_offline(facts, "Caroline: When did I join the activist group?")
     assert proud >= alone[3] and proud <= activist
+
+
+def test_distill_keeps_what_the_reply_drew_on():
+    """Recall found every fact through the message's words: what followed the message decides
+    which the turn drew on; a fact the conversation restates is said already."""
+    facts = [
+        F("Dana owns the checkout migration since the March reorg.", "Dana", "checkout"),
+        F("Legal reviews every refund term.", "legal", "refund term"),
+        F("The checkout migration is blocked on the tax table.", "checkout", "tax table"),
+        F("Dana owns the checkout migration.", "Dana", "checkout"),
+    ]
+    question = "Who owns the checkout migration?"
+    reply = "Dana does; she took it over after the reorg."
+    assert distill_offline(facts, f"{question}\n{reply}") == [True, False, False, False]
+    assert distill_offline(facts, question) == [False] * 4  # nothing followed: nothing drawn on

@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import replace
-from types import SimpleNamespace
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
 import msgspec
 import pytest
@@ -900,3 +900,58 @@ def test_passages_said_by_someone_the_message_names_rank_higher():
     order = [1, 4, 2, 3]
     assert _by_speaker(order, said, "When did Gina open her store?")[:2] == [2, 3]
     assert _by_speaker(order, said, "When does the studio open?") == order
+
+
+def _fit_one_at_a_time(contents, limit):
+    """The block fitted as the module's order says, one render per item given up."""
+    block = contents.render()
+    while (
+        block is not None
+        and block_tokens(block) > limit
+        and contents.grouped
+        and block_tokens(contents.render(facts_only=True)) > contents.facts_room
+    ):
+        contents.grouped.pop()
+        block = contents.render()
+    while block is not None and block_tokens(block) > limit:
+        if contents.excerpts:
+            n = len(contents.excerpts.pop().facts)
+            del contents.excerpt_facts[len(contents.excerpt_facts) - n :]
+            contents.quoted.pop()
+        elif contents.sections:
+            del contents.section_facts[
+                len(contents.section_facts) - len(contents.sections.pop().facts) :
+            ]
+        else:
+            contents.grouped.pop()
+        block = contents.render()
+    return block
+
+
+@pytest.mark.parametrize("room", [0.0, 0.25, 1.0])
+def test_fitting_a_block_reckons_what_to_leave_out_as_one_render_per_item_would(
+    tmp_path, clock, monkeypatch, room
+):
+    """Fitting reckons from each item's own size what to leave out; what it shows at every
+    limit is what giving up one item at a time, rendering each time, would show."""
+    many = [
+        (f"Dana moved the checkout migration step {i} to review {i}.", "Dana", f"step {i}", False)
+        for i in range(8)
+    ]
+    with _open(tmp_path / "r.db", clock) as eng:
+        _with_facts(
+            eng,
+            eng.memory("m"),
+            clock,
+            [[OWNER, *OTHER], many[:4], [LEAVE, *many[4:]]],
+            opening=[*TALK, OWNER[0]],
+        )
+        monkeypatch.setattr(C, "RECALL_BLOCK_SHARE", 1.0)
+        whole = _recall(eng, "m", QUESTION)
+    assert whole.passages and len(whole.facts) > 4 and whole.contents.said  # one said by both
+    for limit in range(whole.size, 0, -max(1, whole.size // 40)):
+        contents = whole.contents.copy()
+        contents.facts_room = room * limit
+        reference = contents.copy()
+        assert contents.fit(limit) == _fit_one_at_a_time(reference, limit), limit
+        assert contents.shown() == reference.shown()

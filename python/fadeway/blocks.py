@@ -42,6 +42,8 @@ __all__ = [
     "RecallGroup",
     "RecalledFact",
     "entities",
+    "excerpt_text",
+    "grouped_line",
     "facts_block",
     "is_block",
     "is_sound_block",
@@ -184,7 +186,8 @@ def _dated(fact: RecalledFact, stamp: str) -> str:
     return f"[{stamp}, {turns(fact.first_turn, fact.last_turn)}{mark}] {neutralise(fact.text)}"
 
 
-def _grouped_line(fact: RecalledFact) -> str:
+def grouped_line(fact: RecalledFact) -> str:
+    """A recalled fact as a line of its group: dated with its turns."""
     return "- " + _dated(fact, _utc(fact.when).strftime("%Y-%m-%d %H:%M UTC"))
 
 
@@ -255,6 +258,17 @@ def note_ask(first_turn: int, last_turn: int, *more: tuple[int, int]) -> str:
     return f"History from {where} is leaving live context." + _NOTE_ASK_REST
 
 
+def excerpt_text(excerpt: Excerpt) -> str:
+    """An excerpt as the recall block shows it: its header, its text, its hint, its facts."""
+    lines = [_excerpt_header(excerpt), neutralise_line(excerpt.text)]
+    if excerpt.hint is not None and neutralise(excerpt.hint):
+        lines.append(f"  hint: {neutralise(excerpt.hint)}")
+    if excerpt.facts:
+        lines.append("  extracted facts:")
+        lines += [_excerpt_fact_line(f) for f in _newest_first(excerpt.facts)]
+    return "\n".join(lines)
+
+
 def recall_block(
     groups: Sequence[RecallGroup], part_sections: Sequence[PartSection], excerpts: Sequence[Excerpt]
 ) -> str | None:
@@ -269,7 +283,7 @@ def recall_block(
     for group in groups:
         if group.facts:
             grouped.append(f"## {neutralise(group.name)}")
-            grouped += [_grouped_line(f) for f in _newest_first(group.facts)]
+            grouped += [grouped_line(f) for f in _newest_first(group.facts)]
             shown.update(group.facts)
     if grouped:
         sections.append([GROUPS_HEADER, *grouped])
@@ -283,20 +297,12 @@ def recall_block(
                 new.append(fact)
         if new:
             parts.append(f'## "{neutralise(part.text)}"')
-            parts += [_grouped_line(f) for f in _newest_first(new)]
+            parts += [grouped_line(f) for f in _newest_first(new)]
     if parts:
         sections.append([PARTS_HEADER, *parts])
 
     if excerpts:
-        lines = [EXCERPTS_HEADER]
-        for excerpt in excerpts:
-            lines += [_excerpt_header(excerpt), neutralise_line(excerpt.text)]
-            if excerpt.hint is not None and neutralise(excerpt.hint):
-                lines.append(f"  hint: {neutralise(excerpt.hint)}")
-            if excerpt.facts:
-                lines.append("  extracted facts:")
-                lines += [_excerpt_fact_line(f) for f in _newest_first(excerpt.facts)]
-        sections.append(lines)
+        sections.append([EXCERPTS_HEADER, *(excerpt_text(e) for e in excerpts)])
 
     if not sections:
         return None

@@ -18,6 +18,7 @@ every piece of stored text a block shows:
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -211,11 +212,14 @@ def without_markers(text: str) -> str:
     return "".join(out)
 
 
+# Cached: a block being fitted to its size is rendered again and again with the same texts.
+@functools.lru_cache(maxsize=4096)
 def neutralise(text: str) -> str:
     """`text` as one line that cannot open or close a block, nor start a line of one."""
     return without_markers(_LINE_BREAK.sub(" ", text).strip())
 
 
+@functools.lru_cache(maxsize=4096)
 def neutralise_line(text: str) -> str:
     """Neutralised text that starts a line of its own (an excerpt's text)."""
     text = neutralise(text)

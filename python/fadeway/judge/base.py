@@ -166,4 +166,6 @@ class Judge(abc.ABC):
         self, facts: Sequence[FactText], conversation: str, *, deadline: float | None = None
     ) -> list[bool | None]:
         """For each fact recalled for a turn: keep it? Yes when it was relevant to the turn's
-        `conversation` (the message and the reply) and the conversation did not already say it."""
+        `conversation` and the conversation did not already say it. The conversation's first
+        line is the message (its own line breaks made spaces); the lines after it are what
+        followed: the replies and the turn's tool outputs."""

@@ -152,27 +152,53 @@ class BlockContents:
         return blocks.recall_block(groups, self.sections, self.excerpts)
 
     def fit(self, limit: float) -> str | None:
-        """The block, leaving out the least of what it shows, one at a time, until it takes at
-        most `limit` tokens (the order is the module's)."""
+        """The block, leaving out the least of what it shows, until it takes at most `limit`
+        tokens (the order is the module's). What to leave out is first reckoned from each
+        item's own size (one render per item given up made fitting most of recall's time),
+        then checked on the block, and more left out while it is still too big."""
         block = self.render()
-        while (
-            block is not None
-            and block_tokens(block) > limit
-            and self.grouped
-            and block_tokens(self.render(facts_only=True)) > self.facts_room
-        ):
-            self.grouped.pop()
-            block = self.render()
-        while block is not None and block_tokens(block) > limit:
+        if _fits(block, limit):
+            return block
+        self._leave_out_reckoned(block_tokens(block) - limit)
+        block = self.render()
+        while not _fits(block, limit):
             if self.excerpts:
-                del self.excerpt_facts[len(self.excerpt_facts) - len(self.excerpts.pop().facts) :]
-                self.quoted.pop()
+                self._keep_excerpts(len(self.excerpts) - 1)
             elif self.sections:
                 del self.section_facts[len(self.section_facts) - len(self.sections.pop().facts) :]
             else:
                 self.grouped.pop()
             block = self.render()
         return block
+
+    def _leave_out_reckoned(self, over: float) -> None:
+        """Leave out, in the module's order, grouped facts past their room and then excerpts
+        from the last, until what went adds up to `over` tokens (the facts counted as their
+        section, each excerpt on its own with its line break; a fact an excerpt carried comes
+        back with its tokens when that excerpt goes)."""
+        encoding = tokens.encoding_for_model(None)
+        lines = [blocks.grouped_line(self.snap.recalled(n)) for n in self.grouped]
+        counted = tokens.count_texts(encoding, lines)
+        fact_size = {n: s + 1 for n, s in zip(self.grouped, counted, strict=True)}
+        sizes = tokens.count_texts(encoding, [blocks.excerpt_text(e) for e in self.excerpts])
+        facts = block_tokens(self.render(facts_only=True))
+        while over > 0 and self.grouped and facts > self.facts_room:
+            self.grouped.pop()  # counted on the facts alone: a group's heading may go with it
+            over, facts = over - facts, block_tokens(self.render(facts_only=True))
+            over += facts
+        shown = set(self._unsaid(self.grouped))
+        while over > 0 and self.excerpts:
+            over -= sizes[len(self.excerpts) - 1] + 1
+            self._keep_excerpts(len(self.excerpts) - 1)
+            back = set(self._unsaid(self.grouped)) - shown
+            over += sum(fact_size[n] for n in back)
+            shown |= back
+
+    def _keep_excerpts(self, n: int) -> None:
+        """Keep the first `n` excerpts, with their facts and passages."""
+        gone = sum(len(e.facts) for e in self.excerpts[n:])
+        self.excerpts, self.quoted = self.excerpts[:n], self.quoted[:n]
+        self.excerpt_facts = self.excerpt_facts[: len(self.excerpt_facts) - gone]
 
     def shown(self) -> tuple[list[int], list[int]]:
         """The facts shown, in the block's order, and the passages quoted."""
@@ -184,6 +210,10 @@ class BlockContents:
             ),
             list(self.quoted),
         )
+
+
+def _fits(block: str | None, limit: float) -> bool:
+    return block is None or block_tokens(block) <= limit
 
 
 def _leave_out(
@@ -272,7 +302,7 @@ def window(text: str, query: str) -> str:
         return text
     label = words[0] if words[0].endswith(":") and len(words[0]) > 1 else ""
     wanted = set(tokenize(query))
-    hits = np.array([bool(wanted.intersection(tokenize(w))) for w in words], dtype=np.int32)
+    hits = np.array([bool(wanted.intersection(_terms(w))) for w in words], dtype=np.int32)
     size = C.EXCERPT_WINDOW_WORDS
     sums = np.convolve(hits, np.ones(size, dtype=np.int32), mode="valid")
     start = int(np.argmax(sums))  # the first best
@@ -281,6 +311,11 @@ def window(text: str, query: str) -> str:
     cut_before = ["…"] if start > (1 if label else 0) else []
     cut_after = ["…"] if end < len(words) else []
     return " ".join([*head, *cut_before, *words[start:end], *cut_after])
+
+
+@functools.lru_cache(maxsize=16384)
+def _terms(word: str) -> list[str]:
+    return tokenize(word)
 
 
 def block_limit(ceiling: int) -> float:

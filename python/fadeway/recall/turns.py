@@ -275,7 +275,8 @@ def queue_after_reply(tx: Transaction, history: History, now: float) -> bool:
             for i in range(start + 1, len(history))
             if history.sides[i] in ("assistant", "output")
         )
-        head = user[: C.DISTILL_CONVERSATION_CHARS]
+        # The message on the first line, what followed it on the next (`Judge.distill`).
+        head = " ".join(user.split())[: C.DISTILL_CONVERSATION_CHARS]
         room = C.DISTILL_CONVERSATION_CHARS - len(head) - 1
         around = head + ("\n" + after[-room:] if room > 0 and after else "")
         tx.enqueue(JobKind.DISTILL, encode_json({"turn": turn, "conversation": around}), now)
