@@ -179,6 +179,23 @@ def F(text, subject, obj):
             F("Checkout migration is blocked on the tax table.", "checkout", "tax table"),
             "contradicts",
         ),
+        # A date is a day of a year: another year is another value (it was once "same", and
+        # the newer year merged away), a date without one neither differs nor matches.
+        (
+            F("The pricing page launches on 2027-03-14.", "pricing page", "launch date"),
+            F("The pricing page launches on 2026-03-14.", "pricing page", "launch date"),
+            "contradicts",
+        ),
+        (
+            F("The pricing page launches on March 14.", "pricing page", "launch date"),
+            F("The pricing page launches on 2026-03-14.", "pricing page", "launch date"),
+            "unrelated",
+        ),
+        (
+            F("Dana filed the tax return on 2026-04-14.", "Dana", "tax return"),
+            F("Dana filed the tax return on 2025-04-14.", "Dana", "tax return"),
+            "unrelated",  # two filings: a past action on two dates is two occurrences
+        ),
         # What is said of every occasion is not denied by one.
         (
             F("I miss not being at practice.", "Ravi", "practice"),

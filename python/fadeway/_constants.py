@@ -198,19 +198,19 @@ RECALL_EXCERPTS = 20
 RECALL_FACTS_SHARE = 0.25
 #: An excerpt of a message longer than EXCERPT_MAX_WORDS words shows the EXCERPT_WINDOW_WORDS of
 #: it that hold the most of the query's words (`recall.block.window`): on the LoCoMo tuning
-#: split, 25 and 20 took the block from .605 to .624 of the evidence at the same size (40 and
-#: 30: .613); the header keeps the turn and the date.
+#: split, 25 and 20 took the block from .600 to .609 of the evidence at the same size (15 and
+#: 18 no further); the header keeps the turn and the date.
 EXCERPT_MAX_WORDS = 25
 EXCERPT_WINDOW_WORDS = 20
 #: Passages said by someone the message names are fused in again at this weight
 #: (`recall.pipeline._by_speaker`; 0.5 and 1 alike on the LoCoMo tuning split).
 RECALL_SPEAKER_WEIGHT = 0.5
 #: A grouped fact is left out while an excerpt shown carries this share of its words or more
-#: (a fact quoting its own turn says nothing the excerpt does not; .592 to .605 as above).
+#: (a fact quoting its own turn says nothing the excerpt does not: with facts that quote their
+#: turns, .592 to .605 as above).
 FACT_SAID_SHARE = 0.8
-#: Facts shown under an excerpt: its episode's facts that the message's search found, best
-#: first, none shown elsewhere in the block (1 on the LoCoMo tuning split: 2 spent the tokens
-#: of an excerpt on facts mostly about something else, .613 against .624 as above).
+#: Facts shown under an excerpt: its episode's facts that the walk kept (recall) or distill kept,
+#: best first, none shown elsewhere in the block.
 RECALL_EXCERPT_FACTS = 1
 #: The most tokens a recall block may take (`recall.block.block_limit`): RECALL_BLOCK_TOKENS,
 #: or RECALL_BLOCK_SHARE of a small ceiling, so that the turn in progress (which is never
@@ -245,9 +245,9 @@ LEVEL_THRESHOLDS = (0.1, 0.2, 0.35)
 LEVEL_DIALOGUE_CHARS = 1_500
 #: The dialogue before the newest message counts at this weight (`levels_offline`); a word in
 #: more than LEVEL_COMMON_SHARE of LEVEL_COMMON_MIN or more facts judged together is not
-#: distinctive. On the LoCoMo tuning split the block went from .558 to .583 of the evidence
+#: distinctive. On the LoCoMo tuning split the block went from .606 to .609 of the evidence
 #: (weight 1 and no distinctive word needed: facts about the talk before a question, or only
-#: naming its person, filled the block).
+#: naming its person, filled the block; .558 to .583 when the note writer wrote more facts).
 LEVEL_RECENT_WEIGHT = 0.5
 LEVEL_COMMON_MIN = 4
 LEVEL_COMMON_SHARE = 0.3

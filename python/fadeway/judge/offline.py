@@ -484,8 +484,8 @@ _REFERENCE = (
 )
 _VALUE = re.compile(
     r"(?P<iso>\b(?P<iy>\d{4})-(?P<im>\d\d)-(?P<id>\d\d)(?:T[\d:.]+(?:Z|[+-]\d\d:?\d\d)?)?)"
-    rf"|(?P<dm>\b(?P<dd>\d{{1,2}})(?:st|nd|rd|th)?\s+(?P<dmm>{_MONTH_WORD})\b\.?(?:,?\s+\d{{4}})?)"
-    rf"|(?P<md>\b(?P<mdm>{_MONTH_WORD})\.?\s+(?P<mdd>\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+\d{{4}})?)"
+    rf"|(?P<dm>\b(?P<dd>\d{{1,2}})(?:st|nd|rd|th)?\s+(?P<dmm>{_MONTH_WORD})\b\.?(?:,?\s+(?P<dy>\d{{4}}))?)"
+    rf"|(?P<md>\b(?P<mdm>{_MONTH_WORD})\.?\s+(?P<mdd>\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(?P<mdy>\d{{4}}))?)"
     r"|(?P<amount>(?P<cur>[$£€¥])\s?~?(?P<an>\d+(?:,\d{3})*(?:\.\d+)?)\s?(?P<mag>[kKmM]|bn)?\b)"
     r"|(?P<pct>\b(?P<pn>\d+(?:\.\d+)?)\s?%)"
     r"|(?P<time>\b(?P<th>\d{1,2}):(?P<tm>\d\d)\b)"
@@ -511,10 +511,14 @@ def _values(text: str) -> list[_Value]:
         g, span = m.groupdict(), (m.start(), m.end())
         if g["iso"]:
             kind = "timestamp" if "T" in g["iso"] else "date"
-            value = _Value(kind, "", int(g["im"]) * 100 + int(g["id"]), *span)
+            day = int(g["iy"]) * 10_000 + int(g["im"]) * 100 + int(g["id"])
+            value = _Value(kind, "", day, *span)
         elif g["dm"] or g["md"]:
             month = _MONTH_NUMBER[(g["dmm"] or g["mdm"]).lower()]
-            value = _Value("date", "", month * 100 + int(g["dd"] or g["mdd"]), *span)
+            year = int(g["dy"] or g["mdy"] or 0)
+            value = _Value(
+                "date", "", year * 10_000 + month * 100 + int(g["dd"] or g["mdd"]), *span
+            )
         elif g["amount"]:
             scale = _MAGNITUDE.get((g["mag"] or "").lower(), 1.0)
             value = _Value("amount", g["cur"], _number(g["an"]) * scale, *span)
@@ -538,9 +542,12 @@ def _values(text: str) -> list[_Value]:
 
 def _close(v: _Value, w: _Value) -> bool:
     """The same value: an amount or a share within 1% ("$36.6k" and "$36,612", rounded the
-    way people round), anything else exactly."""
+    way people round), a date on the same day of the same year when both give one (year *
+    10,000 + month * 100 + day, the year 0 when not given), anything else exactly."""
     if v.kind in ("amount", "percent"):
         return abs(v.amount - w.amount) <= 0.01 * max(abs(v.amount), abs(w.amount))
+    if v.kind in ("date", "timestamp") and min(v.amount, w.amount) < 10_000:
+        return v.amount % 10_000 == w.amount % 10_000
     return v.amount == w.amount
 
 
