@@ -23,6 +23,7 @@ Stored text is data, never instructions: every piece of it a block shows is neut
 
 from __future__ import annotations
 
+import functools
 import operator
 import re
 from collections.abc import Iterable, Sequence
@@ -160,6 +161,9 @@ class Excerpt:
     hint: str | None = None
     facts: Sequence[RecalledFact] = ()
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "facts", tuple(self.facts))  # hashable: its text is cached
+
 
 # --- shared pieces -----------------------------------------------------------------------------
 
@@ -186,6 +190,7 @@ def _dated(fact: RecalledFact, stamp: str) -> str:
     return f"[{stamp}, {turns(fact.first_turn, fact.last_turn)}{mark}] {neutralise(fact.text)}"
 
 
+@functools.lru_cache(maxsize=4096)  # a block being fitted is rendered again and again
 def grouped_line(fact: RecalledFact) -> str:
     """A recalled fact as a line of its group: dated with its turns."""
     return "- " + _dated(fact, _utc(fact.when).strftime("%Y-%m-%d %H:%M UTC"))
@@ -258,6 +263,7 @@ def note_ask(first_turn: int, last_turn: int, *more: tuple[int, int]) -> str:
     return f"History from {where} is leaving live context." + _NOTE_ASK_REST
 
 
+@functools.lru_cache(maxsize=1024)
 def excerpt_text(excerpt: Excerpt) -> str:
     """An excerpt as the recall block shows it: its header, its text, its hint, its facts."""
     lines = [_excerpt_header(excerpt), neutralise_line(excerpt.text)]

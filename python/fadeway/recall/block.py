@@ -102,6 +102,13 @@ class BlockContents:
     firm: frozenset[int] = frozenset()  # grouped facts ranked above an unjudged hit
     facts_room: float = math.inf  # tokens of grouped facts past which they give way first
     said: dict[int, frozenset[int]] = field(default_factory=dict)  # fact -> passages saying it
+    _groups: dict[tuple[int, ...], list[blocks.RecallGroup]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    # While `fit` runs, only its truncations change the contents: each state's text, by counts.
+    _fitting: dict[tuple[int, int, int, bool], str | None] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     def copy(self) -> BlockContents:
         return BlockContents(
@@ -146,21 +153,48 @@ class BlockContents:
         return [n for n in facts if not self.said.get(n, frozenset()) & quoted]
 
     def render(self, *, facts_only: bool = False) -> str | None:
-        groups = group_facts(self.snap, self._unsaid(self.grouped))
-        if facts_only:
-            return blocks.recall_block(groups, [], [])
-        return blocks.recall_block(groups, self.sections, self.excerpts)
+        state = (len(self.grouped), len(self.sections), len(self.excerpts), facts_only)
+        if self._fitting is not None and state in self._fitting:
+            return self._fitting[state]
+        shown = tuple(self._unsaid(self.grouped))
+        if (groups := self._groups.get(shown)) is None:  # fitting renders the same facts again
+            groups = self._groups[shown] = group_facts(self.snap, shown)
+        block = blocks.recall_block(
+            groups, [] if facts_only else self.sections, [] if facts_only else self.excerpts
+        )
+        if self._fitting is not None:
+            self._fitting[state] = block
+        return block
 
     def fit(self, limit: float) -> str | None:
         """The block, leaving out the least of what it shows, until it takes at most `limit`
         tokens (the order is the module's). What to leave out is first reckoned from each
         item's own size (one render per item given up made fitting most of recall's time),
-        then checked on the block, and more left out while it is still too big."""
-        block = self.render()
-        if _fits(block, limit):
-            return block
-        self._leave_out_reckoned(block_tokens(block) - limit)
-        block = self.render()
+        then checked on the block: the result is what giving up one item at a time shows."""
+        self._fitting = {}
+        try:
+            return self._fit(limit)
+        finally:
+            self._fitting = None
+
+    def _fit(self, limit: float) -> str | None:
+        encoding = tokens.encoding_for_model(None)
+        sizes = tokens.count_texts(encoding, [blocks.excerpt_text(e) for e in self.excerpts])
+        reckoned = self._without_excerpts() + sum(sizes) + len(sizes) + _EXCERPTS_HEADING
+        if reckoned - _RECKONING_SLACK <= limit:  # it may fit: only the block says
+            block = self.render()
+            if _fits(block, limit):
+                return block
+            reckoned = block_tokens(block)
+        lines = [blocks.grouped_line(self.snap.recalled(n)) for n in self.grouped]
+        counted = tokens.count_texts(encoding, lines)
+        fact_size = {n: size + 1 for n, size in zip(self.grouped, counted, strict=True)}
+        self._facts_past_room(reckoned - limit, limit, fact_size)
+        if self.excerpts:
+            reckoned = self._without_excerpts() + sum(sizes) + len(sizes) + _EXCERPTS_HEADING
+            block = self._fewer_excerpts(reckoned - limit, limit, fact_size, sizes)
+        else:
+            block = self.render()
         while not _fits(block, limit):
             if self.excerpts:
                 self._keep_excerpts(len(self.excerpts) - 1)
@@ -171,28 +205,76 @@ class BlockContents:
             block = self.render()
         return block
 
-    def _leave_out_reckoned(self, over: float) -> None:
-        """Leave out, in the module's order, grouped facts past their room and then excerpts
-        from the last, until what went adds up to `over` tokens (the facts counted as their
-        section, each excerpt on its own with its line break; a fact an excerpt carried comes
-        back with its tokens when that excerpt goes)."""
-        encoding = tokens.encoding_for_model(None)
-        lines = [blocks.grouped_line(self.snap.recalled(n)) for n in self.grouped]
-        counted = tokens.count_texts(encoding, lines)
-        fact_size = {n: s + 1 for n, s in zip(self.grouped, counted, strict=True)}
-        sizes = tokens.count_texts(encoding, [blocks.excerpt_text(e) for e in self.excerpts])
+    def _facts_past_room(self, over: float, limit: float, fact_size: dict[int, int]) -> None:
+        """Leave out the lowest ranked grouped facts while the block is over `limit` and they
+        take more than their room: as many as their sizes reckon (`over` tokens too many), then
+        the count set right on the rendered block."""
+        grouped = self.grouped
         facts = block_tokens(self.render(facts_only=True))
-        while over > 0 and self.grouped and facts > self.facts_room:
-            self.grouped.pop()  # counted on the facts alone: a group's heading may go with it
-            over, facts = over - facts, block_tokens(self.render(facts_only=True))
-            over += facts
+        if facts <= self.facts_room:
+            return
+        shown = set(self._unsaid(grouped))
+        saved = [0.0]  # tokens the lowest k facts take, reckoned
+        for n in reversed(grouped):
+            saved.append(saved[-1] + (fact_size[n] if n in shown else 0))
+        gone = 0
+        while gone < len(grouped) and over > saved[gone] and facts - saved[gone] > self.facts_room:
+            gone += 1
+
+        def enough(k: int) -> bool:
+            self.grouped = grouped[: len(grouped) - k]
+            return (
+                not self.grouped
+                or block_tokens(self.render(facts_only=True)) <= self.facts_room
+                # rendered only when the reckoning says it may fit: a heading is a few tokens
+                or (over - saved[k] <= _RECKONING_SLACK and _fits(self.render(), limit))
+            )
+
+        while gone < len(grouped) and not enough(gone):
+            gone += 1
+        while gone > 0 and enough(gone - 1):
+            gone -= 1
+        enough(gone)
+
+    def _without_excerpts(self) -> int:
+        """The tokens of the block but its excerpts (the facts they carry still left out)."""
+        fitting, excerpts = self._fitting, self.excerpts
+        self._fitting, self.excerpts = None, []  # not a state `fit` passes through
+        try:
+            return block_tokens(self.render())
+        finally:
+            self._fitting, self.excerpts = fitting, excerpts
+
+    def _fewer_excerpts(
+        self, over: float, limit: float, fact_size: dict[int, int], sizes: list[int]
+    ) -> str | None:
+        """The block without the last excerpts, as many as their `sizes` reckon (`over` tokens
+        too many; a fact an excerpt carried comes back with its tokens when it goes), then the
+        count set right on the rendered block."""
+        whole = (self.excerpts, self.excerpt_facts, self.quoted)
         shown = set(self._unsaid(self.grouped))
-        while over > 0 and self.excerpts:
-            over -= sizes[len(self.excerpts) - 1] + 1
-            self._keep_excerpts(len(self.excerpts) - 1)
+        kept = len(self.excerpts)
+        while kept > 0 and over > 0:
+            kept -= 1
+            over -= sizes[kept] + 1
+            self._keep_excerpts(kept)
             back = set(self._unsaid(self.grouped)) - shown
             over += sum(fact_size[n] for n in back)
             shown |= back
+
+        def block_with(n: int) -> str | None:
+            self.excerpts, self.excerpt_facts, self.quoted = whole
+            self._keep_excerpts(n)
+            return self.render()
+
+        block = block_with(kept)
+        while kept > 0 and not _fits(block, limit):
+            kept -= 1
+            block = block_with(kept)
+        while kept < len(whole[0]) and _fits(more := block_with(kept + 1), limit):
+            kept, block = kept + 1, more
+        block_with(kept)
+        return block
 
     def _keep_excerpts(self, n: int) -> None:
         """Keep the first `n` excerpts, with their facts and passages."""
@@ -210,6 +292,12 @@ class BlockContents:
             ),
             list(self.quoted),
         )
+
+
+# What the block's size may differ from the sum of its items' sizes (group headings, joins).
+_RECKONING_SLACK = 64
+# The excerpts' heading and the blank line before it.
+_EXCERPTS_HEADING = 6
 
 
 def _fits(block: str | None, limit: float) -> bool:
@@ -324,6 +412,7 @@ def block_limit(ceiling: int) -> float:
     return min(C.RECALL_BLOCK_TOKENS, ceiling * C.RECALL_BLOCK_SHARE)
 
 
+@functools.lru_cache(maxsize=64)  # fitting asks the size of one rendering more than once
 def block_tokens(text: str | None) -> int:
     """A block's size as a message in the request (estimated with the default encoding)."""
     if text is None:
