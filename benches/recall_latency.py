@@ -212,7 +212,13 @@ def main() -> None:
         "--rounds", type=int, default=3, help="runs of each query; its fastest is tabulated"
     )
     ap.add_argument("--db", type=Path, help="reuse (or build) this store")
-    ap.add_argument("--out", type=Path)
+    ap.add_argument(
+        "--out",
+        type=Path,
+        nargs="?",
+        const=Path(__file__).with_name("RESULTS-recall-latency.md"),
+        help="write the tables to this file (default RESULTS-recall-latency.md beside this)",
+    )
     args = ap.parse_args()
     db = args.db or Path(tempfile.mkdtemp()) / "big.db"
     built = 0.0
