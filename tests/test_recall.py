@@ -34,6 +34,11 @@ OTHER = [
     ("Legal reviews every refund term.", "legal", "refund term", False),
 ]
 QUESTION = "Can the checkout migration owner join the review next week?"
+# Eight facts about one person, to fill a block.
+STEPS = [
+    (f"Dana moved the checkout migration step {i} to review {i}.", "Dana", f"step {i}", False)
+    for i in range(8)
+]
 # What the first turns say about it (fadeway's note calls are not passages: these are).
 TALK = [
     "The checkout migration review is next week.",
@@ -627,10 +632,7 @@ def test_facts_past_their_room_give_way_to_excerpts_and_within_it_outlast_them(
     """Every fact the walk kept is shown while the block fits. A block that must shrink gives up
     its lowest ranked facts before any excerpt while the facts take more than their room
     (`RECALL_FACTS_SHARE` of its size); within it, the excerpts go first."""
-    many = [
-        (f"Dana moved the checkout migration step {i} to review {i}.", "Dana", f"step {i}", False)
-        for i in range(8)
-    ]
+    many = STEPS
     with _open(tmp_path / "r.db", clock) as eng:
         _with_facts(
             eng,
@@ -934,10 +936,7 @@ def test_fitting_a_block_reckons_what_to_leave_out_as_one_render_per_item_would(
 ):
     """Fitting reckons from each item's own size what to leave out; what it shows at every
     limit is what giving up one item at a time, rendering each time, would show."""
-    many = [
-        (f"Dana moved the checkout migration step {i} to review {i}.", "Dana", f"step {i}", False)
-        for i in range(8)
-    ]
+    many = STEPS
     with _open(tmp_path / "r.db", clock) as eng:
         _with_facts(
             eng,

@@ -246,6 +246,22 @@ def test_windows_cover_a_long_text_with_overlap():
         windows(text, size=100, overlap=100)
 
 
+def _episode(**fields) -> EpisodeRecord:
+    """An episode record for `passages_of`: turn 1, seq 0, time 0, unless `fields` say."""
+    base = dict(
+        n=1,
+        first_seq=0,
+        last_seq=0,
+        first_turn=1,
+        last_turn=1,
+        start_at=0.0,
+        end_at=0.0,
+        tokens=1,
+        cut_at=0.0,
+    )
+    return EpisodeRecord(**{**base, **fields})
+
+
 def test_passages_carry_who_said_it_their_turn_time_and_episode():
     def message(seq, role, body):
         import msgspec
@@ -263,17 +279,7 @@ def test_passages_carry_who_said_it_their_turn_time_and_episode():
             body=msgspec.json.encode(body),
         )
 
-    episode = EpisodeRecord(
-        n=3,
-        first_seq=0,
-        last_seq=2,
-        first_turn=1,
-        last_turn=3,
-        start_at=100.0,
-        end_at=102.0,
-        tokens=3,
-        cut_at=0.0,
-    )
+    episode = _episode(n=3, last_seq=2, last_turn=3, start_at=100.0, end_at=102.0, tokens=3)
     long = " ".join(["tax"] * 1_000)
     rows = passages_of(
         episode,
@@ -329,18 +335,7 @@ def test_the_notes_calls_and_outputs_are_not_passages():
         )
         for i, (body, calls, answers) in enumerate(bodies)
     ]
-    episode = EpisodeRecord(
-        n=1,
-        first_seq=0,
-        last_seq=4,
-        first_turn=1,
-        last_turn=1,
-        start_at=0.0,
-        end_at=0.0,
-        tokens=5,
-        cut_at=0.0,
-    )
-    rows = passages_of(episode, messages, first_n=1)
+    rows = passages_of(_episode(last_seq=4, tokens=5), messages, first_n=1)
     assert [r.seq for r in rows] == [0, 2]
     assert "On it." in rows[0].text and "lookup" in rows[0].text
     assert not any("checkout" in r.text or "Noted" in r.text for r in rows)
@@ -366,17 +361,7 @@ def test_the_notes_calls_and_outputs_are_not_passages():
     ],
 )
 def test_a_name_shows_as_one_field_and_never_as_a_role(name, who):
-    episode = EpisodeRecord(
-        n=1,
-        first_seq=0,
-        last_seq=0,
-        first_turn=1,
-        last_turn=1,
-        start_at=0.0,
-        end_at=0.0,
-        tokens=1,
-        cut_at=0.0,
-    )
+    episode = _episode()
     body = {"role": "user", "name": name, "content": "the refund is approved"}
     (row,) = passages_of(
         episode,
