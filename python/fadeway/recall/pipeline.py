@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection, Sequence
-from typing import Any
 
 from .. import _constants as C
 from .. import blocks
 from .._core import tokenize
 from .._services import Services
 from ..index.search import fuse
+from ..records import PassageRecord
 from .block import BlockContents, RecallResult, block_limit, excerpts_of, said_by
 from .parts import Part, message_parts
 from .searches import Found, search
@@ -110,7 +110,7 @@ def recall(
     return RecallResult(block, shown, quoted, how, lap.timings, contents)
 
 
-def _by_speaker(order: list[int], passages: dict[int, Any], query: str) -> list[int]:
+def _by_speaker(order: list[int], passages: dict[int, PassageRecord], query: str) -> list[int]:
     """The passages in `order`, those said by someone the `query` names fused in again at
     RECALL_SPEAKER_WEIGHT: who said it is what BM25 over the words weighs least (a speaker's
     name is in half the turns of a conversation of two). On the LoCoMo tuning split, evidence
@@ -122,7 +122,7 @@ def _by_speaker(order: list[int], passages: dict[int, Any], query: str) -> list[
     return [h.n for h in fuse([order, named], len(order), [1.0, C.RECALL_SPEAKER_WEIGHT])]
 
 
-def _speakers(passage: Any) -> set[str]:
+def _speakers(passage: PassageRecord) -> set[str]:
     """Who said a passage: its speaker, and a name that labels its text ("Gina: ...")."""
     words = passage.text.split(maxsplit=2)[:2]
     labels = [w[:-1] for w in words if w.endswith(":")]
