@@ -35,6 +35,7 @@ sees it there, block or not).
     python benches/recall_locomo.py --split tuning            # 40-100 s on 2 processes
     python benches/recall_locomo.py --split tuning --out      # writes benches/RESULTS-recall.md
     python benches/recall_locomo.py --only conv-30 --workers 1 --show 3   # examples per system
+    python benches/recall_locomo.py --set RECALL_EXCERPTS=15 --set LEVEL_RECENT_WEIGHT=1.0
 
 Tune on the tuning split only (conv-26, 30, 41, 42, 43); the acceptance split (conv-44, 47,
 48, 49, 50) is reported, never tuned on (shared/data/README.md). LoCoMo is read from
@@ -45,6 +46,7 @@ Long-Term Conversational Memory of LLM Agents", ACL 2024, CC BY-NC 4.0.
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib.util
 import multiprocessing
 import os
@@ -378,7 +380,38 @@ def evaluate(
 
 
 def _evaluate_star(args: tuple[Any, ...]) -> Conversation:
-    return evaluate(*args)
+    *job, settings = args
+    apply_settings(settings)  # a spawned worker starts from the defaults
+    return evaluate(*job)
+
+
+def parse_settings(pairs: Sequence[str]) -> dict[str, Any]:
+    """`NAME=value` pairs (`--set`) as settings of `fadeway._constants`, each value a Python
+    literal of the type the setting has. Raises SystemExit naming what is wrong."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep or not hasattr(C, name) or not name.isupper():
+            raise SystemExit(f"--set {pair!r}: expected NAME=value, NAME a fadeway setting")
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            raise SystemExit(f"--set {pair!r}: {text!r} is not a Python literal") from None
+        default = getattr(C, name)
+        if isinstance(default, float) and isinstance(value, int):
+            value = float(value)
+        if type(value) is not type(default):
+            raise SystemExit(
+                f"--set {pair!r}: {name} is of type {type(default).__name__}, not "
+                f"{type(value).__name__}"
+            )
+        out[name] = value
+    return out
+
+
+def apply_settings(settings: dict[str, Any]) -> None:
+    for name, value in settings.items():
+        setattr(C, name, value)
 
 
 # -- scoring and tables (shared with recall_padded.py) ----------------------------------------
@@ -668,6 +701,14 @@ def main() -> int:
         f"local:{MINILM}); default: the offline hashing one",
     )
     parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="run with a setting of fadeway._constants changed, e.g. --set RECALL_EXCERPTS=15 "
+        "(repeatable; for tuning, on the tuning split only)",
+    )
+    parser.add_argument(
         "--show",
         type=int,
         default=0,
@@ -681,6 +722,8 @@ def main() -> int:
         help=f"write the tables to this file (default {RESULTS.name})",
     )
     args = parser.parse_args()
+    settings = parse_settings(args.set)
+    apply_settings(settings)  # here too: the settings line reports them
     path = shared_data("locomo/locomo10.json")
     if path is None:
         print("LoCoMo is not in shared/data; nothing to measure", file=sys.stderr)
@@ -701,7 +744,7 @@ def main() -> int:
         if args.only:
             chosen = [s for s in chosen if s["sample_id"] in args.only]
         started = time.perf_counter()
-        jobs = [(s, args.ceiling, args.embedder, not hybrid_note) for s in chosen]
+        jobs = [(s, args.ceiling, args.embedder, not hybrid_note, settings) for s in chosen]
         conversations = run_pool(_evaluate_star, jobs, args.workers)
         seconds = time.perf_counter() - started
         embedder = f" --embedder {args.embedder}" if args.embedder else ""

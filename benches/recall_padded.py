@@ -90,8 +90,10 @@ from recall_locomo import (
     Turns,
     ambiguity_note,
     ambiguous,
+    apply_settings,
     ask_block,
     own_texts,
+    parse_settings,
     provenance,
     questions,
     replay_checked,
@@ -387,7 +389,9 @@ def request_parts(requests: Sequence[Asked]) -> str:
 
 
 def _evaluate_star(args: tuple[Any, ...]) -> Padded:
-    return evaluate(*args)
+    *job, settings = args
+    apply_settings(settings)  # a spawned worker starts from the defaults
+    return evaluate(*job)
 
 
 # -- the report -------------------------------------------------------------------------------
@@ -501,6 +505,13 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", help="only these anchors (for quick looks)")
     parser.add_argument("--embedder", default=None, help="fadeway's embedder (embedder_from)")
     parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="run with a setting of fadeway._constants changed (repeatable; for tuning)",
+    )
+    parser.add_argument(
         "--show",
         type=int,
         default=0,
@@ -514,6 +525,8 @@ def main() -> int:
         help=f"write the tables to this file (default {RESULTS.name})",
     )
     args = parser.parse_args()
+    settings = parse_settings(args.set)
+    apply_settings(settings)  # here too: the settings line reports them
     path = shared_data("locomo/locomo10.json")
     if path is None:
         print("LoCoMo is not in shared/data; nothing to measure", file=sys.stderr)
@@ -521,7 +534,7 @@ def main() -> int:
     samples = [s for s in read_locomo(path) if s["sample_id"] in TUNING]
     anchors = [s["sample_id"] for s in samples if not args.only or s["sample_id"] in args.only]
     started = time.perf_counter()
-    jobs = [(a, samples, args.ceiling, args.embedder, bool(args.show)) for a in anchors]
+    jobs = [(a, samples, args.ceiling, args.embedder, bool(args.show), settings) for a in anchors]
     runs = run_pool(_evaluate_star, jobs, args.workers)
     seconds = time.perf_counter() - started
     command = " ".join(["python benches/recall_padded.py", *sys.argv[1:]])
