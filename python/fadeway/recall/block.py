@@ -404,8 +404,8 @@ def window(text: str, query: str) -> str:
 
 
 @functools.lru_cache(maxsize=16384)
-def _terms(word: str) -> list[str]:
-    return tokenize(word)
+def _terms(word: str) -> tuple[str, ...]:
+    return tuple(tokenize(word))
 
 
 def block_limit(ceiling: int) -> float:
