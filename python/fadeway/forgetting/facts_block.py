@@ -22,7 +22,14 @@ from ..mirror.trace_log import TraceLog
 from ..records import EpisodeRecord, FactRecord
 from ..store import Transaction
 
-__all__ = ["fact_tokens", "facts_block_text", "facts_of", "facts_order", "is_current"]
+__all__ = [
+    "fact_tokens",
+    "facts_block_text",
+    "facts_of",
+    "facts_order",
+    "is_current",
+    "sealed_facts_of",
+]
 
 
 def facts_of(
@@ -109,10 +116,12 @@ def is_current(order: Sequence[int], episodes: Sequence[EpisodeRecord], known: M
     return set(order) == _shown(episodes, known)
 
 
-def _shown(episodes: Sequence[EpisodeRecord], known: MemoryCache) -> set[int]:
-    """The facts the block shows: those of sealed episodes that the graph has taken, each as
-    the held fact it stands as, retired ones left out."""
-    by_episode = facts_of(
+def sealed_facts_of(
+    episodes: Sequence[EpisodeRecord], known: MemoryCache
+) -> dict[int, list[FactRecord]]:
+    """The facts the block draws on, by sealed episode: those the graph has taken, each as the
+    held fact it stands as, retired ones left out (`facts_of` over `known`)."""
+    return facts_of(
         episodes,
         known.facts,
         known.episode_facts,
@@ -120,4 +129,8 @@ def _shown(episodes: Sequence[EpisodeRecord], known: MemoryCache) -> set[int]:
         graph=known.graph,
         awaiting=known.awaiting,
     )
-    return {f.n for fs in by_episode.values() for f in fs}
+
+
+def _shown(episodes: Sequence[EpisodeRecord], known: MemoryCache) -> set[int]:
+    """The facts the block shows (`sealed_facts_of`), each once."""
+    return {f.n for fs in sealed_facts_of(episodes, known).values() for f in fs}

@@ -32,7 +32,7 @@ from ..notes.ask import ask_spans
 from ..records import EpisodeRecord, MessageRecord
 from ..store import Transaction
 from .budget import Decorating, Sizes, measure, note_ask_tokens
-from .facts_block import fact_tokens, facts_of
+from .facts_block import fact_tokens, sealed_facts_of
 from .sleep import silence
 
 __all__ = [
@@ -268,17 +268,10 @@ def fade_if_needed(
     needs it: with the `planned` cut when it was planned from the same messages, else `inline`
     (the judge runs inside this transaction), else the fade returns `CutFirst`.
     """
-    sealed_facts = facts_of(
-        episodes,
-        known.facts,
-        known.episode_facts,
-        states=("sealed",),
-        graph=known.graph,
-        awaiting=known.awaiting,
-    )
+    by_episode = sealed_facts_of(episodes, known)
     # The block shows each fact once, however many sealed episodes hold it.
     fact_sizes = fact_tokens(
-        list({f.n: f for fs in sealed_facts.values() for f in fs}.values()),
+        list({f.n: f for fs in by_episode.values() for f in fs}.values()),
         call.encoding,
         call.ratio,
     )
@@ -301,7 +294,7 @@ def fade_if_needed(
         )
     mirror.episodes.sync(tx)
     mirror.trace_log.sync(tx)
-    holding = {n: [f.n for f in fs] for n, fs in sealed_facts.items()}
+    holding = {n: [f.n for f in fs] for n, fs in by_episode.items()}
     states, sizes = _pick(mirror, call, sizes, known, holding, fact_sizes, block_sizes)
     if states:
         tx.set_episode_states(states)
