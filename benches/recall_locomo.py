@@ -385,6 +385,26 @@ def _evaluate_star(args: tuple[Any, ...]) -> Conversation:
     return evaluate(*job)
 
 
+def add_settings_argument(parser: argparse.ArgumentParser) -> None:
+    """`--set NAME=VALUE`, repeatable (`settings_of` reads it)."""
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="run with a setting of fadeway._constants changed, e.g. --set RECALL_EXCERPTS=15 "
+        "(repeatable; for tuning, on the tuning split only)",
+    )
+
+
+def settings_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The `--set` settings, applied here too (the settings line reports them); each job
+    carries them to its worker, which applies them in turn."""
+    settings = parse_settings(args.set)
+    apply_settings(settings)
+    return settings
+
+
 def parse_settings(pairs: Sequence[str]) -> dict[str, Any]:
     """`NAME=value` pairs (`--set`) as settings of `fadeway._constants`, each value a Python
     literal of the type the setting has. Raises SystemExit naming what is wrong."""
@@ -700,14 +720,7 @@ def main() -> int:
         help="fadeway's embedder (an embedder_from spec, e.g. "
         f"local:{MINILM}); default: the offline hashing one",
     )
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="run with a setting of fadeway._constants changed, e.g. --set RECALL_EXCERPTS=15 "
-        "(repeatable; for tuning, on the tuning split only)",
-    )
+    add_settings_argument(parser)
     parser.add_argument(
         "--show",
         type=int,
@@ -722,8 +735,7 @@ def main() -> int:
         help=f"write the tables to this file (default {RESULTS.name})",
     )
     args = parser.parse_args()
-    settings = parse_settings(args.set)
-    apply_settings(settings)  # here too: the settings line reports them
+    settings = settings_of(args)
     path = shared_data("locomo/locomo10.json")
     if path is None:
         print("LoCoMo is not in shared/data; nothing to measure", file=sys.stderr)

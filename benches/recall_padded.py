@@ -88,17 +88,18 @@ from recall_locomo import (
     Asked,
     Column,
     Turns,
+    add_settings_argument,
     ambiguity_note,
     ambiguous,
     apply_settings,
     ask_block,
     own_texts,
-    parse_settings,
     provenance,
     questions,
     replay_checked,
     run_pool,
     settings_line,
+    settings_of,
     show_examples,
     table,
     verdict,
@@ -504,13 +505,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=WORKERS)
     parser.add_argument("--only", nargs="*", help="only these anchors (for quick looks)")
     parser.add_argument("--embedder", default=None, help="fadeway's embedder (embedder_from)")
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="run with a setting of fadeway._constants changed (repeatable; for tuning)",
-    )
+    add_settings_argument(parser)
     parser.add_argument(
         "--show",
         type=int,
@@ -525,8 +520,7 @@ def main() -> int:
         help=f"write the tables to this file (default {RESULTS.name})",
     )
     args = parser.parse_args()
-    settings = parse_settings(args.set)
-    apply_settings(settings)  # here too: the settings line reports them
+    settings = settings_of(args)
     path = shared_data("locomo/locomo10.json")
     if path is None:
         print("LoCoMo is not in shared/data; nothing to measure", file=sys.stderr)
