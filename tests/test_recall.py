@@ -39,6 +39,8 @@ STEPS = [
     (f"Dana moved the checkout migration step {i} to review {i}.", "Dana", f"step {i}", False)
     for i in range(8)
 ]
+# Notes with them, three notes in all.
+STEP_NOTES = [[OWNER, *OTHER], STEPS[:4], [LEAVE, *STEPS[4:]]]
 # What the first turns say about it (fadeway's note calls are not passages: these are).
 TALK = [
     "The checkout migration review is next week.",
@@ -632,15 +634,8 @@ def test_facts_past_their_room_give_way_to_excerpts_and_within_it_outlast_them(
     """Every fact the walk kept is shown while the block fits. A block that must shrink gives up
     its lowest ranked facts before any excerpt while the facts take more than their room
     (`RECALL_FACTS_SHARE` of its size); within it, the excerpts go first."""
-    many = STEPS
     with _open(tmp_path / "r.db", clock) as eng:
-        _with_facts(
-            eng,
-            eng.memory("m"),
-            clock,
-            [[OWNER, *OTHER], many[:4], [LEAVE, *many[4:]]],
-            opening=TALK,
-        )
+        _with_facts(eng, eng.memory("m"), clock, STEP_NOTES, opening=TALK)
         whole = _recall(eng, "m", QUESTION)
         assert whole.passages and len(whole.facts) > 4  # more than the old cap of four facts
         monkeypatch.setattr(C, "RECALL_BLOCK_TOKENS", whole.size - 1)
@@ -936,15 +931,8 @@ def test_fitting_a_block_reckons_what_to_leave_out_as_one_render_per_item_would(
 ):
     """Fitting reckons from each item's own size what to leave out; what it shows at every
     limit is what giving up one item at a time, rendering each time, would show."""
-    many = STEPS
     with _open(tmp_path / "r.db", clock) as eng:
-        _with_facts(
-            eng,
-            eng.memory("m"),
-            clock,
-            [[OWNER, *OTHER], many[:4], [LEAVE, *many[4:]]],
-            opening=[*TALK, OWNER[0]],
-        )
+        _with_facts(eng, eng.memory("m"), clock, STEP_NOTES, opening=[*TALK, OWNER[0]])
         monkeypatch.setattr(C, "RECALL_BLOCK_SHARE", 1.0)
         whole = _recall(eng, "m", QUESTION)
     assert whole.passages and len(whole.facts) > 4 and whole.contents.said  # one said by both
