@@ -215,6 +215,12 @@ class Asked:
         if keep:
             self.texts[system] = text or ""
 
+    def with_view(self, system: str) -> None:
+        """Count `system` together with the view: the evidence its text carries or the view
+        still holds (what the model receives beside it, block or no block)."""
+        self.hits[f"{system}+view"] = self.hits[system] | self.in_view
+        self.tokens[f"{system}+view"] = self.tokens[system]
+
 
 @dataclass
 class Conversation:
@@ -338,6 +344,8 @@ def ask_block(
         fused = rrf([order[:HYBRID_DEPTH], by_meaning[:HYBRID_DEPTH]])
         text = turns.text(turns.fill(fused, budget, C.TOKENS_PER_MESSAGE))
         asked.count("hybrid", text, block_tokens(text) if text else 0, turns.keys, keep)
+    asked.with_view("block")
+    asked.with_view("bm25")
     return asked
 
 
@@ -644,6 +652,8 @@ COLUMNS: list[Column] = [
     ("bm25", "BM25 same budget", "BM25 tokens"),
     ("hybrid", "BM25+MiniLM same budget", "hybrid tokens"),
     ("bm25_top", "BM25 top-10", "top-10 tokens"),
+    ("block+view", "block or view", ""),
+    ("bm25+view", "BM25 or view", ""),
 ]
 
 
@@ -692,6 +702,14 @@ def report(
             table(asked, COLUMNS),
             "",
             verdict(asked, "block", "bm25", "Recall block >= BM25 at the same budget"),
+            "",
+            verdict(
+                asked,
+                "block+view",
+                "bm25+view",
+                "With the view (evidence the block carries or the view holds, against BM25's "
+                "the same way)",
+            ),
             "",
             summary(conversations),
             "",
