@@ -137,6 +137,7 @@ SPEC_EXCERPTS = [
         "Dana took the checkout migration; she wants the tax rate table before she starts.",
         "turn 4",
         [RecalledFact("Dana owns the checkout migration.", at("2026-02-02 14:12"), 3, 5)],
+        clock=True,  # the spec's example shows the time of day; recall's headers do not
     ),
 ]
 
@@ -189,7 +190,7 @@ def test_single_turn_forms() -> None:
     )
     assert block is not None
     assert (
-        "- [Turn 3 \u00b7 User \u00b7 Feb 2, 12:05 AM]\nhi\n  extracted facts:\n"
+        "- [Turn 3 \u00b7 User \u00b7 Feb 2]\nhi\n  extracted facts:\n"
         "  - [2026-02-02T00:06:00Z, turn 3] x\n[/assistant_recent_memories]" in block
     )
 
@@ -258,15 +259,21 @@ def test_facts_are_newest_first_whatever_order_they_come_in() -> None:
     assert recall_block(reversed_groups, SPEC_PARTS, SPEC_EXCERPTS) == SPEC_RECALL_BLOCK
 
 
-def test_excerpt_clock_is_twelve_hour_utc() -> None:
-    def header(iso: str) -> str:
-        block = recall_block([], [], [Excerpt(1, "Caroline", at(iso), "x")])
-        assert block is not None
-        return block.split("\n")[7]
+def _header(iso: str, clock: bool = False) -> str:
+    block = recall_block([], [], [Excerpt(1, "Caroline", at(iso), "x", clock=clock)])
+    assert block is not None
+    return block.split("\n")[7]
 
-    assert header("2026-01-01 00:00") == "- [Turn 1 \u00b7 Caroline \u00b7 Jan 1, 12:00 AM]"
-    assert header("2026-12-31 12:00") == "- [Turn 1 \u00b7 Caroline \u00b7 Dec 31, 12:00 PM]"
-    assert header("2026-07-04 23:59") == "- [Turn 1 \u00b7 Caroline \u00b7 Jul 4, 11:59 PM]"
+
+def test_excerpt_clock_is_twelve_hour_utc() -> None:
+    assert _header("2026-01-01 00:00", True) == "- [Turn 1 \u00b7 Caroline \u00b7 Jan 1, 12:00 AM]"
+    assert _header("2026-12-31 12:00", True) == "- [Turn 1 \u00b7 Caroline \u00b7 Dec 31, 12:00 PM]"
+    assert _header("2026-07-04 23:59", True) == "- [Turn 1 \u00b7 Caroline \u00b7 Jul 4, 11:59 PM]"
+
+
+def test_an_excerpt_header_shows_its_utc_day_without_the_clock() -> None:
+    assert _header("2026-07-04 23:59") == "- [Turn 1 \u00b7 Caroline \u00b7 Jul 4]"
+    assert _header("2026-12-31 00:00") == "- [Turn 1 \u00b7 Caroline \u00b7 Dec 31]"
 
 
 # --- what is left out ---------------------------------------------------------------------------
@@ -332,7 +339,7 @@ def test_sections_with_nothing_are_left_out() -> None:
         "IMPT: Overlapping or competing facts require temporal consideration and reasoning to "
         "resolve.\n\n"
         "Conversation excerpts:\n"
-        "- [Turn 7 \u00b7 User \u00b7 Feb 2, 9:00 AM]\n"
+        "- [Turn 7 \u00b7 User \u00b7 Feb 2]\n"
         "Hello.\n"
         "[/assistant_recent_memories]"
     )

@@ -885,17 +885,18 @@ def test_a_fact_an_excerpt_says_is_not_repeated_until_the_excerpt_gives_way(tmp_
         assert not small.passages and owner in small.facts and f"] {OWNER[0]}" in small.block
 
 
-def test_passages_said_by_someone_the_message_names_rank_higher():
+def test_passages_said_by_someone_the_message_names_rank_higher(monkeypatch):
     """Who said it is what BM25 over the words weighs least: a passage said by the person the
-    message names moves up among equal matches; the order stands when no one is named."""
+    message names ranks as if its place were divided by 1 + the lift, so it moves up past
+    weaker matches but not past every better one; the order stands when no one is named."""
+    monkeypatch.setattr(C, "RECALL_SPEAKER_LIFT", 3.0)
     said = {
-        1: SimpleNamespace(role="user", text="user: Jon: I went to the dance studio."),
-        2: SimpleNamespace(role="assistant", text="assistant: Gina: I opened my store."),
-        3: SimpleNamespace(role="Gina", text="Gina: The store opening went well."),
-        4: SimpleNamespace(role="user", text="user: Jon: My studio opens in June."),
+        n: SimpleNamespace(role="user", text=f"user: Jon: The studio, part {n}.") for n in range(9)
     }
-    order = [1, 4, 2, 3]
-    assert _by_speaker(order, said, "When did Gina open her store?")[:2] == [2, 3]
+    said[2] = SimpleNamespace(role="assistant", text="assistant: Gina: I opened my store.")
+    said[3] = SimpleNamespace(role="Gina", text="Gina: The store opening went well.")
+    order = [1, 4, 2, 5, 6, 7, 8, 3]  # Gina's at places 3 and 8: as if at 0.75 and 2
+    assert _by_speaker(order, said, "When did Gina open her store?") == [2, 1, 4, 3, 5, 6, 7, 8]
     assert _by_speaker(order, said, "When does the studio open?") == order
 
 

