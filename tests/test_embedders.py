@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from fadeway import _core
+from fadeway import _core, tokens, usage
 from fadeway._constants import EMBED_DIM
 from fadeway.embed import Embedder, EndpointEmbedder, HashingEmbedder, embedder_from
 from fadeway.embed.local import resolve_model_dir
@@ -23,7 +23,7 @@ from fadeway.errors import (
     EndpointTimeout,
 )
 from fadeway.http import Endpoint
-from openai_server import OpenAIServer, Recorded, Reply
+from openai_server import OpenAIServer, Recorded, Reply, embeddings_reply
 
 TEXTS = [
     f"text number {i} about {w}"
@@ -230,6 +230,46 @@ def test_retries_and_deadline_come_from_the_endpoint(server, make_embedder):
     server.script(Reply(hang=True))
     with pytest.raises(EndpointTimeout):
         embed(make_embedder(), ["a"], deadline=time.monotonic() + 0.3)
+
+
+def estimated(texts: list[str]) -> int:
+    return sum(tokens.count_texts(tokens.encoding_for_model("test-model"), texts))
+
+
+@pytest.mark.parametrize(
+    ("reported", "tokens_in"),
+    [
+        ({"prompt_tokens": 9, "total_tokens": 9}, 9),
+        ({"total_tokens": 5}, 5),
+        ({"prompt_tokens": "many"}, None),  # unreadable: counted by fadeway
+        (None, None),  # not reported: counted by fadeway
+    ],
+)
+def test_each_request_is_recorded_with_the_tokens_it_read(
+    server, make_embedder, reported, tokens_in
+):
+    def answer(request: Recorded) -> Reply:
+        reply = embeddings_reply(request, 16)
+        if reported is not None:
+            reply.body["usage"] = reported
+        return reply
+
+    server.script(answer, answer)
+    with usage.collecting() as used:
+        embed(make_embedder(batch_size=5), TEXTS)
+    batches = sorted((r.body["input"] for r in server.requests), key=lambda b: TEXTS.index(b[0]))
+    expected = [tokens_in or estimated(batch) for batch in batches]
+    assert all(n > 0 for n in expected)
+    assert sorted(u.tokens_in for u in used) == sorted(expected)
+    assert {(u.kind, u.model, u.tokens_out) for u in used} == {("embed", "test-model", 0)}
+    assert all(u.seconds > 0 for u in used)
+
+
+def test_an_unreadable_answer_is_recorded_all_the_same(server, make_embedder):
+    server.script(Reply(body=b'{"data": [{"index": 0, "embedding": [0.1'))
+    with usage.collecting() as used, pytest.raises(EndpointResponseError):
+        embed(make_embedder(), ["a b c", "d"])
+    assert [(u.kind, u.tokens_in) for u in used] == [("embed", estimated(["a b c", "d"]))]
 
 
 def test_endpoint_embedder_from_env(server):
