@@ -21,8 +21,9 @@ from ..export.files import check_export_file
 from ..replay.sources import read_inputs
 from .batch import MemorySummary, ReplaySettings, run_batch
 from .inspection import inspect_memory, render
+from .spending import memory_usage, read_prices, render_usage, usage_view
 
-__all__ = ["demo", "export", "import_", "inspect", "recall", "replay", "say"]
+__all__ = ["demo", "export", "import_", "inspect", "recall", "replay", "say", "usage"]
 
 
 #: The bundled sample `fadeway demo` replays, and the ceiling it replays it under (small, so
@@ -151,6 +152,18 @@ def inspect(args: argparse.Namespace) -> int:
         say(json.dumps(view, indent=2, ensure_ascii=False))
     else:
         say(render(view))
+    return 0
+
+
+def usage(args: argparse.Namespace) -> int:
+    prices = read_prices(args.prices) if args.prices is not None else None  # before the store
+    with _open_existing(args.db) as engine:
+        view = usage_view(memory_usage(engine.store, args.memory), prices)
+    if args.json:
+        say(json.dumps({"memory_id": args.memory, **view}, indent=2, ensure_ascii=False))
+    else:
+        say(f"model calls for memory {args.memory!r} (all recorded so far):")
+        say(render_usage(view))
     return 0
 
 
