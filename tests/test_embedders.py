@@ -207,6 +207,17 @@ def test_a_bad_answer_is_a_clear_error(server, make_embedder, reply, match):
         embed(make_embedder(), ["a", "b"])
 
 
+def test_a_bad_answer_names_the_inputs_of_its_batch(server, make_embedder):
+    def short_third(request: Recorded) -> Reply:
+        if request.body["input"][0] == TEXTS[4]:
+            return vector_reply([1.0, 0.0])
+        return embeddings_reply(request, 16)
+
+    server.script(*[short_third] * 4)
+    with pytest.raises(EndpointResponseError, match=r"inputs 4\.\.5\) answered 1 embeddings"):
+        embed(make_embedder(batch_size=2), TEXTS)
+
+
 def test_a_failing_batch_fails_the_call_with_the_servers_message(server, make_embedder):
     def refuse_second(request: Recorded) -> Reply:
         if request.body["input"][0] == TEXTS[2]:

@@ -95,7 +95,7 @@ def usage_view(rows: list[UsageSummary], prices: Prices | None = None) -> dict[s
     """`rows` and their total as plain JSON values; with `prices`, each row's cost in dollars
     (None for a model without a price), the total of those priced, and the unpriced models."""
     rows = combine(rows)
-    out = [
+    out: list[dict[str, Any]] = [
         {
             "kind": r.kind,
             "model": r.model,

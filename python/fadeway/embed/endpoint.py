@@ -128,7 +128,7 @@ class EndpointEmbedder(Embedder):
     async def _batch(
         self, batch: list[str], start: int, deadline: float | None
     ) -> npt.NDArray[np.float32]:
-        start = time.perf_counter()
+        began = time.perf_counter()
         try:
             answer = await self.endpoint.post_json(
                 self.path,
@@ -137,9 +137,9 @@ class EndpointEmbedder(Embedder):
                 response_type=_Answer,
             )
         except EndpointResponseError:  # answered, so spent, but unreadable
-            self._record(batch, None, start)
+            self._record(batch, None, began)
             raise
-        self._record(batch, answer.usage, start)
+        self._record(batch, answer.usage, began)
         where = f"{self.name} (inputs {start}..{start + len(batch) - 1})"
         if len(answer.data) != len(batch):
             raise EndpointResponseError(
@@ -169,7 +169,7 @@ class EndpointEmbedder(Embedder):
             raise EndpointResponseError(f"{where} answered numbers too large to normalise")
         return out
 
-    def _record(self, batch: list[str], reported: Any, start: float) -> None:
+    def _record(self, batch: list[str], reported: Any, began: float) -> None:
         """Record one answered request: the tokens the endpoint reported, else our count."""
         used = reported if isinstance(reported, dict) else {}
         tokens_in = next(
@@ -177,7 +177,7 @@ class EndpointEmbedder(Embedder):
         )
         if tokens_in is None:
             tokens_in = sum(tokens.count_texts(tokens.encoding_for_model(self.model), batch))
-        usage.record("embed", self.model, tokens_in, 0, time.perf_counter() - start)
+        usage.record("embed", self.model, tokens_in, 0, time.perf_counter() - began)
 
     def _check_dim(self, dim: int) -> None:
         # No await between the read and the write: concurrent batches agree on the first answer.
