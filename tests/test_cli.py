@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import msgspec
+import pytest
 
 import fadeway
 from fadeway.errors import ReplayFormatError
@@ -261,7 +262,103 @@ def test_a_command_that_only_reads_refuses_a_missing_store_and_creates_none(tmp_
     from fadeway.cli.main import main
 
     db = tmp_path / "missing.db"
-    for argv in (["inspect", "m"], ["recall", "m", "hello"], ["export", "m"]):
+    for argv in (["inspect", "m"], ["usage", "m"], ["recall", "m", "hello"], ["export", "m"]):
         assert main([*argv, "--db", str(db)]) == 2
         assert f"no store at {db}" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def _store_with_usage(db) -> None:
+    from fadeway.usage import UsageRecord
+
+    def call(kind, model, tokens_in, tokens_out, seconds):
+        return UsageRecord(
+            kind=kind, model=model, tokens_in=tokens_in, tokens_out=tokens_out, seconds=seconds
+        )
+
+    with fadeway.open(db, background=False) as engine:
+        engine.memory("m").decorate(
+            {"model": "gpt-4.1", "messages": [{"role": "user", "content": "hi"}]}
+        )
+        with engine.store.write("m") as tx:
+            tx.insert_usage(
+                [
+                    call("judge:about", "gpt-4.1-mini", 1_200_000, 30_000, 12.5),
+                    call("embed", "text-embedding-3-small", 500_000, 0, 3.0),
+                    call("judge:about", "gpt-4.1-mini", 800_000, 20_000, 7.5),
+                    call("note", "local-llama", 1_000, 200, 1.0),
+                ],
+                0.0,
+            )
+
+
+PRICES = """
+["gpt-4.1-mini"]
+input = 0.40
+output = 1.60
+
+["text-embedding-3-small"]
+input = 0.02
+"""
+
+
+def test_usage_shows_calls_tokens_and_cost_by_kind_and_model(tmp_path, capsys):
+    from fadeway.cli.main import main
+
+    db = str(tmp_path / "u.db")
+    _store_with_usage(db)
+    assert main(["usage", "m", "--db", db]) == 0
+    rows = {line.split()[0]: line.split()[1:] for line in capsys.readouterr().out.splitlines()}
+    assert rows["judge:about"] == ["gpt-4.1-mini", "2", "2,000,000", "50,000", "20.0"]
+    assert rows["embed"] == ["text-embedding-3-small", "1", "500,000", "0", "3.0"]
+    assert rows["total"] == ["4", "2,501,000", "50,200", "24.0"]
+    assert "cost" not in rows["kind"]
+
+    prices = tmp_path / "prices.toml"
+    prices.write_text(PRICES)
+    assert main(["usage", "m", "--db", db, "--prices", str(prices)]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()}
+    assert rows["judge:about"][-1] == "$0.8800"  # 2M in at $0.40, 50k out at $1.60
+    assert rows["embed"][-1] == "$0.0100"
+    assert rows["note"][-1] == "—"  # no price for local-llama
+    assert rows["total"][-1] == "$0.8900"
+    assert "no price for local-llama" in out
+
+    assert main(["usage", "m", "--db", db, "--prices", str(prices), "--json"]) == 0
+    view = msgspec.json.decode(capsys.readouterr().out)
+    costs = {(r["kind"], r["model"]): r["cost"] for r in view["rows"]}
+    assert costs[("note", "local-llama")] is None
+    assert abs(costs[("judge:about", "gpt-4.1-mini")] - 0.88) < 1e-9
+    assert abs(view["total"]["cost"] - 0.89) < 1e-9 and view["total"]["calls"] == 4
+    assert view["unpriced"] == ["local-llama"]
+
+    assert main(["usage", "nobody", "--db", db]) == 2
+    assert "no memory 'nobody'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("x = [\n", "not TOML"),
+        ("[gpt-4.1]\ninput = 1\n", 'quote a model name that holds dots: ["gpt-4.1"]'),
+        ('["m"]\ninput = -1\n', "'m' input must be a finite number not below 0"),
+        ('["m"]\ninput = "cheap"\n', "'m' input must be a number of dollars per million"),
+        ('["m"]\noutput = 2\n', "'m' has no input price"),
+        ('["m"]\ninput = 1\ncached = 0.5\n', "unknown keys ['cached']"),
+        ("m = 0.4\n", "'m' must be a table"),
+    ],
+)
+def test_a_malformed_prices_file_is_a_clear_error(tmp_path, text, says):
+    db = tmp_path / "u.db"
+    _store_with_usage(db)
+    prices = tmp_path / "prices.toml"
+    prices.write_text(text)
+    run = subprocess.run(
+        [sys.executable, "-m", "fadeway", "usage", "m", "--db", str(db), "--prices", str(prices)],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 2
+    assert says in run.stderr and f"--prices {prices}" in run.stderr
+    assert "Traceback" not in run.stderr and run.stdout == ""

@@ -293,7 +293,7 @@ def test_replay_with_an_llm_judge_and_note_writer(one_sample, tmp_path):
     db = tmp_path / "llm.db"
     with OpenAIServer() as server:
         server.script(*[everything] * 20_000)
-        fadeway_cli(
+        run = fadeway_cli(
             "replay",
             one_sample,
             "--db",
@@ -308,14 +308,24 @@ def test_replay_with_an_llm_judge_and_note_writer(one_sample, tmp_path):
             "judge-m",
         )
         kinds = {r.body.get("model") for r in server.requests}
+        requests = len(server.requests)
     assert kinds == {"judge-m"}
     with fadeway.open(db, background=False) as engine:
         [memory_id] = engine.memory_ids()
         mem = engine.memory(memory_id)
         doc = mem.export()
-        usage = {u.kind for u in mem.usage()}
+        spent = mem.usage()
+        usage = {u.kind for u in spent}
     assert doc.notes and all(n.source == "note-writer:llm:judge-m" for n in doc.notes)
     assert "note" in usage and "judge:boundaries" in usage
+    # The summary ends with the memory's model calls by kind and model, and their total: every
+    # request the endpoint answered (the embedder is offline).
+    table = run.stdout.split("model calls for these memories")[1].splitlines()
+    rows = {line.split()[0]: line.split()[1:] for line in table[1:] if line.strip()}
+    assert rows["note"][:2] == ["judge-m", str(sum(u.calls for u in spent if u.kind == "note"))]
+    total_in = sum(u.tokens_in for u in spent)
+    assert rows["total"][:2] == [f"{requests:,}", f"{total_in:,}"]
+    assert total_in > 0
     for option, value in (("--judge", "smoke-signals"), ("--note-writer", "ftp://x")):
         run = fadeway_cli(
             "replay", one_sample, "--db", tmp_path / "x.db", option, value, check=False

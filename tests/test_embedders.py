@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from fadeway import _core
+from fadeway import _core, tokens, usage
 from fadeway._constants import EMBED_DIM
 from fadeway.embed import Embedder, EndpointEmbedder, HashingEmbedder, embedder_from
 from fadeway.embed.local import resolve_model_dir
@@ -23,7 +23,7 @@ from fadeway.errors import (
     EndpointTimeout,
 )
 from fadeway.http import Endpoint
-from openai_server import OpenAIServer, Recorded, Reply
+from openai_server import OpenAIServer, Recorded, Reply, embeddings_reply
 
 TEXTS = [
     f"text number {i} about {w}"
@@ -207,6 +207,17 @@ def test_a_bad_answer_is_a_clear_error(server, make_embedder, reply, match):
         embed(make_embedder(), ["a", "b"])
 
 
+def test_a_bad_answer_names_the_inputs_of_its_batch(server, make_embedder):
+    def short_third(request: Recorded) -> Reply:
+        if request.body["input"][0] == TEXTS[4]:
+            return vector_reply([1.0, 0.0])
+        return embeddings_reply(request, 16)
+
+    server.script(*[short_third] * 4)
+    with pytest.raises(EndpointResponseError, match=r"inputs 4\.\.5\) answered 1 embeddings"):
+        embed(make_embedder(batch_size=2), TEXTS)
+
+
 def test_a_failing_batch_fails_the_call_with_the_servers_message(server, make_embedder):
     def refuse_second(request: Recorded) -> Reply:
         if request.body["input"][0] == TEXTS[2]:
@@ -230,6 +241,46 @@ def test_retries_and_deadline_come_from_the_endpoint(server, make_embedder):
     server.script(Reply(hang=True))
     with pytest.raises(EndpointTimeout):
         embed(make_embedder(), ["a"], deadline=time.monotonic() + 0.3)
+
+
+def estimated(texts: list[str]) -> int:
+    return sum(tokens.count_texts(tokens.encoding_for_model("test-model"), texts))
+
+
+@pytest.mark.parametrize(
+    ("reported", "tokens_in"),
+    [
+        ({"prompt_tokens": 9, "total_tokens": 9}, 9),
+        ({"total_tokens": 5}, 5),
+        ({"prompt_tokens": "many"}, None),  # unreadable: counted by fadeway
+        (None, None),  # not reported: counted by fadeway
+    ],
+)
+def test_each_request_is_recorded_with_the_tokens_it_read(
+    server, make_embedder, reported, tokens_in
+):
+    def answer(request: Recorded) -> Reply:
+        reply = embeddings_reply(request, 16)
+        if reported is not None:
+            reply.body["usage"] = reported
+        return reply
+
+    server.script(answer, answer)
+    with usage.collecting() as used:
+        embed(make_embedder(batch_size=5), TEXTS)
+    batches = sorted((r.body["input"] for r in server.requests), key=lambda b: TEXTS.index(b[0]))
+    expected = [tokens_in or estimated(batch) for batch in batches]
+    assert all(n > 0 for n in expected)
+    assert sorted(u.tokens_in for u in used) == sorted(expected)
+    assert {(u.kind, u.model, u.tokens_out) for u in used} == {("embed", "test-model", 0)}
+    assert all(u.seconds > 0 for u in used)
+
+
+def test_an_unreadable_answer_is_recorded_all_the_same(server, make_embedder):
+    server.script(Reply(body=b'{"data": [{"index": 0, "embedding": [0.1'))
+    with usage.collecting() as used, pytest.raises(EndpointResponseError):
+        embed(make_embedder(), ["a b c", "d"])
+    assert [(u.kind, u.tokens_in) for u in used] == [("embed", estimated(["a b c", "d"]))]
 
 
 def test_endpoint_embedder_from_env(server):

@@ -4,10 +4,12 @@ the API key kept out of everything but the Authorization header."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import email.utils
 import itertools
 import logging
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -266,3 +268,66 @@ def test_retry_after_parsing():
     assert retry_after_seconds({}) is None
     later = email.utils.format_datetime(datetime.now(UTC) + timedelta(seconds=100), usegmt=True)
     assert 98 <= retry_after_seconds({"retry-after": later}) <= 100
+
+
+def test_a_retry_after_holds_every_call_to_the_endpoint(server, make_endpoint):
+    # The first request to arrive is told to wait 1 s; four threads, on two Endpoint instances of
+    # the same URL, on their own event loops and the sync twin, keep calling meanwhile.
+    server.script(Reply(429, headers={"Retry-After": "1"}), *[Reply(body=1, delay=0.1)] * 20)
+    first, second = make_endpoint(), make_endpoint()
+    start = threading.Barrier(4)
+
+    def calls(endpoint: Endpoint, sync: bool) -> list[object]:
+        start.wait()
+        return [endpoint.post_json_sync("x", {}) if sync else post(endpoint) for _ in range(5)]
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        runs = [
+            pool.submit(calls, endpoint, sync)
+            for endpoint, sync in [(first, False), (first, True), (second, False), (second, True)]
+        ]
+        answers = [run.result(timeout=30) for run in runs]
+    assert answers == [[1] * 5] * 4  # every call completed
+    told = server.requests[0].at  # the 429's arrival; the calls in flight then may still land
+    during = [r.at - told for r in server.requests if told + 0.2 < r.at < told + 0.98]
+    assert during == []
+    assert len(server.requests) == 21
+
+
+def test_a_call_whose_deadline_falls_in_the_hold_fails_at_once(server, make_endpoint):
+    server.script(Reply(429, headers={"retry-after-ms": "3000"}), OK)
+    with pytest.raises(EndpointError, match="all 1 attempts"):
+        post(make_endpoint(max_attempts=1))
+    begun = time.monotonic()
+    with pytest.raises(EndpointTimeout, match="past this call's deadline"):
+        post(make_endpoint(), deadline=begun + 1)
+    assert time.monotonic() - begun < 0.5  # it did not wait for the deadline
+    assert len(server.requests) == 1  # and sent nothing
+
+
+@pytest.mark.parametrize(("status", "held"), [(503, True), (500, False)])
+def test_the_backoff_after_a_503_holds_the_endpoint_and_after_a_500_does_not(
+    server, make_endpoint, status, held
+):
+    server.script(Reply(status), OK)
+    with pytest.raises(EndpointError, match="all 1 attempts"):
+        post(make_endpoint(max_attempts=1, backoff_initial=2.0))  # backoff: 1.5 to 2 s
+    deadline = time.monotonic() + 1
+    if held:
+        with pytest.raises(EndpointTimeout, match="past this call's deadline"):
+            post(make_endpoint(), deadline=deadline)
+    else:
+        assert post(make_endpoint(), deadline=deadline) == {"ok": True}
+
+
+def test_a_hold_on_one_endpoint_leaves_another_free(server, make_endpoint):
+    server.script(Reply(429, headers={"Retry-After": "3"}))
+    with pytest.raises(EndpointError, match="all 1 attempts"):
+        post(make_endpoint(max_attempts=1))
+    with OpenAIServer() as other_server, Endpoint(other_server.url) as other:
+        other_server.script(OK)
+        begun = time.monotonic()
+        assert post(other) == {"ok": True}
+        assert time.monotonic() - begun < 0.5
+    with pytest.raises(EndpointTimeout, match="past this call's deadline"):  # the first is held
+        post(make_endpoint(), deadline=time.monotonic() + 1)

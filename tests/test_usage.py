@@ -4,9 +4,12 @@ spent on, from the lane and from decorate, and the export keeps them without lat
 from __future__ import annotations
 
 import fadeway
-from fadeway import usage
+from fadeway import tokens, usage
+from fadeway.embed import EndpointEmbedder
+from fadeway.http import Endpoint
 from fadeway.judge import ScriptedJudge
 from helpers import chat_reply, converse_with_notes
+from openai_server import OpenAIServer
 
 FACTS = [("Dana owns the checkout migration.", "Dana", "checkout migration", False)]
 
@@ -57,3 +60,37 @@ def test_usage_is_recorded_per_memory_and_exported_without_latency(tmp_path, clo
         doc = fadeway.dumps(export)
     with fadeway.open(tmp_path / "copy.db", background=False) as other:
         assert fadeway.dumps(other.import_memory(doc).export()) == doc
+
+
+def test_every_embedding_request_is_counted_with_the_memory_it_served(tmp_path, clock):
+    """Recall in decorate, the lane's index and graph jobs, and a search each embed through an
+    endpoint; every request the endpoint got is in some memory's usage, with the tokens it
+    read (counted by fadeway: the server reports none)."""
+    with OpenAIServer(dim=16) as server:
+        embedder = EndpointEmbedder(Endpoint(server.url), model="embed-model")
+        with fadeway.open(
+            tmp_path / "u.db",
+            clock=clock,
+            background=False,
+            ceiling=3_000,
+            embedder=embedder,
+            judge=ScriptedJudge(),
+            episode_min_tokens=100,
+            episode_max_tokens=400,
+            cut_after_tokens=600,
+        ) as eng:
+            a, b = eng.memory("a"), eng.memory("b")
+            history = converse_with_notes(eng, a, clock, [FACTS])
+            history.append({"role": "user", "content": "Who owns the checkout migration?"})
+            a.report(a.decorate({"model": "gpt-4.1", "messages": history}), chat_reply("Dana."))
+            eng.drain()
+            before = len(server.requests)
+            assert a.search("checkout migration")
+            assert len(server.requests) == before + 1
+            b.decorate({"model": "gpt-4.1", "messages": [{"role": "user", "content": "hi"}]})
+            spent = [s for m in (a, b) for s in m.usage() if s.kind == "embed"]
+    assert {s.model for s in spent} == {"embed-model"}
+    assert sum(s.calls for s in spent) == len(server.requests) > 1
+    read = [tokens.count_texts("o200k_base", r.body["input"]) for r in server.requests]
+    assert sum(s.tokens_in for s in spent) == sum(map(sum, read))
+    assert all(s.tokens_out == 0 for s in spent)

@@ -10,6 +10,12 @@ queueing and waits all end by it, and a retry whose wait would pass it gives up 
 `EndpointError` with the server's message. The API key goes only into the Authorization header:
 it is never logged, never in a repr, and redacted from any server message that echoes it.
 
+One backoff per endpoint: the wait after a 429 or 503 (the server's `Retry-After`, else the
+backoff) holds every call to the same base URL until it passes, from any `Endpoint` instance,
+thread or event loop of the process. An attempt waits out the hold after taking its slot (so
+calls queued behind the slot do not rush in when it ends), and a call whose deadline falls
+before the hold ends raises `EndpointTimeout` at once.
+
 Design: the `httpx.AsyncClient` and its semaphore live on a private event loop in a daemon thread
 that the endpoint starts on first use; callers on any loop (or none) submit calls to it. fadeway
 runs async work with `asyncio.run` per job in several lane threads, and an httpx client is bound to
@@ -46,6 +52,28 @@ __all__ = ["Endpoint", "retry_after_seconds"]
 
 log = logging.getLogger("fadeway.http")
 T = TypeVar("T")
+
+#: Statuses whose wait holds every call to the endpoint: the server is saying it is overloaded.
+_HOLD_STATUSES = frozenset({429, 503})
+#: base URL -> the `time.monotonic()` before which no call to it may be sent.
+_holds: dict[str, float] = {}
+_holds_lock = threading.Lock()
+
+
+def _hold(base_url: str, until: float) -> None:
+    """Hold every call to `base_url` until `until` (a later hold already set stands)."""
+    with _holds_lock:
+        if _holds.get(base_url, 0.0) < until:
+            _holds[base_url] = until
+
+
+def _held_until(base_url: str) -> float:
+    """When the hold on `base_url` ends (a time already past when there is none)."""
+    with _holds_lock:
+        until = _holds.get(base_url, 0.0)
+        if until and until <= time.monotonic():
+            del _holds[base_url]
+        return until
 
 
 class _DeadlinePassed(Exception):
@@ -331,6 +359,8 @@ class Endpoint:
                 reason = f"HTTP {status}: {message}"
                 asked = retry_after_seconds(response.headers)
                 wait = self._backoff(attempt) if asked is None else min(asked, self.retry_after_max)
+                if status in _HOLD_STATUSES:
+                    _hold(self.base_url, time.monotonic() + wait)
             if attempt == self.max_attempts:
                 raise EndpointError(
                     f"POST {url} failed on all {attempt} attempts; the last: {reason}",
@@ -357,13 +387,15 @@ class Endpoint:
     async def _attempt(
         self, runner: _LoopThread, url: str, body: bytes, deadline: float | None
     ) -> httpx.Response:
-        """One attempt: wait for a slot (bounded by the deadline), then send (bounded by both)."""
+        """One attempt: wait for a slot (bounded by the deadline) and out the endpoint's hold,
+        then send (bounded by both)."""
         try:
             async with asyncio.timeout(_remaining(deadline)):
                 await runner.semaphore.acquire()
         except TimeoutError:
             raise _DeadlinePassed from None
         try:
+            await self._wait_out_hold(url, deadline)
             remaining = _remaining(deadline)
             by_deadline = remaining is not None and remaining < self.timeout
             try:
@@ -379,6 +411,17 @@ class Endpoint:
                 ) from exc
         finally:
             runner.semaphore.release()
+
+    async def _wait_out_hold(self, url: str, deadline: float | None) -> None:
+        """Sleep until no hold is on the endpoint (one may be extended meanwhile); raise
+        `EndpointTimeout` at once when the hold ends past `deadline`."""
+        while (until := _held_until(self.base_url)) > (now := time.monotonic()):
+            if deadline is not None and until >= deadline:
+                raise EndpointTimeout(
+                    f"POST {url}: the endpoint asked every call to wait {until - now:.2f}s more "
+                    "(Retry-After or backoff after a 429/503), past this call's deadline"
+                )
+            await asyncio.sleep(until - now)
 
     def _backoff(self, attempt: int) -> float:
         wait = min(self.backoff_max, self.backoff_initial * 2 ** (attempt - 1))

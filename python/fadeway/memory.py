@@ -31,7 +31,7 @@ from .records import (
     Unit,
     check_memory_id,
 )
-from .usage import UsageSummary, summarise_usage
+from .usage import UsageSummary, collecting, summarise_usage
 from .wire import streams
 
 __all__ = ["Memory"]
@@ -87,8 +87,9 @@ class Memory:
     # -- sizes and costs -------------------------------------------------------------------
 
     def usage(self) -> list[UsageSummary]:
-        """What the model calls made for this memory cost (judge and note writer), summed by
-        what they were for and which model: calls, tokens in and out, seconds."""
+        """What the model calls made for this memory cost (judge, note writer and an endpoint
+        embedder), summed by what they were for and which model: calls, tokens in and out,
+        seconds."""
         with self._services.store.read(self.memory_id) as tx:
             rows = tx.usage()
         return summarise_usage(rows)
@@ -124,10 +125,17 @@ class Memory:
         """The `k` facts (kind "fact") or passages of sealed conversation (kind "passage") that
         best match `query`, by words (BM25) and by meaning (the engine's embedder), fused by
         reciprocal rank. Only this memory is searched. Facts and passages are indexed by the
-        lane: `engine.drain()` first for what was just written."""
+        lane: `engine.drain()` first for what was just written. An endpoint embedder's call
+        for the query is recorded in the memory's `usage()`."""
         s = self._services
         index = s.indexes.get(self.memory_id)
-        return search_memory(s.store, index, s.embedder, query, kind=kind, k=k)
+        with collecting() as used:
+            hits = search_memory(s.store, index, s.embedder, query, kind=kind, k=k)
+        if used:
+            with s.store.write(self.memory_id) as tx:
+                if tx.memory() is not None:  # a memory never written has no usage to hold it
+                    tx.insert_usage(used, s.now())
+        return hits
 
     # -- maintenance -----------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from ..export.files import import_file
 from ..notes.writers import NoteWriter, note_writer_from
 from ..replay.runner import DEFAULT_MODEL, Replayed, replay_memory
 from ..replay.sources import Batch, MemoryLines
+from ..usage import UsageSummary, summarise_usage
 
 __all__ = ["ReplaySettings", "MemorySummary", "open_for_replay", "run_batch", "summarize"]
 
@@ -154,7 +155,8 @@ def _replay_in_workers(
 
 @dataclass(frozen=True, slots=True)
 class MemorySummary:
-    """One memory as the store holds it after a run (`new`: messages this run stored)."""
+    """One memory as the store holds it after a run (`new`: messages this run stored;
+    `usage`: the model calls recorded for it, this run and earlier ones)."""
 
     memory_id: str
     messages: int
@@ -163,6 +165,7 @@ class MemorySummary:
     facts: int
     sealed: int
     forgotten: int
+    usage: tuple[UsageSummary, ...] = ()
 
 
 def summarize(engine: Engine, new: dict[str, int]) -> list[MemorySummary]:
@@ -173,6 +176,7 @@ def summarize(engine: Engine, new: dict[str, int]) -> list[MemorySummary]:
             messages = tx.message_count()
             states = [e.state for e in tx.episodes()]
             facts = len(tx.facts())
+            used = tuple(summarise_usage(tx.usage()))
         rows.append(
             MemorySummary(
                 memory_id,
@@ -182,6 +186,7 @@ def summarize(engine: Engine, new: dict[str, int]) -> list[MemorySummary]:
                 facts,
                 states.count("sealed"),
                 states.count("forgotten"),
+                used,
             )
         )
     return rows

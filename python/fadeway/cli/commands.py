@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -13,6 +12,8 @@ from importlib import resources
 from pathlib import Path
 from typing import IO
 
+import msgspec
+
 from ..engine import Engine
 from ..engine import open as open_engine
 from ..errors import UsageError
@@ -21,8 +22,9 @@ from ..export.files import check_export_file
 from ..replay.sources import read_inputs
 from .batch import MemorySummary, ReplaySettings, run_batch
 from .inspection import inspect_memory, render
+from .spending import combine, memory_usage, read_prices, render_usage, usage_view
 
-__all__ = ["demo", "export", "import_", "inspect", "recall", "replay", "say"]
+__all__ = ["demo", "export", "import_", "inspect", "recall", "replay", "say", "usage"]
 
 
 #: The bundled sample `fadeway demo` replays, and the ceiling it replays it under (small, so
@@ -127,14 +129,14 @@ def _run_replay(args: argparse.Namespace, paths: list[str], *, quiet: bool = Fal
         rows = run_batch(batch, settings, workers=args.workers, advance=bar.update)
     elapsed = time.monotonic() - start
     new = sum(r.new for r in rows)
+    used = combine(u for r in rows for u in r.usage)
     if getattr(args, "json", False):
-        say(
-            json.dumps(
-                {"memories": [dataclasses.asdict(r) for r in rows], "elapsed": elapsed}, indent=2
-            )
-        )
+        doc = {"memories": rows, "usage": used, "elapsed": elapsed}
+        say(json.dumps(msgspec.to_builtins(doc), indent=2))
     elif not quiet:
         say(_summary_table(rows, elapsed, new))
+        say("model calls for these memories (this run and earlier ones):")
+        say(render_usage(usage_view(used), indent="  "))
     return 0
 
 
@@ -151,6 +153,18 @@ def inspect(args: argparse.Namespace) -> int:
         say(json.dumps(view, indent=2, ensure_ascii=False))
     else:
         say(render(view))
+    return 0
+
+
+def usage(args: argparse.Namespace) -> int:
+    prices = read_prices(args.prices) if args.prices is not None else None  # before the store
+    with _open_existing(args.db) as engine:
+        view = usage_view(memory_usage(engine.store, args.memory), prices)
+    if args.json:
+        say(json.dumps({"memory_id": args.memory, **view}, indent=2, ensure_ascii=False))
+    else:
+        say(f"model calls for memory {args.memory!r} (all recorded so far):")
+        say(render_usage(view))
     return 0
 
 

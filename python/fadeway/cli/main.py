@@ -1,4 +1,4 @@
-"""The `fadeway` command line: replay, inspect, recall, export, import, demo.
+"""The `fadeway` command line: replay, inspect, usage, recall, export, import, demo.
 
 Every subcommand takes `--db URL` (default `fadeway.db` in the working directory, or
 `$FADEWAY_DB`). Exit codes: 0 done, 1 failed while running, 2 bad input (nothing was written
@@ -131,7 +131,15 @@ def _parser() -> argparse.ArgumentParser:
         "interrupted (run again to resume).",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_replay, _add_inspect, _add_recall, _add_export, _add_import, _add_demo):
+    for add in (
+        _add_replay,
+        _add_inspect,
+        _add_usage,
+        _add_recall,
+        _add_export,
+        _add_import,
+        _add_demo,
+    ):
         add(sub)
     return parser
 
@@ -174,6 +182,25 @@ def _add_inspect(sub: Commands) -> None:
     )
     inspect.add_argument("--json", action="store_true", help="print JSON for scripts")
     inspect.set_defaults(run=commands.inspect)
+
+
+def _add_usage(sub: Commands) -> None:
+    usage = sub.add_parser(
+        "usage",
+        help="what one memory's own model calls cost",
+        description="The memory's judge, note-writer and embedding calls by kind and model: "
+        "calls, tokens in, tokens out, seconds, and a total; with --prices, the cost.",
+    )
+    usage.add_argument("memory", metavar="MEMORY")
+    _add_db(usage)
+    usage.add_argument(
+        "--prices",
+        metavar="FILE",
+        help='a TOML file of dollars per million tokens by model: ["gpt-4.1-mini"] with '
+        "input = 0.40 and output = 1.60 (output may be left out); adds a cost column",
+    )
+    usage.add_argument("--json", action="store_true", help="print JSON for scripts")
+    usage.set_defaults(run=commands.usage)
 
 
 def _add_recall(sub: Commands) -> None:

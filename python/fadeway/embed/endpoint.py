@@ -5,12 +5,16 @@ Texts go in batches of `batch_size`, concurrently up to the endpoint's bound; ea
 checked (one vector per input, every index once, one length, finite numbers), put back in input
 order by `index`, and normalised. The dimension is given or learned from the first answer; an
 answer of another dimension is an `EmbedderMismatchError`, never a silently mixed index.
+
+Every answered request is recorded with `usage.record` (kind "embed"): the tokens the endpoint
+reports in `usage.prompt_tokens` (else `total_tokens`), else fadeway's own count of the inputs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,6 +22,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from .. import tokens, usage
 from ..errors import EmbedderMismatchError, EndpointError, EndpointResponseError
 from ..http import Endpoint
 from .base import Embedder, l2_normalise, texts_list
@@ -39,6 +44,7 @@ class _Item(msgspec.Struct):
 
 class _Answer(msgspec.Struct):
     data: list[_Item]
+    usage: Any = None  # OpenAI's {"prompt_tokens", "total_tokens"}; read leniently
 
 
 class EndpointEmbedder(Embedder):
@@ -122,12 +128,18 @@ class EndpointEmbedder(Embedder):
     async def _batch(
         self, batch: list[str], start: int, deadline: float | None
     ) -> npt.NDArray[np.float32]:
-        answer = await self.endpoint.post_json(
-            self.path,
-            {"model": self.model, "input": batch},
-            deadline=deadline,
-            response_type=_Answer,
-        )
+        began = time.perf_counter()
+        try:
+            answer = await self.endpoint.post_json(
+                self.path,
+                {"model": self.model, "input": batch},
+                deadline=deadline,
+                response_type=_Answer,
+            )
+        except EndpointResponseError:  # answered, so spent, but unreadable
+            self._record(batch, None, began)
+            raise
+        self._record(batch, answer.usage, began)
         where = f"{self.name} (inputs {start}..{start + len(batch) - 1})"
         if len(answer.data) != len(batch):
             raise EndpointResponseError(
@@ -157,6 +169,16 @@ class EndpointEmbedder(Embedder):
             raise EndpointResponseError(f"{where} answered numbers too large to normalise")
         return out
 
+    def _record(self, batch: list[str], reported: Any, began: float) -> None:
+        """Record one answered request: the tokens the endpoint reported, else our count."""
+        used = reported if isinstance(reported, dict) else {}
+        tokens_in = next(
+            (n for key in ("prompt_tokens", "total_tokens") if _count(n := used.get(key))), None
+        )
+        if tokens_in is None:
+            tokens_in = sum(tokens.count_texts(tokens.encoding_for_model(self.model), batch))
+        usage.record("embed", self.model, tokens_in, 0, time.perf_counter() - began)
+
     def _check_dim(self, dim: int) -> None:
         # No await between the read and the write: concurrent batches agree on the first answer.
         if self._dim is None:
@@ -167,6 +189,11 @@ class EndpointEmbedder(Embedder):
                 f"its dimension is {self._dim}; did the model behind "
                 f"{self.endpoint.base_url} change?"
             )
+
+
+def _count(value: Any) -> bool:
+    """Whether `value` is a token count (a non-negative int, not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _vector(embedding: list[float] | str, where: str) -> npt.NDArray[np.float64]:
