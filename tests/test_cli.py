@@ -201,6 +201,7 @@ def test_inspect_says_why_the_facts_block_is_empty(tmp_path):
         "last_at": 60.0,
         "at": 60.0,
         "episodes": [],
+        "lane": {"pending": 0, "parked": []},
         "graph": {
             "entities": 0,
             "aliases": 0,

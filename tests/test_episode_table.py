@@ -138,6 +138,8 @@ def test_episodes_written_before_the_count_existed_are_read(tmp_path):
     conn.execute("DROP INDEX episodes_by_change")
     conn.execute("ALTER TABLE episodes DROP COLUMN changed")
     conn.execute("ALTER TABLE memories DROP COLUMN episode_changes")
+    conn.execute("DROP INDEX jobs_parked")
+    conn.execute("ALTER TABLE jobs DROP COLUMN parked")
     conn.execute("ALTER TABLE jobs DROP COLUMN retry_at")
     conn.execute("ALTER TABLE jobs DROP COLUMN waits")
     conn.execute("UPDATE fadeway_schema SET version = 6")

@@ -325,3 +325,36 @@ def test_a_judge_that_says_no_keeps_entities_and_facts_apart(tmp_path, clock):
         "copy v3 of the pricing page",
     }
     assert any(kind == "same_entity" for kind, _ in judge.calls)
+
+
+def test_a_graph_job_run_late_retires_its_older_fact_not_the_newer_one_held(clock, tmp_path):
+    """A parked graph job may run after later notes' jobs: the newer fact still retires the
+    older, whichever of them the graph took first."""
+    from fadeway.graph.update import plan_graph
+    from fadeway.records import AliasRecord, FactRecord
+
+    older = FactRecord(
+        n=1, note=1, text=FIRST[1][0], subject="pricing page", object="launch date",
+        milestone=False, at=100.0,
+    )  # fmt: skip
+    newer = FactRecord(
+        n=2, note=2, text=SECOND[1][0], subject="pricing page", object="launch date",
+        milestone=False, at=200.0,
+    )  # fmt: skip
+    graph = Graph(
+        [
+            EntityRecord(n=1, name="pricing page", at=200.0),
+            EntityRecord(n=2, name="launch date", at=200.0),
+        ],
+        [
+            AliasRecord(norm=normalise_name(n), entity=e, name=n, at=200.0)
+            for e, n in ((1, "pricing page"), (2, "launch date"))
+        ],
+        [EdgeRecord(fact=2, subject=1, object=2, merged_into=None, at=200.0)],
+        [],
+    )
+    judge = ScriptedJudge(relate=_launch_moves)
+    with fadeway.open(tmp_path / "g.db", clock=clock, background=False) as engine:
+        update = asyncio.run(plan_graph(judge, engine.embedder, graph, [older, newer], [older], {}))
+    assert [(r.fact, r.by, r.at) for r in update.retirements] == [(1, 2, 200.0)]
+    assert [e.fact for e in update.edges] == [1]

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import fadeway
 from conftest import Clock
 from fadeway.decorate import call as decorate_call
+from fadeway.errors import JudgeTimeout
 from fadeway.judge import ScriptedJudge
 from fadeway.mirror.history import History
 from fadeway.wire.canonical import plain
@@ -263,3 +264,60 @@ def test_whatever_happens_while_a_cut_is_planned_the_store_stays_whole(turns, me
         assert episodes and episodes[0][0] == 0 and episodes[-1][1] < turn_start
         assert all(a[1] + 1 == b[0] for a, b in zip(episodes, episodes[1:], strict=False))
         assert "leaving" in {s for _, _, s in episodes}
+
+
+def tool_conversation(turns: int) -> list[dict]:
+    """Turns of a question, a tool call, its output and an answer; the last turn is in progress
+    with a call answered there."""
+    out: list[dict] = []
+    for t in range(turns + 1):
+        out.append(
+            {"role": "user", "content": f"Turn {t}: " + " ".join(f"q{t}_{i}" for i in range(20))}
+        )
+        out.append({"role": "assistant", "content": None, "tool_calls": [call(f"call_{t}")]})
+        out.append(
+            {
+                "role": "tool",
+                "tool_call_id": f"call_{t}",
+                "content": " ".join(f"o{t}_{i}" for i in range(30)),
+            }
+        )
+        if t < turns:
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": f"Answer {t}: " + " ".join(f"r{t}_{i}" for i in range(10)),
+                }
+            )
+    return out
+
+
+@pytest.mark.parametrize("error", [JudgeTimeout("too slow"), RuntimeError("judge broke")])
+def test_an_inline_cut_with_no_judgment_makes_episodes_near_the_largest_size(
+    tmp_path, clock, error
+):
+    def fail(units):
+        raise error
+
+    judge = ScriptedJudge(boundaries=fail)
+    with open_engine(tmp_path / "m.db", clock, judge) as engine:
+        mem = engine.memory("m")
+        mem.decorate({"model": "gpt-4.1", "messages": tool_conversation(24)})
+        episodes, units = mem.episodes(), mem.units()
+        stored = mem.messages()
+        turn_start = max(m.seq for m in stored if m.role == "user")
+    assert len(episodes) >= 3
+    largest = max(u.tokens for u in units)
+    sizes = [e.tokens for e in episodes]
+    # Each episode took whole units while the next fit (the last two may be rebalanced): near
+    # the largest size (400), where flat scores gave episodes of the smallest (100).
+    assert all(s <= 400 for s in sizes) and all(s > 400 - largest for s in sizes[:-2])
+    assert sum(sizes[:-1]) / (len(sizes) - 1) > 300
+    # Whole units only: every call with its output, and the turn in progress never cut.
+    starts = {u.first for u in units}
+    assert all(e.first_seq in starts for e in episodes)
+    assert episodes[-1].last_seq < turn_start
+    for e in episodes:
+        inside = stored[e.first_seq : e.last_seq + 1]
+        made = {c for m in inside for c in m.calls}
+        assert made and made == {m.answers for m in inside if m.answers}

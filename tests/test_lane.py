@@ -171,17 +171,49 @@ def test_a_held_lane_is_not_entered_until_its_lease_ends(quiet_engine):
     assert APPLIED == [("m", 1), ("m", 2)]
 
 
-def test_a_failing_job_is_retried_then_given_up_and_the_lane_moves_on(quiet_engine, caplog):
+def test_a_failing_job_is_retried_then_parked_and_the_lane_moves_on(quiet_engine, caplog):
     APPLIED.clear()
     _queue(quiet_engine, "m", "failing", 1)
     with quiet_engine.store.write("m") as tx:
         tx.enqueue("probe", b"{}", 0.0)
+    before = time.time()
     lane_of(quiet_engine).drain()
     jobs = {j.n: j for j in _jobs(quiet_engine, "m")}
-    assert jobs[1].state == "failed" and jobs[1].attempts == 3
+    assert jobs[1].state == "failed" and jobs[1].attempts == 3 and jobs[1].parked == 1
     assert "the judge is down" in jobs[1].error
+    assert jobs[1].retry_at >= before + 600  # LANE_PARKED_SECONDS: kept, to be tried again
     assert jobs[2].state == "done" and APPLIED == [("m", 2)]
-    assert "given up" in caplog.text
+    assert "is parked" in caplog.text
+    # A later lane run before its wait has passed leaves it parked; one after runs it again.
+    _queue(quiet_engine, "m", "probe", 1)
+    lane_of(quiet_engine).drain()
+    assert _jobs(quiet_engine, "m")[0].attempts == 3 and APPLIED == [("m", 2), ("m", 3)]
+    with quiet_engine.store.write("m") as tx:
+        tx.park_job(1, "RuntimeError: the judge is down", time.time() - 1)
+        tx.enqueue("probe", b"{}", 0.0)
+    lane_of(quiet_engine).drain()
+    job = _jobs(quiet_engine, "m")[0]
+    assert (job.state, job.attempts, job.parked) == ("failed", 3, 3)  # tried afresh, parked again
+    assert job.retry_at >= time.time() + 4 * 600 - 60  # the wait doubled twice
+
+
+def test_jobs_an_older_fadeway_gave_up_are_parked_and_run_again(tmp_path, clock):
+    APPLIED.clear()
+    path = tmp_path / "eight.db"
+    with fadeway.open(path, clock=clock, background=False) as eng:
+        _queue(eng, "m", "probe", 2)
+    conn = sqlite3.connect(path, isolation_level=None)  # what a store of schema 8 holds
+    conn.execute("DROP INDEX jobs_parked")
+    conn.execute("ALTER TABLE jobs DROP COLUMN parked")
+    conn.execute("UPDATE jobs SET state = 'failed', attempts = 3, error = 'gone' WHERE n = 1")
+    conn.execute("UPDATE fadeway_schema SET version = 8")
+    conn.close()
+    with fadeway.open(path, clock=clock, background=False) as eng:
+        job = _jobs(eng, "m")[0]
+        assert (job.state, job.parked, job.retry_at, job.error) == ("failed", 1, None, "gone")
+        assert lane_of(eng).drain() == 2  # the pending job's run queues the parked one again
+        assert [j.state for j in _jobs(eng, "m")] == ["done", "done"]
+    assert APPLIED == [("m", 1), ("m", 2)]
 
 
 def test_a_job_that_cannot_reach_its_service_waits_longer_each_time_and_keeps_the_order(
@@ -311,6 +343,8 @@ def test_jobs_queued_before_retries_could_wait_still_run(tmp_path, clock):
     with fadeway.open(path, clock=clock, background=False) as eng:
         _queue(eng, "m", "probe", 2)
     conn = sqlite3.connect(path, isolation_level=None)  # what a store of schema 7 holds
+    conn.execute("DROP INDEX jobs_parked")
+    conn.execute("ALTER TABLE jobs DROP COLUMN parked")
     conn.execute("ALTER TABLE jobs DROP COLUMN retry_at")
     conn.execute("ALTER TABLE jobs DROP COLUMN waits")
     conn.execute("UPDATE fadeway_schema SET version = 7")

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import reference
 from fadeway import _core
+from fadeway.episodes.cut import split_by_size
 
 
 def split(sizes: list[int], scores: list[float], min_size: int, max_size: int) -> list[int]:
@@ -203,3 +204,31 @@ SCORES = np.array([0.5, 0.5])
 def test_errors(sizes, scores, min_size, max_size, error, match):
     with pytest.raises(error, match=match):
         _core.split_episodes(sizes, scores, min_size, max_size)
+
+
+@settings(max_examples=300, deadline=None)
+@given(conversations())
+def test_with_no_judgment_episodes_are_as_large_as_they_may_be(case):
+    sizes, _, min_size, max_size = case
+    cuts = split_by_size(sizes, min_size, max_size)
+    bounds = [0, *cuts, len(sizes)]
+    pieces = [sizes[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    assert cuts == sorted(set(cuts)) and all(0 < c < len(sizes) for c in cuts)
+    assert all(sum(p) <= max_size or len(p) == 1 for p in pieces)
+    # Every episode but the last two took units while the next one fit: none was cut smaller.
+    for piece, following in zip(pieces[:-2], pieces[1:-1], strict=False):
+        assert sum(piece) + following[0] > max_size
+    if len(pieces) >= 2 and sum(pieces[-1]) < min_size:
+        # A last episode under the minimum only where no cut of the last two could mend it.
+        both = pieces[-2] + pieces[-1]
+        assert not any(min_size <= sum(both[c:]) <= max_size for c in range(1, len(both)))
+
+
+def test_no_judgment_cuts_near_the_largest_size_where_flat_scores_cut_the_smallest():
+    sizes = [50] * 100  # 5,000 tokens, episodes of 400 to 4,000 tokens
+    bounds = [0, *split_by_size(sizes, 400, 4000), len(sizes)]
+    assert [50 * (b - a) for a, b in zip(bounds, bounds[1:], strict=False)] == [4000, 1000]
+    bounds = [0, *split_by_size([50] * 84, 400, 4000), 84]  # a last 200 takes from before it
+    assert [50 * (b - a) for a, b in zip(bounds, bounds[1:], strict=False)] == [3800, 400]
+    flat = split(sizes, [0.0] * 99, 400, 4000)  # what flat scores gave: the smallest episodes
+    assert flat == [8, 16, 24]  # 400, 400, 400 and 3,800 tokens

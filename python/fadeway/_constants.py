@@ -76,9 +76,9 @@ STORE_CLOSE_WAIT_SECONDS = 30.0
 
 #: A worker holds a memory's lane this long (real seconds) before another may take it over.
 LANE_LEASE_SECONDS = 30.0
-#: Attempts at a failing job before it is marked failed and the lane moves on: a job that fails
-#: for a reason waiting will not mend (a bug, a refused key, an unreadable answer) is tried this
-#: many times back to back.
+#: Attempts at a failing job before it is parked (marked failed, kept) and the lane moves on: a
+#: job that fails for a reason waiting will not mend (a bug, a refused key, an unreadable answer)
+#: is tried this many times back to back.
 JOB_MAX_ATTEMPTS = 3
 #: Attempts at a job whose judge or embedder could not be reached (network errors, timeouts,
 #: 408, 429 and 5xx): each waits longer than the last, from the engine's `lane_retry_seconds`
@@ -90,6 +90,11 @@ LANE_RETRY_SECONDS = 2.0
 LANE_RETRY_MAX_SECONDS = 300.0
 #: Each such wait is shortened by up to this share of itself, at random.
 LANE_RETRY_JITTER = 0.25
+#: How long a job parked out of attempts waits before a lane run of its memory tries it again
+#: (seconds); the wait doubles each time the job is parked again, up to LANE_PARKED_MAX_SECONDS.
+LANE_PARKED_SECONDS = 600.0
+#: The longest wait of a parked job (seconds): one that keeps failing costs a round a day.
+LANE_PARKED_MAX_SECONDS = 86_400.0
 #: Threads of the in-process background worker (different memories run concurrently).
 LANE_THREADS = 2
 #: How long a judgment in the lane may take (seconds).

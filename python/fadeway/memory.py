@@ -24,6 +24,7 @@ from .notes.writers import NoteWriter
 from .records import (
     EpisodeView,
     JobKind,
+    JobRecord,
     MemoryExport,
     MessageRecord,
     ReportResult,
@@ -137,7 +138,24 @@ class Memory:
                     tx.insert_usage(used, s.now())
         return hits
 
+    def parked_jobs(self) -> list[JobRecord]:
+        """The lane jobs that ran out of attempts and are parked (state "failed"), with their
+        last error and attempts: kept, and tried again by a later lane run or `retry_jobs`."""
+        with self._services.store.read(self.memory_id) as tx:
+            return tx.jobs("failed")
+
     # -- maintenance -----------------------------------------------------------------------
+
+    def retry_jobs(self) -> int:
+        """Queue every parked lane job of this memory again now, each in its place with its
+        attempts counted afresh; returns how many. The engine's lane (or any process's
+        background worker on this store) then runs them."""
+        s = self._services
+        with s.store.write(self.memory_id) as tx:
+            revived = tx.revive_jobs()
+        if revived:
+            s.lane.queued()
+        return revived
 
     def cut(self, *, at: When = None) -> int:
         """Cut all closed, uncut history into episodes now; returns how many were made.

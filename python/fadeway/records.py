@@ -225,6 +225,7 @@ class JobRecord(msgspec.Struct, frozen=True, kw_only=True):
     error: str | None = None
     retry_at: float | None = None  # real Unix seconds before which it does not run again
     waits: int = 0  # of its attempts, those that could not reach their service
+    parked: int = 0  # times it ran out of attempts and was parked (state "failed")
 
 
 class Unit(msgspec.Struct, frozen=True):
@@ -343,13 +344,18 @@ class ExportedUsage(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ExportedJob(msgspec.Struct, frozen=True, kw_only=True):
-    """A lane job still to run when the memory was exported: the copy runs it too, or the work
-    it stands for (a note's graph and traces, an episode cut, a recall walk) would never be
-    done there. Embedding is left out: an import queues it anyway, vectors not being exported."""
+    """A lane job still to run when the memory was exported, pending or parked after failing:
+    the copy runs it too, or the work it stands for (a note's graph and traces, an episode cut,
+    a recall walk) would never be done there. Embedding is left out: an import queues it
+    anyway, vectors not being exported. (`state`, `attempts` and `error` came later: an export
+    without them holds pending jobs only.)"""
 
     kind: str
     payload: msgspec.Raw  # JSON
     created_at: float
+    state: str = "pending"  # or "failed": parked, out of attempts (the copy tries it again)
+    attempts: int = 0  # of its last round, when parked
+    error: str | None = None  # its last attempt's error
 
 
 class MemoryExport(msgspec.Struct, frozen=True, kw_only=True):
@@ -380,7 +386,7 @@ class MemoryExport(msgspec.Struct, frozen=True, kw_only=True):
     recall_finals: list[BlockText] = []
     walks: list[WalkRecord] = []
     usage: list[ExportedUsage] = []
-    jobs: list[ExportedJob] = []  # pending lane jobs, in the order queued
+    jobs: list[ExportedJob] = []  # pending and parked lane jobs, in the order queued
 
 
 def check_memory_id(memory_id: Any) -> str:

@@ -16,15 +16,25 @@ import msgspec
 
 from ..engine import Engine
 from ..engine import open as open_engine
-from ..errors import UsageError
+from ..errors import MemoryNotFoundError, UsageError
 from ..export.document import write_jsonl
 from ..export.files import check_export_file
 from ..replay.sources import read_inputs
 from .batch import MemorySummary, ReplaySettings, run_batch
 from .inspection import inspect_memory, render
-from .spending import combine, memory_usage, read_prices, render_usage, usage_view
+from .spending import combine, memory_usage, parked_jobs, read_prices, render_usage, usage_view
 
-__all__ = ["demo", "export", "import_", "inspect", "recall", "replay", "say", "usage"]
+__all__ = [
+    "demo",
+    "export",
+    "import_",
+    "inspect",
+    "lane_retry",
+    "recall",
+    "replay",
+    "say",
+    "usage",
+]
 
 
 #: The bundled sample `fadeway demo` replays, and the ceiling it replays it under (small, so
@@ -160,11 +170,37 @@ def usage(args: argparse.Namespace) -> int:
     prices = read_prices(args.prices) if args.prices is not None else None  # before the store
     with _open_existing(args.db) as engine:
         view = usage_view(memory_usage(engine.store, args.memory), prices)
+        parked = parked_jobs(engine.store, args.memory)
     if args.json:
-        say(json.dumps({"memory_id": args.memory, **view}, indent=2, ensure_ascii=False))
+        doc = {"memory_id": args.memory, **view, "parked_jobs": parked}
+        say(json.dumps(doc, indent=2, ensure_ascii=False))
     else:
         say(f"model calls for memory {args.memory!r} (all recorded so far):")
         say(render_usage(view))
+        if parked:
+            say(
+                f"{parked} lane jobs failed and are parked; their calls are counted above "
+                "(`fadeway inspect` shows them, `fadeway lane retry` queues them again)"
+            )
+    return 0
+
+
+def lane_retry(args: argparse.Namespace) -> int:
+    with _open_existing(args.db) as engine:
+        mem = engine.memory(args.memory)
+        with engine.store.read(mem.memory_id) as tx:
+            if tx.memory() is None:
+                raise MemoryNotFoundError(f"the store holds no memory {args.memory!r}")
+        revived = mem.retry_jobs()
+    if args.json:
+        say(json.dumps({"memory_id": args.memory, "queued": revived}))
+    elif revived:
+        say(
+            f"{revived} parked jobs of memory {args.memory!r} queued again; a process with "
+            "the memory's engine open runs them (its background worker looks every few seconds)"
+        )
+    else:
+        say(f"memory {args.memory!r} has no parked jobs")
     return 0
 
 

@@ -1,5 +1,6 @@
 """`fadeway inspect`: one memory as the store holds it (episodes with their state and
-activation, the facts block as the model sees it, the knowledge graph's counts).
+activation, the facts block as the model sees it, the knowledge graph's counts, the lane's
+pending jobs and those parked after failing).
 
 Activation is computed at any moment (`at`) from the append-only traces (MECHANISM:
 "Activation"); states and the facts block are the stored, current ones.
@@ -7,13 +8,14 @@ Activation is computed at any moment (`at`) from the append-only traces (MECHANI
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import MemoryNotFoundError
 from ..mirror.trace_log import TraceLog
-from ..records import EpisodeRecord, TraceRecord
+from ..records import EpisodeRecord, JobRecord, TraceRecord
 from ..store import Store
 
 __all__ = ["MemoryNotFoundError", "inspect_memory", "render"]
@@ -42,6 +44,10 @@ def inspect_memory(store: Store, memory_id: str, at: float) -> dict[str, Any]:
             "retired": len(tx.retirements()),
             "passages": tx.passage_count(),
         }
+        lane = {
+            "pending": len(tx.jobs("pending")),
+            "parked": [_parked(j) for j in tx.jobs("failed")],
+        }
     states = [e.state for e in episodes]
     return {
         "memory_id": memory_id,
@@ -57,6 +63,20 @@ def inspect_memory(store: Store, memory_id: str, at: float) -> dict[str, Any]:
         },
         "facts_block": memory.facts_block,
         "graph": graph,
+        "lane": lane,
+    }
+
+
+def _parked(job: JobRecord) -> dict[str, Any]:
+    """A parked job as inspect shows it (`retry_at`: real Unix seconds; None: next lane run)."""
+    return {
+        "n": job.n,
+        "kind": job.kind,
+        "created_at": job.created_at,
+        "attempts": job.attempts,
+        "parked": job.parked,
+        "retry_at": job.retry_at,
+        "error": job.error,
     }
 
 
@@ -130,6 +150,7 @@ def render(view: dict[str, Any]) -> str:
         f"graph: {g['entities']} entities, {g['aliases']} aliases, {g['facts']} facts "
         f"from {g['notes']} notes, {g['merged']} merged, {g['retired']} retired; "
         f"{g['passages']} passages",
+        *_render_lane(view["memory_id"], view["lane"]),
         "",
         "facts block (as the model sees it):",
     ]
@@ -146,3 +167,19 @@ def render(view: dict[str, Any]) -> str:
     else:
         out.append("(empty: no episode has sealed yet)")
     return "\n".join(out)
+
+
+def _render_lane(memory_id: str, lane: dict[str, Any]) -> list[str]:
+    parked = lane["parked"]
+    out = [f"lane: {lane['pending']} jobs pending, {len(parked)} parked after failing"]
+    for j in parked:
+        retry_at = j["retry_at"]
+        again = "next lane run" if retry_at is None else f"lane run after {_when(retry_at)} UTC"
+        out.append(
+            f"  job {j['n']} ({j['kind']}, queued {_when(j['created_at'])} UTC): failed "
+            f"{j['attempts']} times, parked {j['parked']}x, tried again at the {again}: "
+            f"{j['error']}"
+        )
+    if parked:
+        out.append(f"  `fadeway lane retry {shlex.quote(memory_id)}` queues them again now")
+    return out

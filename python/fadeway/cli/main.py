@@ -1,4 +1,4 @@
-"""The `fadeway` command line: replay, inspect, usage, recall, export, import, demo.
+"""The `fadeway` command line: replay, inspect, usage, lane retry, recall, export, import, demo.
 
 Every subcommand takes `--db URL` (default `fadeway.db` in the working directory, or
 `$FADEWAY_DB`). Exit codes: 0 done, 1 failed while running, 2 bad input (nothing was written
@@ -135,6 +135,7 @@ def _parser() -> argparse.ArgumentParser:
         _add_replay,
         _add_inspect,
         _add_usage,
+        _add_lane,
         _add_recall,
         _add_export,
         _add_import,
@@ -201,6 +202,26 @@ def _add_usage(sub: Commands) -> None:
     )
     usage.add_argument("--json", action="store_true", help="print JSON for scripts")
     usage.set_defaults(run=commands.usage)
+
+
+def _add_lane(sub: Commands) -> None:
+    lane = sub.add_parser(
+        "lane",
+        help="the memory's background lane: retry its parked jobs",
+        description="Work on a memory's ordered lane of background jobs.",
+    )
+    actions = lane.add_subparsers(dest="action", required=True, metavar="ACTION")
+    retry = actions.add_parser(
+        "retry",
+        help="queue the memory's parked jobs again now",
+        description="Queue again, now, every lane job of MEMORY that ran out of attempts and "
+        "was parked (`fadeway inspect` lists them), each in its place. A process with the "
+        "store open and its background worker running then runs them, with its judge.",
+    )
+    retry.add_argument("memory", metavar="MEMORY")
+    _add_db(retry)
+    retry.add_argument("--json", action="store_true", help="print JSON for scripts")
+    retry.set_defaults(run=commands.lane_retry)
 
 
 def _add_recall(sub: Commands) -> None:

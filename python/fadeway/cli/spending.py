@@ -17,7 +17,15 @@ from ..errors import MemoryNotFoundError, UsageError
 from ..store import Store
 from ..usage import UsageSummary, summarise_usage
 
-__all__ = ["Prices", "combine", "memory_usage", "read_prices", "render_usage", "usage_view"]
+__all__ = [
+    "Prices",
+    "combine",
+    "memory_usage",
+    "parked_jobs",
+    "read_prices",
+    "render_usage",
+    "usage_view",
+]
 
 #: model -> (input, output) dollars per million tokens.
 Prices = dict[str, tuple[float, float]]
@@ -72,6 +80,12 @@ def memory_usage(store: Store, memory_id: str) -> list[UsageSummary]:
             raise MemoryNotFoundError(f"the store holds no memory {memory_id!r}")
         rows = tx.usage()
     return summarise_usage(rows)
+
+
+def parked_jobs(store: Store, memory_id: str) -> int:
+    """How many of the memory's lane jobs failed and are parked (their calls are in the usage)."""
+    with store.read(memory_id) as tx:
+        return len(tx.jobs("failed"))
 
 
 def combine(summaries: Iterable[UsageSummary]) -> list[UsageSummary]:

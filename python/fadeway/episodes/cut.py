@@ -5,7 +5,9 @@ History is cut between whole units, so a call is never separated from its output
 each unit, in context, as the first and the last message of a concept; those scores are used only
 as an order by the boundary-rank splitter (Rust): a stretch longer than an episode may be is split
 at its best-ranked boundary that leaves both sides big enough, and again, until every episode
-fits. The turn in progress is never cut; each cut starts where the last one ended.
+fits. With no judgment (an inline cut whose judge failed), history is cut by size alone into
+episodes near the largest size. The turn in progress is never cut; each cut starts where the last
+one ended.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ __all__ = [
     "commit_cut",
     "read_cut",
     "plan_read_cut",
+    "split_by_size",
 ]
 
 
@@ -106,9 +109,10 @@ async def plan_cut(
     Only units that end before `closed_end` are cut (a unit reaching into the turn in progress,
     such as a call answered there, waits). `before` holds the messages of the last episode, read
     as context; the units after the cut are context too. A unit the judge left without an answer
-    scores 0.0 (`Boundaries.slots`). With `fallback`, a judge that times out or cannot be reached
-    gives flat scores (sizes alone decide, logged) instead of raising: the inline cut inside
-    decorate must not fail; a lane job raises and is retried.
+    scores 0.0 (`Boundaries.slots`). With `fallback`, a judge that times out or fails cuts by
+    size alone (`split_by_size`, logged) instead of raising: the inline cut inside decorate must
+    not fail; a lane job raises and is retried. A judge that answered for no unit at all gave
+    no judgment either: sizes alone decide there too.
     """
     us = units(tail)
     closed = [u for u in us if u.last < closed_end]
@@ -133,19 +137,51 @@ async def plan_cut(
             len(closed),
             exc_info=not isinstance(exc, (JudgeTimeout, EndpointError)),
         )
-        scores = Boundaries([0.0] * len(closed), [0.0] * len(closed))
-    sizes = np.fromiter((u.tokens for u in closed), dtype=np.int64, count=len(closed))
-    cuts = split_episodes(
-        sizes,
-        np.asarray(scores.slots(), dtype=np.float64),
-        settings.min_tokens,
-        settings.max_tokens,
-    ).tolist()
+        scores = Boundaries([None] * len(closed), [None] * len(closed))
+    if _judged(scores):
+        sizes = np.fromiter((u.tokens for u in closed), dtype=np.int64, count=len(closed))
+        cuts = split_episodes(
+            sizes,
+            np.asarray(scores.slots(), dtype=np.float64),
+            settings.min_tokens,
+            settings.max_tokens,
+        ).tolist()
+    else:  # no judgment: flat scores would cut every episode at its smallest size
+        cuts = split_by_size([u.tokens for u in closed], settings.min_tokens, settings.max_tokens)
     bounds = [0, *cuts, len(closed)]
     return Cut(
         start,
         [(closed[a].first, closed[b - 1].last) for a, b in zip(bounds, bounds[1:], strict=False)],
     )
+
+
+def _judged(scores: Boundaries) -> bool:
+    """Whether the judge answered for any unit (a judgment to split by)."""
+    return any(s is not None for s in scores.first) or any(s is not None for s in scores.last)
+
+
+def split_by_size(sizes: Sequence[int], min_tokens: int, max_tokens: int) -> list[int]:
+    """Cut positions (as `split_episodes` returns them) that split units of `sizes` by size
+    alone, for a cut with no judgment: each episode takes as many whole units as fit in
+    `max_tokens` (a unit larger than that alone), so episodes come out near the largest size,
+    not the smallest. A last episode under `min_tokens` takes units from the one before it, as
+    far as both stay within the sizes."""
+    cuts: list[int] = []
+    total = 0
+    for j, size in enumerate(sizes):
+        if j > 0 and total + size > max_tokens:
+            cuts.append(j)
+            total = 0
+        total += size
+    if cuts and total < min_tokens:  # rebalance the last two episodes
+        start = cuts[-2] if len(cuts) > 1 else 0
+        c, last = cuts[-1], total
+        while c - 1 > start and last < min_tokens:
+            c -= 1
+            last += sizes[c]
+        if min_tokens <= last <= max_tokens:
+            cuts[-1] = c
+    return cuts
 
 
 def apply_cut(

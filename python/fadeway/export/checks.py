@@ -23,8 +23,8 @@ def check_export(doc: MemoryExport) -> list[Entry]:
     caller's instructions only system or developer messages; its facts and recall blocks
     blocks indeed (`resealed` neutralises what is inside them again); episodes that tile the
     history they cover in order, none sealed or forgotten without a note taken for it; facts
-    and recall blocks that point at what the export holds; and the queued jobs' payloads JSON
-    objects."""
+    and recall blocks that point at what the export holds; and the queued jobs pending or
+    parked, their payloads JSON objects."""
     if doc.fadeway_export != EXPORT_VERSION:
         raise InvalidExportError(
             f"export version {doc.fadeway_export} is not supported (this "
@@ -63,6 +63,12 @@ def check_export(doc: MemoryExport) -> list[Entry]:
     _check_episodes(doc)
     _check_blocks(doc)
     for i, job in enumerate(doc.jobs):
+        if job.state not in ("pending", "failed") or job.attempts < 0:
+            raise InvalidExportError(
+                f"job {i} of the export ({job.kind}) is in state {job.state!r} with "
+                f"{job.attempts} attempts; an exported job is pending or failed (parked), "
+                "with attempts not below 0"
+            )
         try:
             payload = msgspec.json.decode(job.payload)
         except msgspec.DecodeError:

@@ -2,9 +2,10 @@
 JSONL writers and readers of documents.
 
 Beside everything derived from the inputs and the clock, a document holds the lane's pending
-jobs but embedding (`MemoryExport.jobs`): the work still to do when it was taken, which the copy
-then does. A memory whose lane has run (a replay drained, say) has none, so two replays of one
-input still export identically."""
+and parked jobs but embedding (`MemoryExport.jobs`): the work still to do when it was taken,
+which the copy then does (a parked job keeps its error and attempts, and is tried again). A
+memory whose lane has run (a replay drained, say) has none, so two replays of one input still
+export identically."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from ..records import (
     ExportedRequest,
     ExportedUsage,
     JobKind,
+    JobRecord,
     MemoryExport,
     MessageRecord,
     RequestRecord,
@@ -64,12 +66,16 @@ def export_memory(tx: Transaction, memory_id: str) -> MemoryExport:
         walks=tx.walks(),
         usage=[_usage(u) for u in tx.usage()],
         # The work still to do but embedding, which the importing embedder does anew.
-        jobs=[
-            ExportedJob(kind=j.kind, payload=msgspec.Raw(j.payload), created_at=j.created_at)
-            for j in tx.jobs()
-            if j.state == "pending" and j.kind != JobKind.EMBED
-        ],
+        jobs=[_job(j) for j in tx.jobs() if j.state != "done" and j.kind != JobKind.EMBED],
     )
+
+
+def _job(j: JobRecord) -> ExportedJob:
+    """A pending job as exported; a parked one with its state, attempts and error."""
+    job = ExportedJob(kind=j.kind, payload=msgspec.Raw(j.payload), created_at=j.created_at)
+    if j.state == "pending":
+        return job  # as an export before parked jobs were kept: no wall-clock waits
+    return msgspec.structs.replace(job, state=j.state, attempts=j.attempts, error=j.error)
 
 
 def _message(m: MessageRecord) -> ExportedMessage:

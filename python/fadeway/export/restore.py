@@ -57,7 +57,9 @@ def restore(services: Services, doc: MemoryExport | dict[str, Any] | bytes | str
         _write_recall(tx, export)
         _write_usage(tx, export)
         for job in export.jobs:  # the work the source had still to do
-            tx.enqueue(job.kind, bytes(job.payload), job.created_at)
+            n = tx.enqueue(job.kind, bytes(job.payload), job.created_at)
+            if job.state == "failed":  # parked there: parked here, tried at the next lane run
+                tx.park_job(n, job.error or "", None, attempts=job.attempts)
         if export.facts or export.passages:
             # Vectors are not exported (the embedder remakes them): queue their making.
             tx.enqueue(JobKind.EMBED, b"{}", services.clock())

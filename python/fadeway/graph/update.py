@@ -151,9 +151,14 @@ async def _relate(
         if same is not None:
             continue
         for h, r in found:
-            if r == "contradicts" and h.n not in retired:
-                retired.add(h.n)
-                update.retirements.append(RetirementRecord(fact=h.n, by=f.n, at=f.at))
+            if r != "contradicts":
+                continue
+            # The newer fact retires the older. A held fact is newer than `f` only when this
+            # job ran late (it was parked, and retried after later notes' graph jobs).
+            old, by = (f, h) if h.n > f.n else (h, f)
+            if old.n not in retired:
+                retired.add(old.n)
+                update.retirements.append(RetirementRecord(fact=old.n, by=by.n, at=by.at))
 
 
 async def _confirm_entities(

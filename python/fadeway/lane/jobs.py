@@ -57,8 +57,8 @@ class Retry:
     embedder (`lane.worker.transient`) waits before the next, doubling from the engine's
     `lane_retry_seconds` up to LANE_RETRY_MAX_SECONDS, at most `outages` times, so an outage is
     ridden out with the jobs behind it kept in order; any other failure is tried again at once,
-    at most `failures` times. Then the job is marked failed with its error, and the lane moves
-    on."""
+    at most `failures` times. Then the job is parked (marked failed with its error, kept) and the
+    lane moves on; a later lane run tries it again once its wait has passed (`Lane.park_wait`)."""
 
     failures: int = field(default_factory=lambda: C.JOB_MAX_ATTEMPTS)
     outages: int = field(default_factory=lambda: C.JOB_MAX_TRANSIENT_ATTEMPTS)

@@ -7,6 +7,10 @@ judge may take its time, no lock held) and applied in one transaction that also 
 A worker that dies mid-job leaves the job pending and its lease to expire: the job runs again
 and is applied once. Different memories' lanes run concurrently.
 
+A job out of attempts is parked (state "failed", kept with its error) and the lane moves on; a
+later run of its memory's lane queues it again, in its place, once its wait has passed
+(`park_wait`), and `Memory.retry_jobs` (`fadeway lane retry`) does at once. Nothing is given up.
+
 What each kind of job does, and how it is retried, is the job table (`lane.jobs`).
 """
 
@@ -57,9 +61,10 @@ class Lane:
         Returns how many jobs were applied, or None when another worker holds the lane.
         """
         owner = owner or _owner()
-        applied = 0
+        applied, revive = 0, True
         while stop is None or not stop.is_set():
-            held, job = self._claim(memory_id, owner)
+            held, job = self._claim(memory_id, owner, revive=revive)
+            revive = False  # once a run: a job parked again waits for a later run
             if not held:
                 return None if applied == 0 else applied
             if job is None:
@@ -85,13 +90,18 @@ class Lane:
             raise LookupError(f"no handler for job kind {job.kind!r}")
         return found
 
-    def _claim(self, memory_id: str, owner: str) -> tuple[bool, JobRecord | None]:
+    def _claim(
+        self, memory_id: str, owner: str, *, revive: bool = False
+    ) -> tuple[bool, JobRecord | None]:
         """Take the lane for `owner` (False: another worker holds it) and its oldest job that
-        may run now, after skipping what a lane behind may skip (None: nothing may run)."""
+        may run now, after skipping what a lane behind may skip (None: nothing may run). With
+        `revive`, parked jobs whose wait has passed are queued again first, in their places."""
         now = time.time()
         with self.store.write(memory_id) as tx:
             if not tx.claim_lane(owner, now, now + self.queue.lease_seconds):
                 return False, None
+            if revive and (revived := tx.revive_jobs(now)):
+                log.info("memory %r: %d parked jobs queued again", memory_id, revived)
             while (job := tx.pending_job()) is not None:
                 if job.retry_at is not None and job.retry_at > now:
                     break  # waiting out its service's outage
@@ -171,10 +181,15 @@ class Lane:
         wait = min(self.queue.retry_seconds * 2.0 ** (waits - 1), C.LANE_RETRY_MAX_SECONDS)
         return wait * (1.0 - C.LANE_RETRY_JITTER * random.random())
 
+    def park_wait(self, parked: int) -> float:
+        """Seconds before a job parked for the `parked`-th time is tried again (by a later lane
+        run of its memory): LANE_PARKED_SECONDS doubling, at most LANE_PARKED_MAX_SECONDS."""
+        return min(C.LANE_PARKED_SECONDS * 2.0 ** (parked - 1), C.LANE_PARKED_MAX_SECONDS)
+
     def _failed_attempt(
         self, memory_id: str, job: JobRecord, exc: Exception, used: list[UsageRecord]
     ) -> None:
-        """Count a failed attempt at `job` by its kind's `Retry`; give the job up past it."""
+        """Count a failed attempt at `job` by its kind's `Retry`; park the job past it."""
         error = f"{type(exc).__name__}: {exc}"
         waited = transient(exc)
         kind = self.jobs.get(job.kind)
@@ -189,10 +204,15 @@ class Lane:
             else:
                 count, limit = attempts - waits, retry.failures if retry else C.JOB_MAX_ATTEMPTS
             if count >= limit:
-                tx.finish_job(job.n, "failed", error)
+                park = self.park_wait(job.parked + 1)
+                tx.park_job(job.n, error, time.time() + park)
         where = f"memory {memory_id!r}: job {job.n} ({job.kind})"
         if count >= limit:
-            log.error("%s failed %d times and is given up: %s", where, attempts, error)
+            log.error(
+                "%s failed %d times and is parked; a lane run after %.0f s tries it again "
+                "(or `fadeway lane retry`): %s",
+                *(where, attempts, park, error),
+            )
         elif waited:
             log.warning(
                 "%s could not reach its service (%d of %d times); trying again in %.0f s: %s",

@@ -293,7 +293,21 @@ class Transaction(abc.ABC):
         attempts so far and, of them, those that could not reach the service."""
 
     @abc.abstractmethod
-    def jobs(self) -> list[JobRecord]: ...
+    def park_job(
+        self, n: int, error: str, retry_at: float | None, *, attempts: int | None = None
+    ) -> None:
+        """Park job `n`, out of attempts: state "failed" with its `error`, kept (never deleted),
+        one more time parked, to run again from `retry_at` (real Unix seconds; None: at the next
+        lane run). `attempts` sets its count of attempts (an import's), else it is kept."""
+
+    @abc.abstractmethod
+    def revive_jobs(self, now: float | None = None) -> int:
+        """Queue parked jobs again, in their places, with their attempts counted afresh: those
+        whose `retry_at` has passed by `now` (None: all). Returns how many."""
+
+    @abc.abstractmethod
+    def jobs(self, state: str | None = None) -> list[JobRecord]:
+        """The memory's jobs in the order queued (those in `state`, when given)."""
 
     @abc.abstractmethod
     def claim_lane(self, owner: str, now: float, until: float) -> bool:

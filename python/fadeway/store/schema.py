@@ -357,6 +357,16 @@ MIGRATIONS: list[Migration] = [
             "ALTER TABLE jobs ADD COLUMN waits INTEGER NOT NULL DEFAULT 0",
         ]
     ),
+    # 9: a job out of attempts is parked (state 'failed', never deleted) and tried again later:
+    # how many times it was parked (its wait doubles each time; `retry_at` is when it may run
+    # again). Jobs an older fadeway gave up are parked once, to run again at the next lane run.
+    Migration(
+        [
+            "ALTER TABLE jobs ADD COLUMN parked INTEGER NOT NULL DEFAULT 0",
+            "UPDATE jobs SET parked = 1, retry_at = NULL WHERE state = 'failed'",
+            "CREATE INDEX jobs_parked ON jobs (memory_id, n) WHERE state = 'failed'",
+        ]
+    ),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

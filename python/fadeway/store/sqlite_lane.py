@@ -9,11 +9,11 @@ from ..records import JobRecord
 
 __all__ = ["LaneQueries"]
 
-_JOB_COLUMNS = "n, kind, payload, created_at, state, attempts, error, retry_at, waits"
+_JOB_COLUMNS = "n, kind, payload, created_at, state, attempts, error, retry_at, waits, parked"
 
 
 def _job(row: tuple) -> JobRecord:
-    n, kind, payload, created_at, state, attempts, error, retry_at, waits = row
+    n, kind, payload, created_at, state, attempts, error, retry_at, waits, parked = row
     return JobRecord(
         n=n,
         kind=kind,
@@ -24,6 +24,7 @@ def _job(row: tuple) -> JobRecord:
         error=error,
         retry_at=retry_at,
         waits=waits,
+        parked=parked,
     )
 
 
@@ -72,13 +73,31 @@ class LaneQueries:
         ).fetchone()
         return attempts, waits
 
-    def jobs(self) -> list[JobRecord]:
-        return [
-            _job(r)
-            for r in self._conn.execute(
-                f"SELECT {_JOB_COLUMNS} FROM jobs WHERE memory_id = ? ORDER BY n", (self.memory_id,)
-            )
-        ]
+    def park_job(
+        self, n: int, error: str, retry_at: float | None, *, attempts: int | None = None
+    ) -> None:
+        self._conn.execute(
+            "UPDATE jobs SET state = 'failed', error = ?, retry_at = ?, parked = parked + 1, "
+            "attempts = COALESCE(?, attempts) WHERE memory_id = ? AND n = ?",
+            (error, retry_at, attempts, self.memory_id, n),
+        )
+
+    def revive_jobs(self, now: float | None = None) -> int:
+        due = "" if now is None else " AND (retry_at IS NULL OR retry_at <= ?)"
+        args = (self.memory_id,) if now is None else (self.memory_id, now)
+        return self._conn.execute(
+            "UPDATE jobs SET state = 'pending', attempts = 0, waits = 0, retry_at = NULL "
+            "WHERE memory_id = ? AND state = 'failed'" + due,
+            args,
+        ).rowcount
+
+    def jobs(self, state: str | None = None) -> list[JobRecord]:
+        sql = f"SELECT {_JOB_COLUMNS} FROM jobs WHERE memory_id = ?"
+        args: tuple = (self.memory_id,)
+        if state is not None:
+            sql += " AND state = ?"
+            args += (state,)
+        return [_job(r) for r in self._conn.execute(sql + " ORDER BY n", args)]
 
     def claim_lane(self, owner: str, now: float, until: float) -> bool:
         row = self._conn.execute(

@@ -1,0 +1,175 @@
+"""Nothing dropped silently: a lane job out of attempts is parked (kept with its error and
+attempts), shown by inspect, the export and usage, kept across a restart, and run again by a
+later lane run once its wait has passed, or at once by `fadeway lane retry`."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import msgspec
+import pytest
+
+import fadeway
+from fadeway import _constants as C
+from fadeway.cli.inspection import inspect_memory
+from fadeway.cli.main import main
+from fadeway.judge import ScriptedJudge
+from helpers import converse_with_notes
+
+NOTE = [("LEG-412 is open", "LEG-412", "open", False)]
+
+
+class Down(ScriptedJudge):
+    """A judge whose `about` cannot be reached while `down` is set (a refused connection)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = True
+
+    async def about(self, facts, episodes, **kwargs):
+        if self.down:
+            raise ConnectionError("connection refused")
+        return await super().about(facts, episodes, **kwargs)
+
+
+def open_engine(path, clock, judge) -> fadeway.Engine:
+    return fadeway.open(
+        path,
+        clock=clock,
+        background=False,
+        ceiling=2_000,
+        judge=judge,
+        lane_retry_seconds=0.0,  # an outage's waits, in this test: none
+        episode_min_tokens=100,
+        episode_max_tokens=400,
+        cut_after_tokens=600,
+    )
+
+
+def fact_traces(mem: fadeway.Memory) -> int:
+    return sum(1 for e in mem.episodes() for t in e.traces if t.kind == "fact")
+
+
+def one_more_turn(engine: fadeway.Engine, mem: fadeway.Memory, clock, history: list) -> None:
+    """A turn and its reply (which queues lane work), then the lane run."""
+    from helpers import chat_reply
+
+    clock.advance(60)
+    history.append({"role": "user", "content": "And then?"})
+    request = mem.decorate({"model": "gpt-4.1", "messages": history})
+    reply = chat_reply("then this")
+    mem.report(request, reply)
+    history.append(reply["choices"][0]["message"])
+    engine.drain()
+
+
+def parked_score(mem: fadeway.Memory):
+    (job,) = [j for j in mem.parked_jobs() if j.kind == "score"]
+    return job
+
+
+def test_a_job_that_fails_until_its_service_is_back_is_retried_and_completes(
+    tmp_path, clock, monkeypatch
+):
+    monkeypatch.setattr(C, "LANE_PARKED_SECONDS", 0.3)
+    judge = Down()
+    with open_engine(tmp_path / "m.db", clock, judge) as engine:
+        mem = engine.memory("m")
+        history = converse_with_notes(engine, mem, clock, [NOTE])
+        job = parked_score(mem)  # 16 attempts could not reach the judge: parked, not lost
+        assert (job.state, job.attempts, job.parked) == ("failed", C.JOB_MAX_TRANSIENT_ATTEMPTS, 1)
+        assert "ConnectionError: connection refused" in job.error and fact_traces(mem) == 0
+        # A lane run within the wait leaves it parked; one after it, with the judge still
+        # down, parks it again, for twice as long.
+        one_more_turn(engine, mem, clock, history)
+        assert parked_score(mem).parked == 1
+        time.sleep(max(0.0, parked_score(mem).retry_at - time.time()) + 0.05)
+        one_more_turn(engine, mem, clock, history)
+        again = parked_score(mem)
+        assert again.parked == 2 and again.retry_at - time.time() > 0.3
+        # The judge answers again: the next lane run after the wait completes the job.
+        judge.down = False
+        time.sleep(max(0.0, again.retry_at - time.time()) + 0.05)
+        one_more_turn(engine, mem, clock, history)
+        assert mem.parked_jobs() == []
+        with engine.store.read("m") as tx:
+            (done,) = [j for j in tx.jobs() if j.n == job.n]
+        assert done.state == "done" and done.error is None
+        assert fact_traces(mem) > 0  # the note's traces, written late but written
+
+
+def test_a_parked_job_survives_a_restart_and_shows_in_inspect_export_usage(tmp_path, clock, capsys):
+    path = tmp_path / "m.db"
+    with open_engine(path, clock, Down()) as engine:
+        converse_with_notes(engine, engine.memory("m"), clock, [NOTE])
+        n = parked_score(engine.memory("m")).n
+    with open_engine(path, clock, ScriptedJudge()) as engine:  # a new process
+        mem = engine.memory("m")
+        job = parked_score(mem)
+        assert job.n == n and job.attempts == C.JOB_MAX_TRANSIENT_ATTEMPTS
+        view = inspect_memory(engine.store, "m", time.time())["lane"]
+        (shown,) = [j for j in view["parked"] if j["kind"] == "score"]
+        assert shown["n"] == n and shown["attempts"] == job.attempts
+        assert "connection refused" in shown["error"]
+        doc = mem.export()
+        (exported,) = [j for j in doc.jobs if j.kind == "score"]
+        assert (exported.state, exported.attempts) == ("failed", job.attempts)
+        assert "connection refused" in exported.error
+        # Through export and import: parked there as here, and exported alike.
+        copy = engine.import_memory(msgspec.structs.replace(doc, memory_id="copy"))
+        assert [(j.kind, j.attempts, j.error) for j in copy.parked_jobs()] == [
+            (j.kind, j.attempts, j.error) for j in mem.parked_jobs()
+        ]
+        assert msgspec.structs.replace(copy.export(), memory_id="m") == doc
+        # An export from before jobs were parked (no state): its jobs import as pending.
+        old = json.loads(fadeway.dumps(doc))
+        old["memory_id"] = "old"
+        for j in old["jobs"]:
+            del j["state"], j["attempts"], j["error"]
+        engine.import_memory(old)
+        with engine.store.read("old") as tx:
+            assert {j.state for j in tx.jobs() if j.kind != "embed"} == {"pending"}
+        assert fact_traces(mem) == 0  # still to do
+    assert main(["inspect", "m", "--db", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "parked after failing" in out and f"job {n} (score" in out
+    assert "ConnectionError: connection refused" in out
+    assert main(["usage", "m", "--db", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["parked_jobs"] >= 1
+    assert main(["usage", "m", "--db", str(path)]) == 0
+    assert "lane jobs failed and are parked" in capsys.readouterr().out
+
+
+def test_lane_retry_queues_parked_jobs_again_and_the_lane_completes_them(tmp_path, clock, capsys):
+    path = tmp_path / "m.db"
+    with open_engine(path, clock, Down()) as engine:
+        converse_with_notes(engine, engine.memory("m"), clock, [NOTE])
+        parked = len(engine.memory("m").parked_jobs())
+        n = parked_score(engine.memory("m")).n
+    assert parked >= 1
+    assert main(["lane", "retry", "m", "--db", str(path)]) == 0
+    assert f"{parked} parked jobs of memory 'm' queued again" in capsys.readouterr().out
+    with open_engine(path, clock, ScriptedJudge()) as engine:
+        mem = engine.memory("m")
+        with engine.store.read("m") as tx:
+            job = next(j for j in tx.jobs() if j.n == n)
+        assert (job.state, job.attempts, job.retry_at) == ("pending", 0, None)
+        assert engine.drain() >= parked
+        assert mem.parked_jobs() == [] and fact_traces(mem) > 0
+    assert main(["lane", "retry", "m", "--db", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"memory_id": "m", "queued": 0}
+
+
+@pytest.mark.parametrize("argv", [["lane", "retry", "nobody"], ["lane"]])
+def test_lane_retry_of_no_memory_is_bad_input(tmp_path, clock, argv, capsys):
+    path = tmp_path / "m.db"
+    with open_engine(path, clock, ScriptedJudge()) as engine:
+        engine.memory("m").decorate({"messages": [{"role": "user", "content": "hi"}]})
+    if argv == ["lane"]:
+        with pytest.raises(SystemExit) as exit_:  # argparse: an action is required
+            main([*argv, "--db", str(path)])
+        assert exit_.value.code == 2
+        return
+    assert main([*argv, "--db", str(path)]) == 2
+    assert "no memory 'nobody'" in capsys.readouterr().err
