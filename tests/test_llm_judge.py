@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 from collections.abc import Iterator
 
@@ -259,6 +260,31 @@ def test_about_sends_each_text_once_and_batches_what_shares_a_prompt(server, mak
     assert all(text.count(t) == 1 for t in facts + episodes)
     assert got[8] == got[0] and all(row[6] == row[2] for row in got)
     assert len(got) == 9 and all(len(row) == 7 for row in got)
+
+
+def test_relate_sends_each_fact_once_and_reads_each_pair(server, make_judge):
+    def by_text(request: Recorded) -> Reply:
+        text = user_text(request.body)
+        facts = dict(re.findall(r"^(F\d+): (.*)$", text, re.MULTILINE))
+        pairs = re.findall(r"^\[(\d+)\] new (F\d+), held (F\d+)$", text, re.MULTILINE)
+        return answer(
+            request.body,
+            {
+                "pairs": [
+                    {"id": int(i), "relation": "same" if "pricing" in facts[h] else "unrelated"}
+                    for i, _, h in pairs
+                ]
+            },
+        )
+
+    server.script(by_text)
+    new, held = FACTS[0], FACTS[1:]
+    got = run(make_judge().relate([(new, held[0]), (new, held[1]), (held[1], held[0])]))
+    assert got == ["same", "unrelated", "same"]
+    (request,) = server.requests
+    text = user_text(request.body)
+    assert all(text.count(f.text) == 1 for f in FACTS)
+    assert asked_ids(request.body) == [1, 2, 3]
 
 
 # -- strict reading ---------------------------------------------------------------------------

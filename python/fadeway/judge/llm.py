@@ -282,12 +282,7 @@ class LLMJudge(StrictAnswers, Judge):
             RelateItem,
             pairs,
             self.batch.relate,
-            lambda items: {
-                "pairs": "\n\n".join(
-                    f"[{i}]\nnew: {P.fact_line(new)}\nheld: {P.fact_line(held)}"
-                    for i, (new, held) in items
-                )
-            },
+            _relate_fields,
             lambda item: item.relation,
             deadline,
         )
@@ -344,3 +339,18 @@ class LLMJudge(StrictAnswers, Judge):
             lambda item: item.keep,
             deadline,
         )
+
+
+def _relate_fields(items: list[tuple[int, tuple[FactText, FactText]]]) -> dict[str, str]:
+    """A relate prompt's fields: each fact once ("Fk"), the pairs naming them."""
+    label: dict[str, str] = {}
+    for _, pair in items:
+        for fact in pair:
+            label.setdefault(P.fact_line(fact), f"F{len(label) + 1}")
+    return {
+        "facts": "\n".join(f"{k}: {line}" for line, k in label.items()),
+        "pairs": "\n".join(
+            f"[{i}] new {label[P.fact_line(new)]}, held {label[P.fact_line(held)]}"
+            for i, (new, held) in items
+        ),
+    }

@@ -107,18 +107,20 @@ ABOUT = Prompt(
     item=_item(fact=_ID, episode=_ID, score=_SCORE),
 )
 
-#: Fields: {pairs} (blocks "[id]\nnew: ...\nheld: ...").
+#: Fields: {facts} (lines "Fk: fact [subject; object]", each fact once), {pairs} (lines
+#: "[id] new Fk, held Fm"): a new fact is weighed against several held ones, and each is sent once.
 RELATE = Prompt(
     name="relate",
     system=(
-        "You keep a knowledge base consistent. Each numbered pair holds a new fact and a fact "
-        'already held, each with its subject and object. Answer relation: "same" when the new '
-        'fact restates the held one (same meaning, other words allowed); "contradicts" when '
-        "the new fact makes the held one no longer true (a changed value, owner, date, status "
-        'or decision); "unrelated" otherwise, including facts that only share an entity or '
-        "can both be true. Answer every pair once, and no other. " + _JSON_ONLY
+        "You keep a knowledge base consistent. Facts are listed once each, with their subject "
+        "and object; each numbered pair names a new fact and a fact already held. Answer "
+        'relation: "same" when the new fact restates the held one (same meaning, other words '
+        'allowed); "contradicts" when the new fact makes the held one no longer true (a '
+        'changed value, owner, date, status or decision); "unrelated" otherwise, including '
+        "facts that only share an entity or can both be true. Answer every pair once, and no "
+        "other. " + _JSON_ONLY
     ),
-    user="Pairs:\n{pairs}",
+    user="Facts:\n{facts}\n\nPairs:\n{pairs}",
     key="pairs",
     item=_item(id=_ID, relation={"type": "string", "enum": ["same", "contradicts", "unrelated"]}),
 )
