@@ -1,17 +1,24 @@
-"""What the LLM judge and note writer cost: calls and tokens per user turn, by kind.
+"""What the memory's own model (the LLM judge and note writer) costs: calls and tokens per user
+turn, by kind, and what it reads against the conversation's own text.
 
-    python benches/judge_cost.py [--sample conv-26] [--ceilings 20000 6000]
+    python benches/judge_cost.py [--samples launch-week conv-30] [--ceilings 20000 6000]
         [--out benches/RESULTS-judge-cost.md]
 
-Replays one LoCoMo conversation through `fadeway replay`'s own path (`batch.open_for_replay`,
-`replay.replay_memory`) with the LLM judge and the LLM note writer pointed at a scripted
-OpenAI-compatible server on 127.0.0.1 (`tests/openai_server.py`). The server answers every
-request validly (`tests/judge_answers.everything`: each unit a boundary score, each fact about
-each episode, every walk level 2, every distilled item kept, a fact per leaving user message) and
-reports as usage fadeway's own estimate of the request it got and of the answer it sent, so the
-tokens are what a real endpoint would count for these prompts; a real model's answers differ in
-size and in what they lead to (fewer facts about, fewer levels that lead on). The counts come
-from `mem.usage()`, as a user would read them.
+Replays the bundled launch-week sample and LoCoMo tuning conversations (conv-30 by default)
+through `fadeway replay`'s own path (`batch.open_for_replay`, `replay.replay_memory`) with the
+LLM judge and the LLM note writer pointed at a scripted OpenAI-compatible server on 127.0.0.1
+(`tests/openai_server.py`). The server answers every request validly (`answer`): `about` says yes
+where half the fact's longer words are in the episode (a real model's yeses are few; each is a
+line of the answer), every other judgment as `tests/judge_answers.everything` does (each unit a
+boundary score, every walk level 2 so every fact leads on, every distilled item kept, a fact per
+leaving user message), so no judgment the mechanism names is skipped. It counts the tokens of each
+call (fadeway's own estimate of the request and of its answer) and reports them as the call's
+usage, so the tokens are what a real endpoint would count for these prompts. The figures come
+from `mem.usage()`, as a user reads them; the conversation's own text is its messages' text
+(tool outputs included) in the same encoding.
+
+The goal (issue 29): over a replay the memory's own model reads at most 10 times the
+conversation's text, and writes at most a tenth of what it reads.
 
 LoCoMo is read from shared/data (or $FADEWAY_SHARED_DATA); it is never copied here.
 """
@@ -19,25 +26,33 @@ LoCoMo is read from shared/data (or $FADEWAY_SHARED_DATA); it is never copied he
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from fadeway import tokens
+from fadeway import tokens  # noqa: E402
 from fadeway import wire as formats  # noqa: E402
 from fadeway.cli.batch import ReplaySettings, _note_writer, open_for_replay  # noqa: E402
+from fadeway.replay.lines import ReplayLine, read_replay  # noqa: E402
 from fadeway.replay.locomo import locomo_lines, read_locomo  # noqa: E402
 from fadeway.replay.runner import replay_memory  # noqa: E402
 from fadeway.wire import text_of  # noqa: E402
 from helpers import shared_data  # noqa: E402
-from judge_answers import everything  # noqa: E402
+from judge_answers import answer as answer_as_asked  # noqa: E402
+from judge_answers import everything, judgment, user_text  # noqa: E402
 from openai_server import OpenAIServer, Recorded, Reply  # noqa: E402
 
 RESULTS = Path(__file__).with_name("RESULTS-judge-cost.md")
 MODEL = "judge-model"
 ENCODING = tokens.encoding_for_model(MODEL)
+#: The bundled sample's name (any other is a LoCoMo sample_id).
+BUNDLED = "launch-week"
 #: Kinds in the order the table lists them (any other kind follows).
 KINDS = [
     "judge:boundaries",
@@ -49,28 +64,118 @@ KINDS = [
     "note",
 ]
 LABELS = {"judge:levels": "judge:levels (the walk)", "note": "note (replay only)"}
+#: The issue's goal: reads per conversation token, writes per read.
+GOAL_READS, GOAL_WRITES = 10.0, 0.1
 
 
-def _estimated(request: Recorded) -> Reply:
-    """`everything`'s answer, with usage set to fadeway's estimate of request and answer."""
-    reply = everything(request)
-    body = dict(reply.body)
-    tokens_in = tokens.measure_parsed(formats.parse_request(request.body))
-    tokens_out = sum(tokens.count_texts(ENCODING, text_of(body["choices"][0]["message"])))
-    body["usage"] = {
-        "prompt_tokens": tokens_in,
-        "completion_tokens": tokens_out,
-        "total_tokens": tokens_in + tokens_out,
+@dataclass
+class Cost:
+    """One replay: user turns, the conversation's own tokens, {kind: [calls, in, out]} from
+    `mem.usage()`, the same counted by the server call by call, and seconds."""
+
+    sample: str
+    ceiling: int
+    turns: int
+    text: int
+    usage: dict[str, tuple[int, int, int]]
+    counted: dict[str, list[int]] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def reads(self) -> int:
+        return sum(v[1] for v in self.usage.values())
+
+    @property
+    def writes(self) -> int:
+        return sum(v[2] for v in self.usage.values())
+
+    @property
+    def calls(self) -> int:
+        return sum(v[0] for v in self.usage.values())
+
+
+_WORD = re.compile(r"[a-z0-9]{4,}")
+
+
+def _about_yeses(body: dict) -> dict:
+    """Yes, at 0.8, where half of a fact's words of 4+ letters are in the episode (or piece)."""
+    facts_text, episodes_text = user_text(body).split("\n\nEpisodes:\n", 1)
+    facts = {
+        int(m.group(1)): set(_WORD.findall(m.group(2).lower()))
+        for m in re.finditer(r"^\[(\d+)\] (.*)$", facts_text, re.MULTILINE)
     }
-    return Reply(body=body)
+    episodes = {
+        int(m.group(1)): set(_WORD.findall(m.group(2).lower()))
+        for m in re.finditer(r"^\[(\d+)\]\n(.*?)(?=\n\n\[\d+\]\n|\Z)", episodes_text, re.S | re.M)
+    }
+    return {
+        "about": [
+            {"fact": f, "episode": e, "score": 0.8}
+            for f, words in facts.items()
+            for e, seen in episodes.items()
+            if words and len(words & seen) * 2 >= len(words)
+        ]
+    }
 
 
-def measure(sample: dict, ceiling: int) -> tuple[int, dict[str, tuple[int, int, int]], float]:
-    """(user turns, {kind: (calls, tokens in, tokens out)}, seconds) of one replay."""
-    lines = [line for _, line in locomo_lines(sample)]
-    turns = sum(1 for line in lines if line.message["role"] == "user")
+class Counter:
+    """Answers every request (see the module docstring) with usage set to fadeway's estimate of
+    the request and of the answer, and counts them by kind, call by call."""
+
+    def __init__(self) -> None:
+        self.counted: dict[str, list[int]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, request: Recorded) -> Reply:
+        body = request.body
+        is_note = any(t.get("function", {}).get("name") == "note" for t in body.get("tools", []))
+        kind = "note" if is_note else f"judge:{judgment(body)[0]}"
+        if kind == "judge:about":
+            reply = answer_as_asked(body, _about_yeses(body))
+        else:
+            reply = everything(request)
+        sent = dict(reply.body)
+        tokens_in = tokens.measure_parsed(formats.parse_request(body))
+        tokens_out = sum(tokens.count_texts(ENCODING, text_of(sent["choices"][0]["message"])))
+        sent["usage"] = {
+            "prompt_tokens": tokens_in,
+            "completion_tokens": tokens_out,
+            "total_tokens": tokens_in + tokens_out,
+        }
+        with self._lock:
+            calls = self.counted.setdefault(kind, [0, 0, 0])
+            calls[0] += 1
+            calls[1] += tokens_in
+            calls[2] += tokens_out
+        return Reply(body=sent)
+
+
+def sample_lines(name: str, locomo: Path | None = None) -> list[ReplayLine]:
+    """The replay lines of the bundled sample or of a LoCoMo sample (from `locomo`)."""
+    if name == BUNDLED:
+        sample = resources.files("fadeway") / "samples" / f"{BUNDLED}.jsonl"
+        with resources.as_file(sample) as path:
+            return list(read_replay(str(path)))
+    if locomo is None:
+        raise FileNotFoundError("LoCoMo not found under shared/data")
+    samples = {s["sample_id"]: s for s in read_locomo(locomo)}
+    if name not in samples:
+        raise KeyError(f"no sample {name!r}; LoCoMo has {', '.join(samples)}")
+    return [line for _, line in locomo_lines(samples[name])]
+
+
+def conversation_tokens(lines: list[ReplayLine]) -> int:
+    """The conversation's own text in tokens: every message's text, tool outputs included."""
+    return sum(sum(tokens.count_texts(ENCODING, text_of(line.message))) for line in lines)
+
+
+def measure(name: str, lines: list[ReplayLine], ceiling: int) -> Cost:
+    """What one replay of `lines` at `ceiling` cost the memory's own model."""
+    memory_id = lines[0].memory_id
+    turns = sum(1 for line in lines if line.message.get("role") == "user")
+    counter = Counter()
     with tempfile.TemporaryDirectory() as tmp, OpenAIServer() as server:
-        server.script(*[_estimated] * 200_000)
+        server.script(*[counter] * 200_000)
         settings = ReplaySettings(
             db=str(Path(tmp) / "cost.db"),
             ceiling=ceiling,
@@ -80,10 +185,18 @@ def measure(sample: dict, ceiling: int) -> tuple[int, dict[str, tuple[int, int, 
         )
         start = time.perf_counter()
         with open_for_replay(settings) as engine:
-            replay_memory(engine, sample["sample_id"], lines, note_writer=_note_writer(settings))
-            usage = engine.memory(sample["sample_id"]).usage()
+            replay_memory(engine, memory_id, lines, note_writer=_note_writer(settings))
+            usage = engine.memory(memory_id).usage()
         seconds = time.perf_counter() - start
-    return turns, {u.kind: (u.calls, u.tokens_in, u.tokens_out) for u in usage}, seconds
+    return Cost(
+        sample=name,
+        ceiling=ceiling,
+        turns=turns,
+        text=conversation_tokens(lines),
+        usage={u.kind: (u.calls, u.tokens_in, u.tokens_out) for u in usage},
+        counted=counter.counted,
+        seconds=seconds,
+    )
 
 
 def _per_turn(value: float) -> str:
@@ -92,59 +205,80 @@ def _per_turn(value: float) -> str:
     return f"{value:,.0f}" if value >= 10 else f"{value:.2f}"
 
 
-def table(results: list[tuple[int, int, dict[str, tuple[int, int, int]]]]) -> list[str]:
-    """Markdown rows: per user turn, for each ceiling, calls, tokens in and tokens out."""
+def table(results: list[Cost]) -> list[str]:
+    """Markdown rows: per user turn, for each replay, calls, tokens in and tokens out; then the
+    conversation's own text per turn and the ratios the goal bounds."""
     head = "| per user turn |" + "".join(
-        f" ceiling {c:,}: calls | tokens in | tokens out |" for c, _, _ in results
+        f" {c.sample} @ {c.ceiling:,}: calls | in | out |" for c in results
     )
     lines = [head, "| --- |" + " --- | --- | --- |" * len(results)]
-    kinds = KINDS + sorted({k for _, _, u in results for k in u} - set(KINDS))
+    kinds = KINDS + sorted({k for c in results for k in c.usage} - set(KINDS))
     for kind in kinds:
-        if not any(kind in u for _, _, u in results):
+        if not any(kind in c.usage for c in results):
             continue
         cells = []
-        for _, turns, usage in results:
-            calls, tin, tout = usage.get(kind, (0, 0, 0))
-            cells += [_per_turn(calls / turns), _per_turn(tin / turns), _per_turn(tout / turns)]
+        for c in results:
+            calls, tin, tout = c.usage.get(kind, (0, 0, 0))
+            cells += [_per_turn(calls / c.turns), _per_turn(tin / c.turns)]
+            cells.append(_per_turn(tout / c.turns))
         lines.append(f"| {LABELS.get(kind, kind)} | " + " | ".join(cells) + " |")
-    totals = []
-    for _, turns, usage in results:
-        calls, tin, tout = (sum(v[i] for v in usage.values()) for i in range(3))
-        totals += [_per_turn(calls / turns), _per_turn(tin / turns), _per_turn(tout / turns)]
-    lines.append("| total | " + " | ".join(totals) + " |")
+    cells = []
+    for c in results:
+        cells += [_per_turn(c.calls / c.turns), _per_turn(c.reads / c.turns)]
+        cells.append(_per_turn(c.writes / c.turns))
+    lines.append("| **total** | " + " | ".join(f"**{x}**" for x in cells) + " |")
+    cells = []
+    for c in results:
+        cells += ["", _per_turn(c.text / c.turns), ""]
+    lines.append("| the conversation's own text | " + " | ".join(cells) + " |")
+    lines += ["", "| replay | user turns | reads / text | writes / reads | seconds |"]
+    lines.append("| --- | --- | --- | --- | --- |")
+    for c in results:
+        lines.append(
+            f"| {c.sample} @ {c.ceiling:,} | {c.turns} | {c.reads / c.text:.1f}× "
+            f"(goal ≤ {GOAL_READS:.0f}×) | {c.writes / max(1, c.reads):.2f} "
+            f"(goal ≤ {GOAL_WRITES}) | {c.seconds:.0f} |"
+        )
     return lines
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sample", default="conv-26", help="LoCoMo sample_id (default conv-26)")
+    parser.add_argument(
+        "--samples",
+        nargs="+",
+        default=[BUNDLED, "conv-30"],
+        help=f"{BUNDLED} (bundled) and/or LoCoMo sample_ids (default: {BUNDLED} conv-30)",
+    )
     parser.add_argument("--ceilings", type=int, nargs="+", default=[20_000, 6_000])
     parser.add_argument("--out", type=Path, help=f"write the results here (e.g. {RESULTS})")
     args = parser.parse_args()
-    path = shared_data("locomo/locomo10.json")
-    if path is None:
-        print("LoCoMo not found under shared/data; nothing to measure", file=sys.stderr)
-        return 1
-    samples = {s["sample_id"]: s for s in read_locomo(path)}
-    if args.sample not in samples:
-        parser.error(f"no sample {args.sample!r}; LoCoMo has {', '.join(samples)}")
+    locomo = shared_data("locomo/locomo10.json")
     results = []
-    for ceiling in args.ceilings:
-        turns, usage, seconds = measure(samples[args.sample], ceiling)
-        print(f"ceiling {ceiling:,}: {turns} user turns, {seconds:.0f} s", file=sys.stderr)
-        results.append((ceiling, turns, usage))
-    lines = [
-        "# What the LLM judge and note writer cost",
+    for name in args.samples:
+        try:
+            lines = sample_lines(name, locomo)
+        except (FileNotFoundError, KeyError) as exc:
+            parser.error(str(exc))
+        for ceiling in args.ceilings:
+            cost = measure(name, lines, ceiling)
+            print(
+                f"{name} @ {ceiling:,}: {cost.turns} user turns, {cost.seconds:.0f} s",
+                file=sys.stderr,
+            )
+            results.append(cost)
+    lines_out = [
+        "# What the memory's own model costs",
         "",
         "`python benches/judge_cost.py --out benches/RESULTS-judge-cost.md`, "
-        f"{time.strftime('%Y-%m-%d')}. LoCoMo {args.sample} ({results[0][1]} user turns) "
-        "replayed with the LLM judge and note writer against a scripted local server that "
-        "answers every request validly and reports fadeway's own token estimate of each "
-        "request and answer (see the script's docstring).",
+        f"{time.strftime('%Y-%m-%d')}. Each sample replayed with the LLM judge and note writer "
+        "against a scripted local server that answers every request validly and reports "
+        "fadeway's own token estimate of each request and answer (see the script's "
+        "docstring); the conversation's own text in the same encoding.",
         "",
         *table(results),
     ]
-    text = "\n".join(lines) + "\n"
+    text = "\n".join(lines_out) + "\n"
     if args.out:
         args.out.write_text(text)
     print(text)

@@ -49,12 +49,13 @@ def asked_ids(body: dict) -> Any:
     return ids_in(section)
 
 
-def default_item(name: str, key: Any) -> dict:
-    """A valid answer item for `key` (an id, or a (fact, episode) pair)."""
+def default_item(name: str, key: Any) -> dict | None:
+    """A valid answer item for `key` (an id, or a (fact, episode) pair); for `about`, whose
+    answer lists the yeses only, None leaves the pair out (a no)."""
     if name == "boundaries":
         return {"id": key, "first": (key % 5) / 5, "last": ((key + 2) % 5) / 5}
     if name == "about":
-        return {"fact": key[0], "episode": key[1], "about": True, "score": 0.75}
+        return {"fact": key[0], "episode": key[1], "score": 0.75}
     if name == "relate":
         return {"id": key, "relation": "unrelated"}
     if name == "same_entity":
@@ -64,20 +65,20 @@ def default_item(name: str, key: Any) -> dict:
     return {"id": key, "keep": True}
 
 
-def items_for(body: dict, item: Callable[[str, Any], dict] = default_item) -> dict:
-    """The whole valid answer object for a judge request."""
+def items_for(body: dict, item: Callable[[str, Any], dict | None] = default_item) -> dict:
+    """The whole valid answer object for a judge request (items that are None left out)."""
     name, _ = judgment(body)
     ids = asked_ids(body)
     keys = [(f, e) for f in ids[0] for e in ids[1]] if name == "about" else ids
     key = {
         "boundaries": "units",
-        "about": "answers",
+        "about": "about",
         "relate": "pairs",
         "same_entity": "pairs",
         "levels": "facts",
         "distill": "facts",
     }[name]
-    return {key: [item(name, k) for k in keys]}
+    return {key: [x for k in keys if (x := item(name, k)) is not None]}
 
 
 def completion(

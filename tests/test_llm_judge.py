@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 from collections.abc import Iterator
 
@@ -19,6 +20,7 @@ from fadeway.errors import EndpointError, JudgeTimeout
 from fadeway.http import Endpoint
 from fadeway.judge import BatchSizes, FactText, LLMJudge, OfflineJudge, UnitText, judge_from
 from fadeway.judge.base import Answer
+from fadeway.judge.prompts import pieces
 from helpers import chat_reply
 from judge_answers import answer, asked_ids, completion, items_for, judgment, user_text, valid
 from openai_server import OpenAIServer, Recorded, Reply
@@ -137,7 +139,7 @@ def test_about_places_each_answer_on_its_fact_and_episode(server, make_judge):
             fact_line = next(line for line in text.splitlines() if line.startswith(f"[{key[0]}] "))
             block = text.split("\n\nEpisodes:\n", 1)[1].split(f"[{key[1]}]\n", 1)[1]
             yes = fact_line.split()[-1] in block.split("\n\n[")[0]
-            return {"fact": key[0], "episode": key[1], "about": yes, "score": float(yes)}
+            return {"fact": key[0], "episode": key[1], "score": 1.0} if yes else None
 
         return answer(body, items_for(body, item))
 
@@ -151,6 +153,138 @@ def test_about_places_each_answer_on_its_fact_and_episode(server, make_judge):
         [False, True, False, False],
         [True, False, False, False],
     ]
+
+
+def _about_answer(*yeses: tuple[int, int, float]):
+    return lambda r: answer(
+        r.body, {"about": [dict(fact=f, episode=e, score=s) for f, e, s in yeses]}
+    )
+
+
+def test_about_asks_for_the_yeses_only_and_reads_the_rest_as_noes(server, make_judge):
+    server.script(_about_answer((2, 1, 0.9), (1, 3, 0.4)))
+    got = run(make_judge().about(["fact a", "fact b"], ["ep one", "ep two", "ep three"]))
+    no = Answer(False, 0.0)
+    assert got == [[no, no, Answer(True, 0.4)], [Answer(True, 0.9), no, no]]
+    (request,) = server.requests
+    item = request.body["response_format"]["json_schema"]["schema"]["properties"]["about"]
+    assert set(item["items"]["properties"]) == {"fact", "episode", "score"}
+
+
+def test_an_empty_about_answer_is_all_noes_and_not_asked_again(server, make_judge):
+    server.script(_about_answer())
+    assert run(make_judge().about(["fact a"], ["ep one", "ep two"])) == [[Answer(False, 0.0)] * 2]
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        _about_answer((1, 1, 0.9), (1, 3, 0.5)),  # no episode 3
+        _about_answer((3, 1, 0.9)),  # no fact 3
+        _about_answer((1, 1, 0.9), (1, 1, 0.5)),  # a pair twice
+        _about_answer((1, 1, 1.5)),  # a score out of range
+        lambda r: answer(r.body, {"about": [{"fact": 1, "episode": 1, "about": True}]}),
+        lambda r: answer(r.body, '{"about": [{"fact": 1'),
+    ],
+)
+def test_a_bad_about_answer_is_discarded_whole_asked_again_then_no_answer(
+    server, make_judge, bad, caplog
+):
+    server.script(bad, bad)
+    with caplog.at_level(logging.WARNING, "fadeway.judge"):
+        got = run(make_judge().about(["fact a", "fact b"], ["ep one", "ep two"]))
+    assert got == [[None, None], [None, None]]
+    assert len(server.requests) == 2
+    assert "Answer for exactly the ids listed above" in user_text(server.requests[1].body)
+    assert "no answer for 4 of 4" in caplog.text
+
+
+def test_a_bad_about_answer_then_a_good_one(server, make_judge):
+    server.script(_about_answer((1, 5, 0.9)), _about_answer((1, 2, 0.6)))
+    got = run(make_judge().about(["fact a"], ["ep one", "ep two"]))
+    assert got == [[Answer(False, 0.0), Answer(True, 0.6)]]
+
+
+def test_pieces_cover_the_text_within_the_room():
+    text = "\n\n".join(f"message {i}: " + "word " * (i * 7 % 40) for i in range(60))
+    text += "\n\n" + "x" * 250  # a run with no break at all
+    for room in (40, 100, 333, 5_000):
+        got = pieces(text, room)
+        assert all(0 < len(p) <= room for p in got)
+        assert "".join(got).replace(" ", "").replace("\n", "") == text.replace(" ", "").replace(
+            "\n", ""
+        )
+    assert pieces("short", 10) == ["short"]
+    assert pieces("one two\n\nthree four", 12) == ["one two", "three four"]
+
+
+def test_a_long_episode_is_judged_in_pieces_and_answered_by_its_best(server, make_judge):
+    middle = "Dana moved the launch to Friday."
+    episode = "\n\n".join(
+        [*(f"user: filler line {i} about nothing much" for i in range(20)), middle]
+        + [f"assistant: more filler {i} here" for i in range(20)]
+    )
+    assert len(episode) > 600
+
+    def by_piece(request: Recorded) -> Reply:
+        text = user_text(request.body)
+        blocks = text.split("\n\nEpisodes:\n", 1)[1].split("\n\n[")
+        yeses = []
+        for block in blocks:
+            e = int(block.lstrip("[").split("]", 1)[0])
+            if "launch" in block:
+                yeses.append({"fact": 1, "episode": e, "score": 0.8})
+            if "filler line 3 " in block:
+                yeses.append({"fact": 1, "episode": e, "score": 0.3})
+        return answer(request.body, {"about": yeses})
+
+    server.script(*[by_piece] * 10)
+    judge = make_judge(batch=BatchSizes(about_episode_chars=200))
+    got = run(judge.about(["The launch moved to Friday."], [episode, "user: hello"]))
+    assert got == [[Answer(True, 0.8), Answer(False, 0.0)]]
+    sent = "".join(user_text(r.body).split("\n\nEpisodes:\n", 1)[1] for r in server.requests)
+    assert middle in sent  # never truncated
+    for r in server.requests:
+        blocks = user_text(r.body).split("\n\nEpisodes:\n", 1)[1].split("\n\n[")
+        assert sum(len(b.split("]\n", 1)[1]) for b in blocks) <= 200  # each call within room
+
+
+def test_about_sends_each_text_once_and_batches_what_shares_a_prompt(server, make_judge):
+    server.script(*[valid] * 5)
+    facts = [f"fact number {i}" for i in range(8)]
+    episodes = [f"episode text {i}" for i in range(6)]
+    got = run(make_judge().about([*facts, facts[0]], [*episodes, episodes[2]]))
+    assert len(server.requests) == 1  # 8 facts x 6 episodes share one prompt
+    text = user_text(server.requests[0].body)
+    assert all(text.count(t) == 1 for t in facts + episodes)
+    assert got[8] == got[0] and all(row[6] == row[2] for row in got)
+    assert len(got) == 9 and all(len(row) == 7 for row in got)
+
+
+def test_relate_sends_each_fact_once_and_reads_each_pair(server, make_judge):
+    def by_text(request: Recorded) -> Reply:
+        text = user_text(request.body)
+        facts = dict(re.findall(r"^(F\d+): (.*)$", text, re.MULTILINE))
+        pairs = re.findall(r"^\[(\d+)\] new (F\d+), held (F\d+)$", text, re.MULTILINE)
+        return answer(
+            request.body,
+            {
+                "pairs": [
+                    {"id": int(i), "relation": "same" if "pricing" in facts[h] else "unrelated"}
+                    for i, _, h in pairs
+                ]
+            },
+        )
+
+    server.script(by_text)
+    new, held = FACTS[0], FACTS[1:]
+    got = run(make_judge().relate([(new, held[0]), (new, held[1]), (held[1], held[0])]))
+    assert got == ["same", "unrelated", "same"]
+    (request,) = server.requests
+    text = user_text(request.body)
+    assert all(text.count(f.text) == 1 for f in FACTS)
+    assert asked_ids(request.body) == [1, 2, 3]
 
 
 # -- strict reading ---------------------------------------------------------------------------

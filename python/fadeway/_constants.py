@@ -361,18 +361,19 @@ LLM_JUDGE_CONCURRENCY = 4
 #: Units around each window of boundaries it cuts a long stretch into, read as context only
 #: (beside the JUDGE_CONTEXT_UNITS a cut gives around the whole stretch).
 LLM_JUDGE_CONTEXT_UNITS = 3
-#: Characters of a unit, an episode, a fact (or excerpt), and of the dialogue a prompt quotes;
-#: longer texts keep their head and tail (where a unit or episode opens and closes its concept).
-#: Longer quotes judge the middle of long texts too, at the price of input tokens per call.
+#: Characters of a unit, a fact (or excerpt), and of the dialogue a prompt quotes; longer texts
+#: keep their head and tail (where a unit opens and closes its concept). Longer quotes judge the
+#: middle of long texts too, at the price of input tokens per call. Episodes are never cut short.
 LLM_JUDGE_UNIT_CHARS = 1_500
-LLM_JUDGE_EPISODE_CHARS = 6_000
 LLM_JUDGE_ITEM_CHARS = 1_000
 LLM_JUDGE_DIALOGUE_CHARS = 6_000
-#: Episode characters per `about` call (facts are short; episodes are most of the prompt).
+#: Episode characters per `about` call, the room (facts are short; episodes are most of the
+#: prompt): a longer episode is judged in pieces of at most this many, its answer their best.
 LLM_JUDGE_ABOUT_EPISODE_CHARS = 24_000
 #: Items per call (`llm.BatchSizes`' defaults): units judged as boundaries, fact x episode
-#: pairs judged "about", fact pairs related, name pairs confirmed, facts levelled or distilled.
-#: Larger batches make fewer calls, and longer answers a model is likelier to get wrong.
+#: pairs judged "about" (and facts per call: LLM_JUDGE_BATCH_FACTS), fact pairs related, name
+#: pairs confirmed, facts levelled or distilled. Larger batches make fewer calls, and longer
+#: answers a model is likelier to get wrong.
 LLM_JUDGE_BATCH_UNITS = 40
 LLM_JUDGE_BATCH_ABOUT_PAIRS = 150
 LLM_JUDGE_BATCH_PAIRS = 40

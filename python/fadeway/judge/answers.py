@@ -30,9 +30,10 @@ class BoundaryItem(msgspec.Struct):
 
 
 class AboutItem(msgspec.Struct):
+    """A yes: the fact is about the episode (the answer lists no noes)."""
+
     fact: int
     episode: int
-    about: bool
     score: Score
 
 

@@ -5,7 +5,8 @@ call whose parameters are the same schema. In "auto" mode a 400 that names the r
 switches to tool calls for the rest of the judge's life. An answer is read from the message
 content or from its tool call, whichever holds it. Answers are read strictly: one that does not
 parse, breaks the schema or names an id it was not given is discarded whole; what is missing is
-asked again once, alone; what is still missing is "no answer" (None, logged), never made up.
+asked again once, alone; what is still missing is "no answer" (None, logged), never made up. An
+answer that lists the yeses only (`about`) misses nothing once read: what it leaves out is a no.
 Every answered call is recorded with `usage.record`.
 """
 
@@ -108,8 +109,13 @@ class StrictAnswers:
         render: Callable[[Sequence[K]], tuple[str, set[K]]],
         read: Callable[[Any], tuple[K, V]],
         deadline: float | None,
+        unnamed: V | None = None,
     ) -> dict[K, V]:
-        """Ask about `keys`; ask once more about those the answer left out; the rest: no answer."""
+        """Ask about `keys`; ask once more about those the answer left out; the rest: no answer.
+
+        With `unnamed` (a judgment whose answer lists the yeses only), a readable answer
+        answers every key it was asked about: those it leaves out are `unnamed`, so only a
+        discarded answer is asked again."""
         got: dict[K, V] = {}
         missing = keys
         for attempt in (1, 2):
@@ -118,7 +124,9 @@ class StrictAnswers:
                 user += P.RETRY_NOTE
             answer = await self._ask(prompt, user, deadline)
             found = self._read(prompt, item_type, answer, given, read)
-            got.update((k, v) for k, v in found.items() if k in missing)
+            if found is not None and unnamed is not None:
+                found = {k: found.get(k, unnamed) for k in given}
+            got.update((k, v) for k, v in (found or {}).items() if k in missing)
             missing = [k for k in missing if k not in got]
             if not missing:
                 return got
@@ -138,23 +146,23 @@ class StrictAnswers:
         answer: Any,
         given: set[K],
         read: Callable[[Any], tuple[K, V]],
-    ) -> dict[K, V]:
-        """The answer's items, all or nothing: empty when it breaks the schema or names an id
-        it was not given (or one twice)."""
+    ) -> dict[K, V] | None:
+        """The answer's items, all or nothing: None (discarded) when it breaks the schema or
+        names an id it was not given (or one twice)."""
         if not isinstance(answer, dict) or not isinstance(answer.get(prompt.key), list):
             log.warning(
                 "judge:%s: the answer is not a JSON object with a %r list; it is discarded",
                 prompt.name,
                 prompt.key,
             )
-            return {}
+            return None
         try:
             items = msgspec.convert(answer[prompt.key], list[item_type])  # type: ignore[valid-type]
         except msgspec.ValidationError as exc:
             log.warning(
                 "judge:%s: the answer breaks its schema (%s); it is discarded", prompt.name, exc
             )
-            return {}
+            return None
         out: dict[K, V] = {}
         for item in items:
             key, value = read(item)
@@ -166,7 +174,7 @@ class StrictAnswers:
                     key,
                     "not one it was given" if key not in given else "twice",
                 )
-                return {}
+                return None
             out[key] = value
         return out
 

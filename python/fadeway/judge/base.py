@@ -25,7 +25,8 @@ Implemented judgments:
 - `boundaries`: each unit read in context, scored as the first and as the last message of a
   concept (MECHANISM: "Episodes").
 - `about`: is this fact about that episode? A yes or no with a score, for every pair of a batch
-  of facts and a batch of episodes (MECHANISM: "Encoding and traces").
+  of facts and a batch of episodes (MECHANISM: "Encoding and traces"). A judge may score its
+  noes 0.0 (the LLM judge asks for the yeses only).
 - `relate`: is a new fact the same as one already held, does it contradict it, or neither
   (MECHANISM: "The note ask and sealing": a restated fact merges, a newer one retires).
 - `same_entity`: are two names the same entity (confirms a candidate that similarity found)?

@@ -3,7 +3,10 @@ completions endpoint (ARCHITECTURE: "The judgment model and the note writer"; th
 `prompts.py`).
 
 Each judgment batches its items into few calls (units in windows with context, facts x episodes
-in chunks, pairs and facts in lists), run concurrently up to `max_concurrency`. Each call asks for
+in chunks, pairs and facts in lists), run concurrently up to `max_concurrency`. `about` sends each
+distinct fact and episode once per call, asks for the yeses only (a pair left out is a no, score
+0.0), and judges an episode longer than a call's room in pieces (never cut short): the fact is
+about the episode if it is about any piece, with the best piece's score. Each call asks for
 structured output: a strict `json_schema` response format, or a forced tool call whose parameters
 are the same schema. In "auto" mode a 400 that names the response format switches the judge to
 tool calls for the rest of its life. An answer is read from the message content or from its tool
@@ -11,7 +14,8 @@ call, whichever holds it (some servers answer one when asked for the other).
 
 Answers are read strictly. An answer that does not parse, breaks the schema (a score outside 0..1,
 an unknown level) or names an id it was not given is discarded whole: when a model mixes up its
-ids, none of its answers can be trusted. A readable answer that leaves ids out keeps what it gave.
+ids, none of its answers can be trusted. A readable answer that leaves ids out keeps what it gave
+(for `about`, what it leaves out is a no).
 What is missing is asked again once, alone; what is still missing after that is "no answer"
 (None, logged at WARNING), never made up. Every answered call is recorded with `usage.record`.
 
@@ -52,10 +56,13 @@ ENV_PREFIX = "FADEWAY_JUDGE"
 
 @dataclass(frozen=True, slots=True)
 class BatchSizes:
-    """Items per call of each judgment. `about_pairs` bounds facts x episodes per call (each pair
-    is a line of the answer); `about_episode_chars` bounds the episodes' text per call."""
+    """Items per call of each judgment. For `about`: `about_facts` facts a call, with as many
+    episodes as `about_pairs` (facts x episodes a call) and `about_episode_chars` (the
+    episodes' text a call, the room: a longer episode is judged in pieces of at most that)
+    allow."""
 
     boundaries: int = C.LLM_JUDGE_BATCH_UNITS
+    about_facts: int = C.LLM_JUDGE_BATCH_FACTS
     about_pairs: int = C.LLM_JUDGE_BATCH_ABOUT_PAIRS
     about_episode_chars: int = C.LLM_JUDGE_ABOUT_EPISODE_CHARS
     relate: int = C.LLM_JUDGE_BATCH_PAIRS
@@ -195,32 +202,57 @@ class LLMJudge(StrictAnswers, Judge):
     ) -> list[list[Answer | None]]:
         if not facts or not episodes:
             return [[] for _ in facts]
-        texts = [P.clip(e, C.LLM_JUDGE_EPISODE_CHARS) for e in episodes]
-        groups: list[list[int]] = [[]]
-        for e, text in enumerate(texts):
-            if groups[-1] and (
-                sum(len(texts[x]) for x in groups[-1]) + len(text) > self.batch.about_episode_chars
-            ):
-                groups.append([])
-            groups[-1].append(e)
+        # Each distinct text once; an episode longer than a call's room in pieces, none dropped.
+        fact_of = {f: i for i, f in enumerate(dict.fromkeys(P.one_line(f) for f in facts))}
+        episode_of = {e: i for i, e in enumerate(dict.fromkeys(episodes))}
+        room = self.batch.about_episode_chars
+        pieces = [(e, piece) for text, e in episode_of.items() for piece in P.pieces(text, room)]
+        per_call = min(self.batch.about_facts, self.batch.about_pairs)
+        texts = list(fact_of)
         jobs, spans = [], []
-        for group in groups:
-            per_call = max(1, self.batch.about_pairs // len(group))
-            for f0 in range(0, len(facts), per_call):
-                fs = list(range(f0, min(f0 + per_call, len(facts))))
+        for f0 in range(0, len(texts), per_call):
+            fs = list(range(f0, min(f0 + per_call, len(texts))))
+            # Every piece once per chunk of facts, as many to a call as the room and pairs allow.
+            width = max(1, self.batch.about_pairs // len(fs))
+            groups: list[list[int]] = [[]]
+            for p, (_, piece) in enumerate(pieces):
+                size = sum(len(pieces[x][1]) for x in groups[-1]) + len(piece)
+                if groups[-1] and (size > room or len(groups[-1]) >= width):
+                    groups.append([])
+                groups[-1].append(p)
+            for group in groups:
                 spans.append((fs, group))
-                jobs.append(self._about_call(facts, texts, fs, group, deadline))
+                jobs.append(self._about_call(texts, pieces, fs, group, deadline))
         found = await self._gather(jobs)
-        out: list[list[Answer | None]] = [[None] * len(episodes) for _ in facts]
+        # An episode's answer is its pieces' best: a yes from any piece (its best score), else
+        # no answer if a piece had none, else a no.
+        yes: dict[tuple[int, int], float] = {}
+        unanswered: set[tuple[int, int]] = set()
         for (fs, group), got in zip(spans, found, strict=True):
-            for (fi, ei), answer in got.items():
-                out[fs[fi - 1]][group[ei - 1]] = answer
+            for fi, f in enumerate(fs, 1):
+                for pi, p in enumerate(group, 1):
+                    key, answer = (f, pieces[p][0]), got.get((fi, pi))
+                    if answer is None:
+                        unanswered.add(key)
+                    elif answer.yes:
+                        yes[key] = max(yes.get(key, 0.0), answer.score)
+        no = Answer(False, 0.0)
+        out: list[list[Answer | None]] = []
+        for fact in facts:
+            f = fact_of[P.one_line(fact)]
+            row: list[Answer | None] = []
+            for episode in episodes:
+                key = (f, episode_of[episode])
+                row.append(
+                    Answer(True, yes[key]) if key in yes else None if key in unanswered else no
+                )
+            out.append(row)
         return out
 
     def _about_call(
         self,
         facts: Sequence[str],
-        texts: Sequence[str],
+        pieces: Sequence[tuple[int, str]],
         fs: list[int],
         group: list[int],
         deadline: float | None,
@@ -229,16 +261,18 @@ class LLMJudge(StrictAnswers, Judge):
             f_ids = sorted({f for f, _ in pairs})
             e_ids = sorted({e for _, e in pairs})
             text = P.ABOUT.user.format(
-                facts="\n".join(f"[{f}] {P.one_line(facts[fs[f - 1]])}" for f in f_ids),
-                episodes="\n\n".join(f"[{e}]\n{texts[group[e - 1]]}" for e in e_ids),
+                facts="\n".join(f"[{f}] {facts[fs[f - 1]]}" for f in f_ids),
+                episodes="\n\n".join(f"[{e}]\n{pieces[group[e - 1]][1]}" for e in e_ids),
             )
             return text, set(itertools.product(f_ids, e_ids))
 
         def read(item: AboutItem) -> tuple[tuple[int, int], Answer]:
-            return (item.fact, item.episode), Answer(item.about, item.score)
+            return (item.fact, item.episode), Answer(True, item.score)
 
         keys = list(itertools.product(range(1, len(fs) + 1), range(1, len(group) + 1)))
-        return lambda: self._judge(P.ABOUT, AboutItem, keys, render, read, deadline)
+        return lambda: self._judge(
+            P.ABOUT, AboutItem, keys, render, read, deadline, unnamed=Answer(False, 0.0)
+        )
 
     async def relate(
         self, pairs: Sequence[tuple[FactText, FactText]], *, deadline: float | None = None
@@ -248,12 +282,7 @@ class LLMJudge(StrictAnswers, Judge):
             RelateItem,
             pairs,
             self.batch.relate,
-            lambda items: {
-                "pairs": "\n\n".join(
-                    f"[{i}]\nnew: {P.fact_line(new)}\nheld: {P.fact_line(held)}"
-                    for i, (new, held) in items
-                )
-            },
+            _relate_fields,
             lambda item: item.relation,
             deadline,
         )
@@ -310,3 +339,18 @@ class LLMJudge(StrictAnswers, Judge):
             lambda item: item.keep,
             deadline,
         )
+
+
+def _relate_fields(items: list[tuple[int, tuple[FactText, FactText]]]) -> dict[str, str]:
+    """A relate prompt's fields: each fact once ("Fk"), the pairs naming them."""
+    label: dict[str, str] = {}
+    for _, pair in items:
+        for fact in pair:
+            label.setdefault(P.fact_line(fact), f"F{len(label) + 1}")
+    return {
+        "facts": "\n".join(f"{k}: {line}" for line, k in label.items()),
+        "pairs": "\n".join(
+            f"[{i}] new {label[P.fact_line(new)]}, held {label[P.fact_line(held)]}"
+            for i, (new, held) in items
+        ),
+    }

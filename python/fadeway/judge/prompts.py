@@ -19,6 +19,7 @@ from .base import FactText, UnitText
 __all__ = [
     "clip",
     "fact_line",
+    "pieces",
     "one_line",
     "unit_line",
     "Prompt",
@@ -87,33 +88,39 @@ BOUNDARIES = Prompt(
     item=_item(id=_ID, first=_SCORE, last=_SCORE),
 )
 
-#: Fields: {facts} (lines "[id] fact"), {episodes} (blocks "[id]\ntext").
+#: Fields: {facts} (lines "[id] fact"), {episodes} (blocks "[id]\ntext"). The answer lists the
+#: yeses only: a pair it leaves out is a no (with no score), so it grows with the yeses, not with
+#: facts x episodes. An episode longer than a call's room comes as pieces, each with its own id.
 ABOUT = Prompt(
     name="about",
     system=(
-        "You link facts to the stretches of conversation (episodes) they are about. For every "
-        "pair of a numbered fact and a numbered episode, answer about: true when the fact is "
-        "about that episode (the episode states it, leads to it, or discusses what it "
-        "describes), false otherwise; and score: from 0 (unrelated) to 1 (the episode is where "
-        "the fact comes from). Answer every fact-episode pair once, and no other. " + _JSON_ONLY
+        "You link facts to the stretches of conversation (episodes) they are about. List each "
+        "pair of a numbered fact and a numbered episode where the fact is about the episode "
+        "(the episode states it, leads to it, or discusses what it describes), with score: "
+        "from 0 (barely) to 1 (the episode is where the fact comes from). Leave out every "
+        "other pair: a pair not listed means the fact is not about that episode, and an empty "
+        "list means no fact is about any episode. An episode may be one piece of a longer "
+        "one: judge what it shows. List a pair at most once, with only the ids given. " + _JSON_ONLY
     ),
     user="Facts:\n{facts}\n\nEpisodes:\n{episodes}",
-    key="answers",
-    item=_item(fact=_ID, episode=_ID, about=_BOOL, score=_SCORE),
+    key="about",
+    item=_item(fact=_ID, episode=_ID, score=_SCORE),
 )
 
-#: Fields: {pairs} (blocks "[id]\nnew: ...\nheld: ...").
+#: Fields: {facts} (lines "Fk: fact [subject; object]", each fact once), {pairs} (lines
+#: "[id] new Fk, held Fm"): a new fact is weighed against several held ones, and each is sent once.
 RELATE = Prompt(
     name="relate",
     system=(
-        "You keep a knowledge base consistent. Each numbered pair holds a new fact and a fact "
-        'already held, each with its subject and object. Answer relation: "same" when the new '
-        'fact restates the held one (same meaning, other words allowed); "contradicts" when '
-        "the new fact makes the held one no longer true (a changed value, owner, date, status "
-        'or decision); "unrelated" otherwise, including facts that only share an entity or '
-        "can both be true. Answer every pair once, and no other. " + _JSON_ONLY
+        "You keep a knowledge base consistent. Facts are listed once each, with their subject "
+        "and object; each numbered pair names a new fact and a fact already held. Answer "
+        'relation: "same" when the new fact restates the held one (same meaning, other words '
+        'allowed); "contradicts" when the new fact makes the held one no longer true (a '
+        'changed value, owner, date, status or decision); "unrelated" otherwise, including '
+        "facts that only share an entity or can both be true. Answer every pair once, and no "
+        "other. " + _JSON_ONLY
     ),
-    user="Pairs:\n{pairs}",
+    user="Facts:\n{facts}\n\nPairs:\n{pairs}",
     key="pairs",
     item=_item(id=_ID, relation={"type": "string", "enum": ["same", "contradicts", "unrelated"]}),
 )
@@ -183,6 +190,26 @@ def clip(text: str, limit: int) -> str:
         return text
     keep = max(0, limit - len(ELISION))
     return text[: keep - keep // 3] + ELISION + text[len(text) - keep // 3 :]
+
+
+def pieces(text: str, room: int) -> list[str]:
+    """`text` in pieces of at most `room` characters, none dropped: cut at paragraph breaks
+    (an episode's messages), else at a line break or a space, else anywhere. Pieces are stripped
+    of the blank space they were cut at; a text within `room` is one piece, itself."""
+    if len(text) <= room:
+        return [text]
+    out: list[str] = []
+    rest = text
+    while len(rest) > room:
+        head = rest[: room + 1]
+        # The last break of the strongest kind that still leaves the piece a quarter full.
+        cut = next((at for sep in ("\n\n", "\n", " ") if (at := head.rfind(sep)) > room // 4), room)
+        piece, rest = rest[:cut].strip(), rest[cut:].strip()
+        if piece:
+            out.append(piece)
+    if rest:
+        out.append(rest)
+    return out
 
 
 def one_line(text: str, limit: int = C.LLM_JUDGE_ITEM_CHARS) -> str:
