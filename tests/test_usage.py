@@ -25,6 +25,10 @@ class MeteredJudge(ScriptedJudge):
         usage.record("judge:levels", "judge-model", 40, 4, 0.5)
         return await super().levels(facts, dialogue, deadline=deadline)
 
+    async def boundaries(self, units, **kwargs):
+        usage.record("judge:boundaries", "judge-model", 10 * len(units), len(units), 0.1)
+        return await super().boundaries(units, **kwargs)
+
 
 def test_usage_is_recorded_per_memory_and_exported_without_latency(tmp_path, clock):
     with fadeway.open(
@@ -60,6 +64,33 @@ def test_usage_is_recorded_per_memory_and_exported_without_latency(tmp_path, clo
         doc = fadeway.dumps(export)
     with fadeway.open(tmp_path / "copy.db", background=False) as other:
         assert fadeway.dumps(other.import_memory(doc).export()) == doc
+
+
+def test_a_cut_asked_for_by_hand_records_its_judgment(tmp_path, clock):
+    """`mem.cut()` judges boundaries outside decorate and the lane: what it spent is the
+    memory's usage too."""
+    with fadeway.open(
+        tmp_path / "c.db",
+        clock=clock,
+        background=False,
+        judge=MeteredJudge(),
+        episode_min_tokens=20,
+        episode_max_tokens=60,
+        cut_after_tokens=1_000_000,  # no cut but the one asked for
+    ) as eng:
+        mem = eng.memory("m")
+        history: list = []
+        for t in range(6):
+            clock.advance(60)
+            history.append({"role": "user", "content": f"Turn {t}: " + "word " * 30})
+            request = mem.decorate({"model": "gpt-4.1", "messages": history})
+            reply = chat_reply(f"answer {t}")
+            mem.report(request, reply)
+            history.append(reply["choices"][0]["message"])
+        assert ("judge:boundaries", "judge-model") not in {(s.kind, s.model) for s in mem.usage()}
+        assert mem.cut() > 1
+        spent = {(s.kind, s.model): s for s in mem.usage()}[("judge:boundaries", "judge-model")]
+        assert spent.calls >= 1 and spent.tokens_in == 10 * spent.tokens_out
 
 
 def test_every_embedding_request_is_counted_with_the_memory_it_served(tmp_path, clock):

@@ -169,8 +169,11 @@ class Memory:
             sync(mirror, tx)
         for _ in range(C.CUT_RETRIES):
             plan = prepare_cut(s.store, s.judge, s.cut_settings, self.memory_id, mirror.turn_start)
-            prepared = run_sync(plan)
+            with collecting() as used:
+                prepared = run_sync(plan)
             with mirror.lock, writing(s.store, mirror, self.memory_id) as tx:
+                if used:  # spent whether or not this plan still fits the history
+                    tx.insert_usage(used, now)
                 if commit_cut(tx, prepared, now):
                     return len(prepared[1].episodes) if prepared else 0
         raise RuntimeError("the history kept changing while it was being cut")
