@@ -8,13 +8,13 @@ with the memory they were spent on. Collection follows the context (asyncio task
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
 import msgspec
 
-__all__ = ["UsageRecord", "UsageSummary", "record", "collecting", "summarise_usage"]
+__all__ = ["UsageRecord", "UsageSummary", "record", "collecting", "sum_usage", "summarise_usage"]
 
 
 class UsageRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -42,10 +42,26 @@ class UsageSummary(msgspec.Struct, frozen=True, kw_only=True):
 
 def summarise_usage(rows: list[UsageRecord]) -> list[UsageSummary]:
     """`rows` summed by (kind, model), in order of first appearance."""
+    return sum_usage(
+        UsageSummary(
+            kind=u.kind,
+            model=u.model,
+            calls=1,
+            tokens_in=u.tokens_in,
+            tokens_out=u.tokens_out,
+            seconds=u.seconds,
+        )
+        for u in rows
+    )
+
+
+def sum_usage(summaries: Iterable[UsageSummary]) -> list[UsageSummary]:
+    """`summaries` (of several calls or memories) summed by (kind, model), in order of first
+    appearance."""
     sums: dict[tuple[str, str], list[float]] = {}
-    for u in rows:
+    for u in summaries:
         acc = sums.setdefault((u.kind, u.model), [0, 0, 0, 0.0])
-        acc[0] += 1
+        acc[0] += u.calls
         acc[1] += u.tokens_in
         acc[2] += u.tokens_out
         acc[3] += u.seconds

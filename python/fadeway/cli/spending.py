@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import MemoryNotFoundError, UsageError
 from ..store import Store
-from ..usage import UsageSummary, summarise_usage
+from ..usage import UsageSummary, sum_usage, summarise_usage
 
 __all__ = [
     "Prices",
@@ -90,19 +90,7 @@ def parked_jobs(store: Store, memory_id: str) -> int:
 
 def combine(summaries: Iterable[UsageSummary]) -> list[UsageSummary]:
     """Summaries (of several memories) summed by kind and model, sorted by both."""
-    sums: dict[tuple[str, str], list[float]] = {}
-    for s in summaries:
-        acc = sums.setdefault((s.kind, s.model), [0, 0, 0, 0.0])
-        acc[0] += s.calls
-        acc[1] += s.tokens_in
-        acc[2] += s.tokens_out
-        acc[3] += s.seconds
-    return [
-        UsageSummary(
-            kind=kind, model=model, calls=int(c), tokens_in=int(i), tokens_out=int(o), seconds=sec
-        )
-        for (kind, model), (c, i, o, sec) in sorted(sums.items())
-    ]
+    return sorted(sum_usage(summaries), key=lambda s: (s.kind, s.model))
 
 
 def usage_view(rows: list[UsageSummary], prices: Prices | None = None) -> dict[str, Any]:
