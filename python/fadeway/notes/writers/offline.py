@@ -25,7 +25,7 @@ from typing import Any
 
 from ... import _constants as C
 from ..tool import Note, NoteEntry
-from .base import WIRE_ROLES, LeavingMessage, NoteWriter
+from .base import NO_CONTEXT, WIRE_ROLES, LeavingMessage, NoteContext, NoteWriter
 
 __all__ = ["OfflineNoteWriter"]
 
@@ -606,7 +606,12 @@ class OfflineNoteWriter(NoteWriter):
         self.max_facts = max_facts
 
     async def write(
-        self, ask: str, messages: Sequence[LeavingMessage], *, deadline: float | None = None
+        self,
+        ask: str,
+        messages: Sequence[LeavingMessage],
+        *,
+        context: NoteContext = NO_CONTEXT,
+        deadline: float | None = None,
     ) -> Note:
         candidates: list[tuple[float, int, NoteEntry]] = []
         order = 0
