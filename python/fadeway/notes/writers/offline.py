@@ -598,7 +598,9 @@ def _opening_phrase(sentence: str, determiners: frozenset[str]) -> str | None:
 
 
 class OfflineNoteWriter(NoteWriter):
-    """Extractive, triple-shaped facts from the leaving turns' own sentences (no network)."""
+    """Extractive, triple-shaped facts from the leaving turns' own sentences (no network). It
+    takes the `context` every writer is given and writes from the turns alone: its subjects and
+    objects are the turns' own words, never a name the turns do not say."""
 
     name = "offline"
 
