@@ -36,7 +36,13 @@ from ..wire.canonical import plain
 from .writers import NoteContext
 from .writers.base import WIRE_ROLES, LeavingMessage
 
-__all__ = ["context_tokens", "held_facts", "mentioned_entities", "note_context"]
+__all__ = [
+    "caller_instructions",
+    "context_tokens",
+    "held_facts",
+    "mentioned_entities",
+    "note_context",
+]
 
 #: How surely a mention names an entity: a name the graph has recorded, or a linked word.
 _NAMED, _LINKED = 2, 1
@@ -55,7 +61,9 @@ def note_context(tx: Transaction, messages: Sequence[LeavingMessage]) -> NoteCon
     mentioned = mentioned_entities(graph, text)
     names = [graph.entities[e].name for e in mentioned]
     facts = held_facts(graph, tx.facts(), mentioned, text)
-    return _fit(_cut(instructions), names, [blocks.fact_line(f) for f in facts])
+    # Each name and fact takes a token at least: no more of them can fit.
+    lines = [blocks.fact_line(f) for f in facts[: C.NOTE_CONTEXT_TOKENS]]
+    return _fit(_cut(instructions), names[: C.NOTE_CONTEXT_TOKENS], lines)
 
 
 def caller_instructions(stored: bytes | None) -> str:
@@ -148,7 +156,7 @@ def _cut(instructions: str) -> str:
 
 def _fit(instructions: str, names: Sequence[str], facts: Sequence[str]) -> NoteContext:
     """The context with as many names, then facts, as keep it within NOTE_CONTEXT_TOKENS."""
-    items = [*names, *facts][: C.NOTE_CONTEXT_TOKENS]  # each item takes a token at least
+    items = [*names, *facts][: C.NOTE_CONTEXT_TOKENS]  # as above: no more can fit
 
     def kept(k: int) -> NoteContext:
         return NoteContext(
