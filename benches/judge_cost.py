@@ -15,7 +15,8 @@ leaving user message), so no judgment the mechanism names is skipped. It counts 
 call (fadeway's own estimate of the request and of its answer) and reports them as the call's
 usage, so the tokens are what a real endpoint would count for these prompts. The figures come
 from `mem.usage()`, as a user reads them; the conversation's own text is its messages' text
-(tool outputs included) in the same encoding.
+(tool outputs included) in the same encoding. A last table gives what a note reads, and how much
+of it is the context beside the leaving turns (`NoteContext`, at most NOTE_CONTEXT_TOKENS).
 
 The goal (issue 29): over a replay the memory's own model reads at most 10 times the
 conversation's text, and writes at most a tenth of what it reads.
@@ -38,6 +39,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fadeway import tokens  # noqa: E402
 from fadeway import wire as formats  # noqa: E402
+from fadeway._constants import TOKENS_PER_MESSAGE  # noqa: E402
+from fadeway.blocks import NOTE_CONTEXT_HEADER  # noqa: E402
 from fadeway.cli.batch import ReplaySettings, _note_writer, open_for_replay  # noqa: E402
 from fadeway.replay.lines import ReplayLine, read_replay  # noqa: E402
 from fadeway.replay.locomo import locomo_lines, read_locomo  # noqa: E402
@@ -80,6 +83,8 @@ class Cost:
     usage: dict[str, tuple[int, int, int]]
     counted: dict[str, list[int]] = field(default_factory=dict)
     seconds: float = 0.0
+    #: Each note request's context message (`NoteContext`), in tokens (0 when it sent none).
+    note_context: list[int] = field(default_factory=list)
 
     @property
     def reads(self) -> int:
@@ -124,6 +129,7 @@ class Counter:
 
     def __init__(self) -> None:
         self.counted: dict[str, list[int]] = {}
+        self.note_context: list[int] = []
         self._lock = threading.Lock()
 
     def __call__(self, request: Recorded) -> Reply:
@@ -143,11 +149,21 @@ class Counter:
             "total_tokens": tokens_in + tokens_out,
         }
         with self._lock:
+            if is_note:
+                self.note_context.append(_context_tokens(body))
             calls = self.counted.setdefault(kind, [0, 0, 0])
             calls[0] += 1
             calls[1] += tokens_in
             calls[2] += tokens_out
         return Reply(body=sent)
+
+
+def _context_tokens(body: dict) -> int:
+    """The tokens of a note request's context message, as the request's estimate counts it."""
+    first = body["messages"][0]
+    if first["role"] != "system" or not first["content"].startswith(NOTE_CONTEXT_HEADER):
+        return 0
+    return tokens.count_texts(ENCODING, [first["content"]])[0] + TOKENS_PER_MESSAGE
 
 
 def sample_lines(name: str, locomo: Path | None = None) -> list[ReplayLine]:
@@ -196,6 +212,7 @@ def measure(name: str, lines: list[ReplayLine], ceiling: int) -> Cost:
         usage={u.kind: (u.calls, u.tokens_in, u.tokens_out) for u in usage},
         counted=counter.counted,
         seconds=seconds,
+        note_context=counter.note_context,
     )
 
 
@@ -238,6 +255,15 @@ def table(results: list[Cost]) -> list[str]:
             f"| {c.sample} @ {c.ceiling:,} | {c.turns} | {c.reads / c.text:.1f}× "
             f"(goal ≤ {GOAL_READS:.0f}×) | {c.writes / max(1, c.reads):.2f} "
             f"(goal ≤ {GOAL_WRITES}) | {c.seconds:.0f} |"
+        )
+    lines += ["", "| replay | notes | note in, a note | its context, a note (mean) | max |"]
+    lines.append("| --- | --- | --- | --- | --- |")
+    for c in results:
+        calls, tin, _ = c.usage.get("note", (0, 0, 0))
+        n = len(c.note_context)
+        lines.append(
+            f"| {c.sample} @ {c.ceiling:,} | {calls} | {tin / max(1, calls):,.0f} | "
+            f"{sum(c.note_context) / max(1, n):,.0f} | {max(c.note_context, default=0):,} |"
         )
     return lines
 

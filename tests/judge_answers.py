@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from fadeway.blocks import NOTE_CONTEXT_HEADER
 from openai_server import Recorded, Reply
 
 #: Where each judgment's numbered items start in its user text (ids are read after it).
@@ -128,10 +129,12 @@ def valid(request: Recorded) -> Reply:
 
 def note_answer(request: Recorded) -> Reply:
     """A note call for a note writer request: one fact per leaving user message (its first
-    sentence, the speaker as subject)."""
+    sentence, the speaker as subject). The context before the leaving turns is not one."""
     facts = []
     for m in request.body["messages"][:-1]:
         text = m["content"]
+        if m["role"] == "system" and text.startswith(NOTE_CONTEXT_HEADER):
+            continue
         speaker, _, said = text.partition(": ")
         if not said:
             speaker, said = m["role"], text

@@ -12,11 +12,19 @@ from collections.abc import Iterator
 import pytest
 
 import fadeway
-from fadeway import blocks, usage
+from fadeway import _constants as C
+from fadeway import blocks, tokens, usage
+from fadeway.blocks import NOTE_CONTEXT_HEADER
 from fadeway.errors import EndpointError, NoteWriterError
 from fadeway.http import Endpoint
 from fadeway.judge import LLMJudge
-from fadeway.notes.writers import LeavingMessage, LLMNoteWriter
+from fadeway.notes.writers import (
+    NO_CONTEXT,
+    LeavingMessage,
+    LLMNoteWriter,
+    NoteContext,
+    NoteWriter,
+)
 from helpers import shared_data
 from judge_answers import completion, everything
 from openai_server import OpenAIServer, Reply
@@ -189,6 +197,140 @@ def test_a_memory_takes_the_writers_note_as_a_models(server, tmp_path):
     assert took and doc.notes
     assert all(n.source == f"note-writer:llm:{MODEL}" for n in doc.notes)
     assert ("note", MODEL) in summary and ("judge:about", "j") in summary
+
+
+# -- the context beside the leaving turns -----------------------------------------------------
+
+
+def test_the_context_goes_first_as_one_system_message(server, writer):
+    server.script(note_reply(NOTE))
+    context = NoteContext("You plan trips.", ("Dana Whitfield",), ("- Dana leads. [Dana]",))
+    asyncio.run(writer.write("the ask", TURNS[:1], context=context))
+    assert server.requests[0].body["messages"] == [
+        {"role": "system", "content": context.text},
+        {"role": "user", "content": "Export the pricing table for finance."},
+        {"role": "system", "content": "the ask"},
+    ]
+
+
+class _HeldWriter(NoteWriter):
+    """Answers an ask with fixed facts, as an earlier model's note would have."""
+
+    name = "held"
+
+    def __init__(self, facts: list[tuple[str, str, str]]) -> None:
+        self.facts = facts
+
+    async def write(self, ask, messages, *, context=NO_CONTEXT, deadline=None):
+        return fadeway.notes.tool.Note(
+            notes=[fadeway.notes.tool.NoteEntry(n, s, o, False) for n, s, o in self.facts]
+        )
+
+
+DANA_FACTS = [
+    (
+        "Dana Whitfield leads the Lisbon office budget review.",
+        "Dana Whitfield",
+        "Lisbon office budget review",
+    ),
+    ("Dana Whitfield approved vendor contract VC-88.", "Dana Whitfield", "VC-88"),
+]
+#: Many more facts about her than a context holds, none about the Lisbon office budget review.
+MANY_FACTS = [
+    (
+        f"Dana Whitfield signed purchase order PO-{i} for {item} supplies.",
+        "Dana Whitfield",
+        f"PO-{i}",
+    )
+    for i, item in enumerate(
+        "paper toner cable chair desk lamp badge router headset monitor".split() * 20
+    )
+]
+FIRST_INSTRUCTIONS = "You are the scheduling assistant of Harbor & Vale Studio."
+LATEST_INSTRUCTIONS = "You are the travel desk of Harbor & Vale Studio.\nConfirm dates in ISO 8601."
+
+
+def _note_request(server, tmp_path, mention: str, held: list, other: list) -> dict:
+    """The writer's request for the second note of memory "m", whose first note (answered by
+    `held`) put Dana Whitfield in its graph, while the turns say `mention`; memory "other" of
+    the same engine holds the `other` facts."""
+    clock = [1_700_000_000.0]
+    server.script(*[note_reply(NOTE)] * 4)
+    writer = LLMNoteWriter(Endpoint(server.url), model=MODEL)
+    with fadeway.open(
+        tmp_path / "m.db",
+        ceiling=2_500,
+        clock=lambda: clock[0],
+        background=False,
+        episode_min_tokens=100,
+        episode_max_tokens=600,
+    ) as engine:
+        took = {"other": False, "m": False}
+        histories: dict[str, list] = {"other": [], "m": []}
+        for t in range(40):
+            for memory_id in ("other", "m"):
+                mem, history = engine.memory(memory_id), histories[memory_id]
+                clock[0] += 60
+                said = f"{mention} moved the Lisbon office budget review to slot {t}. "
+                history.append({"role": "user", "content": said + "words " * 200})
+                system = LATEST_INSTRUCTIONS if took[memory_id] else FIRST_INSTRUCTIONS
+                messages = [{"role": "system", "content": system}, *history]
+                request = mem.decorate({"model": "gpt-4.1", "messages": messages})
+                reply = {"role": "assistant", "content": f"Noted slot {t}."}
+                mem.report(request, {"choices": [{"index": 0, "message": reply}]})
+                history.append(reply)
+                if memory_id == "other" or not took["m"]:
+                    facts = other if memory_id == "other" else held
+                    took[memory_id] |= mem.answer_ask(_HeldWriter(facts), at=clock[0])
+                elif mem.answer_ask(writer, at=clock[0]):
+                    writer.close()
+                    return server.requests[0].body
+                engine.drain()
+    raise AssertionError("the writer was never asked")
+
+
+def _context_of(body: dict) -> str:
+    first = body["messages"][0]
+    assert first["role"] == "system" and first["content"].startswith(NOTE_CONTEXT_HEADER)
+    return first["content"]
+
+
+@pytest.mark.parametrize("mention", ["Dana Whitfield", "Dana"])
+def test_the_writer_reads_the_canonical_names_held_facts_and_latest_instructions(
+    server, tmp_path, mention
+):
+    other = [("Dana Okafor runs the Porto warehouse.", "Dana Okafor", "Porto warehouse")]
+    body = _note_request(server, tmp_path, mention, DANA_FACTS, other)
+    context = _context_of(body)
+    lines = context.split("\n")
+    assert "- Dana Whitfield" in lines
+    assert (
+        "- Dana Whitfield leads the Lisbon office budget review. "
+        "[Dana Whitfield, Lisbon office budget review]" in lines
+    )
+    assert "- Dana Whitfield approved vendor contract VC-88. [Dana Whitfield, VC-88]" in lines
+    assert "> You are the travel desk of Harbor & Vale Studio." in lines
+    assert "> Confirm dates in ISO 8601." in lines
+    assert "scheduling assistant" not in context  # the latest instructions, not the first
+    # Memories are isolated: the other memory's Dana is never shown.
+    assert "Okafor" not in json.dumps(body) and "Porto" not in json.dumps(body)
+    # The leaving turns follow, whole, and the ask ends the request.
+    turns = [m["content"] for m in body["messages"][1:-1]]
+    assert any(t.startswith(f"{mention} moved the Lisbon office") for t in turns)
+    assert all(m["role"] != "system" for m in body["messages"][1:-1])
+    assert body["messages"][-1]["content"].startswith("History from turn")
+
+
+def test_the_context_keeps_the_most_relevant_facts_within_its_budget(server, tmp_path):
+    body = _note_request(server, tmp_path, "Dana", [*MANY_FACTS, *DANA_FACTS], [])
+    context = _context_of(body)
+    size = tokens.count_texts(tokens.encoding_for_model(None), [context])[0]
+    assert size + C.TOKENS_PER_MESSAGE <= C.NOTE_CONTEXT_TOKENS
+    shown = [line for line in context.split("\n") if line.startswith("- Dana Whitfield ")]
+    assert 10 < len(shown) < len(MANY_FACTS)  # the budget, not the facts, ended the list
+    # The fact the leaving turns speak of comes first; the rest follow it.
+    assert shown[0].startswith("- Dana Whitfield leads the Lisbon office budget review.")
+    assert "- Dana Whitfield" in context.split("\n")  # the name before any fact
 
 
 # -- the full replay of one LoCoMo conversation -----------------------------------------------

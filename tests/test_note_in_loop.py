@@ -279,12 +279,14 @@ class _Failing(fadeway.notes.writers.NoteWriter):
         self.down, self.calls = down, 0
         self.offline = fadeway.notes.writers.OfflineNoteWriter()
 
-    async def write(self, ask, messages, *, deadline=None):
+    async def write(
+        self, ask, messages, *, context=fadeway.notes.writers.NO_CONTEXT, deadline=None
+    ):
         self.calls += 1
         if self.calls <= self.down:
             # refused, not out of reach: the lane gives the job up, and the next call asks again
             raise fadeway.errors.EndpointError("the note writer refused the key", status=401)
-        return await self.offline.write(ask, messages, deadline=deadline)
+        return await self.offline.write(ask, messages, context=context, deadline=deadline)
 
 
 @pytest.mark.parametrize("writer", ["offline", "flaky"])

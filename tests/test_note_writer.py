@@ -8,7 +8,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fadeway.notes.writers import LeavingMessage, OfflineNoteWriter
+from fadeway.notes.writers import NO_CONTEXT, LeavingMessage, OfflineNoteWriter
 
 TURNS = [
     LeavingMessage(12, "user", "Export the pricing table so finance can check the annual prices."),
@@ -107,7 +107,7 @@ class _RefusingWriter(OfflineNoteWriter):
 
     name = "refusing"
 
-    async def write(self, ask, messages, *, deadline=None):
+    async def write(self, ask, messages, *, context=NO_CONTEXT, deadline=None):
         from fadeway.errors import NoteWriterError
 
         raise NoteWriterError("the model gave no note")

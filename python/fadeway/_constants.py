@@ -385,6 +385,20 @@ LLM_JUDGE_BATCH_FACTS = 40
 #: Calls per ask: the first, and one retry when its answer is not a readable note call.
 NOTE_WRITER_ATTEMPTS = 2
 
+# -- what a note writer reads beside the leaving turns -----------------------------------------
+
+#: Most tokens of the context a note writer gets beside the leaving turns (`notes.context`): the
+#: caller's latest instructions, the canonical names the memory holds for the entities those
+#: turns mention, and the facts held about them, most relevant first, each kept while it fits,
+#: counted as the one message that carries them. The leaving turns themselves are never cut.
+#: Every token is paid on every note a writer writes, and a note's leaving turns are 400 to
+#: 4,000 tokens (an episode): a full context adds a quarter to two and a half times that read.
+#: Fewer tokens keep fewer held facts (the names come first and are short).
+NOTE_CONTEXT_TOKENS = 1_000
+#: Most tokens the caller's instructions may take of that context (cut at a word, marked "…"),
+#: so that a long system prompt never leaves no room for the names the ask says to use.
+NOTE_CONTEXT_INSTRUCTIONS_TOKENS = 500
+
 # -- batch replay ------------------------------------------------------------------------------
 
 #: SQLite durability for replay. NORMAL in WAL mode loses nothing a killed process committed,

@@ -163,7 +163,9 @@ def answer_ask(
         return False
     with collecting() as used:
         deadline = time.monotonic() + C.LANE_JUDGE_DEADLINE
-        note = run_sync(writer.write(ask.text, ask.messages, deadline=deadline))
+        note = run_sync(
+            writer.write(ask.text, ask.messages, context=ask.context, deadline=deadline)
+        )
     with mirror.lock, writing(services.store, mirror, memory_id) as tx:
         tx.insert_usage(used, now)
         if awaiting_note(tx) != ask.awaiting:

@@ -9,10 +9,11 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 
+from .._core import tokenize
 from ..records import AliasRecord, EdgeRecord, EntityRecord, FactRecord, RetirementRecord
 from ..store import Transaction
 
-__all__ = ["Graph", "normalise_name"]
+__all__ = ["Graph", "LinkedNames", "normalise_name"]
 
 
 _NON_WORD = re.compile(r"[\W_]+")
@@ -90,3 +91,46 @@ class Graph:
             if root not in self.retired:
                 out.setdefault(root, None)
         return list(out)
+
+
+class LinkedNames:
+    """The canonical names of a graph's entities, by position, with the words and initials
+    that can link another name to them (so a letter test runs on few of them): the gate for a
+    note's new names (`update`), and the names a note writer is shown (`notes.context`)."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self.names = list(names)
+        self.by_key: dict[str, list[int]] = {}
+        for j, name in enumerate(self.names):
+            for key in _link_keys(name):
+                self.by_key.setdefault(key, []).append(j)
+
+    def __getitem__(self, j: int) -> str:
+        return self.names[j]
+
+    def near(self, name: str) -> set[int]:
+        """The positions of the names that share a word, their run of letters or initials
+        with `name`."""
+        return {j for key in _link_keys(name) for j in self.by_key.get(key, ())}
+
+
+def _link_keys(name: str) -> set[str]:
+    """Keys two linked names share: their words, their letters run together, and the letters
+    of initials (with and without small words) or of an acronym."""
+    words = tokenize(name)
+    keys = {f"w:{w}" for w in words if w != "s"}
+    run = [w for w in tokenize(name, stopwords=False) if w != "s"]
+    while run and run[0] in _DETERMINERS:
+        run = run[1:]
+    keys.add("j:" + "".join(run))
+    parts = [p for p in re.split(r"[\s:&+/-]+", name) if p]
+    if len(parts) >= 2:
+        keys.add("a:" + "".join(p[0] for p in parts).lower())
+        keys.add("a:" + "".join(p[0] for p in parts if p.lower() not in _SMALL).lower())
+    else:
+        keys.add("a:" + re.sub(r"[^A-Za-z]", "", name).lower())
+    return keys
+
+
+_SMALL = frozenset("of the and a an for in on at to".split())
+_DETERMINERS = frozenset("the a an my your our their his her its this that".split())

@@ -16,9 +16,8 @@ the judge decides.
 from __future__ import annotations
 
 import logging
-import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,13 +25,13 @@ import msgspec
 import numpy as np
 
 from .. import _constants as C
-from .._core import Bm25Index, tokenize
+from .._core import Bm25Index
 from ..embed.base import Embedder
 from ..judge.base import FactText, Judge
 from ..judge.offline import names_linked
 from ..records import AliasRecord, EdgeRecord, EntityRecord, FactRecord, JobRecord, RetirementRecord
 from ..store import Store, Transaction
-from .held import Graph, normalise_name
+from .held import Graph, LinkedNames, normalise_name
 
 __all__ = ["GraphJob", "GraphUpdate", "entity_candidate", "plan_graph"]
 
@@ -177,7 +176,7 @@ async def _confirm_entities(
     matrix = np.stack([entity_vectors[int(i)] for i in ids])
     cos = vectors @ matrix.T
     asks: list[tuple[str, int]] = []
-    linked = _LinkedNames(graph.entities[int(e)].name for e in ids)
+    linked = LinkedNames(graph.entities[int(e)].name for e in ids)
     for i, name in enumerate(unknown):
         # Every entity the gate passes, the closest first; a linked name may be far by cosine.
         passing = set(np.flatnonzero(cos[i] >= C.ENTITY_CANDIDATE_THRESHOLD).tolist())
@@ -204,46 +203,6 @@ def entity_candidate(name: str, canonical: str, cosine: float) -> bool:
     near 0: the embedding alone let half the names of one thing (on the LoCoMo tuning labels)
     never reach the judge. A lower threshold lets in names that only look alike."""
     return cosine >= C.ENTITY_CANDIDATE_THRESHOLD or names_linked(name, canonical)
-
-
-class _LinkedNames:
-    """The canonical names of a graph's entities, by position, with the words and initials
-    that can link a new name to them (so the gate's letter test runs on few of them)."""
-
-    def __init__(self, names: Iterable[str]) -> None:
-        self.names = list(names)
-        self.by_key: dict[str, list[int]] = {}
-        for j, name in enumerate(self.names):
-            for key in _link_keys(name):
-                self.by_key.setdefault(key, []).append(j)
-
-    def __getitem__(self, j: int) -> str:
-        return self.names[j]
-
-    def near(self, name: str) -> set[int]:
-        return {j for key in _link_keys(name) for j in self.by_key.get(key, ())}
-
-
-def _link_keys(name: str) -> set[str]:
-    """Keys two linked names share: their words, their letters run together, and the letters
-    of initials (with and without small words) or of an acronym."""
-    words = tokenize(name)
-    keys = {f"w:{w}" for w in words if w != "s"}
-    run = [w for w in tokenize(name, stopwords=False) if w != "s"]
-    while run and run[0] in _DETERMINERS:
-        run = run[1:]
-    keys.add("j:" + "".join(run))
-    parts = [p for p in re.split(r"[\s:&+/-]+", name) if p]
-    if len(parts) >= 2:
-        keys.add("a:" + "".join(p[0] for p in parts).lower())
-        keys.add("a:" + "".join(p[0] for p in parts if p.lower() not in _SMALL).lower())
-    else:
-        keys.add("a:" + re.sub(r"[^A-Za-z]", "", name).lower())
-    return keys
-
-
-_SMALL = frozenset("of the and a an for in on at to".split())
-_DETERMINERS = frozenset("the a an my your our their his her its this that".split())
 
 
 def _relate_candidates(

@@ -10,7 +10,8 @@ from .. import blocks
 from ..records import EpisodeRecord
 from ..store import Transaction
 from ..wire import Format
-from .writers import LeavingMessage, leaving_messages
+from .context import note_context
+from .writers import LeavingMessage, NoteContext, leaving_messages
 
 __all__ = ["PendingAsk", "ask_spans", "awaiting_note", "pending_ask"]
 
@@ -40,15 +41,18 @@ def awaiting_note(tx: Transaction) -> list[int]:
 
 @dataclass(frozen=True, slots=True)
 class PendingAsk:
-    """The note ask standing for `awaiting` episodes, as a note writer reads it."""
+    """The note ask standing for `awaiting` episodes, as a note writer reads it: its text, the
+    leaving turns' messages and the context beside them."""
 
     awaiting: list[int]
     text: str
     messages: list[LeavingMessage]
+    context: NoteContext
 
 
 def pending_ask(tx: Transaction) -> PendingAsk | None:
-    """The note ask that stands, with the leaving turns' messages; None when nothing awaits."""
+    """The note ask that stands, with the leaving turns' messages and the context a note writer
+    reads beside them; None when nothing awaits."""
     awaiting = _awaiting(tx)
     if not awaiting:
         return None
@@ -56,8 +60,10 @@ def pending_ask(tx: Transaction) -> PendingAsk | None:
     memory = tx.memory()
     assert memory is not None  # it holds episodes
     first, *more = ask_spans(awaiting)
+    messages = leaving_messages(leaving, Format(memory.format))
     return PendingAsk(
         [e.n for e in awaiting],
         blocks.note_ask(*first, *more),
-        leaving_messages(leaving, Format(memory.format)),
+        messages,
+        note_context(tx, messages),
     )

@@ -86,7 +86,10 @@ class NoteJob:
         if ask is None:
             return None
         note = await writer.write(
-            ask.text, ask.messages, deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE
+            ask.text,
+            ask.messages,
+            context=ask.context,
+            deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE,
         )
         return ask.awaiting, note, f"note-writer:{writer.name}"
 

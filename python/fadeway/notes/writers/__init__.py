@@ -14,13 +14,15 @@ from collections.abc import Mapping
 
 from ...errors import NoteWriterError
 from ...http import Endpoint
-from .base import LeavingMessage, NoteWriter, leaving_messages
+from .base import NO_CONTEXT, LeavingMessage, NoteContext, NoteWriter, leaving_messages
 from .llm import ENV_PREFIX, JUDGE_ENV_PREFIX, LLMNoteWriter
 from .offline import OfflineNoteWriter
 
 __all__ = [
+    "NO_CONTEXT",
     "LLMNoteWriter",
     "LeavingMessage",
+    "NoteContext",
     "NoteWriter",
     "NoteWriterError",
     "OfflineNoteWriter",

@@ -1,4 +1,5 @@
-"""The note writer interface, and the leaving turns as a writer reads them."""
+"""The note writer interface, and what a writer reads: the leaving turns, and the context beside
+them."""
 
 from __future__ import annotations
 
@@ -6,13 +7,14 @@ import abc
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ... import blocks
 from ...records import MessageRecord
 from ...wire import text_of
 from ...wire.base import Format
 from ...wire.canonical import plain
 from ..tool import Note, call_names
 
-__all__ = ["LeavingMessage", "NoteWriter", "leaving_messages"]
+__all__ = ["NO_CONTEXT", "LeavingMessage", "NoteContext", "NoteWriter", "leaving_messages"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +25,27 @@ class LeavingMessage:
     role: str  # user / assistant / tool / system / developer, or the speaker's name
     text: str
     tool: str = ""  # for a tool output, the name of the tool whose call it answers
+
+
+@dataclass(frozen=True, slots=True)
+class NoteContext:
+    """What a note writer reads beside the leaving turns (`notes.context.note_context` chooses
+    it, within NOTE_CONTEXT_TOKENS): the caller's latest instructions, the canonical names the
+    memory holds for the entities those turns mention, and the facts held about them, most
+    relevant first, as facts block lines."""
+
+    instructions: str = ""
+    names: tuple[str, ...] = ()
+    facts: tuple[str, ...] = ()
+
+    @property
+    def text(self) -> str | None:
+        """The context as one message's text; None when it holds nothing."""
+        return blocks.note_context(self.instructions, self.names, self.facts)
+
+
+#: The empty context: a writer called without one reads the leaving turns alone.
+NO_CONTEXT = NoteContext()
 
 
 #: The roles of the wire formats: who says a message, but no entity of the conversation.
@@ -50,6 +73,12 @@ class NoteWriter(abc.ABC):
 
     @abc.abstractmethod
     async def write(
-        self, ask: str, messages: Sequence[LeavingMessage], *, deadline: float | None = None
+        self,
+        ask: str,
+        messages: Sequence[LeavingMessage],
+        *,
+        context: NoteContext = NO_CONTEXT,
+        deadline: float | None = None,
     ) -> Note:
-        """The note for `ask` (the note ask's text), given the leaving turns' messages."""
+        """The note for `ask` (the note ask's text), given the leaving turns' messages and the
+        `context` beside them."""

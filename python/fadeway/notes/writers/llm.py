@@ -1,7 +1,8 @@
 """The LLM note writer: asks a configured model over an OpenAI-compatible endpoint the way the
 live model is asked: the leaving turns as the conversation, the note ask after them, and the
 note tool, forced; its arguments are read by `notes.tool.parse_note_arguments` exactly as a live
-model's are."""
+model's are. The context (`NoteContext`: the caller's instructions, the canonical names and the
+held facts the live model would have in view) goes first, as one system message."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from ...http import Endpoint
 from ...judge.answers import ChatCompletion
 from ...wire.base import Format
 from ..tool import NOTE_TOOL_NAME, Note, note_tool, parse_note_arguments
-from .base import LeavingMessage, NoteWriter
+from .base import NO_CONTEXT, LeavingMessage, NoteContext, NoteWriter
 
 __all__ = ["ENV_PREFIX", "JUDGE_ENV_PREFIX", "LLMNoteWriter"]
 
@@ -106,10 +107,17 @@ class LLMNoteWriter(NoteWriter):
     def close(self) -> None:
         self.endpoint.close()
 
-    def _payload(self, ask: str, messages: Sequence[LeavingMessage]) -> dict[str, Any]:
+    def _payload(
+        self, ask: str, messages: Sequence[LeavingMessage], context: NoteContext
+    ) -> dict[str, Any]:
+        first = context.text
         payload: dict[str, Any] = {
             "model": self.model,
-            "messages": [*(_chat_message(m) for m in messages), {"role": "system", "content": ask}],
+            "messages": [
+                *([{"role": "system", "content": first}] if first else []),
+                *(_chat_message(m) for m in messages),
+                {"role": "system", "content": ask},
+            ],
             "tools": [note_tool(Format.CHAT_COMPLETIONS)],
             "tool_choice": {"type": "function", "function": {"name": NOTE_TOOL_NAME}},
         }
@@ -119,9 +127,14 @@ class LLMNoteWriter(NoteWriter):
         return payload
 
     async def write(
-        self, ask: str, messages: Sequence[LeavingMessage], *, deadline: float | None = None
+        self,
+        ask: str,
+        messages: Sequence[LeavingMessage],
+        *,
+        context: NoteContext = NO_CONTEXT,
+        deadline: float | None = None,
     ) -> Note:
-        payload = self._payload(ask, messages)
+        payload = self._payload(ask, messages, context)
         why = ""
         for attempt in range(1, C.NOTE_WRITER_ATTEMPTS + 1):
             start = time.perf_counter()

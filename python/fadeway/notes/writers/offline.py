@@ -25,7 +25,7 @@ from typing import Any
 
 from ... import _constants as C
 from ..tool import Note, NoteEntry
-from .base import WIRE_ROLES, LeavingMessage, NoteWriter
+from .base import NO_CONTEXT, WIRE_ROLES, LeavingMessage, NoteContext, NoteWriter
 
 __all__ = ["OfflineNoteWriter"]
 
@@ -598,7 +598,9 @@ def _opening_phrase(sentence: str, determiners: frozenset[str]) -> str | None:
 
 
 class OfflineNoteWriter(NoteWriter):
-    """Extractive, triple-shaped facts from the leaving turns' own sentences (no network)."""
+    """Extractive, triple-shaped facts from the leaving turns' own sentences (no network). It
+    takes the `context` every writer is given and writes from the turns alone: its subjects and
+    objects are the turns' own words, never a name the turns do not say."""
 
     name = "offline"
 
@@ -606,7 +608,12 @@ class OfflineNoteWriter(NoteWriter):
         self.max_facts = max_facts
 
     async def write(
-        self, ask: str, messages: Sequence[LeavingMessage], *, deadline: float | None = None
+        self,
+        ask: str,
+        messages: Sequence[LeavingMessage],
+        *,
+        context: NoteContext = NO_CONTEXT,
+        deadline: float | None = None,
     ) -> Note:
         candidates: list[tuple[float, int, NoteEntry]] = []
         order = 0
