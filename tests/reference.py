@@ -302,6 +302,16 @@ BM25_STOPWORDS = frozenset(
     + ("it", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there")
     + ("these", "they", "this", "to", "was", "will", "with")
 )
+#: What the "english" stopwords drop besides BM25_STOPWORDS (written out again, not read from
+#: the kernel: a word missing from either list fails the twin test).
+BM25_MORE_STOPWORDS = frozenset(
+    """i me my myself we our ours ourselves you your yours yourself yourselves he him his himself
+    she her hers herself its itself them theirs themselves what which who whom those am were been
+    being have has had having do does did doing because until while about against between through
+    during before after above below from up down out off over under again further once here when
+    where why how all any both each few more most other some nor only own same so than too very s
+    t can just don should now d ll m o re ve y""".split()
+)
 
 
 @functools.cache
@@ -325,11 +335,14 @@ def s_stem_reference(word: str) -> str:
     return word
 
 
-def bm25_tokens_reference(text: str, stopwords: bool, stem: bool) -> list[str]:
-    """Alphanumeric runs, lowercased; stopwords dropped after lowercasing, then stemmed."""
+def bm25_tokens_reference(text: str, stopwords: bool | str, stem: bool) -> list[str]:
+    """Alphanumeric runs, lowercased; stopwords dropped after lowercasing (True or "lucene":
+    Lucene's set; "english": that and more), then stemmed."""
     tokens = [run.lower() for run in _bm25_run_pattern().findall(text)]
-    if stopwords:
+    if stopwords in (True, "lucene", "english"):
         tokens = [t for t in tokens if t not in BM25_STOPWORDS]
+    if stopwords == "english":
+        tokens = [t for t in tokens if t not in BM25_MORE_STOPWORDS]
     return [s_stem_reference(t) for t in tokens] if stem else tokens
 
 
@@ -339,7 +352,7 @@ def bm25_reference(
     k: int,
     k1: float,
     b: float,
-    stopwords: bool = True,
+    stopwords: bool | str = True,
     stem: bool = True,
 ) -> tuple[list[int], list[float]]:
     """Okapi BM25 with Lucene's idf, ln(1 + (N - df + 0.5) / (df + 0.5)), summed over the query's

@@ -46,7 +46,7 @@ def test_ranks_ties_and_defaults() -> None:
     docs = {5: "apple banana", 3: "apple banana", 9: "cherry", 1: "Apples, apple pie!"}
     index = build(docs)
     assert len(index) == 4
-    assert index.params == (K1, B, True, True)
+    assert index.params == (K1, B, "lucene", True)
     hits = search(index, "apple", 10)
     assert hits[0] == [1, 3, 5]
     assert_equal_hits(hits, reference.bm25_reference(docs, "apple", 10, K1, B))
@@ -64,6 +64,35 @@ def test_tokenizer_options() -> None:
     stemmed = build(docs)
     assert search(stemmed, "the", 5)[0] == []
     assert sorted(search(stemmed, "pony", 5)[0]) == [1, 2]
+
+
+def test_english_stopwords_leave_question_words_and_possessives_out() -> None:
+    docs = {
+        1: "Gina: what's your plan for the store, and what's next?",
+        2: "Gina: Yeah, me too! Contemporary dance is so expressive.",
+        3: "Jon: what a day",
+    }
+    query = "What is Gina's favorite style of dance?"
+    lucene, english = build(docs), build(docs, stopwords="english")
+    assert english.params == (K1, B, "english", True)
+    assert search(lucene, query, 3)[0][0] == 1  # "what" and "s", twice each, outweigh "dance"
+    assert search(english, query, 3)[0] == [2, 1]  # "Jon: what a day" matches nothing left
+    for q in (query, "how did you do that", "were they ever here"):
+        assert_equal_hits(
+            search(english, q, 3), reference.bm25_reference(docs, q, 3, K1, B, "english")
+        )
+    assert _core.tokenize("What is Gina's", stopwords="english") == ["gina"]
+    assert _core.tokenize("What is Gina's", stopwords="none", stem=False) == [
+        "what",
+        "is",
+        "gina",
+        "s",
+    ]
+    back = _core.Bm25Index.from_bytes(english.to_bytes())
+    assert back.params == english.params
+    assert search(back, query, 3) == search(english, query, 3)
+    with pytest.raises(ValueError, match='stopwords must be "lucene", "english", "none"'):
+        _core.Bm25Index(stopwords="french")
 
 
 def test_remove_and_readd() -> None:
@@ -136,7 +165,7 @@ def test_serialization_round_trip_and_corruption() -> None:
     data = index.to_bytes()
     assert isinstance(data, bytes)
     back = _core.Bm25Index.from_bytes(data)
-    assert back.params == (1.5, 0.5, False, True)
+    assert back.params == (1.5, 0.5, "none", True)
     assert len(back) == 2
     assert back.to_bytes() == data
     assert search(back, "beta gamma", 5) == search(index, "beta gamma", 5)
@@ -176,14 +205,18 @@ def test_threads_share_one_index() -> None:
 WORDS = [
     *("the", "a", "is", "cat", "cats", "Dog", "dogs", "pony", "ponies", "bus", "glass", "RED"),
     *("red", "fox", "ΟΔΟΣ", "Straße", "café", "İstanbul", "٣", "42", "x-ray", "don't", "..."),
+    *("What", "did", "Gina's", "you", "here"),
 ]
 texts = st.lists(st.sampled_from(WORDS), max_size=10).map(" ".join)
 corpora = st.dictionaries(st.integers(-(2**40), 2**40), texts, max_size=15)
 flags = st.booleans()
+stoplists = st.sampled_from([True, False, "lucene", "english", "none"])
 
 
 @settings(max_examples=200, deadline=None)
-@given(corpora, corpora, st.lists(texts, min_size=1, max_size=4), flags, flags, st.integers(0, 20))
+@given(
+    corpora, corpora, st.lists(texts, min_size=1, max_size=4), stoplists, flags, st.integers(0, 20)
+)
 def test_equals_reference_under_adds_and_removes(kept, extra, queries, stopwords, stem, k):
     extra = {i: t for i, t in extra.items() if i not in kept}
     index = _core.Bm25Index(K1, B, stopwords, stem)

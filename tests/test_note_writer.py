@@ -141,6 +141,45 @@ def test_replay_goes_on_when_the_note_writer_fails_and_the_ask_stays(tmp_path, c
     assert not export.notes and any(e.state == "leaving" for e in export.episodes)
 
 
+class _WriterBeforeContext(OfflineNoteWriter):
+    """A user's writer written before `write` took the context."""
+
+    name = "before-context"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    async def write(self, ask, messages, *, deadline=None):  # no `context`
+        self.calls += 1
+        return await super().write(ask, messages, deadline=deadline)
+
+
+def test_a_writer_without_the_context_argument_still_answers_the_ask(tmp_path):
+    from importlib import resources
+
+    import fadeway
+    from fadeway.replay.lines import read_replay
+    from fadeway.replay.runner import replay
+
+    sample = resources.files("fadeway") / "samples" / "quickstart.jsonl"
+    lines = list(read_replay(str(sample)))
+    writer = _WriterBeforeContext()
+    with fadeway.open(
+        tmp_path / "r.db",
+        background=False,
+        ceiling=400,
+        episode_min_tokens=50,
+        episode_max_tokens=200,
+    ) as engine:
+        mem = engine.memory(lines[0].memory_id)
+        replay(mem, lines, note_writer=writer)
+        engine.drain()
+        export = mem.export()
+    assert writer.calls > 0
+    assert any(n.source == "note-writer:before-context" for n in export.notes)
+
+
 def test_a_capitalised_first_word_is_a_name_only_when_the_turns_say_so():
     note = write(
         [

@@ -20,7 +20,7 @@ from ..mirror.history import History
 from ..notes import tool as notes
 from ..notes.ask import awaiting_note, pending_ask
 from ..notes.taking import write_note
-from ..notes.writers import NoteWriter
+from ..notes.writers import NoteWriter, ask_writer
 from ..recall.turns import queue_after_reply
 from ..records import JobKind, ReportResult, RequestRecord
 from ..store import Transaction
@@ -163,9 +163,7 @@ def answer_ask(
         return False
     with collecting() as used:
         deadline = time.monotonic() + C.LANE_JUDGE_DEADLINE
-        note = run_sync(
-            writer.write(ask.text, ask.messages, context=ask.context, deadline=deadline)
-        )
+        note = run_sync(ask_writer(writer, ask.text, ask.messages, ask.context, deadline))
     with mirror.lock, writing(services.store, mirror, memory_id) as tx:
         tx.insert_usage(used, now)
         if awaiting_note(tx) != ask.awaiting:

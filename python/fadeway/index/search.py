@@ -71,6 +71,11 @@ def _digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
+def _word_index() -> Bm25Index:
+    """An empty word index with fadeway's settings (a saved one built with others is rebuilt)."""
+    return Bm25Index(C.BM25_K1, C.BM25_B, C.BM25_STOPWORDS)
+
+
 def _fact_text(fact: FactRecord) -> str:
     """A fact as it is searched: its sentence and its two entities as written."""
     return f"{fact.text} [{fact.subject}, {fact.object}]"
@@ -149,7 +154,7 @@ class MemoryIndex:
         dim = self._dim()
         self._identity = created_at
         self._prints = {}
-        self.words = {k: Bm25Index(C.BM25_K1, C.BM25_B) for k in KINDS}
+        self.words = {k: _word_index() for k in KINDS}
         self.through = dict.fromkeys(KINDS, 0)
         self.meaning = {k: VectorIndex(dim, self.embedder.name) for k in KINDS}
         self.cache = MemoryCache()
@@ -178,6 +183,8 @@ class MemoryIndex:
                     # Another process saved its own (older) file between this state's files.
                     raise ValueError("not the file this state was saved with")
                 words = Bm25Index.from_bytes(data)
+                if words.params != _word_index().params:
+                    raise ValueError(f"built with other settings {words.params}")
             except (OSError, ValueError) as exc:
                 log.warning(
                     "memory %r: %s word index unreadable (%s); rebuilding it",
@@ -222,7 +229,7 @@ class MemoryIndex:
         log.warning(
             "memory %r: %s word index disagrees with the store; rebuilding it", self.memory_id, kind
         )
-        self.words[kind], self.through[kind] = Bm25Index(C.BM25_K1, C.BM25_B), 0
+        self.words[kind], self.through[kind] = _word_index(), 0
         self.loaded.discard(f"{kind}.bm25")
         self._sync_words(tx, kind, check=False)
         return True

@@ -20,7 +20,7 @@ from ..store import Store, Transaction
 from ..wire.canonical import encode_json
 from .ask import awaiting_note, pending_ask
 from .tool import Note
-from .writers import NoteWriter
+from .writers import NoteWriter, ask_writer
 
 __all__ = ["write_note", "NoteJob"]
 
@@ -85,12 +85,8 @@ class NoteJob:
             ask = pending_ask(tx)
         if ask is None:
             return None
-        note = await writer.write(
-            ask.text,
-            ask.messages,
-            context=ask.context,
-            deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE,
-        )
+        deadline = time.monotonic() + C.LANE_JUDGE_DEADLINE
+        note = await ask_writer(writer, ask.text, ask.messages, ask.context, deadline)
         return ask.awaiting, note, f"note-writer:{writer.name}"
 
     def apply(self, tx: Transaction, job: JobRecord, prepared: Any) -> bool:

@@ -9,11 +9,11 @@ use std::hint::black_box;
 
 use common::{bm25_vocabulary, zipf_texts, Rng};
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
-use fadeway_core::bm25::{search_naive, Analyzer, Bm25Index};
+use fadeway_core::bm25::{search_naive, Analyzer, Bm25Index, Stopwords};
 
 const K1: f64 = 1.2;
 const B: f64 = 0.75;
-const ANALYZER: Analyzer = Analyzer { stopwords: true, stem: true };
+const ANALYZER: Analyzer = Analyzer { stopwords: Stopwords::Lucene, stem: true };
 const PASSAGES: usize = 100_000;
 const QUERIES: [&str; 4] = ["w17 w3000s the w250", "w5 w6 w7", "w19999 w12345s", "w42"];
 const RECALL_QUERIES: usize = 200;

@@ -2,14 +2,17 @@
 //! naive twin `search_naive` (scores to 1e-9), removal against never adding, serialization, and
 //! the pruned search against the exhaustive one (same ids, same scores to the bit).
 
-use fadeway_core::bm25::{s_stem, search_naive, tokenize, Analyzer, Bm25Index, STOPWORDS};
+use fadeway_core::bm25::{
+    s_stem, search_naive, tokenize, Analyzer, Bm25Index, Stopwords, MORE_STOPWORDS, STOPWORDS,
+};
 use fadeway_core::CoreError;
 use proptest::prelude::*;
 
 const K1: f64 = 1.2;
 const B: f64 = 0.75;
-const BOTH: Analyzer = Analyzer { stopwords: true, stem: true };
-const PLAIN: Analyzer = Analyzer { stopwords: false, stem: false };
+const BOTH: Analyzer = Analyzer { stopwords: Stopwords::Lucene, stem: true };
+const ENGLISH: Analyzer = Analyzer { stopwords: Stopwords::English, stem: true };
+const PLAIN: Analyzer = Analyzer { stopwords: Stopwords::None, stem: false };
 
 fn index(docs: &[(i64, &str)], analyzer: Analyzer) -> Bm25Index {
     let mut index = Bm25Index::new(K1, B, analyzer).expect("valid parameters");
@@ -50,6 +53,11 @@ fn stopwords_list_and_match_agree() {
     }
     // Short words keep their s; a stopword is matched before stemming.
     assert_eq!(tokenize("thee an' ofs these", BOTH), ["thee", "ofs"]);
+    for w in MORE_STOPWORDS {
+        assert!(tokenize(w, ENGLISH).is_empty(), "{w}");
+        assert_eq!(tokenize(w, BOTH), [s_stem(w)], "{w}: dropped by Lucene's set too");
+    }
+    assert_eq!(tokenize("What is Gina's favorite style of dance?", ENGLISH), ["gina", "favorite", "style", "dance"]);
 }
 
 #[test]
@@ -197,7 +205,8 @@ fn corpus() -> impl Strategy<Value = Vec<(i64, String)>> {
 }
 
 fn analyzers() -> impl Strategy<Value = Analyzer> {
-    (any::<bool>(), any::<bool>()).prop_map(|(stopwords, stem)| Analyzer { stopwords, stem })
+    (prop_oneof![Just(Stopwords::None), Just(Stopwords::Lucene), Just(Stopwords::English)], any::<bool>())
+        .prop_map(|(stopwords, stem)| Analyzer { stopwords, stem })
 }
 
 fn borrowed(docs: &[(i64, String)]) -> Vec<(i64, &str)> {

@@ -5,9 +5,9 @@
 
 use std::sync::RwLock;
 
-use fadeway_core::bm25::{tokenize as core_tokenize, Analyzer, Bm25Index as CoreIndex};
+use fadeway_core::bm25::{tokenize as core_tokenize, Analyzer, Bm25Index as CoreIndex, Stopwords};
 use numpy::{IntoPyArray, PyArray1};
-use pyo3::exceptions::PyRuntimeError;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
 use pyo3::types::PyBytes;
@@ -15,9 +15,45 @@ use pyo3::types::PyBytes;
 use crate::arrays::{array_arg, contiguous};
 use crate::errors::to_py;
 
+/// Which stopwords to drop, as Python names them: `"lucene"` (or True), `"english"`, `"none"`
+/// (or False).
+#[derive(FromPyObject)]
+enum StopwordsArg {
+    Flag(bool),
+    Name(String),
+}
+
+impl TryFrom<StopwordsArg> for Stopwords {
+    type Error = PyErr;
+
+    fn try_from(arg: StopwordsArg) -> PyResult<Self> {
+        match arg {
+            StopwordsArg::Flag(true) => Ok(Stopwords::Lucene),
+            StopwordsArg::Flag(false) => Ok(Stopwords::None),
+            StopwordsArg::Name(name) => match name.as_str() {
+                "lucene" => Ok(Stopwords::Lucene),
+                "english" => Ok(Stopwords::English),
+                "none" => Ok(Stopwords::None),
+                _ => Err(PyValueError::new_err(format!(
+                    "stopwords must be \"lucene\", \"english\", \"none\" or a bool, not {name:?}"
+                ))),
+            },
+        }
+    }
+}
+
+fn stopwords_name(stopwords: Stopwords) -> &'static str {
+    match stopwords {
+        Stopwords::None => "none",
+        Stopwords::Lucene => "lucene",
+        Stopwords::English => "english",
+    }
+}
+
 /// An Okapi BM25 index over documents with int64 ids, updated in place. `k1` and `b` are the BM25
-/// parameters (fadeway passes its named constants); `stopwords` drops a small built-in English
-/// stopword list and `stem` strips plurals (Harman's S-stemmer). Tokens are runs of alphanumeric
+/// parameters (fadeway passes its named constants); `stopwords` drops Lucene's small English
+/// stop set (`"lucene"` or True), a common English stop list (`"english"`) or none (`"none"` or
+/// False), and `stem` strips plurals (Harman's S-stemmer). Tokens are runs of alphanumeric
 /// characters, lowercased. Safe to share between threads: searches run in parallel, a write
 /// waits for them.
 #[pyclass(frozen, module = "fadeway._core")]
@@ -36,11 +72,13 @@ type Hits<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<f64>>);
 
 #[pymethods]
 impl Bm25Index {
-    /// An empty index. Raises ValueError for k1 not finite or negative, or b outside [0, 1].
+    /// An empty index. Raises ValueError for k1 not finite or negative, b outside [0, 1], or
+    /// stopwords not one of the names.
     #[new]
-    #[pyo3(signature = (k1 = 1.2, b = 0.75, stopwords = true, stem = true))]
-    fn new(k1: f64, b: f64, stopwords: bool, stem: bool) -> PyResult<Self> {
-        let index = CoreIndex::new(k1, b, Analyzer { stopwords, stem }).map_err(to_py)?;
+    #[pyo3(signature = (k1 = 1.2, b = 0.75, stopwords = StopwordsArg::Flag(true), stem = true))]
+    fn new(k1: f64, b: f64, stopwords: StopwordsArg, stem: bool) -> PyResult<Self> {
+        let analyzer = Analyzer { stopwords: stopwords.try_into()?, stem };
+        let index = CoreIndex::new(k1, b, analyzer).map_err(to_py)?;
         Ok(Bm25Index { inner: RwLock::new(index) })
     }
 
@@ -77,12 +115,13 @@ impl Bm25Index {
         Ok(self.inner.read().map_err(poisoned)?.contains(id))
     }
 
-    /// The BM25 parameters and tokenizer flags, as `(k1, b, stopwords, stem)`.
+    /// The BM25 parameters and tokenizer flags, as `(k1, b, stopwords, stem)`, the stopwords by
+    /// name.
     #[getter]
-    fn params(&self) -> PyResult<(f64, f64, bool, bool)> {
+    fn params(&self) -> PyResult<(f64, f64, &'static str, bool)> {
         let index = self.inner.read().map_err(poisoned)?;
         let a = index.analyzer();
-        Ok((index.k1(), index.b(), a.stopwords, a.stem))
+        Ok((index.k1(), index.b(), stopwords_name(a.stopwords), a.stem))
     }
 
     /// The index as bytes for `from_bytes` (a version byte and a checksum included).
@@ -102,9 +141,9 @@ impl Bm25Index {
 
 /// The tokens of `text` as a `Bm25Index` with these flags reads it (documents and queries alike).
 #[pyfunction]
-#[pyo3(signature = (text, stopwords = true, stem = true))]
-fn tokenize(text: &str, stopwords: bool, stem: bool) -> Vec<String> {
-    core_tokenize(text, Analyzer { stopwords, stem })
+#[pyo3(signature = (text, stopwords = StopwordsArg::Flag(true), stem = true))]
+fn tokenize(text: &str, stopwords: StopwordsArg, stem: bool) -> PyResult<Vec<String>> {
+    Ok(core_tokenize(text, Analyzer { stopwords: stopwords.try_into()?, stem }))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from ...errors import NoteWriterError
 from ...http import Endpoint
-from .base import NO_CONTEXT, LeavingMessage, NoteContext, NoteWriter, leaving_messages
+from .base import NO_CONTEXT, LeavingMessage, NoteContext, NoteWriter, ask_writer, leaving_messages
 from .llm import ENV_PREFIX, JUDGE_ENV_PREFIX, LLMNoteWriter
 from .offline import OfflineNoteWriter
 
@@ -28,6 +28,7 @@ __all__ = [
     "OfflineNoteWriter",
     "leaving_messages",
     "note_writer_from",
+    "ask_writer",
 ]
 
 

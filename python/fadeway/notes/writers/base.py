@@ -4,8 +4,10 @@ them."""
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+import inspect
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ... import blocks
 from ...records import MessageRecord
@@ -14,7 +16,14 @@ from ...wire.base import Format
 from ...wire.canonical import plain
 from ..tool import Note, call_names
 
-__all__ = ["NO_CONTEXT", "LeavingMessage", "NoteContext", "NoteWriter", "leaving_messages"]
+__all__ = [
+    "NO_CONTEXT",
+    "LeavingMessage",
+    "NoteContext",
+    "NoteWriter",
+    "leaving_messages",
+    "ask_writer",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,3 +91,22 @@ class NoteWriter(abc.ABC):
     ) -> Note:
         """The note for `ask` (the note ask's text), given the leaving turns' messages and the
         `context` beside them."""
+
+
+def ask_writer(
+    writer: NoteWriter,
+    ask: str,
+    messages: Sequence[LeavingMessage],
+    context: NoteContext,
+    deadline: float | None,
+) -> Coroutine[Any, Any, Note]:
+    """`writer.write` with the context when it takes one: a writer written before the context
+    was added (`write(ask, messages, *, deadline)`) is called as it was then."""
+    if _takes_context(writer):
+        return writer.write(ask, messages, context=context, deadline=deadline)
+    return writer.write(ask, messages, deadline=deadline)
+
+
+def _takes_context(writer: NoteWriter) -> bool:
+    params = inspect.signature(writer.write).parameters.values()
+    return any(p.name == "context" or p.kind is p.VAR_KEYWORD for p in params)

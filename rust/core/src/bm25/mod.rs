@@ -16,7 +16,7 @@
 //!
 //! Tokens ([`tokenize`]): maximal runs of `char::is_alphanumeric` characters, lowercased (a run
 //! that is not ASCII goes through `str::to_lowercase`, which applies the final-sigma rule as
-//! Python's `str.lower` does); optionally English stopwords ([`STOPWORDS`]) are dropped and the
+//! Python's `str.lower` does); optionally stopwords ([`Stopwords`]) are dropped and the
 //! rest stemmed by Harman's S-stemmer ([`s_stem`]).
 //!
 //! Design log (100k synthetic passages of ~60 words, see `benches/bench_bm25.py`):
@@ -64,7 +64,8 @@
 //!   term's postings, valid for every `avgdl`, updated in O(1) by `add`, left loose by `remove`
 //!   (never too low) and rebuilt by compaction; not serialized (rebuilt with the postings).
 //!
-//! Serialization ([`Bm25Index::to_bytes`]): magic `FWBM`, a version byte, the tokenizer flags,
+//! Serialization ([`Bm25Index::to_bytes`]): magic `FWBM`, a version byte, the tokenizer flags
+//! (bit 1: stem; the rest: 0 no stopwords, 1 Lucene's, 5 English),
 //! k1 and b, the used terms, then each live document's id and `(term, tf)` pairs, all
 //! little-endian, closed by an FNV-1a 64 checksum of everything before it.
 //! [`Bm25Index::from_bytes`] checks the checksum and every length, id and term index, and
@@ -78,19 +79,58 @@ use std::hash::{BuildHasherDefault, Hasher};
 use crate::CoreError;
 use search::TfBound;
 
-/// The built-in English stopwords: Lucene's classic English stop set.
+/// Lucene's classic English stop set: what [`Stopwords::Lucene`] drops.
 pub const STOPWORDS: &[&str] = &[
     "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
     "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these",
     "they", "this", "to", "was", "will", "with",
 ];
 
-/// Whether `word` is in [`STOPWORDS`]; a `match` compiles to a switch on the length and a few
-/// comparisons, where `STOPWORDS.contains` compared against all 33 (about a tenth of indexing).
-fn is_stopword(word: &str) -> bool {
+/// The rest of a common English stop list (pronouns, auxiliaries, question words, the fragments
+/// of contractions): what [`Stopwords::English`] drops besides [`STOPWORDS`]. Searching sealed
+/// conversation, words such as "what", "did" or the "s" of "Gina's" carry no topic, and Lucene's
+/// idf still weighs a word in most passages at about ln 2.
+pub const MORE_STOPWORDS: &[&str] = &[
+    "i", "me", "my", "myself", "we", "our", "ours", "ourselves", "you", "your", "yours",
+    "yourself", "yourselves", "he", "him", "his", "himself", "she", "her", "hers", "herself",
+    "its", "itself", "them", "theirs", "themselves", "what", "which", "who", "whom", "those", "am",
+    "were", "been", "being", "have", "has", "had", "having", "do", "does", "did", "doing",
+    "because", "until", "while", "about", "against", "between", "through", "during", "before",
+    "after", "above", "below", "from", "up", "down", "out", "off", "over", "under", "again",
+    "further", "once", "here", "when", "where", "why", "how", "all", "any", "both", "each", "few",
+    "more", "most", "other", "some", "nor", "only", "own", "same", "so", "than", "too", "very",
+    "s", "t", "can", "just", "don", "should", "now", "d", "ll", "m", "o", "re", "ve", "y",
+];
+
+/// Which stopwords an [`Analyzer`] drops (matched after lowercasing, before stemming).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopwords {
+    /// None: every token is kept.
+    None,
+    /// [`STOPWORDS`].
+    Lucene,
+    /// [`STOPWORDS`] and [`MORE_STOPWORDS`].
+    English,
+}
+
+impl Stopwords {
+    /// Whether `word` is dropped; a `match` compiles to a switch on the length and a few
+    /// comparisons, where `STOPWORDS.contains` compared against all 33 (about a tenth of
+    /// indexing).
+    fn drops(self, word: &str) -> bool {
+        match self {
+            Stopwords::None => false,
+            Stopwords::Lucene => is_lucene_stopword(word),
+            Stopwords::English => is_lucene_stopword(word) || is_more_stopword(word),
+        }
+    }
+}
+
+fn is_lucene_stopword(word: &str) -> bool {
     matches!(
         word,
-        "a" | "an"
+        "a"
+            | "an"
             | "and"
             | "are"
             | "as"
@@ -125,11 +165,118 @@ fn is_stopword(word: &str) -> bool {
     )
 }
 
+fn is_more_stopword(word: &str) -> bool {
+    matches!(
+        word,
+        "i"
+            | "me"
+            | "my"
+            | "myself"
+            | "we"
+            | "our"
+            | "ours"
+            | "ourselves"
+            | "you"
+            | "your"
+            | "yours"
+            | "yourself"
+            | "yourselves"
+            | "he"
+            | "him"
+            | "his"
+            | "himself"
+            | "she"
+            | "her"
+            | "hers"
+            | "herself"
+            | "its"
+            | "itself"
+            | "them"
+            | "theirs"
+            | "themselves"
+            | "what"
+            | "which"
+            | "who"
+            | "whom"
+            | "those"
+            | "am"
+            | "were"
+            | "been"
+            | "being"
+            | "have"
+            | "has"
+            | "had"
+            | "having"
+            | "do"
+            | "does"
+            | "did"
+            | "doing"
+            | "because"
+            | "until"
+            | "while"
+            | "about"
+            | "against"
+            | "between"
+            | "through"
+            | "during"
+            | "before"
+            | "after"
+            | "above"
+            | "below"
+            | "from"
+            | "up"
+            | "down"
+            | "out"
+            | "off"
+            | "over"
+            | "under"
+            | "again"
+            | "further"
+            | "once"
+            | "here"
+            | "when"
+            | "where"
+            | "why"
+            | "how"
+            | "all"
+            | "any"
+            | "both"
+            | "each"
+            | "few"
+            | "more"
+            | "most"
+            | "other"
+            | "some"
+            | "nor"
+            | "only"
+            | "own"
+            | "same"
+            | "so"
+            | "than"
+            | "too"
+            | "very"
+            | "s"
+            | "t"
+            | "can"
+            | "just"
+            | "don"
+            | "should"
+            | "now"
+            | "d"
+            | "ll"
+            | "m"
+            | "o"
+            | "re"
+            | "ve"
+            | "y"
+    )
+}
+
 /// How text becomes tokens: both the documents and the queries of one index use the same rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Analyzer {
-    /// Drop the words of [`STOPWORDS`] (matched after lowercasing, before stemming).
-    pub stopwords: bool,
+    /// The stopwords dropped.
+    pub stopwords: Stopwords,
     /// Strip plural suffixes with [`s_stem`].
     pub stem: bool,
 }
@@ -186,7 +333,7 @@ fn for_each_token(text: &str, analyzer: Analyzer, buf: &mut String, mut f: impl 
                 } else {
                     buf.push_str(&run.to_lowercase());
                 }
-                if analyzer.stopwords && is_stopword(buf) {
+                if analyzer.stopwords.drops(buf) {
                     continue;
                 }
                 if analyzer.stem {
@@ -559,7 +706,12 @@ impl Bm25Index {
         let mut out = Vec::new();
         out.extend_from_slice(MAGIC);
         out.push(VERSION);
-        out.push(u8::from(self.analyzer.stopwords) | (u8::from(self.analyzer.stem) << 1));
+        let stopwords = match self.analyzer.stopwords {
+            Stopwords::None => 0,
+            Stopwords::Lucene => 1,
+            Stopwords::English => 5, // 4 alone is kept unused: English includes Lucene's set
+        };
+        out.push(stopwords | (u8::from(self.analyzer.stem) << 1));
         out.extend_from_slice(&self.k1.to_le_bytes());
         out.extend_from_slice(&self.b.to_le_bytes());
         // Only terms some live document uses are written, renumbered densely.
@@ -618,10 +770,13 @@ impl Bm25Index {
         }
         let mut r = Reader { data: body, at: MAGIC.len() + 1 };
         let flags = r.u8()?;
-        if flags > 3 {
-            return Err(corrupt(&format!("unknown tokenizer flags {flags}")));
-        }
-        let analyzer = Analyzer { stopwords: flags & 1 != 0, stem: flags & 2 != 0 };
+        let stopwords = match flags & !2 {
+            0 => Stopwords::None,
+            1 => Stopwords::Lucene,
+            5 => Stopwords::English,
+            _ => return Err(corrupt(&format!("unknown tokenizer flags {flags}"))),
+        };
+        let analyzer = Analyzer { stopwords, stem: flags & 2 != 0 };
         let (k1, b) = (r.f64()?, r.f64()?);
         let mut index = Bm25Index::new(k1, b, analyzer)?;
         let n_terms = r.u32()?;
