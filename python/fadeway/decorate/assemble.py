@@ -65,9 +65,12 @@ class Assembled(NamedTuple):
 Shown = dict[int, tuple[str, int]]
 
 
-def shown_seqs(mirror: History) -> list[int]:
-    """The seqs of the stored messages in view, by the episodes as last synced."""
-    return view_seqs(len(mirror), mirror.episodes.columns().hidden())
+def shown_seqs(services: Services, mirror: History) -> list[int]:
+    """The seqs of the stored messages in view, by the episodes as last synced. For an engine
+    with a note writer, leaving episodes are out of view too: the writer reads their turns
+    from the store, and no request need carry them while their note is pending."""
+    writer = services.note_writer is not None
+    return view_seqs(len(mirror), mirror.episodes.columns().hidden(leaving=writer))
 
 
 def _placed(recalled: Shown, current: dict[int, RecallResult]) -> Shown:
@@ -101,21 +104,35 @@ def forget_and_assemble(
     sealed_before = {e.n for e in episodes if e.state in ("sealed", "forgotten")}
     sealed = seal(tx, mirror, episodes, acked)
     episodes, changed = sealed or episodes, sealed is not None
-    shown = shown_seqs(mirror)
+    shown = shown_seqs(services, mirror)
     since = mirror.turns[shown[0]] if shown else mirror.turn
     fix_finals(tx, mirror, since, call.now)
     current = dict(current)  # this call's blocks, stored once the request is built
     recalled = _placed(blocks_in_view(tx, mirror, shown, since), current)
-    if not any(e.state == "leaving" for e in episodes):
+    leaving = any(e.state == "leaving" for e in episodes)
+    # One fade at a time, while the leaving turns stand in view for the model to note. Those a
+    # note writer answers for are out of view: while its note is pending, a history over its
+    # budget fades again rather than outgrow the ceiling (a lane behind, a writer down).
+    if not leaving or services.note_writer is not None:
         sizes = {seq: size for seq, (_, size) in recalled.items()}
         faded = fade_if_needed(
-            services, tx, mirror, call, shown, episodes, known, sizes, planned, inline
+            services,
+            tx,
+            mirror,
+            call,
+            shown,
+            episodes,
+            known,
+            sizes,
+            planned,
+            inline,
+            sleep=not leaving,
         )
         if isinstance(faded, CutFirst):
             return faded
         if faded:
             episodes, changed = mirror.episodes.sync(tx), True
-            shown = shown_seqs(mirror)
+            shown = shown_seqs(services, mirror)
             # A fade writes no block: those still in view are the ones read above.
             visible = set(shown)
             recalled = {seq: b for seq, b in recalled.items() if seq in visible}
