@@ -110,16 +110,20 @@ def test_a_scripted_model_that_answers_every_ask(small, clock, caplog):
 def test_a_model_that_ignores_the_ask_is_asked_again(small, clock, caplog):
     mem = small.memory("m")
     history: list = []
-    asked, overs = [], 0
+    asked, overs, warnings = [], 0, 0
     for t in range(40):
         clock.advance(60)
         history.append(_user(t))
         with caplog.at_level(logging.WARNING, logger="fadeway"):
             req = mem.decorate({"model": "gpt-4.1", "messages": history})
         over = mem.measure(req) > CEILING
-        warned = [r for r in caplog.records if "wait for a note (asked)" in r.getMessage()]
-        assert bool(warned) is over, "a request over the ceiling while a note waits says so"
+        warned = [r for r in caplog.records if "wait for the model's note (asked)" in r.message]
+        # The first request over the ceiling while the note waits says so, with its figures;
+        # the next ones, for the same reason, do not repeat it.
+        assert len(warned) == (over and not overs), f"turn {t}: {len(warned)} warnings"
+        assert all(f"stands at {mem.measure(req)} tokens" in r.message for r in warned)
         overs += over
+        warnings += len(warned)
         caplog.clear()
         asked.append(_asks(req))
         reply = chat_reply(f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)))
@@ -129,6 +133,7 @@ def test_a_model_that_ignores_the_ask_is_asked_again(small, clock, caplog):
     first = asked.index(True)
     assert all(asked[first:]), "once asked, every later request asks until the note comes"
     assert overs >= 10  # the history grew past the ceiling while the note waited
+    assert warnings == 1
     leaving = [n for n, s in _states(mem).items() if s == "leaving"]
     assert leaving
     # Now the model answers: the episodes are acknowledged, and seal at the next call.

@@ -14,6 +14,10 @@ providers give them, numbered from 0 again in every reply. After every call:
 - a fade reaches its landing unless nothing is left to fade, and with no fade in progress the
   view fits under the ceiling;
 - a message after 24 hours of silence is answered from a view faded to the landing.
+
+With a note writer instead of the model, its lane run late or its endpoint down as drawn:
+every request fits under the ceiling, and once the writer answers every episode that left has
+its note.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from hypothesis import strategies as st
 import fadeway
 from conftest import Clock
 from fadeway.judge import ScriptedJudge
+from fadeway.notes.tool import Note, NoteEntry
 from helpers import call, chat_reply
 
 ORDER = ["live", "leaving", "sealed", "forgotten"]
@@ -377,3 +382,102 @@ def run(
         assert doc.traces[: len(traces)] == traces
         assert doc.facts[: len(facts)] == facts
         traces, facts = doc.traces, doc.facts
+
+
+@dataclass(frozen=True)
+class LateTurn:
+    words: int  # the user message's length
+    silence: float  # seconds since the previous message
+    tool_calls: int  # caller tool calls the model makes before its answer
+    lane_runs: bool  # whether the lane runs after the turn
+    writer_up: bool  # whether the note writer's endpoint answers when it does
+
+
+late_turns = st.lists(
+    st.builds(
+        LateTurn,
+        words=st.integers(3, 120),
+        silence=st.sampled_from([30.0, 60.0, 600.0, 25 * 3600.0]),
+        tool_calls=st.integers(0, 2),
+        lane_runs=st.booleans(),
+        writer_up=st.booleans(),
+    ),
+    min_size=5,
+    max_size=30,
+)
+
+
+class LateWriter(fadeway.NoteWriter):
+    """A writer behind an endpoint that refuses while it is down; else one fact a note (few
+    facts keep the lane's work small)."""
+
+    name = "late"
+    up = True
+
+    async def write(self, ask, messages, *, deadline=None):
+        if not self.up:
+            raise fadeway.errors.NoteWriterError("the endpoint refused")
+        first, last = messages[0].turn, messages[-1].turn
+        fact = NoteEntry(f"Turns {first} to {last} were noted.", f"turn {first}", "note", False)
+        return Note([fact])
+
+
+@pytest.mark.parametrize("wire", [Chat, Responses], ids=["chat", "responses"])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(script=late_turns)
+def test_with_a_note_writer_every_request_fits_however_late_the_note(wire, script):
+    """A note writer answers in the lane, which runs late or finds the writer down, as the
+    draw says: every request fits under the ceiling (no turn here is too large for it),
+    episode states only move forward, the turn in progress stays whole, nothing is deleted,
+    and once the writer answers no episode is left waiting for its note."""
+    clock, writer = Clock(), LateWriter()
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = fadeway.open(
+            Path(tmp) / "w.db",
+            clock=clock,
+            background=False,
+            ceiling=CEILING,
+            judge=ScriptedJudge(),
+            note_writer=writer,
+            episode_min_tokens=100,
+            episode_max_tokens=400,
+            cut_after_tokens=600,
+        )
+        try:
+            mem, history, states = engine.memory("m"), [], {}
+            for t, turn in enumerate(script):
+                clock.advance(turn.silence)
+                history.append(user(t, turn.words))
+                turn_start = len(history) - 1
+                for step in range(turn.tool_calls + 1):
+                    request = mem.decorate(wire.request(history))
+                    after = {e.n: e.state for e in mem.episodes()}
+                    check_forward(states, after)
+                    states = after
+                    assert mem.measure(request) <= CEILING
+                    assert not wire.asks(request)  # the writer answers; the model is not asked
+                    items = request[wire.key]
+                    wire.check_calls_answered(items)
+                    shown = theirs(items, wire)
+                    mine = history[turn_start:]
+                    assert shown[len(shown) - len(mine) :] == mine
+                    calls = [f"call_{t}_{step}"] if step < turn.tool_calls else []
+                    reply, kept = wire.reply(t, step, not calls, None, calls, reasoning=False)
+                    mem.report(request, reply)
+                    history += kept + [wire.output(c) for c in calls]
+                writer.up = turn.writer_up
+                if turn.lane_runs:
+                    engine.drain()
+            # The writer answers: the next call queues its job again (one that failed for good
+            # waits to be revived), and the lane runs it: every episode that left has its note.
+            writer.up = True
+            clock.advance(60)
+            history.append(user(len(script), 10))
+            assert mem.measure(mem.decorate(wire.request(history))) <= CEILING
+            engine.drain()
+            doc = mem.export()
+            noted = {episode for episode, _ in doc.acks}
+            assert {e.n for e in doc.episodes if e.state != "live"} <= noted
+            assert len(doc.messages) == len(history)
+        finally:
+            engine.close()

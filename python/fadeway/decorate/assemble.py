@@ -65,9 +65,12 @@ class Assembled(NamedTuple):
 Shown = dict[int, tuple[str, int]]
 
 
-def shown_seqs(mirror: History) -> list[int]:
-    """The seqs of the stored messages in view, by the episodes as last synced."""
-    return view_seqs(len(mirror), mirror.episodes.columns().hidden())
+def shown_seqs(services: Services, mirror: History) -> list[int]:
+    """The seqs of the stored messages in view, by the episodes as last synced. For an engine
+    with a note writer, leaving episodes are out of view too: the writer reads their turns
+    from the store, and no request need carry them while their note is pending."""
+    writer = services.note_writer is not None
+    return view_seqs(len(mirror), mirror.episodes.columns().hidden(leaving=writer))
 
 
 def _placed(recalled: Shown, current: dict[int, RecallResult]) -> Shown:
@@ -101,21 +104,35 @@ def forget_and_assemble(
     sealed_before = {e.n for e in episodes if e.state in ("sealed", "forgotten")}
     sealed = seal(tx, mirror, episodes, acked)
     episodes, changed = sealed or episodes, sealed is not None
-    shown = shown_seqs(mirror)
+    shown = shown_seqs(services, mirror)
     since = mirror.turns[shown[0]] if shown else mirror.turn
     fix_finals(tx, mirror, since, call.now)
     current = dict(current)  # this call's blocks, stored once the request is built
     recalled = _placed(blocks_in_view(tx, mirror, shown, since), current)
-    if not any(e.state == "leaving" for e in episodes):
+    leaving = any(e.state == "leaving" for e in episodes)
+    # One fade at a time, while the leaving turns stand in view for the model to note. Those a
+    # note writer answers for are out of view: while its note is pending, a history over its
+    # budget fades again rather than outgrow the ceiling (a lane behind, a writer down).
+    if not leaving or services.note_writer is not None:
         sizes = {seq: size for seq, (_, size) in recalled.items()}
         faded = fade_if_needed(
-            services, tx, mirror, call, shown, episodes, known, sizes, planned, inline
+            services,
+            tx,
+            mirror,
+            call,
+            shown,
+            episodes,
+            known,
+            sizes,
+            planned,
+            inline,
+            sleep=not leaving,
         )
         if isinstance(faded, CutFirst):
             return faded
         if faded:
             episodes, changed = mirror.episodes.sync(tx), True
-            shown = shown_seqs(mirror)
+            shown = shown_seqs(services, mirror)
             # A fade writes no block: those still in view are the ones read above.
             visible = set(shown)
             recalled = {seq: b for seq, b in recalled.items() if seq in visible}
@@ -261,30 +278,60 @@ class _Request:
         if self.ask:
             view.append(block_message(self.role, self.ask))
         estimate = self.fixed + sum(size for _, size in recalled.values())
-        if self.asking and round(estimate * call.ratio) > ceiling:
-            self._warn_over(round(estimate * call.ratio))
+        if round(estimate * call.ratio) > ceiling:
+            self._warn_over(estimate, recalled)
         last = self.mirror.digests[self.shown[-1]] if self.shown else None
         key = Key(estimate, len(self.shown), last)
         out = ParsedRequest(fmt, self.request, self.instructions, view, call.parsed.model)
         return Assembled(wire.assemble(out, view), key, queued, current)
 
-    def _warn_over(self, size: int) -> None:
-        waiting = (
-            "asked"
-            if self.ask
-            else "the note writer answers in the lane"
-            if self.services.note_writer is not None
-            else "the ask waits for a tool_choice that lets it out"
+    def _warn_over(self, estimate: int, recalled: Shown) -> None:
+        """Log, once a memory for each reason, a request over the ceiling with its figures."""
+        mirror, ratio = self.mirror, self.call.ratio
+        history = sum(map(mirror.tokens.__getitem__, self.shown))
+        blocks_size = sum(size for _, size in recalled.values())
+        current = sum(mirror.tokens[mirror.turn_start :]) + sum(
+            size for seq, (_, size) in recalled.items() if seq >= mirror.turn_start
         )
+        rest = self.fixed - history
+        reason, why = self._why_over(round((rest + current) * ratio))
+        if reason in mirror.over_ceiling:
+            return
+        mirror.over_ceiling.add(reason)
+        first = mirror.turns[self.shown[0]] if self.shown else mirror.turn
         log.warning(
-            "memory %r: the request stands at %d tokens, over the %d-token ceiling, while "
-            "episodes %s wait for a note (%s); no fade starts until it comes",
+            "memory %r: a request stands at %d tokens, over the %d-token ceiling, %s: in view "
+            "%d messages of turns %d to %d (%d tokens, the turn in progress %d), recall blocks "
+            "%d, the instructions, tools, facts block and note ask %d. Logged once for this "
+            "memory and reason (%s)",
             self.call.memory_id,
-            size,
+            round(estimate * ratio),
             self.services.ceiling,
-            [e.n for e in self.asking],
-            waiting,
+            why,
+            len(self.shown),
+            first,
+            mirror.turn,
+            round(history * ratio),
+            round(current * ratio),
+            round(blocks_size * ratio),
+            round(rest * ratio),
+            reason,
         )
+
+    def _why_over(self, alone: int) -> tuple[str, str]:
+        """Why the request stands over the ceiling: a reason's name and its words. `alone` is
+        the request with only the turn in progress in view."""
+        leaving = [e.n for e in self.asking]
+        if self.ask:
+            return "asked", f"while episodes {leaving} wait for the model's note (asked)"
+        if leaving and self.services.note_writer is None:
+            return "held", (
+                f"while episodes {leaving} wait for a note (the ask waits for a tool_choice "
+                "that lets it out)"
+            )
+        if alone > self.services.ceiling:
+            return "turn", "since the turn in progress alone does not fit beside the fixed part"
+        return "forgetting", "which forgetting should have prevented (a bug)"
 
 
 def _within_ceiling(

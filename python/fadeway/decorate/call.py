@@ -124,19 +124,19 @@ def _recall(
         sync(mirror, tx)
         mirror.episodes.sync(tx)
         memory = tx.memory()
-    sent = _aligned(mirror, parsed.history)
+    sent = _aligned(services, mirror, parsed.history)
     through = memory.decorated_through if memory is not None else 0
-    view = shown_seqs(mirror)
+    view = shown_seqs(services, mirror)
     start = align(sent.history, sent.digests, mirror, through, view)
     new = sent.history[start:]
     pending = recall_for(services, memory_id, mirror, new, sent.digests[start:])
     return pending, sent
 
 
-def _aligned(mirror: History, history: list[Any]) -> _Sent:
+def _aligned(services: Services, mirror: History, history: list[Any]) -> _Sent:
     """`history` without fadeway's additions, with its digests, against `mirror`."""
     stripped = strip_own_additions(history, mirror.answers_note)
-    digests = digests_of_sent(stripped, mirror, shown_seqs(mirror))
+    digests = digests_of_sent(stripped, mirror, shown_seqs(services, mirror))
     return _Sent(stripped, digests, len(mirror))
 
 
@@ -168,7 +168,7 @@ def _decorate_once(
         sync(mirror, tx)
         parsed.instructions = strip_own_additions(parsed.instructions, mirror.answers_note)
         if sent.stored != len(mirror):  # another writer stored messages since
-            sent = _aligned(mirror, parsed.history)
+            sent = _aligned(services, mirror, parsed.history)
         parsed.history = sent.history
         has_instructions = bool(parsed.instructions) or (
             parsed.request.get("instructions") is not None
@@ -177,7 +177,7 @@ def _decorate_once(
             {"instructions": parsed.request.get("instructions"), "messages": parsed.instructions}
         )
         episodes = mirror.episodes.sync(tx)
-        last_view = shown_seqs(mirror)
+        last_view = shown_seqs(services, mirror)
         start = align(sent.history, sent.digests, mirror, memory.decorated_through, last_view)
         new = new_entries(mirror, parsed.format, sent.history, start, sent.digests)
         before = len(mirror)

@@ -258,9 +258,12 @@ def fade_if_needed(
     block_sizes: dict[int, int],
     planned: Planned | None,
     inline: bool,
+    *,
+    sleep: bool = True,
 ) -> bool | CutFirst:
-    """Run a fade to the landing when the history is over its budget, or the turn sleeps;
-    whether episodes changed state.
+    """Run a fade to the landing when the history is over its budget, or the turn sleeps
+    (unless not `sleep`: a fade already leaving lands for the silence); whether episodes
+    changed state.
 
     `shown`, `episodes` and `known` are the memory's as this decorate stands (seals applied):
     the seqs in view, the episodes, and the facts, graph and acks; `block_sizes` are the recall
@@ -277,7 +280,7 @@ def fade_if_needed(
     )
     sizes = measure(services, mirror, call, shown, block_sizes, fact_sizes)
     silent = silence(mirror, call.before)
-    sleeping = silent >= C.SLEEP_GAP_SECONDS
+    sleeping = sleep and silent >= C.SLEEP_GAP_SECONDS
     plan, (fits, _) = sizes.plan(), sizes.beside()
     if sizes.history <= plan.budget and not sleeping:
         return False

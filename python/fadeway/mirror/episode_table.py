@@ -43,9 +43,14 @@ class EpisodeColumns:
         wanted[[_CODE[s] for s in states]] = True
         return np.flatnonzero(wanted[self.state])
 
-    def hidden(self) -> np.ndarray:
-        """The seq ranges out of view, one row (first, last) a sealed or forgotten episode."""
-        at = self.where("sealed", "forgotten")
+    def hidden(self, leaving: bool = False) -> np.ndarray:
+        """The seq ranges out of view, one row (first, last) a sealed or forgotten episode, and
+        a leaving one when `leaving` (a note writer, not the model, answers for it)."""
+        at = (
+            self.where("leaving", "sealed", "forgotten")
+            if leaving
+            else self.where("sealed", "forgotten")
+        )
         return np.column_stack((self.first_seq[at], self.last_seq[at]))
 
 

@@ -54,6 +54,9 @@ class History:
     episodes: EpisodeTable = field(default_factory=EpisodeTable, repr=False, compare=False)
     #: The memory's facts, graph and acknowledgements, synced by decorate.
     cache: MemoryCache = field(default_factory=MemoryCache, repr=False, compare=False)
+    #: Why requests of this memory stood over the ceiling, each logged once (not rolled back:
+    #: a log line is not undone).
+    over_ceiling: set[str] = field(default_factory=set, repr=False, compare=False)
     #: Held by whoever reads or extends this mirror (one decorate or report at a time).
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
