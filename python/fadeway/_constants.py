@@ -26,6 +26,13 @@ TOKENS_PER_FILE = 1_000
 #: Longest memory id accepted, in characters (an id never becomes a path or SQL itself).
 MAX_MEMORY_ID_LENGTH = 1024
 
+#: Deepest nesting of objects and arrays accepted in a message, a reply, or a request field
+#: fadeway reads (tools, tool_choice, instructions), counting the value itself as one level.
+#: Checked before any recursive code reads the value: Python's recursion stops near 1,000
+#: levels, and a message or a tool schema a provider takes is a few levels deep, a generous
+#: JSON schema some tens; 100 refuses nothing real and leaves room under the recursion limit.
+MAX_JSON_DEPTH = 100
+
 #: Messages after a differing first one that, all equal to the stored ones, show a resent
 #: history with its first message edited (a delta holds new messages, not stored ones): fewer
 #: would refuse a delta that happens to repeat stored messages, more would store a short edited
