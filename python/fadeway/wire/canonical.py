@@ -19,13 +19,14 @@ from typing import Any
 import msgspec
 
 from .. import _constants as C
-from ..errors import InvalidMessageError, InvalidRequestError
+from ..errors import FadewayError, InvalidMessageError, InvalidRequestError
 
 __all__ = [
     "encode_json",
     "body_of",
     "digest_of",
     "digest_of_body",
+    "check_depth",
     "json_depth",
     "plain",
     "to_plain",
@@ -56,7 +57,7 @@ def json_depth(data: bytes) -> int:
     """How many levels of objects and arrays the JSON text `data` nests (0 for a scalar).
 
     Strings are skipped whole, so brackets inside them do not count. Called only on text with
-    more opening brackets than the limit (`_check_depth`), which no ordinary message has."""
+    more opening brackets than the limit (`check_depth`), which no ordinary message has."""
     depth = deepest = 0
     for token in _DEPTH_TOKENS.finditer(data):
         first = token.group()[:1]
@@ -68,7 +69,8 @@ def json_depth(data: bytes) -> int:
     return deepest
 
 
-def _check_depth(data: bytes, where: str, error: type[InvalidRequestError]) -> None:
+def check_depth(data: bytes, where: str, error: type[FadewayError]) -> None:
+    """Raise `error` when the JSON text `data` nests deeper than MAX_JSON_DEPTH."""
     # A text with no more opening brackets than the limit cannot nest deeper: one count in C
     # spares almost every message the scan.
     if data.count(b"[") + data.count(b"{") > C.MAX_JSON_DEPTH and (
@@ -77,7 +79,7 @@ def _check_depth(data: bytes, where: str, error: type[InvalidRequestError]) -> N
         raise _too_deep(where, error)
 
 
-def _too_deep(where: str, error: type[InvalidRequestError]) -> InvalidRequestError:
+def _too_deep(where: str, error: type[FadewayError]) -> FadewayError:
     return error(
         f"{where} is nested deeper than {C.MAX_JSON_DEPTH} levels of objects and arrays, "
         "fadeway's limit (MAX_JSON_DEPTH)"
@@ -97,7 +99,7 @@ def body_of(obj: Any, where: str, error: type[InvalidRequestError] = InvalidMess
         raise _too_deep(where, error) from None
     except (TypeError, msgspec.EncodeError, ValueError) as exc:
         raise error(f"{where} is not JSON-serialisable: {exc}") from None
-    _check_depth(body, where, error)
+    check_depth(body, where, error)
     # Decoding is C and a plain message comes back equal; only one that does not is walked.
     odd = None if _plain_equal(body, obj) else _not_json(obj)
     if odd is not None:
@@ -144,7 +146,7 @@ def _canonical(obj: Any, where: str) -> bytes:
     if isinstance(obj, dict):
         obj = {k: v for k, v in obj.items() if v is not None}
     data = _encode_sorted(obj)
-    _check_depth(data, where, InvalidMessageError)  # before the recursive _strip_nulls
+    check_depth(data, where, InvalidMessageError)  # before the recursive _strip_nulls
     if b"null" in data:
         data = _encode_sorted(_strip_nulls(_decode(data)))
     return data
