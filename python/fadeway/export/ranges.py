@@ -11,7 +11,7 @@ What fadeway writes, and so what an export may hold:
 - a reference (a trace's episode and fact, a fact's note, an edge's entities) names a record
   the export holds; a message position lies within its messages, a turn within its turns;
 - a count (tokens, attempts, a part or a level) is a whole number from 0 to `MAX_COUNT`;
-- a trace's score is a judge's, from 0 to 1;
+- a trace's score, as a judge gave it, is finite and no larger than `MAX_COUNT` either way;
 - what the store keeps once (a recall block per turn, an alias per name, an edge per fact) is
   there once, and a rewritten recall block rewrites a recall block the export holds; a
   request's kept token ratio has the count and the estimate it was computed from.
@@ -194,8 +194,12 @@ def _count(value: Any, where: str, top: int = C.MAX_COUNT) -> None:
 
 
 def _score(value: Any, where: str) -> None:
-    if not (isinstance(value, float | int) and 0.0 <= value <= 1.0):
-        raise InvalidExportError(f"the export's {where} is {value!r}; a score is from 0 to 1")
+    # A judge's score is kept as given (a scripted judge's may be 10): any it could mean is far
+    # within MAX_COUNT either way, and a sum of many stays finite for the activation kernel.
+    if not (isinstance(value, float | int) and abs(value) <= C.MAX_COUNT):
+        raise InvalidExportError(
+            f"the export's {where} is {value!r}; a score lies from -{C.MAX_COUNT} to {C.MAX_COUNT}"
+        )
 
 
 def _below(end: int) -> Check:
