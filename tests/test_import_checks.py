@@ -19,7 +19,7 @@ from fadeway import blocks
 from fadeway.errors import InvalidExportError
 from fadeway.export.checks import check_export
 from helpers import chat_reply, converse_with_notes
-from strategies import WRONG_VALUES, Wrong, json_paths, replaced
+from mutations import WRONG_VALUES, Wrong, json_paths, replaced
 
 CLOSE = blocks.RECALL_CLOSE
 

@@ -16,7 +16,8 @@ from conftest import Clock
 from fadeway import _constants as C
 from fadeway import errors
 from helpers import call, chat_reply
-from strategies import chat_conversations, mutated, nested, responses_conversations
+from mutations import mutated, nested
+from strategies import chat_conversations, responses_conversations
 
 #: Top-level fields fadeway reads, mutated half the time (a path drawn anywhere rarely hits them).
 READ_KEYS = ("model", "messages", "input", "instructions", "tools", "tool_choice")
