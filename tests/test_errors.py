@@ -78,7 +78,7 @@ BAD_REQUESTS = [
     (
         {"messages": [OK, {"role": "user", "content": "x", "meta": _nested(5_000)}]},
         errors.InvalidMessageError,
-        "message 1 is nested too deeply",
+        "message 1 is nested deeper than 100 levels",
     ),
     (
         {"messages": [{"role": "user", "name": 7, "content": "x"}]},

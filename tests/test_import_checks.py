@@ -5,17 +5,21 @@ written, and one it wrote is restored whole."""
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 
 import msgspec
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import fadeway
 from conftest import open_small
 from fadeway import blocks
 from fadeway.errors import InvalidExportError
 from fadeway.export.checks import check_export
-from helpers import converse_with_notes
+from helpers import chat_reply, converse_with_notes
+from mutations import WRONG_VALUES, Wrong, json_paths, replaced
 
 CLOSE = blocks.RECALL_CLOSE
 
@@ -186,6 +190,59 @@ CASES = {
         "facts order names facts",
     ),
     "turns going back": (lambda d: d["messages"][1].__setitem__("turn", 99), "before the turn"),
+    # Numbers and times fadeway could not have written (issue 33, item 3).
+    "a count the store cannot hold": (
+        _set(["messages", 3, "tokens"], 2**63),
+        r"messages\[3\]\.tokens is 9223372036854775808; it is a whole number from 0 to",
+    ),
+    "a trace at 1e17": (
+        _set(["traces", 0, "at"], 1e17),
+        r"traces\[0\]\.at is 1e\+17, not a time fadeway could have written",
+    ),
+    "fact times of 1e308": (
+        lambda d: [f.__setitem__("at", 1e308) for f in d["facts"]],
+        r"facts\[0\]\.at is 1e\+308, not a time",
+    ),
+    "a trace naming fact -965": (
+        _set(["traces", -1, "fact"], -965),
+        r"traces\[\d+\]\.fact is -965, which names no record the export holds",
+    ),
+    "a trace naming fact 10**7": (
+        _set(["traces", -1, "fact"], 10**7),
+        r"traces\[\d+\]\.fact is 10000000, which names no record",
+    ),
+    "a trace naming fact 2**31": (
+        _set(["traces", -1, "fact"], 2**31),
+        r"traces\[\d+\]\.fact is 2147483648, which names no record",
+    ),
+    "decorated_through of -801": (
+        _set(["decorated_through"], -801),
+        "decorated_through is -801; it is a whole number from 0 to",
+    ),
+    "a fact numbered past the facts": (
+        _set(["facts", 0, "n"], 10**7),
+        r"facts\[0\]\.n is 10000000; fadeway numbers its 2 facts 1 to 2",
+    ),
+    "a trace score no judge gives": (
+        _set(["traces", 0, "score"], 1e300),
+        r"traces\[0\]\.score is 1e\+300; a score lies from",
+    ),
+    "a turn of no message": (
+        _set(["passages", 0, "turn"], 10**6),
+        r"passages\[0\]\.turn is 1000000; it lies from 0 to",
+    ),
+    "a kept ratio without a count": (
+        lambda d: d["requests"][1].update(ratio_kept=True, provider_tokens=None),
+        r"requests\[1\] kept a token ratio with provider_tokens None",
+    ),
+    "a rewritten block for a turn without recall": (
+        lambda d: d["distills"].append({**d["distills"][0], "turn": 0}),
+        r"distills\[\d+\]\.turn is 0, a turn with no recall block",
+    ),
+    "a recall block twice for one turn": (
+        lambda d: d["recalls"].append(d["recalls"][0]),
+        r"recalls\[\d+\] repeats \d+, which an earlier one has",
+    ),
     "a job payload that is no object": (
         lambda d: d["jobs"].append({"kind": "cut", "payload": [1], "created_at": 0.0}),
         "not a JSON object",
@@ -205,3 +262,147 @@ def test_a_document_fadeway_could_not_have_written_is_refused_before_writing(eng
     # What the command line runs on every line of a file before it imports any says the same.
     with pytest.raises(InvalidExportError, match=message):
         check_export(msgspec.json.decode(json.dumps(doc), type=fadeway.MemoryExport))
+
+
+# -- tampered numbers, times and bytes (issue 33, item 3) ----------------------------------------
+
+#: Numbers at the edges of what fadeway writes, beside the wrong values every fuzz draws.
+EDGES = tuple(
+    Wrong(name, (lambda v: lambda: v)(value))
+    for name, value in [
+        ("2**63", 2**63),
+        ("-1", -1),
+        ("-801", -801),
+        ("0", 0),
+        ("0.5", 0.5),
+        ("1e17", 1e17),
+        ("-1e17", -1e17),
+        ("1e308", 1e308),
+        ("10**7", 10**7),
+        ("2**31", 2**31),
+    ]
+)
+#: A string no JSON text can hold: where it lands, the encoded document gets invalid UTF-8.
+INVALID_UTF8 = Wrong("invalid UTF-8", lambda: "\u0001invalid-utf8\u0001")
+
+
+def _encoded(doc: dict) -> bytes | dict:
+    """The document as JSON bytes, with invalid UTF-8 where `INVALID_UTF8` was put; as it is
+    when JSON cannot carry it (the import encodes it then)."""
+    marker = json.dumps(INVALID_UTF8.make())[1:-1].encode()
+    try:
+        return json.dumps(doc).encode().replace(marker, b"\xff\xfe")
+    except (TypeError, ValueError, RecursionError):
+        return doc
+
+
+@pytest.fixture(scope="module")
+def later(rich, tmp_path_factory):
+    """An engine whose clock reads an hour after the rich export's last message."""
+    from conftest import Clock
+
+    clock = Clock(max(m["at"] for m in rich["messages"]) + 3600)
+    engine = open_small(tmp_path_factory.mktemp("later") / "l.db", clock)
+    yield engine, clock
+    engine.close()
+
+
+_ids = itertools.count()
+
+
+def _talk_once(engine, clock, memory_id):
+    """A decorate and a report on an imported memory, with the lane drained after; at the
+    clock's one time, so that each example runs as it would alone."""
+    mem = engine.memory(memory_id)
+    request = mem.decorate(
+        {"model": "gpt-4.1", "messages": [{"role": "user", "content": "And?"}]}, at=clock()
+    )
+    mem.report(request, chat_reply("Nothing more."), at=clock())
+    engine.drain()
+
+
+def _numbers(rich) -> list[tuple]:
+    """The paths of the export's numbers (and nulls where a number may stand), and of the
+    lists of fact and passage numbers a recall names."""
+
+    def value(path):
+        target = rich
+        for key in path:
+            target = target[key]
+        return target
+
+    return [
+        p
+        for p in json_paths(rich)
+        if type(value(p)) in (int, float, type(None)) or p[-1] in ("facts", "passages", "levels")
+    ]
+
+
+@settings(
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_a_tampered_export_is_restored_working_or_refused(later, rich, data):
+    """Any one value of an export (a number, most often) replaced by a wrong one, a number at
+    an edge, or invalid UTF-8: the import refuses it as InvalidExportError, writing nothing,
+    or the copy takes a decorate and a report."""
+    engine, clock = later
+    wrong = (*WRONG_VALUES, *EDGES * 3, INVALID_UTF8)
+    # Drawn apart, so that a failure prints the path and the value's name, not the document.
+    paths = data.draw(st.sampled_from([_numbers(rich)] * 3 + [json_paths(rich)]))
+    path = data.draw(st.sampled_from(paths))
+    bad = data.draw(st.sampled_from(wrong))
+    doc = replaced(rich, path, bad.make())
+    memory_id = doc["memory_id"] = (
+        doc["memory_id"] if path == ("memory_id",) else f"tampered-{next(_ids)}"
+    )
+    as_bytes = data.draw(st.booleans()) or bad is INVALID_UTF8
+    try:
+        engine.import_memory(_encoded(doc) if as_bytes else doc)
+    except InvalidExportError as exc:
+        assert str(exc)
+        assert memory_id not in engine.memory_ids()
+        return
+    assert memory_id in engine.memory_ids()
+    _talk_once(engine, clock, memory_id)
+
+
+def _with_invalid_utf8(rich) -> bytes:
+    """The export as JSON with bytes that are not UTF-8 inside the text of message 1."""
+    doc = {**rich, "memory_id": "bytes"}
+    data = json.dumps(doc).encode()
+    text = json.dumps(rich["messages"][1]["message"]["content"])[1:-1].encode()
+    return data.replace(text, text[:4] + b"\xff\xfe" + text[4:], 1)
+
+
+def test_invalid_utf8_inside_a_message_is_refused_naming_the_message(engine, rich):
+    with pytest.raises(InvalidExportError, match="exported message 1 is not JSON"):
+        engine.import_memory(_with_invalid_utf8(rich))
+    assert engine.memory_ids() == []
+
+
+@pytest.mark.parametrize("case", ["invalid UTF-8", "a trace at 1e17", "2**63"])
+def test_the_command_line_refuses_a_tampered_file_in_one_line(tmp_path, rich, capsys, case):
+    """`fadeway import` names the file's line and the field, exits 2 (bad input), and writes
+    no traceback and no memory."""
+    from fadeway.cli.main import EXIT_BAD_INPUT, main
+
+    doc = copy.deepcopy(rich)
+    if case == "a trace at 1e17":
+        doc["traces"][0]["at"] = 1e17
+    elif case == "2**63":
+        doc["requests"][0]["n"] = 2**63
+    line = _with_invalid_utf8(rich) if case == "invalid UTF-8" else json.dumps(doc).encode()
+    (tmp_path / "tampered.jsonl").write_bytes(line + b"\n")
+    db = tmp_path / "copy.db"
+    code = main(["import", str(tmp_path / "tampered.jsonl"), "--db", str(db)])
+    err = capsys.readouterr().err
+    assert code == EXIT_BAD_INPUT
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "tampered.jsonl:1: " in err
+    if db.exists():
+        copy_ = fadeway.open(db)
+        assert copy_.memory_ids() == []
+        copy_.close()

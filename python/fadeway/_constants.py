@@ -26,6 +26,23 @@ TOKENS_PER_FILE = 1_000
 #: Longest memory id accepted, in characters (an id never becomes a path or SQL itself).
 MAX_MEMORY_ID_LENGTH = 1024
 
+#: The Unix seconds a time may be, from the engine's clock or a replayed message, and so in an
+#: export: those a datetime can show (years 1 to 9999), since blocks print their dates. Any two
+#: such times lie well within the 2^53 s of each other that the activation kernel takes. Not
+#: narrower (say, from 2000 on): a replay of stored conversations runs on their own timestamps,
+#: which may be old, or the small numbers of a synthetic clock.
+TIME_RANGE = (-62_135_596_800.0, 253_402_300_799.0)
+#: The largest count (tokens, attempts) an export may hold: exact as a float, and a sum of
+#: many of them still fits the 64-bit integers of the store and the Rust core.
+MAX_COUNT = 2**53
+
+#: Deepest nesting of objects and arrays accepted in a message, a reply, or a request field
+#: fadeway reads (tools, tool_choice, instructions), counting the value itself as one level.
+#: Checked before any recursive code reads the value: Python's recursion stops near 1,000
+#: levels, and a message or a tool schema a provider takes is a few levels deep, a generous
+#: JSON schema some tens; 100 refuses nothing real and leaves room under the recursion limit.
+MAX_JSON_DEPTH = 100
+
 #: Messages after a differing first one that, all equal to the stored ones, show a resent
 #: history with its first message edited (a delta holds new messages, not stored ones): fewer
 #: would refuse a delta that happens to repeat stored messages, more would store a short edited

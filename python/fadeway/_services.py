@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from . import _constants as C
 from .embed.base import Embedder
 from .episodes.cut import CutSettings
 from .index.indexes import Indexes
@@ -69,6 +70,15 @@ def now_of(at: float | datetime) -> float:
         value: object = at.timestamp()
     else:
         value = at
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"the time must be finite Unix seconds, not {value!r}")
+    low, high = C.TIME_RANGE
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not low <= value <= high
+    ):
+        raise ValueError(
+            f"the time must be finite Unix seconds of years 1 to 9999 ({low:.0f} to "
+            f"{high:.0f}), not {value!r}"
+        )
     return float(value)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from . import _constants as C
 from ._core import count_tokens_many
-from .wire import Entry, ParsedRequest, entry, text_of
+from .wire import READ_FIELDS, Entry, ParsedRequest, entry, text_of
 from .wire.canonical import encode_json, to_plain
 
 __all__ = [
@@ -33,7 +33,8 @@ _CL100K_PREFIXES = (
     "davinci-002",
     "babbage-002",
 )
-_READ_FIELDS = ("tool_choice", "response_format", "text", "functions", "function_call")
+#: The request fields besides instructions and tools that the model reads, counted as JSON.
+_READ_FIELDS = tuple(f for f in READ_FIELDS if f not in ("instructions", "tools"))
 
 
 def encoding_for_model(model: str | None) -> str:

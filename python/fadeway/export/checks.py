@@ -4,14 +4,35 @@ carries are resealed so that no stored text can close one early."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from .. import blocks, wire
 from ..errors import FadewayError, InvalidExportError
 from ..records import EXPORT_VERSION, MemoryExport
 from ..wire import Entry, Format, chat_completions, responses
+from ..wire.canonical import check_depth
+from .ranges import check_numbers
 
-__all__ = ["check_export", "resealed"]
+__all__ = ["check_export", "decode_export", "resealed"]
+
+_decoder = msgspec.json.Decoder(MemoryExport)
+
+
+def decode_export(data: bytes | str, where: str = "") -> MemoryExport:
+    """One export document from its JSON; `InvalidExportError` (prefixed by `where`, a file's
+    line) when it is not JSON or not an export."""
+    try:
+        return _decoder.decode(data)
+    except msgspec.ValidationError as exc:
+        raise InvalidExportError(f"{where}not a fadeway memory export: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise InvalidExportError(f"{where}not JSON: {exc}") from None
+    except RecursionError:  # what a message holds is nested: refused before anything reads it
+        raise InvalidExportError(
+            f"{where}the export nests its JSON deeper than recursion goes"
+        ) from None
 
 
 def check_export(doc: MemoryExport) -> list[Entry]:
@@ -23,8 +44,9 @@ def check_export(doc: MemoryExport) -> list[Entry]:
     caller's instructions only system or developer messages; its facts and recall blocks
     blocks indeed (`resealed` neutralises what is inside them again); episodes that tile the
     history they cover in order, none sealed or forgotten without a note taken for it; facts
-    and recall blocks that point at what the export holds; and the queued jobs pending or
-    parked, their payloads JSON objects."""
+    and recall blocks that point at what the export holds; every number and time one fadeway
+    could have written (`ranges`); and the queued jobs pending or parked, their payloads JSON
+    objects."""
     if doc.fadeway_export != EXPORT_VERSION:
         raise InvalidExportError(
             f"export version {doc.fadeway_export} is not supported (this "
@@ -50,7 +72,7 @@ def check_export(doc: MemoryExport) -> list[Entry]:
         try:
             entry = wire.entry(
                 fmt,
-                msgspec.json.decode(m.message),
+                _decoded(m.message, f"exported message {i}"),
                 f"exported message {i}",
                 made.__contains__,
                 body=bytes(m.message),
@@ -62,6 +84,7 @@ def check_export(doc: MemoryExport) -> list[Entry]:
     _check_instructions(fmt, bytes(doc.instructions))
     _check_episodes(doc)
     _check_blocks(doc)
+    check_numbers(doc)  # last: the checks above say more where they apply
     for i, job in enumerate(doc.jobs):
         if job.state not in ("pending", "failed") or job.attempts < 0:
             raise InvalidExportError(
@@ -70,14 +93,25 @@ def check_export(doc: MemoryExport) -> list[Entry]:
                 "with attempts not below 0"
             )
         try:
-            payload = msgspec.json.decode(job.payload)
-        except msgspec.DecodeError:
+            payload = _decoded(job.payload, f"job {i} of the export")
+        except InvalidExportError:
             payload = None
         if not isinstance(payload, dict):
             raise InvalidExportError(
                 f"job {i} of the export ({job.kind}) has a payload that is not a JSON object"
             )
     return entries
+
+
+def _decoded(raw: msgspec.Raw | bytes, where: str) -> Any:
+    """The JSON value of raw JSON the export holds (a message, a payload): its nesting is
+    checked first, on the bytes, and text that is not UTF-8 is refused."""
+    data = bytes(raw)
+    check_depth(data, where, InvalidExportError)
+    try:
+        return msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
+        raise InvalidExportError(f"{where} is not JSON: {exc}") from None
 
 
 def resealed(doc: MemoryExport) -> MemoryExport:
@@ -106,8 +140,8 @@ def _check_instructions(fmt: Format, raw: bytes) -> None:
     if raw == b"null":
         return
     try:
-        saved = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
+        saved = _decoded(raw, "the export's instructions")
+    except InvalidExportError:
         saved = None
     if not (
         isinstance(saved, dict)

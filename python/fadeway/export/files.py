@@ -6,18 +6,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-import msgspec
-
 from .._services import Services
 from ..errors import ImportConflictError, InvalidExportError
 from ..records import MemoryExport
-from .checks import check_export
+from .checks import check_export, decode_export
 from .document import dumps, export_memory
 from .restore import restore
 
 __all__ = ["check_export_file", "import_file", "numbered_lines", "read_export_file"]
-
-_decoder = msgspec.json.Decoder(MemoryExport)
 
 
 def numbered_lines(path: str | os.PathLike[str]) -> Iterator[tuple[str, bytes]]:
@@ -31,12 +27,7 @@ def numbered_lines(path: str | os.PathLike[str]) -> Iterator[tuple[str, bytes]]:
 def read_export_file(path: str | os.PathLike[str]) -> Iterator[tuple[str, MemoryExport]]:
     """("file:line", export) for each line of a JSONL file of exports, decoded one at a time."""
     for where, line in numbered_lines(path):
-        try:
-            yield where, _decoder.decode(line)
-        except msgspec.DecodeError as exc:
-            raise InvalidExportError(f"{where}: not a complete JSON line ({exc})") from None
-        except msgspec.ValidationError as exc:
-            raise InvalidExportError(f"{where}: not a fadeway memory export: {exc}") from None
+        yield where, decode_export(line, f"{where}: ")
 
 
 def check_export_file(path: str | os.PathLike[str]) -> dict[str, str]:

@@ -15,26 +15,32 @@ from ..records import JobKind, MemoryExport, MessageRecord, RequestRecord, check
 from ..store import Transaction
 from ..usage import UsageRecord
 from ..wire import Entry
-from .checks import check_export, resealed
+from .checks import check_export, decode_export, resealed
 
 __all__ = ["load_export", "restore"]
 
 
 def load_export(doc: MemoryExport | dict[str, Any] | bytes | str) -> MemoryExport:
     """An export given as the document, its dict, or its JSON."""
-    try:
-        if isinstance(doc, MemoryExport):
-            export = doc
-        elif isinstance(doc, (bytes, str)):
-            export = msgspec.json.decode(doc, type=MemoryExport)
-        else:  # a dict: through JSON, since its messages are kept as raw JSON
-            export = msgspec.json.decode(msgspec.json.encode(doc), type=MemoryExport)
-    except msgspec.ValidationError as exc:
-        raise InvalidExportError(f"not a fadeway memory export: {exc}") from None
-    except msgspec.DecodeError as exc:
-        raise InvalidExportError(f"not JSON: {exc}") from None
+    if isinstance(doc, MemoryExport):
+        _encoded(doc)  # its text must be text the store can hold
+        export = doc
+    else:
+        # A dict goes through JSON, since its messages are kept as raw JSON.
+        export = decode_export(doc if isinstance(doc, (bytes, str)) else _encoded(doc))
     check_memory_id(export.memory_id)
     return export
+
+
+def _encoded(doc: Any) -> bytes:
+    """`doc` as JSON; InvalidExportError when JSON cannot carry it (a lone surrogate, an object
+    JSON has no form for, nesting deeper than recursion goes)."""
+    try:
+        return msgspec.json.encode(doc)
+    except RecursionError:
+        raise InvalidExportError("the export is nested too deeply to be JSON") from None
+    except (TypeError, ValueError, msgspec.EncodeError) as exc:
+        raise InvalidExportError(f"the export is not JSON: {exc}") from None
 
 
 def restore(services: Services, doc: MemoryExport | dict[str, Any] | bytes | str) -> str:

@@ -11,12 +11,19 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import _constants as C
-from ..errors import EmptyRequestError, InvalidRequestError, InvalidResponseError, ServerStateError
+from ..errors import (
+    EmptyRequestError,
+    InvalidMessageError,
+    InvalidRequestError,
+    InvalidResponseError,
+    ServerStateError,
+)
 from . import chat_completions, responses, streams
 from .base import Entry, Format, ParsedRequest, Reply, Side, media_tokens_and_texts
 from .canonical import body_of, digest_of, plain, to_plain
 
 __all__ = [
+    "READ_FIELDS",
     "is_user_message",
     "Entry",
     "Format",
@@ -32,6 +39,21 @@ __all__ = [
 
 _MODULES = {Format.CHAT_COMPLETIONS: chat_completions, Format.RESPONSES: responses}
 _MEDIA = {"image": C.TOKENS_PER_IMAGE, "audio": C.TOKENS_PER_AUDIO, "file": C.TOKENS_PER_FILE}
+#: Request fields beside the history that the model reads, and fadeway counts as the request's
+#: fixed part: each must be JSON (checked in `parse_request`; `instructions` and `tools` are
+#: stored or rebuilt besides). Fields of the SDK call only (timeout, extra_headers) are not read.
+READ_FIELDS = (
+    "instructions",
+    "tools",
+    "tool_choice",
+    "response_format",
+    "text",
+    "functions",
+    "function_call",
+)
+#: Fields of a history message that fadeway reads before the message is validated whole
+#: (finding its own additions, splitting off the instructions), with the types they may have.
+_SHAPE = (("role", str), ("type", str), ("tool_calls", list))
 
 
 def parse_request(request: Any) -> ParsedRequest:
@@ -48,6 +70,7 @@ def parse_request(request: Any) -> ParsedRequest:
     model = request.get("model")
     if model is not None and not isinstance(model, str):
         raise InvalidRequestError(f"model must be a string, not {type(model).__name__}")
+    _check_read_fields(request)
     if "messages" in request and "input" in request:
         raise InvalidRequestError(
             "a request has either messages (Chat Completions) or input (Responses), not both"
@@ -56,15 +79,74 @@ def parse_request(request: Any) -> ParsedRequest:
         messages = request["messages"]
         if not isinstance(messages, list):
             raise InvalidRequestError(f"messages must be a list, not {type(messages).__name__}")
+        _check_shapes(messages, "messages")
         instructions, history = chat_completions.split(messages)
+        _check_instructions(instructions, "messages")
         return ParsedRequest(Format.CHAT_COMPLETIONS, request, instructions, history, model)
     if "input" in request:
         items = responses.normalise_input(request["input"])
+        _check_shapes(items, "input")
         instructions, history = responses.split(items)
+        _check_instructions(instructions, "input")
         return ParsedRequest(Format.RESPONSES, request, instructions, history, model)
     raise EmptyRequestError(
         "the request has neither messages (Chat Completions) nor input (Responses)"
     )
+
+
+def _check_read_fields(request: dict[str, Any]) -> None:
+    """The model's name and the fields in READ_FIELDS are JSON fadeway can store and count:
+    no lone surrogate (UTF-8 cannot carry it), no object JSON has no form for, no nesting past
+    MAX_JSON_DEPTH; `tools` a list."""
+    tools = request.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        raise InvalidRequestError(f"tools must be a list, not {type(tools).__name__}")
+    for i, tool in enumerate(tools or ()):
+        _check_object(tool, f"tools[{i}]")
+    choice = request.get("tool_choice")
+    if choice is not None and not isinstance(choice, str):
+        _check_object(choice, "tool_choice")
+    for key in ("model", *READ_FIELDS):
+        value = request.get(key)
+        if value is not None:
+            body_of(value, key, InvalidRequestError)
+
+
+def _check_instructions(instructions: list[Any], key: str) -> None:
+    """The leading system/developer messages are JSON fadeway can store (the history's messages
+    are checked one by one as they are stored)."""
+    for i, message in enumerate(instructions):
+        body_of(message, f"{key}[{i}]")
+
+
+def _check_object(value: Any, where: str) -> None:
+    """A tool, or a tool_choice that names one, is an object, and so is its `function`."""
+    if not isinstance(value, Mapping):
+        raise InvalidRequestError(f"{where} must be an object, not {type(value).__name__}")
+    function = value.get("function")
+    if function is not None and not isinstance(function, Mapping):
+        raise InvalidRequestError(
+            f"{where}.function must be an object, not {type(function).__name__}"
+        )
+
+
+def _check_shapes(messages: list[Any], key: str) -> None:
+    """The fields of each message read before it is validated whole have their types (an SDK
+    object's are typed already): a role or type that is a list, say, is named here."""
+    for i, message in enumerate(messages):
+        if type(message) is not dict:
+            continue
+        for name, kind in _SHAPE:
+            value = message.get(name)
+            if value is not None and not isinstance(value, kind):
+                raise InvalidMessageError(
+                    f"{key}[{i}] has {_field_name(name)} of type {type(value).__name__}; "
+                    f"{name} is a {kind.__name__}"
+                )
+
+
+def _field_name(name: str) -> str:
+    return name if name == "tool_calls" else f"a {name}"
 
 
 def entry(

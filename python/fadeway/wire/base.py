@@ -14,7 +14,11 @@ __all__ = [
     "ParsedRequest",
     "Reply",
     "media_tokens_and_texts",
+    "token_count",
 ]
+
+#: The largest count SQLite's INTEGER holds: a provider's token count above it is no count.
+_MAX_COUNT = 2**63 - 1
 
 
 class Format(enum.StrEnum):
@@ -77,6 +81,14 @@ class Reply:
     tool_calls: list[dict[str, Any]]  # the calls the caller's loop runs
     prompt_tokens: int | None  # the provider's count of the request
     text: str  # the reply's text for the user, "" when none
+
+
+def token_count(value: object) -> int | None:
+    """A provider's token count as reported, or None when it gave none that could be one: not
+    an integer (a bool is not one), negative, or too large to store."""
+    if type(value) is int and 0 <= value <= _MAX_COUNT:
+        return value
+    return None
 
 
 _MEDIA_KEYS = {

@@ -4,19 +4,33 @@ A message is stored as the JSON it was sent as (`body`). Two messages are the sa
 their canonical JSON is equal: key order ignored and null-valued keys ignored, so an SDK
 `model_dump()` of a reply equals the reply `report` stored (ARCHITECTURE, "Recognising what is
 stored"). Only a digest of the canonical form is kept.
+
+Nesting deeper than `MAX_JSON_DEPTH` is refused here, on the encoded bytes, before any
+recursive Python code reads the value (issue 33).
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import re
 from typing import Any
 
 import msgspec
 
-from ..errors import InvalidMessageError
+from .. import _constants as C
+from ..errors import FadewayError, InvalidMessageError, InvalidRequestError
 
-__all__ = ["encode_json", "body_of", "digest_of", "digest_of_body", "plain", "to_plain"]
+__all__ = [
+    "encode_json",
+    "body_of",
+    "digest_of",
+    "digest_of_body",
+    "check_depth",
+    "json_depth",
+    "plain",
+    "to_plain",
+]
 
 
 def _dump_model(obj: Any) -> Any:
@@ -35,21 +49,61 @@ _encode_sorted = msgspec.json.Encoder(enc_hook=_dump_model, order="sorted").enco
 _decode = msgspec.json.decode
 
 
-def body_of(obj: Any, where: str) -> bytes:
-    """The JSON of `obj` as sent (key order kept); raises InvalidMessageError if it is not JSON.
+# A JSON string (escapes included) or one bracket: what `json_depth` steps through.
+_DEPTH_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[{]|[\]}]')
+
+
+def json_depth(data: bytes) -> int:
+    """How many levels of objects and arrays the JSON text `data` nests (0 for a scalar).
+
+    Strings are skipped whole, so brackets inside them do not count. Called only on text with
+    more opening brackets than the limit (`check_depth`), which no ordinary message has."""
+    depth = deepest = 0
+    for token in _DEPTH_TOKENS.finditer(data):
+        first = token.group()[:1]
+        if first in (b"[", b"{"):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif first in (b"]", b"}"):
+            depth -= 1
+    return deepest
+
+
+def check_depth(data: bytes, where: str, error: type[FadewayError]) -> None:
+    """Raise `error` when the JSON text `data` nests deeper than MAX_JSON_DEPTH."""
+    # A text with no more opening brackets than the limit cannot nest deeper: one count in C
+    # spares almost every message the scan.
+    if data.count(b"[") + data.count(b"{") > C.MAX_JSON_DEPTH and (
+        json_depth(data) > C.MAX_JSON_DEPTH
+    ):
+        raise _too_deep(where, error)
+
+
+def _too_deep(where: str, error: type[FadewayError]) -> FadewayError:
+    return error(
+        f"{where} is nested deeper than {C.MAX_JSON_DEPTH} levels of objects and arrays, "
+        "fadeway's limit (MAX_JSON_DEPTH)"
+    )
+
+
+def body_of(obj: Any, where: str, error: type[InvalidRequestError] = InvalidMessageError) -> bytes:
+    """The JSON of `obj` as sent (key order kept); raises `error` (InvalidMessageError unless
+    told) if it is not JSON or nests deeper than MAX_JSON_DEPTH.
 
     What JSON cannot carry as given is refused, not changed on the way: bytes (which would be
-    stored as base64 text) and non-finite numbers (stored as null)."""
+    stored as base64 text), non-finite numbers (stored as null), and lone surrogates (which
+    UTF-8 cannot encode)."""
     try:
         body = _encode(obj)
     except RecursionError:
-        raise InvalidMessageError(f"{where} is nested too deeply to be JSON") from None
+        raise _too_deep(where, error) from None
     except (TypeError, msgspec.EncodeError, ValueError) as exc:
-        raise InvalidMessageError(f"{where} is not JSON-serialisable: {exc}") from None
+        raise error(f"{where} is not JSON-serialisable: {exc}") from None
+    check_depth(body, where, error)
     # Decoding is C and a plain message comes back equal; only one that does not is walked.
     odd = None if _plain_equal(body, obj) else _not_json(obj)
     if odd is not None:
-        raise InvalidMessageError(f"{where} holds {odd}, which JSON cannot carry as it is")
+        raise error(f"{where} holds {odd}, which JSON cannot carry as it is")
     return body
 
 
@@ -85,13 +139,14 @@ def _strip_nulls(value: Any) -> Any:
     return value
 
 
-def _canonical(obj: Any) -> bytes:
+def _canonical(obj: Any, where: str) -> bytes:
     # Fast path: nulls sit almost always at a message's top level (content, refusal, name), so
     # drop those first and look for any other null in the encoded bytes. A string containing
     # "null" only sends the message down the exact path, never to a wrong answer.
     if isinstance(obj, dict):
         obj = {k: v for k, v in obj.items() if v is not None}
     data = _encode_sorted(obj)
+    check_depth(data, where, InvalidMessageError)  # before the recursive _strip_nulls
     if b"null" in data:
         data = _encode_sorted(_strip_nulls(_decode(data)))
     return data
@@ -100,9 +155,11 @@ def _canonical(obj: Any) -> bytes:
 def digest_of(obj: Any, where: str = "message") -> bytes:
     """A 16-byte digest of the canonical JSON of `obj`."""
     try:
-        data = _canonical(obj)
+        data = _canonical(obj, where)
+    except InvalidRequestError:  # too deep: said already
+        raise
     except RecursionError:
-        raise InvalidMessageError(f"{where} is nested too deeply to be JSON") from None
+        raise _too_deep(where, InvalidMessageError) from None
     except (TypeError, msgspec.EncodeError, ValueError) as exc:
         raise InvalidMessageError(f"{where} is not JSON-serialisable: {exc}") from None
     return hashlib.blake2b(data, digest_size=16).digest()

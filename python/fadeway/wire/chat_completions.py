@@ -11,7 +11,7 @@ from ..errors import (
     UnknownRoleError,
     UnmatchedToolOutputError,
 )
-from .base import Classified, Reply, Side
+from .base import Classified, Reply, Side, token_count
 
 __all__ = ["ROLES", "split", "classify", "assemble", "reply"]
 
@@ -20,10 +20,9 @@ INSTRUCTION_ROLES = frozenset({"system", "developer"})
 _CONTENT_PART_TYPES = frozenset({"text", "image_url", "input_audio", "file", "refusal"})
 
 
-def _role_of(message: Any) -> Any:
-    if isinstance(message, dict):
-        return message.get("role")
-    return getattr(message, "role", None)
+def _role_of(message: Any) -> str | None:
+    role = message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
+    return role if isinstance(role, str) else None
 
 
 def split(messages: list[Any]) -> tuple[list[Any], list[Any]]:
@@ -47,7 +46,8 @@ def _check_content(msg: dict[str, Any], where: str, *, required: bool) -> None:
             f"{where} content must be a string or a list of parts, not {type(content).__name__}"
         )
     for i, part in enumerate(content):
-        if not isinstance(part, dict) or part.get("type") not in _CONTENT_PART_TYPES:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if not isinstance(kind, str) or kind not in _CONTENT_PART_TYPES:
             raise InvalidMessageError(
                 f"{where} content part {i} must be an object with a type in "
                 f"{sorted(_CONTENT_PART_TYPES)}"
@@ -116,13 +116,17 @@ def reply(response: dict[str, Any]) -> Reply:
     message = choices[0].get("message") if isinstance(choices[0], dict) else None
     if not isinstance(message, dict) or message.get("role") != "assistant":
         raise InvalidResponseError("chat completion choices[0] has no assistant message")
-    tool_calls = [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
+    calls = message.get("tool_calls")
+    if calls is not None and not isinstance(calls, list):
+        raise InvalidResponseError(
+            f"chat completion choices[0] message has tool_calls of type {type(calls).__name__}; "
+            "tool_calls is a list"
+        )
     usage = response.get("usage") or {}
-    prompt = usage.get("prompt_tokens") if isinstance(usage, dict) else None
     content = message.get("content")
     return Reply(
         items=[message],
-        tool_calls=tool_calls,
-        prompt_tokens=prompt if isinstance(prompt, int) else None,
+        tool_calls=[c for c in calls or [] if isinstance(c, dict)],
+        prompt_tokens=token_count(usage.get("prompt_tokens") if isinstance(usage, dict) else None),
         text=content if isinstance(content, str) else "",
     )

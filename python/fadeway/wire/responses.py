@@ -12,7 +12,7 @@ from ..errors import (
     UnknownRoleError,
     UnmatchedToolOutputError,
 )
-from .base import Classified, Reply, Side
+from .base import Classified, Reply, Side, token_count
 
 __all__ = ["ROLES", "split", "classify", "assemble", "reply", "normalise_input"]
 
@@ -86,13 +86,14 @@ def normalise_input(value: Any) -> list[Any]:
 def split(items: list[Any]) -> tuple[list[Any], list[Any]]:
     """Leading system/developer messages join `instructions` as the caller's instructions."""
     n = 0
-    while (
-        n < len(items)
-        and _field(items[n], "role") in INSTRUCTION_ROLES
-        and _field(items[n], "type") in (None, "message")
-    ):
+    while n < len(items) and _is_instruction(items[n]):
         n += 1
     return items[:n], items[n:]
+
+
+def _is_instruction(item: Any) -> bool:
+    role, kind = _field(item, "role"), _field(item, "type")
+    return isinstance(role, str) and role in INSTRUCTION_ROLES and kind in (None, "message")
 
 
 def _calls_made(item: dict[str, Any], kind: str) -> tuple[str, ...]:
@@ -112,6 +113,10 @@ def classify(item: Any, where: str, known_calls: Callable[[str], bool]) -> Class
     kind = item.get("type")
     if kind is None and "role" in item:
         kind = "message"
+    if not isinstance(kind, str):
+        raise InvalidMessageError(
+            f"{where} has a type of type {type(kind).__name__}; type is a string"
+        )
     if kind == "item_reference":
         raise ServerStateError(
             f"{where} is an item_reference to provider-side state; send the item itself"
@@ -161,17 +166,7 @@ def reply(response: dict[str, Any]) -> Reply:
     if len(items) != len(output):
         raise InvalidResponseError("response output holds a non-object item")
     for i, item in enumerate(items):
-        # A model's output messages are always the assistant's; any other role stored from a
-        # reply would stand in every later request as the caller's own words.
-        kind = item.get("type")
-        if (kind == "message" or (kind is None and "role" in item)) and item.get(
-            "role"
-        ) != "assistant":
-            raise InvalidResponseError(
-                f"response output item {i} is a message of role "
-                f"{item.get('role')!r}; output messages are the "
-                "assistant's"
-            )
+        _check_output_item(i, item)
     texts = [
         part.get("text", "")
         for item in items
@@ -180,10 +175,32 @@ def reply(response: dict[str, Any]) -> Reply:
         if isinstance(part, dict) and part.get("type") == "output_text"
     ]
     usage = response.get("usage") or {}
-    prompt = usage.get("input_tokens") if isinstance(usage, dict) else None
     return Reply(
         items=items,
         tool_calls=[item for item in items if item.get("type") in CLIENT_CALL_TYPES],
-        prompt_tokens=prompt if isinstance(prompt, int) else None,
+        prompt_tokens=token_count(usage.get("input_tokens") if isinstance(usage, dict) else None),
         text="".join(t for t in texts if isinstance(t, str)),
     )
+
+
+def _check_output_item(i: int, item: dict[str, Any]) -> None:
+    """An output item's type is a string, a message's content a list of parts (or a string),
+    and a message is the assistant's: any other role stored from a reply would stand in every
+    later request as the caller's own words."""
+    kind = item.get("type")
+    if kind is not None and not isinstance(kind, str):
+        raise InvalidResponseError(
+            f"response output item {i} has a type of type {type(kind).__name__}; type is a string"
+        )
+    if kind == "message" or (kind is None and "role" in item):
+        if item.get("role") != "assistant":
+            raise InvalidResponseError(
+                f"response output item {i} is a message of role {item.get('role')!r}; output "
+                "messages are the assistant's"
+            )
+        content = item.get("content")
+        if content is not None and not isinstance(content, (str, list)):
+            raise InvalidResponseError(
+                f"response output item {i} has content of type {type(content).__name__}; "
+                "content is a list of parts"
+            )
