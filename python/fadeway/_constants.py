@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 #: The context window the ceiling assumes, in tokens, for every model (MECHANISM: "The ceiling").
 DEFAULT_CEILING = 200_000
 
@@ -307,7 +309,7 @@ BM25_B = 0.75
 #: from .573 to .599 (`What is Gina's favorite style of dance?`: "what" and "s" ranked every
 #: "what's your favorite ..." ahead of the turn about dance). A saved index built with other
 #: stopwords is rebuilt.
-BM25_STOPWORDS = "english"
+BM25_STOPWORDS: Literal["lucene", "english", "none"] = "english"
 
 #: The rank constant of reciprocal rank fusion: an id at rank r of a list earns
 #: weight / (RRF_K + r) (Cormack et al.'s usual 60).

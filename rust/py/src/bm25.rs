@@ -75,7 +75,10 @@ impl Bm25Index {
     /// An empty index. Raises ValueError for k1 not finite or negative, b outside [0, 1], or
     /// stopwords not one of the names.
     #[new]
-    #[pyo3(signature = (k1 = 1.2, b = 0.75, stopwords = StopwordsArg::Flag(true), stem = true))]
+    #[pyo3(
+        signature = (k1 = 1.2, b = 0.75, stopwords = StopwordsArg::Flag(true), stem = true),
+        text_signature = "(k1=1.2, b=0.75, stopwords=True, stem=True)"
+    )]
     fn new(k1: f64, b: f64, stopwords: StopwordsArg, stem: bool) -> PyResult<Self> {
         let analyzer = Analyzer { stopwords: stopwords.try_into()?, stem };
         let index = CoreIndex::new(k1, b, analyzer).map_err(to_py)?;
@@ -141,7 +144,10 @@ impl Bm25Index {
 
 /// The tokens of `text` as a `Bm25Index` with these flags reads it (documents and queries alike).
 #[pyfunction]
-#[pyo3(signature = (text, stopwords = StopwordsArg::Flag(true), stem = true))]
+#[pyo3(
+    signature = (text, stopwords = StopwordsArg::Flag(true), stem = true),
+    text_signature = "(text, stopwords=True, stem=True)"
+)]
 fn tokenize(text: &str, stopwords: StopwordsArg, stem: bool) -> PyResult<Vec<String>> {
     Ok(core_tokenize(text, Analyzer { stopwords: stopwords.try_into()?, stem }))
 }
