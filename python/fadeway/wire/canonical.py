@@ -29,6 +29,7 @@ __all__ = [
     "check_depth",
     "json_depth",
     "plain",
+    "sorted_plain",
     "to_plain",
 ]
 
@@ -173,6 +174,12 @@ def digest_of_body(body: bytes) -> bytes:
 def plain(body: bytes) -> Any:
     """The JSON value of a body, as plain dicts and lists."""
     return _decode(body)
+
+
+def sorted_plain(obj: Any) -> Any:
+    """`obj` (plain JSON values) with every object's keys in sorted order, so that a walk over
+    it meets its leaves in an order that does not depend on how the sender ordered keys."""
+    return _decode(_encode_sorted(obj))
 
 
 def to_plain(obj: Any, where: str) -> Any:
