@@ -367,6 +367,50 @@ def test_chat_tool_loop_stores_nothing_twice(server, client, engine) -> None:
     assert [r.replied for r in mem.export().requests] == [True, True]
 
 
+def test_chat_parse_with_a_pydantic_response_format(server, client, engine) -> None:
+    """Issue 31: `response_format=SomeModel` (the `chat.completions.parse(**request)` idiom)
+    passes through decorate as the same class; the SDK turns it into a JSON schema, the reply
+    is reported, and the next turn recognises the parsed message as the stored reply."""
+    pydantic = pytest.importorskip("pydantic")
+
+    class Weather(pydantic.BaseModel):
+        city: str
+        celsius: int
+
+    mem = engine.memory("chat-parse")
+    server.replies[CHAT_PATH] += [
+        lambda body, n: chat_completion(chat_text('{"city": "Paris", "celsius": 18}'), n)
+    ] * 2
+    request = {
+        "model": "gpt-4.1",
+        "messages": [{"role": "user", "content": "Weather in Paris?"}],
+        "response_format": Weather,
+    }
+    decorated = mem.decorate(request)
+    assert decorated["response_format"] is Weather
+    completion = client.chat.completions.parse(**decorated)
+    assert completion.choices[0].message.parsed == Weather(city="Paris", celsius=18)
+    assert server.bodies(CHAT_PATH)[-1]["response_format"]["type"] == "json_schema"
+    plain = engine.memory("chat-parse-plain")
+    plain.decorate({k: v for k, v in request.items() if k != "response_format"})
+    assert _estimate(mem) > _estimate(plain)  # the schema the model reads is counted
+    mem.report(decorated, completion)
+    # Stored as the provider sent it (the parse helper sets null fields of its own): the
+    # SDK's client-side `parsed` is left out.
+    stored, sent = _stored(mem)[1], server.sent[-1]["choices"][0]["message"]
+    assert {k: v for k, v in stored.items() if v is not None} == {
+        k: v for k, v in sent.items() if v is not None
+    }
+
+    messages = [*decorated["messages"], completion.choices[0].message]
+    decorated = mem.decorate(
+        {**request, "messages": [*messages, {"role": "user", "content": "And Rome?"}]}
+    )
+    assert decorated["response_format"] is Weather
+    client.chat.completions.parse(**decorated)
+    assert [m["role"] for m in _stored(mem)] == ["user", "assistant", "user"]
+
+
 def test_chat_absurd_count_is_recorded_not_kept(server, client, engine) -> None:
     mem = engine.memory("chat-absurd")
     server.replies[CHAT_PATH].append(lambda body, n: chat_completion(chat_text("Hi."), n))
