@@ -203,7 +203,8 @@ def parse_response(fmt: Format, response: Any) -> Reply:
         )
     try:
         if streams.is_stream(response):
-            data = streams.collect(fmt, [to_plain(e, "a streamed chunk") for e in response])
+            events = (streams.lighten(e) for e in response)
+            data = streams.collect(fmt, [to_plain(e, "a streamed chunk") for e in events])
         else:
             data = to_plain(response, "the response")
     except InvalidRequestError as exc:
