@@ -80,11 +80,15 @@ def lighten(event: Any) -> Any:
     snapshot of the whole reply so far, which would make dumping a stream quadratic in its
     length. Anything else is returned as it is."""
     kind = getattr(event, "type", None)
-    if isinstance(event, Mapping) or kind not in _HELPER_EVENTS:
+    if isinstance(event, Mapping) or not _is_helper_event(kind):
         return event
     if kind == "chunk":
         return {"type": kind, "chunk": getattr(event, "chunk", None)}
     return {"type": kind}
+
+
+def _is_helper_event(kind: Any) -> bool:
+    return isinstance(kind, str) and kind in _HELPER_EVENTS
 
 
 def collect(fmt: Format, events: list[Any]) -> dict[str, Any]:
@@ -115,7 +119,7 @@ def _helper_chunks(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     event carries one, as the provider sent it; its other events (`content.delta`,
     `tool_calls.function.arguments.done`, ...) are derived from those chunks and left aside.
     Plain chunks pass through, so a stream of chunks is read as before."""
-    if not any(event.get("type") in _HELPER_EVENTS for event in events):
+    if not any(_is_helper_event(event.get("type")) for event in events):
         return events
     chunks = [
         event["chunk"]
