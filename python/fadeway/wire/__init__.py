@@ -8,7 +8,7 @@ instructions; everything after them is history.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from .. import _constants as C
 from ..errors import (
@@ -114,7 +114,7 @@ def _check_read_fields(request: dict[str, Any]) -> None:
             body_of(value, key, InvalidRequestError)
 
 
-def is_schema_class(value: Any) -> bool:
+def is_schema_class(value: Any) -> TypeGuard[type]:
     """Whether `value` is a class, as `response_format` is in the SDK's
     `chat.completions.parse(response_format=SomeModel)`: the SDK turns it into a JSON schema,
     so fadeway passes the class through untouched and never stores it."""
