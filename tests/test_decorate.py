@@ -164,6 +164,84 @@ def test_a_reply_whose_call_arguments_were_reserialised_is_the_stored_reply(engi
         )
 
 
+def _sdk_call(call_id: str) -> dict:
+    """A tool call in the SDK's field order: the function's `arguments` before its `name`."""
+    return {"id": call_id, "function": {"arguments": '{"q": "x"}', "name": "f"}, "type": "function"}
+
+
+def test_a_rebuilt_reply_whose_call_keys_come_in_another_order_is_the_stored_reply(engine):
+    """Issue 31: a reply rebuilt by hand (no `annotations`, the call's `name` before its
+    `arguments`) is the stored SDK reply; key order is not a difference."""
+    mem = engine.memory("m")
+    req = mem.decorate({"messages": [user("q")]})
+    stored = {
+        "role": "assistant",
+        "content": None,
+        "annotations": [],
+        "tool_calls": [_sdk_call("c1")],
+    }
+    mem.report(
+        req,
+        chat_reply(None)
+        | {"choices": [{"index": 0, "finish_reason": "tool_calls", "message": stored}]},
+    )
+    rebuilt = {"role": "assistant", "content": None, "tool_calls": [call("c1", "f", '{"q": "x"}')]}
+    output = {"role": "tool", "tool_call_id": "c1", "content": "42"}
+    mem.decorate({"messages": [user("q"), rebuilt, output, user("q2")]})
+    assert [b["role"] for b in bodies(mem)] == ["user", "assistant", "tool", "user"]
+    assert bodies(mem)[1] == stored
+
+
+def test_a_rebuilt_responses_call_item_in_another_key_order_is_the_stored_item(engine):
+    """Issue 31: a Responses call item rebuilt without its id and status, keys in another
+    order, is the stored item."""
+    mem = engine.memory("r")
+    req = mem.decorate({"input": [user("q")]})
+    item = {
+        "arguments": "{}",
+        "call_id": "c1",
+        "name": "f",
+        "type": "function_call",
+        "id": "fc_1",
+        "status": "completed",
+    }
+    mem.report(req, {"id": "resp_1", "output": [item]})
+    rebuilt = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}
+    output = {"type": "function_call_output", "call_id": "c1", "output": "42"}
+    mem.decorate({"input": [user("q"), rebuilt, output, user("q2")]})
+    assert [b.get("type") for b in bodies(mem)] == [
+        None,
+        "function_call",
+        "function_call_output",
+        None,
+    ]
+
+
+@pytest.mark.parametrize("source", ["reply", "sent"])
+@pytest.mark.parametrize(("first", "again"), [("", None), (None, "")])
+def test_empty_content_beside_tool_calls_is_no_content(engine, source, first, again):
+    """Issue 31: an assistant message with tool calls means the same with `content: ""` and
+    with `content: None` (a streamed reply joins "" where the SDK object has None), whether
+    `report` stored it or the caller sent it; with a text, content still counts."""
+    mem = engine.memory("m")
+    message = {"role": "assistant", "content": first, "tool_calls": [call("c1")]}
+    output = {"role": "tool", "tool_call_id": "c1", "content": "42"}
+    if source == "reply":
+        req = mem.decorate({"messages": [user("q")]})
+        mem.report(
+            req,
+            chat_reply(None)
+            | {"choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}]},
+        )
+    else:
+        mem.decorate({"messages": [user("q"), message, output]})
+    resent = {**message, "content": again, "tool_calls": [call("c1")]}
+    mem.decorate({"messages": [user("q"), resent, output, user("q2")]})
+    assert [b["role"] for b in bodies(mem)] == ["user", "assistant", "tool", "user"]
+    with pytest.raises(HistoryConflictError, match="message 1 of the sent history differs"):
+        mem.decorate({"messages": [user("q"), {**resent, "content": "x"}, output, user("q2")]})
+
+
 def test_a_resent_history_with_its_first_message_edited_is_an_error(engine):
     """The first message differs but the ones after it are the stored ones: not new messages
     (which would store the whole history again, call ids and all) but an edited history."""

@@ -367,6 +367,50 @@ def test_chat_tool_loop_stores_nothing_twice(server, client, engine) -> None:
     assert [r.replied for r in mem.export().requests] == [True, True]
 
 
+def test_chat_parse_with_a_pydantic_response_format(server, client, engine) -> None:
+    """Issue 31: `response_format=SomeModel` (the `chat.completions.parse(**request)` idiom)
+    passes through decorate as the same class; the SDK turns it into a JSON schema, the reply
+    is reported, and the next turn recognises the parsed message as the stored reply."""
+    pydantic = pytest.importorskip("pydantic")
+
+    class Weather(pydantic.BaseModel):
+        city: str
+        celsius: int
+
+    mem = engine.memory("chat-parse")
+    server.replies[CHAT_PATH] += [
+        lambda body, n: chat_completion(chat_text('{"city": "Paris", "celsius": 18}'), n)
+    ] * 2
+    request = {
+        "model": "gpt-4.1",
+        "messages": [{"role": "user", "content": "Weather in Paris?"}],
+        "response_format": Weather,
+    }
+    decorated = mem.decorate(request)
+    assert decorated["response_format"] is Weather
+    completion = client.chat.completions.parse(**decorated)
+    assert completion.choices[0].message.parsed == Weather(city="Paris", celsius=18)
+    assert server.bodies(CHAT_PATH)[-1]["response_format"]["type"] == "json_schema"
+    plain = engine.memory("chat-parse-plain")
+    plain.decorate({k: v for k, v in request.items() if k != "response_format"})
+    assert _estimate(mem) > _estimate(plain)  # the schema the model reads is counted
+    mem.report(decorated, completion)
+    # Stored as the provider sent it (the parse helper sets null fields of its own): the
+    # SDK's client-side `parsed` is left out.
+    stored, sent = _stored(mem)[1], server.sent[-1]["choices"][0]["message"]
+    assert {k: v for k, v in stored.items() if v is not None} == {
+        k: v for k, v in sent.items() if v is not None
+    }
+
+    messages = [*decorated["messages"], completion.choices[0].message]
+    decorated = mem.decorate(
+        {**request, "messages": [*messages, {"role": "user", "content": "And Rome?"}]}
+    )
+    assert decorated["response_format"] is Weather
+    client.chat.completions.parse(**decorated)
+    assert [m["role"] for m in _stored(mem)] == ["user", "assistant", "user"]
+
+
 def test_chat_absurd_count_is_recorded_not_kept(server, client, engine) -> None:
     mem = engine.memory("chat-absurd")
     server.replies[CHAT_PATH].append(lambda body, n: chat_completion(chat_text("Hi."), n))
@@ -516,6 +560,73 @@ def test_chat_stream_tool_loop_with_the_callers_own_accumulation(server, client,
     assert [m["role"] for m in stored] == ["user", "assistant", "tool", "assistant"]
     assert stored[-1]["content"] == "18 °C and sunny in Paris."
     assert stored[1]["tool_calls"] == sent["tool_calls"]
+
+
+@pytest.mark.parametrize("passes", ["events", "stream", "final completion"])
+def test_chat_stream_helper_events_are_the_reply(server, client, engine, passes) -> None:
+    """Issue 31: `report` takes what the SDK's `chat.completions.stream()` helper gives: its
+    events (the `chunk` events carry the chunks; the derived ones are left aside), the helper's
+    stream itself, or its final completion; each is stored as the reply the provider sent."""
+    mem = engine.memory("chat-stream-helper")
+    server.replies[CHAT_PATH] += [
+        lambda body, n: chat_completion(chat_tool_call("call_w1"), n, finish_reason="tool_calls"),
+        lambda body, n: chat_completion(chat_text("18 °C and sunny in Paris."), n),
+    ]
+    request = {
+        "model": "gpt-4.1",
+        "messages": [{"role": "user", "content": "Weather in Paris?"}],
+        "tools": [WEATHER_TOOL_CHAT],
+        "stream_options": {"include_usage": True},
+    }
+    decorated = mem.decorate(request)
+    server.prompt_tokens = round(CLOSE_FACTOR * _estimate(mem))
+    with client.chat.completions.stream(**decorated) as stream:
+        if passes == "stream":
+            result = mem.report(decorated, stream)
+        else:
+            events = list(stream)
+            assert {"chunk", "tool_calls.function.arguments.done"} <= {e.type for e in events}
+            reported = stream.get_final_completion() if passes == "final completion" else events
+            result = mem.report(decorated, reported)
+    sent = server.sent[0]["choices"][0]["message"]
+    # The SDK's final completion keeps each call's stream `index`, which fadeway stores as given.
+    assert [_without_index(c) for c in result.tool_calls] == sent["tool_calls"]
+    record = mem.export().requests[-1]
+    assert record.provider_tokens == server.prompt_tokens and record.ratio_kept is True
+
+    call = _without_index(result.tool_calls[0])
+    messages = [
+        *request["messages"],
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call["id"], "content": "18 °C"},
+    ]
+    decorated = mem.decorate({**request, "messages": messages})
+    with client.chat.completions.stream(**decorated) as stream:
+        mem.report(decorated, list(stream))
+    stored = _stored(mem)
+    assert [m["role"] for m in stored] == ["user", "assistant", "tool", "assistant"]
+    assert [_without_index(c) for c in stored[1]["tool_calls"]] == sent["tool_calls"]
+    assert stored[-1]["content"] == "18 °C and sunny in Paris."
+
+
+def _without_index(tool_call: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in tool_call.items() if k != "index"}
+
+
+def test_chat_stream_helper_events_without_their_chunks_say_what_to_pass(
+    server, client, engine
+) -> None:
+    """Only the helper's derived events (no `chunk` event) cannot rebuild the reply: the error
+    says what to pass instead, not that they are Responses events."""
+    mem = engine.memory("chat-stream-helper-derived")
+    server.replies[CHAT_PATH].append(lambda body, n: chat_completion(chat_text("Bonjour !"), n))
+    decorated = mem.decorate({"model": "gpt-4.1", "messages": [{"role": "user", "content": "Hi"}]})
+    with client.chat.completions.stream(**decorated) as stream:
+        derived = [e for e in stream if e.type != "chunk"]
+    with pytest.raises(fadeway.errors.InvalidResponseError, match="get_final_completion") as err:
+        mem.report(decorated, derived)
+    assert "Responses" not in str(err.value)
+    assert [m["role"] for m in _stored(mem)] == ["user"]
 
 
 def test_responses_stream_is_stored_as_the_response(server, client, engine) -> None:

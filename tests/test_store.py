@@ -121,3 +121,27 @@ def test_sqlites_own_errors_are_store_errors_and_write_nothing(tmp_path, clock):
     mem.decorate(request)
     assert len(mem.messages()) == 1
     engine.close()
+
+
+@pytest.mark.parametrize("url", [":memory:", "sqlite:///:memory:"])
+def test_an_in_memory_store_works_end_to_end_and_writes_nothing(tmp_path, clock, url, monkeypatch):
+    """Issue 31: what tests want. An engine on ":memory:" decorates, reports, runs its lane in
+    background threads, seals a note, searches, exports and imports, with no file written; two
+    engines on ":memory:" are two stores."""
+    from conftest import open_small
+    from helpers import converse_with_notes
+
+    monkeypatch.chdir(tmp_path)
+    vault = [("The vault code is 4417.", "vault", "code 4417", False)]
+    with open_small(url, clock, background=True) as eng, open_small(url, clock) as other:
+        mem = eng.memory("m")
+        converse_with_notes(eng, mem, clock, [vault])
+        assert eng.data_dir is None
+        assert "The vault code is 4417." in [h.text for h in mem.search("vault code")]
+        assert mem.search("w3_39", kind="passage", k=3)
+        assert other.memory_ids() == []
+        doc = mem.export()
+        other.import_memory(fadeway.dumps(doc))
+        assert fadeway.dumps(other.memory("m").export()) == fadeway.dumps(doc)
+        assert eng.memory_ids() == other.memory_ids() == ["m"]
+    assert list(tmp_path.iterdir()) == []

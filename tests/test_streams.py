@@ -187,7 +187,14 @@ def test_a_stream_with_an_error_chunk_stores_nothing(engine):
         ([], "the streamed response is empty"),
         (["data: {}"], "item 0 of the streamed response is a str"),
         ([{"object": "chat.completion.chunk", "choices": []}], "no chunk carried a delta"),
-        (response_events(responses_reply([output_text("hi")])), "not a chat.completion.chunk"),
+        (
+            response_events(responses_reply([output_text("hi")])),
+            "not a chat.completion.chunk but a Responses event",
+        ),
+        # The SDK's chat.completions.stream() helper: derived events alone say what to pass.
+        ([{"type": "content.delta", "delta": "hi"}], "get_final_completion"),
+        ([{"type": "tool.unknown"}], "an event of type 'tool.unknown'. Pass the chunks"),
+        ([{"type": ["chunk"], "choices": []}], "not a chat.completion.chunk"),
         # Cut off in its tool call, before the finish reason, with no text: nothing to store.
         (
             chat_chunks(chat_reply(None, tool_calls=[call("c1", "rm", '{"path": "/tmp/x"}')]))[:2],
@@ -201,6 +208,20 @@ def test_a_malformed_chat_stream_is_refused_before_anything_is_stored(engine, re
     with pytest.raises(InvalidResponseError, match=message):
         mem.report(req, response)
     assert [m.source for m in mem.messages()] == ["request"]
+
+
+def test_the_chunk_events_of_the_sdk_stream_helper_are_its_chunks(engine):
+    """The SDK's `chat.completions.stream()` helper wraps each chunk in a `chunk` event beside
+    events derived from it: the reply is the chunks', as if they came bare."""
+    reply = chat_reply("Hello there.", tool_calls=[call("c1", "lookup", '{"q": "x"}')])
+    chunks = chat_chunks(reply, include_usage=False)
+    events = []
+    for chunk in chunks:
+        events += [{"type": "chunk", "chunk": chunk, "snapshot": {}}, {"type": "content.delta"}]
+    bare, wrapped = engine.memory("bare"), engine.memory("wrapped")
+    for mem, stream in ((bare, chunks), (wrapped, events)):
+        mem.report(mem.decorate({"messages": [user("q")]}), stream)
+    assert wrapped.messages()[-1].body == bare.messages()[-1].body
 
 
 def test_provider_variants_of_chat_streams_join_as_openai_s(engine):

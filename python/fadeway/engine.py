@@ -181,7 +181,8 @@ def open(
 ) -> Engine:
     """Open (or create) a store of memories.
 
-    url: a file path or `sqlite:///path` (the embedded default).
+    url: a file path or `sqlite:///path` (the embedded default); ":memory:" for a store in
+        memory (tests), gone when the engine closes.
     ceiling: the context window assumed for every model, in tokens.
     clock: any callable returning Unix seconds; the system clock by default.
     synchronous: SQLite's durability setting (FULL by default).

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from . import _constants as C
 from ._core import count_tokens_many
-from .wire import READ_FIELDS, Entry, ParsedRequest, entry, text_of
+from .wire import READ_FIELDS, Entry, ParsedRequest, entry, is_schema_class, text_of
 from .wire.canonical import encode_json, to_plain
 
 __all__ = [
@@ -84,9 +84,19 @@ def fixed_request_tokens(parsed: ParsedRequest, encoding: str) -> int:
         fixed += C.TOKENS_PER_TOOL * len(tools)
     for key in _READ_FIELDS:
         value = request.get(key)
-        if value is not None and not isinstance(value, (int, float, bool)):
+        if is_schema_class(value):
+            texts.extend(_schema_text(value))
+        elif value is not None and not isinstance(value, (int, float, bool)):
             texts.append(encode_json(value).decode())
     return fixed + sum(count_texts(encoding, texts))
+
+
+def _schema_text(cls: type) -> list[str]:
+    """The JSON schema the SDK sends for a `response_format` class (a pydantic model's
+    `model_json_schema()`), or nothing for a class that has none: the provider's count
+    corrects what this leaves out (the SDK's strict-mode wrapping)."""
+    schema = getattr(cls, "model_json_schema", None)
+    return [encode_json(schema()).decode()] if callable(schema) else []
 
 
 def request_estimate(parsed: ParsedRequest, history_tokens: int, encoding: str) -> int:

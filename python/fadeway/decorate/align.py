@@ -19,7 +19,7 @@ from ..errors import HistoryConflictError
 from ..mirror.history import History
 from ..notes.tool import message_without_notes
 from ..wire import text_of
-from ..wire.canonical import digest_of, encode_json, plain, to_plain
+from ..wire.canonical import digest_of, encode_json, plain, sorted_plain, to_plain
 
 __all__ = ["align", "digests_of_sent"]
 
@@ -31,7 +31,8 @@ _REASONING_FIELDS = frozenset({"reasoning_content", "reasoning", "reasoning_deta
 
 def _essence(message: Any) -> tuple:
     """What makes a reply the same reply: role, kind, texts and call ids, nothing cosmetic nor
-    the reasoning beside its text."""
+    the reasoning beside its text. Texts are read in sorted key order: a call rebuilt with its
+    `name` before its `arguments` is the same call."""
     if not isinstance(message, dict):
         return ()
     calls = [c.get("id") for c in message.get("tool_calls") or [] if isinstance(c, dict)]
@@ -39,7 +40,7 @@ def _essence(message: Any) -> tuple:
     return (
         message.get("role"),
         message.get("type") or "message",
-        tuple(map(_json_text, text_of(said))),
+        tuple(map(_json_text, text_of(sorted_plain(said)))),
         tuple(calls),
         message.get("call_id"),
     )
@@ -57,6 +58,20 @@ def _alike(sent: Any, stored: Any) -> bool:
             if mine is not None and theirs is not None:
                 return bool(mine == theirs)
     return True
+
+
+def _without_empty_content(message: Any) -> Any:
+    """A Chat Completions assistant message with tool calls, without its content when that is
+    "", None or absent, which mean the same there (a streamed reply joins "" where the SDK
+    object has None); None for any other message."""
+    if (
+        isinstance(message, dict)
+        and message.get("role") == "assistant"
+        and message.get("tool_calls")
+        and message.get("content") in ("", None)
+    ):
+        return {k: v for k, v in message.items() if k != "content"}
+    return None
 
 
 def _json_text(text: str) -> str:
@@ -140,12 +155,22 @@ class _Alignment:
         history = self.history
         if self.digests[i] == history.digests[j]:
             return True
+        quiet = _without_empty_content(self.sent[i])
+        if quiet is not None and self._quiet_equal(quiet, j):
+            return True
         if history.sources[j] != "reply":
             return False
         mine = to_plain(self.sent[i], "message")
         stored = plain(history.bodies[j])
         noted = j in history.note_calls
         return _alike(mine, stored) or (noted and _alike(mine, message_without_notes(stored)))
+
+    def _quiet_equal(self, quiet: Any, j: int) -> bool:
+        """Whether stored message `j`, its empty content beside tool calls left out as it is
+        in `quiet`, has the same canonical JSON. Both sides are compared here rather than
+        stored digests changed, so stores written before keep their digests."""
+        stored = _without_empty_content(plain(self.history.bodies[j]))
+        return stored is not None and digest_of(quiet) == digest_of(stored)
 
     def may_be_missing(self, j: int) -> bool:
         """A stored item a rebuilt history may leave out: a reasoning item (a client without its

@@ -11,7 +11,8 @@ __all__ = ["Store", "Transaction", "SQLiteStore", "open_store"]
 
 
 def open_store(url: str | os.PathLike[str], *, synchronous: str = "FULL") -> Store:
-    """Open a store from a path or URL: a file path or `sqlite:///path` for SQLite."""
+    """Open a store from a path or URL: a file path or `sqlite:///path` for SQLite, either
+    of them ":memory:" for a store in memory."""
     text = os.fspath(url)
     if text.startswith("sqlite:///"):
         text = text[len("sqlite:///") :]

@@ -3,6 +3,12 @@
 Settings at open: WAL journal, `synchronous=FULL` (a setting), foreign keys on, a busy timeout.
 Every write path runs in `BEGIN IMMEDIATE`, so concurrent writers of one file queue instead of
 failing half-way; readers see a consistent snapshot. Connections are per thread.
+
+`":memory:"` is a store in memory (what tests want): one connection, private to the store,
+shared by its threads, with each call holding it to itself. An in-memory database has no WAL,
+and per-thread connections to one would need SQLite's shared cache, whose table locks fail at
+once ("database table is locked") instead of waiting as a file's busy timeout does, which the
+lane's background threads would meet.
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ __all__ = ["SQLiteStore"]
 log = logging.getLogger("fadeway.store")
 
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+#: The path that opens a store in memory.
+IN_MEMORY = ":memory:"
 _MESSAGE_COLUMNS = "seq, turn, at, role, kind, side, source, tokens, digest, calls, answers, body"
 _REQUEST_COLUMNS = (
     "n, at, model, encoding, estimate, view_len, view_last, history_through, "
@@ -298,6 +306,11 @@ class SQLiteStore(Store):
                 f"synchronous must be one of {', '.join(_SYNCHRONOUS)}, not {synchronous!r}"
             )
         self.path = Path(path)
+        self.in_memory = os.fspath(path) == IN_MEMORY
+        # In memory: the one connection, and the lock each call holds it by (re-entrant: a call
+        # may run inside another on the same thread).
+        self._shared: sqlite3.Connection | None = None
+        self._turn = threading.RLock()
         self._synchronous = synchronous
         self._busy_timeout_ms = busy_timeout_ms
         self._local = threading.local()
@@ -312,28 +325,41 @@ class SQLiteStore(Store):
         self._migrate(self._connection())
 
     def _connection(self) -> sqlite3.Connection:
+        if self._shared is not None:
+            return self._shared
         conn = getattr(self._local, "conn", None)
         if conn is None:
             try:
-                conn = sqlite3.connect(
-                    self.path,
-                    isolation_level=None,
-                    check_same_thread=False,
-                    timeout=self._busy_timeout_ms / 1000,
-                )
-                conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
-                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-                if mode.lower() != "wal":
-                    raise StoreError(f"{self.path}: cannot use WAL journal mode (got {mode!r})")
-                conn.execute(f"PRAGMA synchronous = {self._synchronous}")
-                conn.execute("PRAGMA foreign_keys = ON")
-                conn.execute(f"PRAGMA mmap_size = {int(C.SQLITE_MMAP_BYTES)}")
+                conn = self._connect()
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot open SQLite store {str(self.path)!r}: {exc}") from exc
+            if self.in_memory:  # never an orphan: the database lives as long as it does
+                self._shared = conn
+                with self._lock:
+                    self._all[conn] = threading.current_thread()
+                return conn
             self._local.conn = conn
             with self._lock:
                 self._close_orphans()
                 self._all[conn] = threading.current_thread()
+        return conn
+
+    def _connect(self) -> sqlite3.Connection:
+        """A new connection with the store's settings (no WAL in memory, which has none)."""
+        conn = sqlite3.connect(
+            IN_MEMORY if self.in_memory else self.path,
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=self._busy_timeout_ms / 1000,
+        )
+        conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+        if not self.in_memory:
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if mode.lower() != "wal":
+                raise StoreError(f"{self.path}: cannot use WAL journal mode (got {mode!r})")
+            conn.execute(f"PRAGMA mmap_size = {int(C.SQLITE_MMAP_BYTES)}")
+        conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+        conn.execute("PRAGMA foreign_keys = ON")
         return conn
 
     def _refuse_closed(self) -> None:
@@ -344,7 +370,7 @@ class SQLiteStore(Store):
         """Close the connections of threads that have ended (a lease renewer, a pool's retired
         worker): without this each would hold its file descriptors until the store closed."""
         for conn, thread in list(self._all.items()):
-            if not thread.is_alive() and conn not in self._using:
+            if not thread.is_alive() and conn not in self._using and conn is not self._shared:
                 conn.close()
                 del self._all[conn]
 
@@ -387,7 +413,17 @@ class SQLiteStore(Store):
 
     @contextmanager
     def _using_connection(self) -> Iterator[sqlite3.Connection]:
-        """This thread's connection, for one call; refused once the store is closed."""
+        """This thread's connection, for one call; refused once the store is closed. In memory,
+        the one connection, held by this call alone until it ends."""
+        if not self.in_memory:
+            with self._connection_for_call() as conn:
+                yield conn
+            return
+        with self._turn, self._connection_for_call() as conn:
+            yield conn
+
+    @contextmanager
+    def _connection_for_call(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
             self._refuse_closed()
         conn = self._connection()

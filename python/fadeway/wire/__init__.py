@@ -8,7 +8,7 @@ instructions; everything after them is history.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from .. import _constants as C
 from ..errors import (
@@ -25,6 +25,7 @@ from .canonical import body_of, digest_of, plain, to_plain
 __all__ = [
     "READ_FIELDS",
     "is_user_message",
+    "is_schema_class",
     "Entry",
     "Format",
     "ParsedRequest",
@@ -41,7 +42,8 @@ _MODULES = {Format.CHAT_COMPLETIONS: chat_completions, Format.RESPONSES: respons
 _MEDIA = {"image": C.TOKENS_PER_IMAGE, "audio": C.TOKENS_PER_AUDIO, "file": C.TOKENS_PER_FILE}
 #: Request fields beside the history that the model reads, and fadeway counts as the request's
 #: fixed part: each must be JSON (checked in `parse_request`; `instructions` and `tools` are
-#: stored or rebuilt besides). Fields of the SDK call only (timeout, extra_headers) are not read.
+#: stored or rebuilt besides), except a `response_format` that is a class (`is_schema_class`).
+#: Fields of the SDK call only (timeout, extra_headers) are not read.
 READ_FIELDS = (
     "instructions",
     "tools",
@@ -108,8 +110,15 @@ def _check_read_fields(request: dict[str, Any]) -> None:
         _check_object(choice, "tool_choice")
     for key in ("model", *READ_FIELDS):
         value = request.get(key)
-        if value is not None:
+        if value is not None and not (key == "response_format" and is_schema_class(value)):
             body_of(value, key, InvalidRequestError)
+
+
+def is_schema_class(value: Any) -> TypeGuard[type]:
+    """Whether `value` is a class, as `response_format` is in the SDK's
+    `chat.completions.parse(response_format=SomeModel)`: the SDK turns it into a JSON schema,
+    so fadeway passes the class through untouched and never stores it."""
+    return isinstance(value, type)
 
 
 def _check_instructions(instructions: list[Any], key: str) -> None:
@@ -194,7 +203,8 @@ def parse_response(fmt: Format, response: Any) -> Reply:
         )
     try:
         if streams.is_stream(response):
-            data = streams.collect(fmt, [to_plain(e, "a streamed chunk") for e in response])
+            events = (streams.lighten(e) for e in response)
+            data = streams.collect(fmt, [to_plain(e, "a streamed chunk") for e in events])
         else:
             data = to_plain(response, "the response")
     except InvalidRequestError as exc:

@@ -29,17 +29,45 @@ __all__ = [
     "check_depth",
     "json_depth",
     "plain",
+    "sorted_plain",
     "to_plain",
 ]
+
+
+#: Fields the SDK's parse helpers (`chat.completions.parse`, `responses.parse`) fill on the
+#: client side: the reply's text or a call's arguments parsed into the caller's own classes.
+#: The provider never sent them, and the text they were parsed from is kept beside them.
+_SDK_PARSED = frozenset({"parsed", "parsed_arguments"})
 
 
 def _dump_model(obj: Any) -> Any:
     # SDK objects (pydantic models) are dumped with only the fields they were given, which is
     # the JSON the provider sent; `model_dump()` of all fields differs from it only by nulls.
+    # Without warnings: a parse helper's generic `parsed` field makes pydantic warn about the
+    # caller's class in it, which is left out anyway.
     dump = getattr(obj, "model_dump", None)
     if callable(dump):
-        return dump(mode="json", exclude_unset=True)
+        data = dump(mode="json", exclude_unset=True, warnings=False)
+        _drop_parsed(obj, data)
+        return data
     raise TypeError(f"{type(obj).__name__} is not JSON")
+
+
+def _drop_parsed(obj: Any, data: Any) -> None:
+    """Remove from `data` (the dump of SDK object `obj`) the fields in `_SDK_PARSED` of every
+    model in it that declares them. Only models and their lists are walked, so the walk is as
+    deep as the SDK's classes nest, whatever the JSON inside them."""
+    if isinstance(obj, (list, tuple)) and isinstance(data, list):
+        for item, dumped in zip(obj, data, strict=False):
+            _drop_parsed(item, dumped)
+        return
+    fields = getattr(type(obj), "model_fields", None)
+    if not isinstance(fields, dict) or not isinstance(data, dict):
+        return
+    for key in _SDK_PARSED & fields.keys():
+        data.pop(key, None)
+    for key, dumped in data.items():
+        _drop_parsed(getattr(obj, key, None), dumped)
 
 
 _encode = msgspec.json.Encoder(enc_hook=_dump_model).encode
@@ -173,6 +201,12 @@ def digest_of_body(body: bytes) -> bytes:
 def plain(body: bytes) -> Any:
     """The JSON value of a body, as plain dicts and lists."""
     return _decode(body)
+
+
+def sorted_plain(obj: Any) -> Any:
+    """`obj` (plain JSON values) with every object's keys in sorted order, so that a walk over
+    it meets its leaves in an order that does not depend on how the sender ordered keys."""
+    return _decode(_encode_sorted(obj))
 
 
 def to_plain(obj: Any, where: str) -> Any:

@@ -31,12 +31,30 @@ from typing import Any
 from ..errors import InvalidResponseError
 from .base import Format
 
-__all__ = ["is_stream", "is_async_stream", "collect"]
+__all__ = ["is_stream", "is_async_stream", "collect", "lighten"]
 
 log = logging.getLogger("fadeway")
 
 #: Delta keys whose value names something: repeated as is, never concatenated.
 _NAMES = frozenset({"id", "type", "name", "role", "index", "call_id", "model", "object"})
+#: The event types of the SDK's `chat.completions.stream()` helper: `chunk` events carry the
+#: provider's chunks, the others are derived from them.
+_HELPER_EVENTS = frozenset(
+    {
+        "chunk",
+        "content.delta",
+        "content.done",
+        "refusal.delta",
+        "refusal.done",
+        "tool_calls.function.arguments.delta",
+        "tool_calls.function.arguments.done",
+        "logprobs.content.delta",
+        "logprobs.content.done",
+        "logprobs.refusal.delta",
+        "logprobs.refusal.done",
+    }
+)
+_HELPER = "`client.chat.completions.stream()`"
 #: Responses events that end a stream with the whole response.
 _TERMINAL = frozenset({"response.completed", "response.incomplete"})
 
@@ -54,6 +72,23 @@ def is_stream(response: Any) -> bool:
 def is_async_stream(response: Any) -> bool:
     """Whether `response` is an async stream (an SDK `AsyncStream`), which `areport` collects."""
     return isinstance(response, AsyncIterable) and not is_stream(response)
+
+
+def lighten(event: Any) -> Any:
+    """An SDK event of the `chat.completions.stream()` helper as only what `collect` reads of
+    it: a `chunk` event's chunk, a derived event's type. Each helper event also carries a
+    snapshot of the whole reply so far, which would make dumping a stream quadratic in its
+    length. Anything else is returned as it is."""
+    kind = getattr(event, "type", None)
+    if isinstance(event, Mapping) or not _is_helper_event(kind):
+        return event
+    if kind == "chunk":
+        return {"type": kind, "chunk": getattr(event, "chunk", None)}
+    return {"type": kind}
+
+
+def _is_helper_event(kind: Any) -> bool:
+    return isinstance(kind, str) and kind in _HELPER_EVENTS
 
 
 def collect(fmt: Format, events: list[Any]) -> dict[str, Any]:
@@ -79,8 +114,30 @@ def _error_text(error: Any) -> str:
 # -- Chat Completions -----------------------------------------------------------------------
 
 
+def _helper_chunks(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The chunks in what the SDK's `chat.completions.stream()` helper yielded: each `chunk`
+    event carries one, as the provider sent it; its other events (`content.delta`,
+    `tool_calls.function.arguments.done`, ...) are derived from those chunks and left aside.
+    Plain chunks pass through, so a stream of chunks is read as before."""
+    if not any(_is_helper_event(event.get("type")) for event in events):
+        return events
+    chunks = [
+        event["chunk"]
+        for event in events
+        if event.get("type") == "chunk" and isinstance(event.get("chunk"), dict)
+    ]
+    if not chunks:
+        raise InvalidResponseError(
+            f"the streamed response holds no chunk: these are {_HELPER}'s derived events only. "
+            f"Pass every event it yielded (its `chunk` events carry the chunks), the helper's "
+            "stream itself, or `stream.get_final_completion()`"
+        )
+    return chunks
+
+
 def _chat(chunks: list[dict[str, Any]]) -> dict[str, Any]:
     """The chat completion a Chat Completions stream's chunks stand for."""
+    chunks = _helper_chunks(chunks)
     head: dict[str, Any] = {}
     choices: dict[int, dict[str, Any]] = {}
     calls: dict[int, _Calls] = {}
@@ -119,10 +176,25 @@ def _chunk_parts(chunk: dict[str, Any], i: int) -> list[Any]:
         or chunk.get("object") not in (None, "", "chat.completion.chunk")
     ):
         raise InvalidResponseError(
-            f"chunk {i} of the stream is not a chat.completion.chunk (a Responses event for a "
-            "Chat Completions request?)"
+            f"chunk {i} of the stream is not a chat.completion.chunk{_guess(chunk)}"
         )
     return parts
+
+
+def _guess(item: dict[str, Any]) -> str:
+    """What a streamed item that is no chat.completion.chunk looks like, and what to pass."""
+    kind = item.get("type")
+    if isinstance(kind, str) and (kind.startswith("response.") or kind == "error"):
+        return (
+            f" but a Responses event ({kind!r}): a Responses stream for a Chat Completions request?"
+        )
+    if isinstance(kind, str):
+        return (
+            f" but an event of type {kind!r}. Pass the chunks of "
+            "`client.chat.completions.create(..., stream=True)`, or every event of "
+            f"{_HELPER} (its `chunk` events carry the chunks), or `stream.get_final_completion()`"
+        )
+    return ""
 
 
 def _take_part(
