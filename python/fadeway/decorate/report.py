@@ -46,6 +46,7 @@ def report(
     """Store the provider's reply to a decorated `request` (see `Memory.report`)."""
     parsed = wire.parse_request(request)
     reply = wire.parse_response(parsed.format, response)
+    services.limits.check_count(len(reply.items), "the reply")
     now = services.now(at)
     with mirror.lock, writing(services.store, mirror, memory_id) as tx:
         memory = tx.memory()
@@ -62,11 +63,13 @@ def report(
             return ReportResult(
                 tool_calls=notes.without_note_calls(parsed.format, reply.tool_calls)
             )
-        new = new_entries(mirror, parsed.format, reply.items, 0, label="reply item")
+        new = new_entries(
+            mirror, parsed.format, reply.items, 0, label="reply item", limits=services.limits
+        )
         encoding = match.encoding if match else tokens.encoding_for_model(parsed.model)
         before = len(mirror)
         append(tx, mirror, new, encoding, now, source="reply")
-        took = take_notes(tx, mirror, memory_id, before, now, source="model")
+        took = take_notes(tx, mirror, memory_id, before, now, "model", services.limits)
         calls = notes.find_note_calls(parsed.format, reply.items)
         remaining = notes.without_note_calls(parsed.format, reply.tool_calls)
         result = ReportResult(
