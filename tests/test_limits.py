@@ -74,7 +74,7 @@ def test_a_message_over_max_message_bytes_is_refused_naming_it_and_nothing_is_st
 def test_a_first_message_over_the_limit_makes_no_memory(tmp_path, clock):
     with fadeway.open(tmp_path / "x.db", clock=clock, max_message_bytes=1_000) as eng:
         big = {"role": "user", "content": "x" * 2_000}
-        with pytest.raises(errors.LimitExceededError, match=r"messages\[0\] holds \d+ bytes"):
+        with pytest.raises(errors.LimitExceededError, match=r"message 0 holds \d+ bytes"):
             eng.memory("m").decorate({"messages": [big]})
         assert eng.memory_ids() == []
 
@@ -246,3 +246,50 @@ def test_a_loop_that_sends_back_the_stubbed_view_goes_on(tmp_path, clock):
         mem.report(again, reply)
         last = max(mem.export().requests, key=lambda r: r.n)
         assert last.replied and last.provider_tokens == 900
+
+
+def test_a_reply_over_max_request_messages_is_refused(tmp_path, clock):
+    with fadeway.open(tmp_path / "x.db", clock=clock, max_request_messages=3) as eng:
+        mem = eng.memory("m")
+        sent = mem.decorate({"input": "hi"})
+        before = fadeway.dumps(mem.export())
+        item = {"type": "message", "role": "assistant", "content": [{"type": "output_text"}]}
+        reply = {"id": "r", "object": "response", "status": "completed", "output": [item] * 4}
+        with pytest.raises(errors.LimitExceededError, match=r"the reply holds 4 messages"):
+            mem.report(sent, reply)
+        _unchanged(mem, before)
+
+
+def test_a_responses_note_call_over_max_note_bytes_is_shown_as_a_stub(tmp_path, clock):
+    """The same in Responses, where the note call is an item of its own."""
+    with open_small(tmp_path / "s.db", clock) as eng:
+        mem = eng.memory("m")
+        for t in range(80):
+            clock.advance(60)
+            req = mem.decorate({"model": "gpt-4.1", "input": [{**_user(t), "type": "message"}]})
+            if any(tool.get("name") == "note" for tool in req.get("tools") or []):
+                break
+            text = f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30))
+            item = {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": text}],
+            }
+            mem.report(
+                req, {"id": f"r{t}", "object": "response", "status": "completed", "output": [item]}
+            )
+        else:
+            raise AssertionError("no note was asked for")
+        arguments = note_call("n1", _facts(1_000))["function"]["arguments"]
+        assert len(arguments) > C.MAX_NOTE_BYTES
+        item = {"type": "function_call", "call_id": "n1", "name": "note", "arguments": arguments}
+        result = mem.report(
+            req, {"id": "rn", "object": "response", "status": "completed", "output": [item]}
+        )
+        assert not result.note_taken
+        assert json.loads(mem.messages()[-1].body)["arguments"] == arguments
+        nxt = mem.decorate({"model": "gpt-4.1", "input": []})
+        (shown,) = [i for i in nxt["input"] if i.get("type") == "function_call"]
+        assert "max_note_bytes" in json.loads(shown["arguments"])["omitted"]
+        (output,) = [i for i in nxt["input"] if i.get("type") == "function_call_output"]
+        assert output["output"] == NOTE_NOT_READ

@@ -21,6 +21,7 @@ from ..mirror.history import History
 from ..notes.tool import map_note_arguments, message_without_notes
 from ..wire import text_of
 from ..wire.canonical import digest_of, encode_json, plain, to_plain
+from ..wire.limits import Limits
 
 __all__ = ["align", "digests_of_sent"]
 
@@ -81,20 +82,25 @@ def _json_text(text: str) -> str:
         return text
 
 
-def digests_of_sent(sent: Sequence[Any], history: History, view: Sequence[int]) -> list[bytes]:
-    """The digest of each sent message, as `digest_of` gives it. A message whose JSON as sent is
-    byte for byte the stored body at its place (in the stored history, or in the last view) has
-    that message's digest: encoding it costs a fraction of canonicalising and hashing it, and a
-    caller that resends the whole history resends mostly such messages."""
+def digests_of_sent(
+    sent: Sequence[Any], history: History, view: Sequence[int], limits: Limits
+) -> list[bytes]:
+    """The digest of each sent message, as `digest_of` gives it, each message within
+    max_message_bytes (checked on its JSON as sent, before anything else reads it whole). A
+    message whose JSON as sent is byte for byte the stored body at its place (in the stored
+    history, or in the last view) has that message's digest: encoding it costs a fraction of
+    canonicalising and hashing it, and a caller that resends the whole history resends mostly
+    such messages."""
     out = []
     for i, m in enumerate(sent):
         places = [j for j in (i, view[i] if i < len(view) else -1) if 0 <= j < len(history)]
+        try:
+            body = encode_json(m)
+        except (TypeError, msgspec.EncodeError, ValueError, RecursionError):
+            body = None  # digest_of says what is wrong with it
         digest = None
-        if places:
-            try:
-                body = encode_json(m)
-            except (TypeError, msgspec.EncodeError, ValueError):
-                body = None  # digest_of says what is wrong with it
+        if body is not None:
+            limits.check_body(body, f"message {i}")
             digest = next((history.digests[j] for j in places if history.bodies[j] == body), None)
         out.append(digest if digest is not None else digest_of(m, f"message {i}"))
     return out

@@ -98,8 +98,8 @@ def decorate(
 
 def _check_limits(limits: Limits, parsed: ParsedRequest) -> None:
     """The request's list holds no more messages than max_request_messages, and its
-    instructions none over max_message_bytes (the new messages of its history are checked
-    once alignment finds them: the rest are stored already)."""
+    instructions none over max_message_bytes (its history's messages are checked as they are
+    encoded to be aligned, `digests_of_sent`)."""
     key = "messages" if parsed.format is Format.CHAT_COMPLETIONS else "input"
     count = len(parsed.instructions) + len(parsed.history)
     limits.check_count(count, f"the request's {key} list")
@@ -144,8 +144,6 @@ def _recall(
     view = shown_seqs(services, mirror)
     start = align(sent.history, sent.digests, mirror, through, view)
     new = sent.history[start:]
-    key = "messages" if parsed.format is Format.CHAT_COMPLETIONS else "input"
-    services.limits.check_messages(new, key, len(parsed.instructions) + start)
     pending = recall_for(services, memory_id, mirror, new, sent.digests[start:])
     return pending, sent
 
@@ -153,7 +151,7 @@ def _recall(
 def _aligned(services: Services, mirror: History, history: list[Any]) -> _Sent:
     """`history` without fadeway's additions, with its digests, against `mirror`."""
     stripped = strip_own_additions(history, mirror.answers_note)
-    digests = digests_of_sent(stripped, mirror, shown_seqs(services, mirror))
+    digests = digests_of_sent(stripped, mirror, shown_seqs(services, mirror), services.limits)
     return _Sent(stripped, digests, len(mirror))
 
 
