@@ -12,7 +12,8 @@ import fadeway
 from conftest import SMALL_CEILING, open_small
 from fadeway import _constants as C
 from fadeway import errors
-from fadeway.notes.tool import NOTE_NOT_READ
+from fadeway.notes.tool import NOTE_NOT_READ, Note, NoteEntry
+from fadeway.notes.writers import NoteWriter
 from helpers import call, chat_reply, note_call
 
 USER = {"role": "user", "content": "Hello there."}
@@ -293,3 +294,28 @@ def test_a_responses_note_call_over_max_note_bytes_is_shown_as_a_stub(tmp_path, 
         assert "max_note_bytes" in json.loads(shown["arguments"])["omitted"]
         (output,) = [i for i in nxt["input"] if i.get("type") == "function_call_output"]
         assert output["output"] == NOTE_NOT_READ
+
+
+class _ManyFacts(NoteWriter):
+    """A note writer whose note holds `n` entries."""
+
+    name = "many"
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    async def write(self, ask, messages, *, context=None, deadline=None):
+        return Note(notes=[NoteEntry(*fact) for fact in _facts(self.n)])
+
+
+def test_a_note_writers_note_over_max_note_facts_is_not_taken(tmp_path, clock):
+    """A note writer is held to the same limits: its note over them is a NoteWriterError
+    naming the limit, and the ask stays pending; one within them is taken."""
+    with open_small(tmp_path / "s.db", clock, max_note_facts=3) as eng:
+        mem = eng.memory("m")
+        _until_ask(mem, clock)
+        with pytest.raises(errors.NoteWriterError, match=r"4 entries.*\(max_note_facts\)"):
+            mem.answer_ask(_ManyFacts(4))
+        assert mem.export().notes == []
+        assert mem.answer_ask(_ManyFacts(3))
+        assert len(mem.export().facts) == 3

@@ -19,7 +19,7 @@ from ..errors import InvalidRequestError
 from ..mirror.history import History
 from ..notes import tool as notes
 from ..notes.ask import awaiting_note, pending_ask
-from ..notes.taking import write_note
+from ..notes.taking import within_limits, write_note
 from ..notes.writers import NoteWriter, ask_writer
 from ..recall.turns import queue_after_reply
 from ..records import JobKind, ReportResult, RequestRecord
@@ -172,7 +172,7 @@ def answer_ask(
         if awaiting_note(tx) != ask.awaiting:
             return False  # another note came meanwhile: its facts are those episodes'
         source = f"note-writer:{writer.name}"
-        arguments = encode_json(note).decode()
+        arguments = within_limits(note, services.limits, writer.name)
         write_note(tx, memory_id, note, arguments, None, now, source, ask.awaiting)
     services.lane.queued()
     return True
