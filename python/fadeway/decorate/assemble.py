@@ -227,11 +227,12 @@ class _Request:
         self.role = instruction_role(parsed.format, parsed.instructions)
         held = note_arguments(mirror, shown)
         limits = services.limits
+        too_long = {key for key, args in held.items() if note_bytes(args) > limits.max_note_bytes}
         self.accepted = {
-            key: notes.read_note(args, limits) is not None for key, args in held.items()
+            key: key not in too_long and notes.read_note(args, limits) is not None
+            for key, args in held.items()
         }
-        over = {seq for (seq, _), args in held.items() if note_bytes(args) > limits.max_note_bytes}
-        self.stubs = _stubbed(mirror, over, limits)
+        self.stubs = _stubbed(mirror, {seq for seq, _ in too_long}, limits)
         self.request, self.ask = parsed.request, None
         writer = services.note_writer is not None  # it answers in the lane; no ask is sent
         if asking and not writer and notes.note_ask_allowed(parsed.request):

@@ -167,12 +167,12 @@ def answer_ask(
     with collecting() as used:
         deadline = time.monotonic() + C.LANE_JUDGE_DEADLINE
         note = run_sync(ask_writer(writer, ask.text, ask.messages, ask.context, deadline))
+    arguments = within_limits(note, services.limits, writer.name)  # before anything is written
     with mirror.lock, writing(services.store, mirror, memory_id) as tx:
         tx.insert_usage(used, now)
         if awaiting_note(tx) != ask.awaiting:
             return False  # another note came meanwhile: its facts are those episodes'
         source = f"note-writer:{writer.name}"
-        arguments = within_limits(note, services.limits, writer.name)
         write_note(tx, memory_id, note, arguments, None, now, source, ask.awaiting)
     services.lane.queued()
     return True
