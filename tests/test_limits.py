@@ -33,7 +33,7 @@ def _unchanged(mem: fadeway.Memory, before: bytes) -> None:
 
 def test_the_default_limits_are_the_named_constants(engine):
     limits = engine.limits
-    assert (limits.max_message_bytes, limits.max_request_messages) == (2**20, 10_000)
+    assert (limits.max_message_bytes, limits.max_request_messages) == (2**20, 50_000)
     assert (limits.max_note_facts, limits.max_note_bytes) == (200, 64 * 2**10)
     assert limits.max_note_bytes == C.MAX_NOTE_BYTES
 
@@ -102,6 +102,15 @@ def test_a_request_over_max_request_messages_is_refused_naming_it(tmp_path, cloc
             mem.decorate({"messages": many})
         _unchanged(mem, before)
         mem.decorate({"messages": many[:50]})  # at the limit: taken
+
+
+def test_the_issues_request_of_100k_messages_is_refused_by_default(engine):
+    mem = _started(engine)
+    before = fadeway.dumps(mem.export())
+    many = [{"role": "user", "content": f"m{i}"} for i in range(100_000)]
+    with pytest.raises(errors.LimitExceededError, match=r"100000 messages.*of 50000"):
+        mem.decorate({"messages": many})
+    _unchanged(mem, before)
 
 
 def test_a_reply_message_over_max_message_bytes_is_refused_and_nothing_is_stored(tmp_path, clock):

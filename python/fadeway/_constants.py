@@ -51,10 +51,11 @@ MAX_JSON_DEPTH = 100
 #: hundred kilobytes) passes.
 MAX_MESSAGE_BYTES = 2**20
 #: Most messages or items one request (its whole messages or input list) or one reply may hold
-#: (`max_request_messages`). A caller that resends its whole history sends it all on every call:
-#: an agent's long session is some thousands; past this, aligning and storing one call takes
-#: seconds.
-MAX_REQUEST_MESSAGES = 10_000
+#: (`max_request_messages`). A caller that resends its whole history sends it all on every call,
+#: and a history of 10,000 messages resent whole is a benchmarked use (benches/bench_decorate.py,
+#: under 50 ms a call): 10,000 would refuse it. Five times that leaves room for a long agent run;
+#: past it, aligning one call takes a quarter of a second and more.
+MAX_REQUEST_MESSAGES = 50_000
 #: Most entries one note may hold (`max_note_facts`): a note answers one ask for a few episodes
 #: of 400 to 4,000 tokens each, which hold tens of facts at most (the offline writer keeps 12
 #: per note); a longer note is not taken and the ask stands.

@@ -215,7 +215,7 @@ def open(
         `NoteWriter`) answers them in the lane, and the model is not asked.
     max_message_bytes: the largest message or item a request, a reply or an import may hold,
         in bytes of its JSON (1 MiB).
-    max_request_messages: the most messages or items one request or reply may hold (10,000).
+    max_request_messages: the most messages or items one request or reply may hold (50,000).
     max_note_facts, max_note_bytes: the most entries (200) and bytes of arguments (64 KiB) a
         note may hold; a larger note is not taken (the ask stands) and its call is shown to the
         model as a short stub. A request or import over a limit is refused with a
