@@ -264,6 +264,9 @@ def _note_request(server, tmp_path, mention: str, held: list, other: list) -> di
         background=False,
         episode_min_tokens=100,
         episode_max_tokens=600,
+        # `held` may be one note of more facts than a note holds by default (MANY_FACTS fills
+        # the graph past the context's budget in one note).
+        max_note_facts=max(C.MAX_NOTE_FACTS, len(held), len(other)),
     ) as engine:
         took = {"other": False, "m": False}
         histories: dict[str, list] = {"other": [], "m": []}

@@ -45,6 +45,28 @@ MAX_COUNT = 2**53
 #: JSON schema some tens; 100 refuses nothing real and leaves room under the recursion limit.
 MAX_JSON_DEPTH = 100
 
+# -- limits (settings of `fadeway.open`; checked before anything is written) -------------------
+
+#: Largest message or item a request or reply may hold, in bytes of its JSON (`max_message_bytes`).
+#: 1 MiB is about 250,000 tokens, more than the default ceiling: a message that size could never
+#: be sent in a request anyway, while a large tool output (a file, a page, a long log of some
+#: hundred kilobytes) passes.
+MAX_MESSAGE_BYTES = 2**20
+#: Most messages or items one request (its whole messages or input list) or one reply may hold
+#: (`max_request_messages`). A caller that resends its whole history sends it all on every call,
+#: and a history of 10,000 messages resent whole is a benchmarked use (benches/bench_decorate.py,
+#: under 50 ms a call): 10,000 would refuse it. Five times that leaves room for a long agent run;
+#: past it, aligning one call takes a quarter of a second and more.
+MAX_REQUEST_MESSAGES = 50_000
+#: Most entries one note may hold (`max_note_facts`): a note answers one ask for a few episodes
+#: of 400 to 4,000 tokens each, which hold tens of facts at most (the offline writer keeps 12
+#: per note); a longer note is not taken and the ask stands.
+MAX_NOTE_FACTS = 200
+#: Largest note call arguments, in bytes (`max_note_bytes`): room for MAX_NOTE_FACTS entries of
+#: a sentence each. A longer note is not taken, and its call is shown in the view as a short stub
+#: (the stored reply keeps it whole), so it does not ride in every later request.
+MAX_NOTE_BYTES = 64 * 2**10
+
 #: Messages after a differing first one that, all equal to the stored ones, show a resent
 #: history with its first message edited (a delta holds new messages, not stored ones): fewer
 #: would refuse a delta that happens to repeat stored messages, more would store a short edited

@@ -21,6 +21,7 @@ from .judge.base import Judge
 from .mirror.mirrors import Mirrors
 from .notes.writers import NoteWriter
 from .store import Store
+from .wire.limits import Limits
 
 __all__ = ["LaneQueue", "Services", "now_of"]
 
@@ -56,6 +57,8 @@ class Services:
     mirrors: Mirrors
     indexes: Indexes
     lane: LaneQueue
+    #: The sizes the engine accepts (a message's bytes, messages per request, a note's size).
+    limits: Limits = field(default_factory=Limits)
 
     def now(self, at: float | datetime | None = None) -> float:
         """`at` as Unix seconds (checked), or the clock's time when it is None."""

@@ -27,6 +27,7 @@ from .mirror.mirrors import Mirrors
 from .notes.writers import LLMNoteWriter, NoteWriter, note_writer_from
 from .records import MemoryExport
 from .store import Store, open_store
+from .wire.limits import Limits
 
 __all__ = ["Engine", "open"]
 
@@ -73,6 +74,11 @@ class Engine:
     @property
     def ceiling(self) -> int:
         return self.services.ceiling
+
+    @property
+    def limits(self) -> Limits:
+        """The sizes this engine accepts."""
+        return self.services.limits
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -178,6 +184,10 @@ def open(
     lane_retry_seconds: float = C.LANE_RETRY_SECONDS,
     embedder: Embedder | str | None = None,
     note_writer: NoteWriter | str | None = None,
+    max_message_bytes: int = C.MAX_MESSAGE_BYTES,
+    max_request_messages: int = C.MAX_REQUEST_MESSAGES,
+    max_note_facts: int = C.MAX_NOTE_FACTS,
+    max_note_bytes: int = C.MAX_NOTE_BYTES,
 ) -> Engine:
     """Open (or create) a store of memories.
 
@@ -204,10 +214,18 @@ def open(
         the note ask and the note tool. Else a note writer (`fadeway.notes.writers.
         note_writer_from` names them: "offline", an OpenAI-compatible API root URL, or a
         `NoteWriter`) answers them in the lane, and the model is not asked.
+    max_message_bytes: the largest message or item a request, a reply or an import may hold,
+        in bytes of its JSON (1 MiB).
+    max_request_messages: the most messages or items one request or reply may hold (50,000).
+    max_note_facts, max_note_bytes: the most entries (200) and bytes of arguments (64 KiB) a
+        note may hold; a larger note is not taken (the ask stands) and its call is shown to the
+        model as a short stub. A request or import over a limit is refused with a
+        `LimitExceededError` naming it, before anything is written.
 
     Search indexes are saved beside an SQLite file, in `<file>.indexes/`.
     """
     _check_settings(ceiling, lane_lease_seconds, lane_retry_seconds)  # before the store opens
+    limits = Limits(max_message_bytes, max_request_messages, max_note_facts, max_note_bytes)
     cut_settings = CutSettings(episode_min_tokens, episode_max_tokens, cut_after_tokens)
     chosen_judge = judge_from(judge, model=judge_model)  # a bad spec fails before the store opens
     chosen_writer = note_writer_from(note_writer, model=judge_model)
@@ -223,5 +241,6 @@ def open(
         mirrors=Mirrors(),
         indexes=Indexes(chosen_embedder, data_dir_for(url)),
         lane=LaneQueue(lane_lease_seconds, lane_retry_seconds),
+        limits=limits,
     )
     return Engine(services, background=background, lane_threads=lane_threads)

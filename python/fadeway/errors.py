@@ -19,6 +19,8 @@ __all__ = [
     "FormatMismatchError",
     "HistoryConflictError",
     "InvalidResponseError",
+    "LimitExceededError",
+    "ExportLimitError",
     "ImportConflictError",
     "InvalidExportError",
     "StoreError",
@@ -88,12 +90,25 @@ class InvalidResponseError(FadewayError, ValueError):
     """A provider response passed to `report` has no reply fadeway can read."""
 
 
+class LimitExceededError(InvalidRequestError):
+    """A size over one of the engine's limits (a message's bytes, messages per request);
+    `setting` names the `fadeway.open` setting, `found` what was found and `limit` its value."""
+
+    def __init__(self, message: str, *, setting: str, found: int, limit: int) -> None:
+        super().__init__(message)
+        self.setting, self.found, self.limit = setting, found, limit
+
+
 class ImportConflictError(FadewayError):
     """An import targets a memory that already holds messages."""
 
 
 class InvalidExportError(FadewayError, ValueError):
     """A document passed to `import_memory` is not a fadeway export."""
+
+
+class ExportLimitError(LimitExceededError, InvalidExportError):
+    """An export holds a message or a note over one of the importing engine's limits."""
 
 
 class StoreError(FadewayError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -17,9 +18,10 @@ import msgspec
 from .. import _constants as C
 from ..errors import HistoryConflictError
 from ..mirror.history import History
-from ..notes.tool import message_without_notes
+from ..notes.tool import map_note_arguments, message_without_notes
 from ..wire import text_of
 from ..wire.canonical import digest_of, encode_json, plain, sorted_plain, to_plain
+from ..wire.limits import Limits
 
 __all__ = ["align", "digests_of_sent"]
 
@@ -74,6 +76,14 @@ def _without_empty_content(message: Any) -> Any:
     return None
 
 
+def _same_but_notes(sent: Any, stored: Any) -> bool:
+    """Whether `sent` is `stored` but for the arguments of their note calls, as a view that
+    showed a note call too large for it as a stub (`notes.note_stub`) is sent back."""
+    blank = partial(map_note_arguments, change=lambda _: "")
+    mine, theirs = blank(sent), blank(stored)
+    return mine is not sent and theirs is not stored and digest_of(mine) == digest_of(theirs)
+
+
 def _json_text(text: str) -> str:
     """A text that is a JSON object or array (a call's arguments), as compact canonical JSON:
     frameworks re-serialise arguments with other spacing or key order."""
@@ -87,20 +97,25 @@ def _json_text(text: str) -> str:
         return text
 
 
-def digests_of_sent(sent: Sequence[Any], history: History, view: Sequence[int]) -> list[bytes]:
-    """The digest of each sent message, as `digest_of` gives it. A message whose JSON as sent is
-    byte for byte the stored body at its place (in the stored history, or in the last view) has
-    that message's digest: encoding it costs a fraction of canonicalising and hashing it, and a
-    caller that resends the whole history resends mostly such messages."""
+def digests_of_sent(
+    sent: Sequence[Any], history: History, view: Sequence[int], limits: Limits
+) -> list[bytes]:
+    """The digest of each sent message, as `digest_of` gives it, each message within
+    max_message_bytes (checked on its JSON as sent, before anything else reads it whole). A
+    message whose JSON as sent is byte for byte the stored body at its place (in the stored
+    history, or in the last view) has that message's digest: encoding it costs a fraction of
+    canonicalising and hashing it, and a caller that resends the whole history resends mostly
+    such messages."""
     out = []
     for i, m in enumerate(sent):
         places = [j for j in (i, view[i] if i < len(view) else -1) if 0 <= j < len(history)]
+        try:
+            body = encode_json(m)
+        except (TypeError, msgspec.EncodeError, ValueError, RecursionError):
+            body = None  # digest_of says what is wrong with it
         digest = None
-        if places:
-            try:
-                body = encode_json(m)
-            except (TypeError, msgspec.EncodeError, ValueError):
-                body = None  # digest_of says what is wrong with it
+        if body is not None:
+            limits.check_body(body, f"message {i}")
             digest = next((history.digests[j] for j in places if history.bodies[j] == body), None)
         out.append(digest if digest is not None else digest_of(m, f"message {i}"))
     return out
@@ -158,11 +173,15 @@ class _Alignment:
         quiet = _without_empty_content(self.sent[i])
         if quiet is not None and self._quiet_equal(quiet, j):
             return True
-        if history.sources[j] != "reply":
+        noted = j in history.note_calls
+        if history.sources[j] != "reply" and not noted:
             return False
         mine = to_plain(self.sent[i], "message")
         stored = plain(history.bodies[j])
-        noted = j in history.note_calls
+        if noted and _same_but_notes(mine, stored):  # the view's stub of a long note call
+            return True
+        if history.sources[j] != "reply":
+            return False
         return _alike(mine, stored) or (noted and _alike(mine, message_without_notes(stored)))
 
     def _quiet_equal(self, quiet: Any, j: int) -> bool:

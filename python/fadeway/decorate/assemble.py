@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, NamedTuple
 
 import msgspec
@@ -32,7 +33,8 @@ from ..recall.turns import blocks_in_view, fix_finals
 from ..records import EpisodeRecord, JobKind, MemoryRecord
 from ..store import Transaction
 from ..wire import ParsedRequest
-from ..wire.canonical import encode_json
+from ..wire.canonical import digest_of, encode_json, plain
+from ..wire.limits import Limits, note_bytes
 from .view import block_message, history_view, instruction_role, resolvable, stateless, view_seqs
 
 __all__ = ["Assembled", "Key", "forget_and_assemble", "shown_seqs"]
@@ -226,10 +228,14 @@ class _Request:
             shown = resolvable(mirror, shown)  # the request, its size and its key without them
         self.shown = shown
         self.role = instruction_role(parsed.format, parsed.instructions)
+        held = note_arguments(mirror, shown)
+        limits = services.limits
+        too_long = {key for key, args in held.items() if note_bytes(args) > limits.max_note_bytes}
         self.accepted = {
-            key: notes.parse_note_arguments(args) is not None
-            for key, args in note_arguments(mirror, shown).items()
+            key: key not in too_long and notes.read_note(args, limits) is not None
+            for key, args in held.items()
         }
+        self.stubs = _stubbed(mirror, {seq for seq, _ in too_long}, limits)
         self.request, self.ask = parsed.request, None
         writer = services.note_writer is not None  # it answers in the lane; no ask is sent
         if asking and not writer and notes.note_ask_allowed(parsed.request):
@@ -277,16 +283,25 @@ class _Request:
             recalled = _placed(recalled, current)
         before = {seq: block_message(self.role, text) for seq, (text, _) in recalled.items()}
         fmt = call.parsed.format
-        view = history_view(fmt, self.mirror, self.shown, self.accepted, before)
+        view = history_view(fmt, self.mirror, self.shown, self.accepted, before, self.stubs)
         if self.ask:
             view.append(block_message(self.role, self.ask))
         estimate = self.fixed + sum(size for _, size in recalled.values())
         if round(estimate * call.ratio) > ceiling:
             self._warn_over(estimate, recalled)
-        last = self.mirror.digests[self.shown[-1]] if self.shown else None
+        last = self._last_digest()
         key = Key(estimate, len(self.shown), last)
         out = ParsedRequest(fmt, self.request, self.instructions, view, call.parsed.model)
         return Assembled(wire.assemble(out, view), key, queued, current)
+
+    def _last_digest(self) -> bytes | None:
+        """The digest of the view's last stored message as the request shows it (what a report
+        finds the request by): a stub's when its note call is shown as one."""
+        if not self.shown:
+            return None
+        seq = self.shown[-1]
+        stub = self.stubs.get(seq)
+        return digest_of(stub) if stub is not None else self.mirror.digests[seq]
 
     def _warn_over(self, estimate: int, recalled: Shown) -> None:
         """Log, once a memory for each reason, a request over the ceiling with its figures."""
@@ -335,6 +350,19 @@ class _Request:
         if alone > self.services.ceiling:
             return "turn", "since the turn in progress alone does not fit beside the fixed part"
         return "forgetting", "which forgetting should have prevented (a bug)"
+
+
+def _stubbed(mirror: History, seqs: set[int], limits: Limits) -> dict[int, Any]:
+    """The stored messages of `seqs` that hold a note call over max_note_bytes, as the view
+    shows them: that call's arguments a short stub (`notes.note_stub`). Their stored size is
+    the stub's already (`ingest.new_entries`)."""
+    out = {}
+    for seq in sorted(seqs):
+        message = plain(mirror.bodies[seq])
+        shown = notes.map_note_arguments(message, partial(notes.note_stub, limits=limits))
+        if shown is not message:
+            out[seq] = shown
+    return out
 
 
 def _within_ceiling(

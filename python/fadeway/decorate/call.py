@@ -32,6 +32,7 @@ from ..store import Transaction
 from ..usage import UsageRecord, collecting
 from ..wire import Format, ParsedRequest
 from ..wire.canonical import encode_json, plain
+from ..wire.limits import Limits
 from .align import align, digests_of_sent
 from .assemble import Assembled, Key, forget_and_assemble, shown_seqs
 from .ingest import append, new_entries, open_memory, sync, take_notes, writing
@@ -50,6 +51,7 @@ def decorate(
     """Store what is new in `request` and return the request to send to the provider, at
     time `at` (None: the clock's); see `Memory.decorate`."""
     parsed = wire.parse_request(request)
+    _check_limits(services.limits, parsed)
     parsed.request = caller_tools(parsed.format, parsed.request)
     if not parsed.history and not parsed.instructions:
         # Nothing new is fine for a memory with history (a caller that sends only what is new,
@@ -94,6 +96,19 @@ def decorate(
     raise AssertionError("unreachable: the last attempt cuts inline")
 
 
+def _check_limits(limits: Limits, parsed: ParsedRequest) -> None:
+    """The request's list holds no more messages than max_request_messages, and its
+    instructions none over max_message_bytes (its history's messages are checked as they are
+    encoded to be aligned, `digests_of_sent`)."""
+    key = "messages" if parsed.format is Format.CHAT_COMPLETIONS else "input"
+    count = len(parsed.instructions) + len(parsed.history)
+    limits.check_count(count, f"the request's {key} list")
+    limits.check_messages(parsed.instructions, key)
+    text = parsed.request.get("instructions")
+    if isinstance(text, str):
+        limits.check_body(encode_json(text), "the request's instructions")
+
+
 class _CutFirst(Exception):
     """Leaves `_decorate_once`'s transaction by its rollback when the fade returned
     `CutFirst`; caught in `decorate`, which plans the cut and tries again."""
@@ -136,7 +151,7 @@ def _recall(
 def _aligned(services: Services, mirror: History, history: list[Any]) -> _Sent:
     """`history` without fadeway's additions, with its digests, against `mirror`."""
     stripped = strip_own_additions(history, mirror.answers_note)
-    digests = digests_of_sent(stripped, mirror, shown_seqs(services, mirror))
+    digests = digests_of_sent(stripped, mirror, shown_seqs(services, mirror), services.limits)
     return _Sent(stripped, digests, len(mirror))
 
 
@@ -179,11 +194,13 @@ def _decorate_once(
         episodes = mirror.episodes.sync(tx)
         last_view = shown_seqs(services, mirror)
         start = align(sent.history, sent.digests, mirror, memory.decorated_through, last_view)
-        new = new_entries(mirror, parsed.format, sent.history, start, sent.digests)
+        new = new_entries(
+            mirror, parsed.format, sent.history, start, sent.digests, limits=services.limits
+        )
         before = len(mirror)
         append(tx, mirror, new, encoding, now, source="request")
         placed = place_recall(mirror, pending, before)
-        took = take_notes(tx, mirror, memory_id, before, now, source="model")
+        took = take_notes(tx, mirror, memory_id, before, now, "model", services.limits)
         if has_instructions and memory.instructions != instructions:
             tx.set_instructions(instructions)
         elif not has_instructions and memory.instructions is not None:

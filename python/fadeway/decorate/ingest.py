@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from .. import tokens, wire
@@ -19,6 +21,8 @@ from ..notes.taking import write_note
 from ..records import MemoryRecord, MessageRecord
 from ..store import Store, Transaction
 from ..wire import Entry, Format, Side
+from ..wire.canonical import body_of, plain
+from ..wire.limits import Limits
 from ..wire.pending import PendingCalls
 
 __all__ = ["append", "check_format", "new_entries", "open_memory", "take_notes", "writing"]
@@ -119,10 +123,12 @@ def new_entries(
     start: int,
     digests: Sequence[bytes] | None = None,
     label: str = "message",
+    *,
+    limits: Limits,
 ) -> list[Entry]:
-    """Validate the new messages `sent[start:]`; nothing is written if one is bad. A request
-    may end before the outputs of its last calls (a replay sends them one by one); what comes
-    after them is checked when it comes."""
+    """Validate the new messages `sent[start:]`, each within the engine's `limits`; nothing is
+    written if one is bad. A request may end before the outputs of its last calls (a replay
+    sends them one by one); what comes after them is checked when it comes."""
     made: dict[str, bool] = {}  # calls made by the new messages: whether each is a note's
     pending = mirror.pending.copy()  # the turn in progress's calls, unanswered
 
@@ -136,7 +142,11 @@ def new_entries(
     step: set[str] = set()  # ids the reply in progress (a run of assistant items) made
     for i in range(start, len(sent)):
         where = f"{label} {i}"
-        e = wire.entry(fmt, sent[i], where, known_call, digest=digests[i] if digests else None)
+        body = body_of(sent[i], where)
+        limits.check_body(body, where)
+        e = wire.entry(
+            fmt, sent[i], where, known_call, body=body, digest=digests[i] if digests else None
+        )
         if e.side is not Side.ASSISTANT:
             step = set()
         elif e.calls:
@@ -149,8 +159,21 @@ def new_entries(
         own = notes.note_call_ids(e.calls, e.body)
         _check_pairing(fmt, e, where, pending, own)
         made.update((c, c in own) for c in e.calls)
-        out.append(e)
+        out.append(_sized_as_shown(fmt, e, where, limits) if own else e)
     return out
+
+
+def _sized_as_shown(fmt: Format, e: Entry, where: str, limits: Limits) -> Entry:
+    """`e` counted as the view shows it: a note call over max_note_bytes is shown as a short
+    stub (`notes.note_stub`), so its size in every later request is the stub's."""
+    if len(e.body) <= limits.max_note_bytes:  # its note's arguments are shorter still
+        return e
+    message = plain(e.body)
+    shown = notes.map_note_arguments(message, partial(notes.note_stub, limits=limits))
+    if shown is message:
+        return e
+    counted = wire.entry(fmt, shown, where, lambda _: True, digest=e.digest)
+    return replace(e, texts=counted.texts, fixed_tokens=counted.fixed_tokens)
 
 
 def append(
@@ -184,9 +207,16 @@ def append(
 
 
 def take_notes(
-    tx: Transaction, mirror: History, memory_id: str, since: int, now: float, source: str
+    tx: Transaction,
+    mirror: History,
+    memory_id: str,
+    since: int,
+    now: float,
+    source: str,
+    limits: Limits,
 ) -> bool:
-    """Take the note calls in the messages stored from `since` on; whether one was taken."""
+    """Take the note calls in the messages stored from `since` on, those within `limits`;
+    whether one was taken."""
     seqs = [seq for seq in mirror.note_calls if seq >= since]
     if not seqs:
         return False
@@ -195,9 +225,9 @@ def take_notes(
     # In the order made. Each is new, as stored now: an id may repeat (some providers number
     # every turn's calls from 0 again), so an earlier note of the same id is another note.
     for (seq, call_id), arguments in note_arguments(mirror, seqs).items():
-        note = notes.parse_note_arguments(arguments)
+        note = notes.read_note(arguments, limits)
         if note is None:
-            continue  # logged by the parser; the episodes stay leaving and the ask stands
+            continue  # logged by the reader; the episodes stay leaving and the ask stands
         # Note calls of one reply answer the same ask: their facts are those episodes'. A
         # reply is the run of assistant items its call sits in (Responses gives each call an
         # item of its own).

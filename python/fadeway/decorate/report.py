@@ -19,7 +19,7 @@ from ..errors import InvalidRequestError
 from ..mirror.history import History
 from ..notes import tool as notes
 from ..notes.ask import awaiting_note, pending_ask
-from ..notes.taking import write_note
+from ..notes.taking import within_limits, write_note
 from ..notes.writers import NoteWriter, ask_writer
 from ..recall.turns import queue_after_reply
 from ..records import JobKind, ReportResult, RequestRecord
@@ -46,6 +46,7 @@ def report(
     """Store the provider's reply to a decorated `request` (see `Memory.report`)."""
     parsed = wire.parse_request(request)
     reply = wire.parse_response(parsed.format, response)
+    services.limits.check_count(len(reply.items), "the reply")
     now = services.now(at)
     with mirror.lock, writing(services.store, mirror, memory_id) as tx:
         memory = tx.memory()
@@ -62,11 +63,13 @@ def report(
             return ReportResult(
                 tool_calls=notes.without_note_calls(parsed.format, reply.tool_calls)
             )
-        new = new_entries(mirror, parsed.format, reply.items, 0, label="reply item")
+        new = new_entries(
+            mirror, parsed.format, reply.items, 0, label="reply item", limits=services.limits
+        )
         encoding = match.encoding if match else tokens.encoding_for_model(parsed.model)
         before = len(mirror)
         append(tx, mirror, new, encoding, now, source="reply")
-        took = take_notes(tx, mirror, memory_id, before, now, source="model")
+        took = take_notes(tx, mirror, memory_id, before, now, "model", services.limits)
         calls = notes.find_note_calls(parsed.format, reply.items)
         remaining = notes.without_note_calls(parsed.format, reply.tool_calls)
         result = ReportResult(
@@ -164,12 +167,12 @@ def answer_ask(
     with collecting() as used:
         deadline = time.monotonic() + C.LANE_JUDGE_DEADLINE
         note = run_sync(ask_writer(writer, ask.text, ask.messages, ask.context, deadline))
+    arguments = within_limits(note, services.limits, writer.name)  # before anything is written
     with mirror.lock, writing(services.store, mirror, memory_id) as tx:
         tx.insert_usage(used, now)
         if awaiting_note(tx) != ask.awaiting:
             return False  # another note came meanwhile: its facts are those episodes'
         source = f"note-writer:{writer.name}"
-        arguments = encode_json(note).decode()
         write_note(tx, memory_id, note, arguments, None, now, source, ask.awaiting)
     services.lane.queued()
     return True

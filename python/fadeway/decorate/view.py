@@ -170,21 +170,22 @@ def history_view(
     seqs: Sequence[int],
     accepted: dict[tuple[int, str], bool],
     before: dict[int, Any] | None = None,
+    stubs: dict[int, Any] | None = None,
 ) -> list[Any]:
     """The stored messages `seqs` (what `view_seqs` leaves in view), each note call followed by
     fadeway's output for it, and the `before` messages (recall blocks) just before the seqs
-    they belong to."""
+    they belong to; a message in `stubs` as shown there (its note call too large to show)."""
     if not seqs:
         return []
     view = msgspec.json.decode(b"[" + b",".join(map(history.bodies.__getitem__, seqs)) + b"]")
     if not history.note_calls and not before:
         return view
     out: list[Any] = []
-    before = before or {}
+    before, stubs = before or {}, stubs or {}
     for message, seq in zip(view, seqs, strict=True):
         if seq in before:
             out.append(before[seq])
-        out.append(message)
+        out.append(stubs.get(seq, message))
         for call_id in history.note_calls.get(seq, ()):
             out.append(notes.note_output(fmt, call_id, accepted.get((seq, call_id), False)))
     return out

@@ -10,11 +10,12 @@ from typing import Any
 import msgspec
 
 from .._services import Services
-from ..errors import ImportConflictError, InvalidExportError
+from ..errors import ExportLimitError, ImportConflictError, InvalidExportError
 from ..records import JobKind, MemoryExport, MessageRecord, RequestRecord, check_memory_id
 from ..store import Transaction
 from ..usage import UsageRecord
 from ..wire import Entry
+from ..wire.limits import Limits
 from .checks import check_export, decode_export, resealed
 
 __all__ = ["load_export", "restore"]
@@ -50,6 +51,7 @@ def restore(services: Services, doc: MemoryExport | dict[str, Any] | bytes | str
     if unknown:
         raise InvalidExportError(f"the export queues jobs of unknown kind {unknown}")
     entries = check_export(export)
+    check_limits(export, services.limits)
     export = resealed(export)
     mirror = services.mirrors.get(export.memory_id)
     with mirror.lock, services.store.write(export.memory_id) as tx:
@@ -72,6 +74,21 @@ def restore(services: Services, doc: MemoryExport | dict[str, Any] | bytes | str
     if export.facts or export.passages or export.jobs:
         services.lane.queued()
     return export.memory_id
+
+
+def check_limits(export: MemoryExport, limits: Limits) -> None:
+    """Every message and note of `export` within the importing engine's limits (an export from
+    an engine with larger ones may hold more); raises `ExportLimitError` naming the limit."""
+    for i, m in enumerate(export.messages):
+        limits.check_body(bytes(m.message), f"exported message {i}", ExportLimitError)
+    facts: dict[int, int] = {}
+    for f in export.facts:
+        facts[f.note] = facts.get(f.note, 0) + 1
+    for note in export.notes:
+        count = facts.get(note.n, 0)
+        over = limits.note_over(note.arguments, count)
+        if over is not None:
+            raise over.error(f"exported note {note.n}", ExportLimitError)
 
 
 def _write_history(tx: Transaction, export: MemoryExport, entries: Sequence[Entry]) -> None:

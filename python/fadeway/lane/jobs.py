@@ -95,7 +95,7 @@ def table(services: Services) -> Mapping[str, Job]:
         ),
         JobKind.PASSAGES: Job(PassagesJob(), "a decorate that sealed episodes (decorate.assemble)"),
         JobKind.NOTE: Job(
-            NoteJob(s.store, s.note_writer),
+            NoteJob(s.store, s.note_writer, s.limits),
             "a decorate that found episodes awaiting a note, for an engine with a note writer "
             "(decorate.assemble)",
         ),

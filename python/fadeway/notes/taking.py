@@ -15,14 +15,16 @@ from typing import Any
 
 from .. import _constants as C
 from ..episodes.traces import number_runs
+from ..errors import NoteWriterError
 from ..records import FactRecord, JobKind, JobRecord, NoteRecord
 from ..store import Store, Transaction
 from ..wire.canonical import encode_json
+from ..wire.limits import Limits
 from .ask import awaiting_note, pending_ask
 from .tool import Note
 from .writers import NoteWriter, ask_writer
 
-__all__ = ["write_note", "NoteJob"]
+__all__ = ["write_note", "within_limits", "NoteJob"]
 
 log = logging.getLogger("fadeway.memory")
 
@@ -70,12 +72,22 @@ def write_note(
     log.info("memory %r: note %d took %d facts for episodes %s", memory_id, n, len(facts), awaiting)
 
 
+def within_limits(note: Note, limits: Limits, writer: str) -> str:
+    """The arguments of a note writer's `note`, which holds no more than the engine's note
+    limits allow; else a `NoteWriterError` naming the limit (the ask stays pending)."""
+    arguments = encode_json(note).decode()
+    over = limits.note_over(arguments, len(note.notes))
+    if over is not None:
+        raise NoteWriterError(f"note writer {writer!r} gave a note that holds {over}")
+    return arguments
+
+
 class NoteJob:
     """The lane job in which the engine's note writer answers the ask that stands
     (`JobKind.NOTE`)."""
 
-    def __init__(self, store: Store, writer: NoteWriter | None) -> None:
-        self.store, self.writer = store, writer
+    def __init__(self, store: Store, writer: NoteWriter | None, limits: Limits) -> None:
+        self.store, self.writer, self.limits = store, writer, limits
 
     async def prepare(self, memory_id: str, job: JobRecord) -> Any:
         writer = self.writer
@@ -87,22 +99,14 @@ class NoteJob:
             return None
         deadline = time.monotonic() + C.LANE_JUDGE_DEADLINE
         note = await ask_writer(writer, ask.text, ask.messages, ask.context, deadline)
-        return ask.awaiting, note, f"note-writer:{writer.name}"
+        arguments = within_limits(note, self.limits, writer.name)
+        return ask.awaiting, note, arguments, f"note-writer:{writer.name}"
 
     def apply(self, tx: Transaction, job: JobRecord, prepared: Any) -> bool:
         if prepared is None:
             return True
-        awaiting, note, source = prepared
+        awaiting, note, arguments, source = prepared
         if awaiting_note(tx) != awaiting:
             return False  # a note came meanwhile, or a fade moved on: ask again
-        write_note(
-            tx,
-            tx.memory_id,
-            note,
-            encode_json(note).decode(),
-            None,
-            job.created_at,
-            source,
-            awaiting,
-        )
+        write_note(tx, tx.memory_id, note, arguments, None, job.created_at, source, awaiting)
         return True

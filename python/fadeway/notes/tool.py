@@ -22,7 +22,7 @@ Decisions:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import msgspec
@@ -30,7 +30,8 @@ import msgspec
 from ..errors import InvalidRequestError
 from ..wire import text_of
 from ..wire.base import Format
-from ..wire.canonical import plain
+from ..wire.canonical import encode_json, plain
+from ..wire.limits import Limits, note_bytes
 
 __all__ = [
     "caller_tools",
@@ -48,6 +49,9 @@ __all__ = [
     "note_output",
     "note_tool",
     "parse_note_arguments",
+    "read_note",
+    "note_stub",
+    "map_note_arguments",
     "without_note_calls",
 ]
 
@@ -201,6 +205,58 @@ def parse_note_arguments(arguments: str) -> Note | None:
         )
         return None
     return note
+
+
+def read_note(arguments: str, limits: Limits) -> Note | None:
+    """A note call's arguments read as `parse_note_arguments` reads them, within the engine's
+    note limits; None (and a log line naming the limit) for a note over them, which is not
+    taken: the ask stands, as for a malformed note."""
+    over = limits.note_over(arguments) if isinstance(arguments, str) else None
+    note = None if over else parse_note_arguments(arguments)
+    if note is not None:
+        over = limits.note_over(arguments, len(note.notes))
+    if over:
+        log.warning("a note was not taken: it holds %s; the ask stands", over)
+        return None
+    return note
+
+
+def note_stub(arguments: str, limits: Limits) -> str | None:
+    """What the view shows for note call arguments over max_note_bytes (None when within it): a
+    short JSON object saying so, so that the call does not ride whole in every later request.
+    The stored reply keeps the arguments whole."""
+    size = note_bytes(arguments)
+    if size <= limits.max_note_bytes:
+        return None
+    text = (
+        f"a note of {size} bytes, over the limit of {limits.max_note_bytes} (max_note_bytes); "
+        "not taken, and not shown here"
+    )
+    return encode_json({"omitted": text}).decode()
+
+
+def map_note_arguments(message: Any, change: Callable[[str], str | None]) -> Any:
+    """`message` (a Chat message or a Responses item) with each of its note calls' arguments
+    replaced by `change(arguments)` where that gives a string; `message` itself when none is."""
+    if not isinstance(message, dict):
+        return message
+    if message.get("type") == "function_call":
+        if not is_note_call(Format.RESPONSES, message):
+            return message
+        new = change(_arguments(message.get("arguments")))
+        return message if new is None else {**message, "arguments": new}
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list):
+        return message
+    changed, out = False, []
+    for call in calls:
+        if is_note_call(Format.CHAT_COMPLETIONS, call):
+            new = change(_arguments(call["function"].get("arguments")))
+            if new is not None:
+                call = {**call, "function": {**call["function"], "arguments": new}}
+                changed = True
+        out.append(call)
+    return {**message, "tool_calls": out} if changed else message
 
 
 def is_note_call(fmt: Format, call: Any) -> bool:

@@ -1,0 +1,105 @@
+"""The engine's limits on sizes (issue 33): a message's bytes, messages per request or reply,
+entries and bytes of a note. Each is a setting of `fadeway.open`; each refusal names its setting,
+what was found and what is allowed, and comes before anything is written.
+
+Nesting depth stays the constant MAX_JSON_DEPTH (`canonical.check_depth`): it guards Python's
+recursion in code that has no engine at hand (encoding, digests, the note parser), and no real
+message comes near it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import msgspec
+
+from .. import _constants as C
+from ..errors import LimitExceededError
+from .canonical import encode_json
+
+__all__ = ["Limits", "Over", "note_bytes"]
+
+# What encoding a value that is not JSON raises (its own check says what is wrong).
+_NOT_JSON = (TypeError, ValueError, RecursionError, msgspec.EncodeError)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The sizes an engine accepts (see `_constants` for what each default trades)."""
+
+    max_message_bytes: int = C.MAX_MESSAGE_BYTES
+    max_request_messages: int = C.MAX_REQUEST_MESSAGES
+    max_note_facts: int = C.MAX_NOTE_FACTS
+    max_note_bytes: int = C.MAX_NOTE_BYTES
+
+    def __post_init__(self) -> None:
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, not {value!r}")
+
+    def check_count(self, count: int, what: str) -> None:
+        """Raise when `what` (a request's list, a reply) holds more than max_request_messages."""
+        if count > self.max_request_messages:
+            over = Over("max_request_messages", count, self.max_request_messages, "messages")
+            raise over.error(what, LimitExceededError)
+
+    def check_body(
+        self, body: bytes, where: str, error: type[LimitExceededError] = LimitExceededError
+    ) -> None:
+        """Raise `error` when the JSON `body` of the message at `where` is over
+        max_message_bytes."""
+        if len(body) > self.max_message_bytes:
+            over = Over("max_message_bytes", len(body), self.max_message_bytes, "bytes of JSON")
+            raise over.error(where, error)
+
+    def check_messages(self, messages: Sequence[Any], key: str, first: int = 0) -> None:
+        """Raise when a message of `messages` (a request's `key` list from index `first`) is over
+        max_message_bytes. One encoding of the whole list clears the usual request at once."""
+        try:
+            whole = encode_json(messages)
+        except _NOT_JSON:
+            return  # not JSON: the message's own check says where
+        if len(whole) <= self.max_message_bytes:
+            return
+        for i, message in enumerate(messages):
+            try:
+                body = encode_json(message)
+            except _NOT_JSON:
+                continue
+            self.check_body(body, f"{key}[{first + i}]")
+
+    def note_over(self, arguments: str, facts: int | None = None) -> Over | None:
+        """Which note limit a note call's `arguments` (holding `facts` entries, when read) is
+        over; None when within them."""
+        size = note_bytes(arguments)
+        if size > self.max_note_bytes:
+            return Over("max_note_bytes", size, self.max_note_bytes, "bytes of arguments")
+        if facts is not None and facts > self.max_note_facts:
+            return Over("max_note_facts", facts, self.max_note_facts, "entries")
+        return None
+
+
+class Over(NamedTuple):
+    """A size over one of the limits: the setting, what was found, the limit, and its unit."""
+
+    setting: str
+    found: int
+    limit: int
+    unit: str
+
+    def __str__(self) -> str:
+        return f"{self.found} {self.unit}, over the engine's limit of {self.limit} ({self.setting})"
+
+    def error(self, what: str, error: type[LimitExceededError]) -> LimitExceededError:
+        """`error` saying that `what` is over this limit."""
+        return error(
+            f"{what} holds {self}", setting=self.setting, found=self.found, limit=self.limit
+        )
+
+
+def note_bytes(arguments: str) -> int:
+    """The size of a note call's arguments in bytes of UTF-8 (a lone surrogate counts too)."""
+    return len(arguments.encode("utf-8", "surrogatepass"))
