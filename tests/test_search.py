@@ -138,6 +138,24 @@ def test_a_corrupt_or_foreign_index_is_rebuilt_from_the_store(tmp_path, clock):
         assert eng.services.indexes.get("m").loaded == set()
 
 
+def test_a_word_index_saved_with_other_stopwords_is_rebuilt(tmp_path, clock, monkeypatch):
+    """An index saved before the word indexes' stopwords changed keeps its own analyzer: it is
+    rebuilt with the engine's settings rather than searched with the old ones."""
+    from fadeway import _constants as C
+
+    monkeypatch.setattr(C, "BM25_STOPWORDS", "lucene")
+    with _open(tmp_path / "s.db", clock) as eng:
+        converse_with_notes(eng, eng.memory("m"), clock, [VAULT + SHARED])
+        assert eng.services.indexes.get("m").words["fact"].params[2] == "lucene"
+    monkeypatch.setattr(C, "BM25_STOPWORDS", "english")
+    with _open(tmp_path / "s.db", clock) as eng:
+        mem = eng.memory("m")
+        assert "The vault code is 4417." in _texts(mem.search("What is the vault code?"))
+        index = eng.services.indexes.get("m")
+        assert {"fact.bm25", "passage.bm25"}.isdisjoint(index.loaded)
+        assert index.words["fact"].params[2] == index.words["passage"].params[2] == "english"
+
+
 def test_indexes_left_beside_a_replaced_store_are_rebuilt(tmp_path, clock):
     """The store at a path is replaced by an import of another run's export (the same memory id
     and creation time, other facts); its old index directory is not taken as this store's."""
