@@ -57,7 +57,10 @@ fn stopwords_list_and_match_agree() {
         assert!(tokenize(w, ENGLISH).is_empty(), "{w}");
         assert_eq!(tokenize(w, BOTH), [s_stem(w)], "{w}: dropped by Lucene's set too");
     }
-    assert_eq!(tokenize("What is Gina's favorite style of dance?", ENGLISH), ["gina", "favorite", "style", "dance"]);
+    assert_eq!(
+        tokenize("What is Gina's favorite style of dance?", ENGLISH),
+        ["gina", "favorite", "style", "dance"]
+    );
 }
 
 #[test]
@@ -205,7 +208,10 @@ fn corpus() -> impl Strategy<Value = Vec<(i64, String)>> {
 }
 
 fn analyzers() -> impl Strategy<Value = Analyzer> {
-    (prop_oneof![Just(Stopwords::None), Just(Stopwords::Lucene), Just(Stopwords::English)], any::<bool>())
+    (
+        prop_oneof![Just(Stopwords::None), Just(Stopwords::Lucene), Just(Stopwords::English)],
+        any::<bool>(),
+    )
         .prop_map(|(stopwords, stem)| Analyzer { stopwords, stem })
 }
 
