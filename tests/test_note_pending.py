@@ -101,38 +101,6 @@ def test_a_request_with_a_pending_note_never_exceeds_the_ceiling(tmp_path, clock
     eng.close()
 
 
-def test_a_writer_that_stays_down_leaves_one_note_job_waiting(tmp_path, clock):
-    """While the writer refuses, its note job is parked to be tried again; later requests do
-    not queue another beside it, and once the writer answers the one job takes the note."""
-    writer = _Writer()
-    writer.up = False
-    eng = open_small(tmp_path / "d.db", clock, note_writer=writer)
-    mem = eng.memory("m")
-    history: list = []
-    waiting = []
-    for t in range(60):
-        clock.advance(60)
-        history.append(_user(t))
-        req = mem.decorate({"model": "gpt-4.1", "messages": history})
-        mem.report(req, _reply(t))
-        history.append(_reply(t)["choices"][0]["message"])
-        eng.drain()
-        with eng.store.read("m") as tx:
-            jobs = [j for j in tx.jobs() if j.kind == "note" and j.state != "done"]
-        waiting.append(len(jobs))
-    assert max(waiting) == 1 and waiting.count(1) >= 20, waiting
-    writer.up = True
-    assert mem.retry_jobs() == 1
-    eng.drain()
-    clock.advance(60)
-    history.append(_user(60))
-    mem.decorate({"model": "gpt-4.1", "messages": history})
-    eng.drain()
-    assert writer.notes >= 1
-    assert not [e.n for e in mem.episodes() if e.state == "leaving"]
-    eng.close()
-
-
 def test_the_writers_pending_turns_leave_the_view_and_come_back_as_facts(tmp_path, clock):
     """While the writer's note is pending its turns are out of view (the writer reads them
     from the store); when it lands they seal and their fact takes their place."""

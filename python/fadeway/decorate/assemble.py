@@ -198,11 +198,8 @@ def _queue_note(
     services: Services, tx: Transaction, asking: Sequence[EpisodeRecord], now: float
 ) -> bool:
     """For an engine with a note writer, which answers in the lane (no ask is sent): queue
-    its job when episodes await a note and none is queued, or parked to be tried again (it
-    answers whatever awaits a note when it runs). Whether one was."""
+    its job when episodes await a note and none is queued. Whether one was."""
     if not asking or services.note_writer is None or tx.pending_job(JobKind.NOTE) is not None:
-        return False
-    if any(j.kind == JobKind.NOTE and j.retry_at is not None for j in tx.jobs("failed")):
         return False
     tx.enqueue(JobKind.NOTE, b"{}", now)
     return True
