@@ -101,6 +101,43 @@ def test_a_request_with_a_pending_note_never_exceeds_the_ceiling(tmp_path, clock
     eng.close()
 
 
+def test_a_writer_that_stays_down_leaves_one_note_job_waiting(tmp_path, clock):
+    """While the writer refuses, each call's note job supersedes the parked one (a note job
+    carries nothing): one job waits at a time, not one a call, and once the writer answers
+    the next call's job takes the note."""
+    writer = _Writer()
+    writer.up = False
+    eng = open_small(tmp_path / "d.db", clock, note_writer=writer)
+    mem = eng.memory("m")
+    history: list = []
+    waiting, parked = [], 0
+    for t in range(60):
+        clock.advance(60)
+        history.append(_user(t))
+        req = mem.decorate({"model": "gpt-4.1", "messages": history})
+        mem.report(req, _reply(t))
+        history.append(_reply(t)["choices"][0]["message"])
+        eng.drain()
+        with eng.store.read("m") as tx:
+            jobs = [j for j in tx.jobs() if j.kind == "note"]
+        waiting.append(sum(j.state != "done" for j in jobs))
+        parked = max(parked, sum(j.state == "failed" for j in jobs))
+    superseded = [j for j in jobs if j.state == "done" and (j.error or "").startswith("supersed")]
+    assert max(waiting) == 1 and parked == 1, waiting
+    assert len(superseded) >= 10, "the writer was never asked often enough to test anything"
+    assert "the endpoint refused" in superseded[-1].error  # the cause stays readable
+    writer.up = True
+    clock.advance(60)
+    history.append(_user(60))
+    mem.decorate({"model": "gpt-4.1", "messages": history})
+    eng.drain()
+    assert writer.notes >= 1
+    doc = mem.export()
+    left = {e.n for e in doc.episodes if e.state != "live"}
+    assert left and left <= {episode for episode, _ in doc.acks}, "every one that left is noted"
+    eng.close()
+
+
 def test_the_writers_pending_turns_leave_the_view_and_come_back_as_facts(tmp_path, clock):
     """While the writer's note is pending its turns are out of view (the writer reads them
     from the store); when it lands they seal and their fact takes their place."""

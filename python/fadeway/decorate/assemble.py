@@ -198,10 +198,18 @@ def _queue_note(
     services: Services, tx: Transaction, asking: Sequence[EpisodeRecord], now: float
 ) -> bool:
     """For an engine with a note writer, which answers in the lane (no ask is sent): queue
-    its job when episodes await a note and none is queued. Whether one was."""
+    its job when episodes await a note and none is queued. Whether one was.
+
+    The new job supersedes a parked one: a note job carries nothing (it answers whatever
+    awaits a note when it runs), so the parked one is finished, not left to pile up one a call
+    while the writer stays down; the new job runs at once, as a call after the writer is back
+    needs it to."""
     if not asking or services.note_writer is None or tx.pending_job(JobKind.NOTE) is not None:
         return False
-    tx.enqueue(JobKind.NOTE, b"{}", now)
+    n = tx.enqueue(JobKind.NOTE, b"{}", now)
+    for job in tx.jobs("failed"):
+        if job.kind == JobKind.NOTE:
+            tx.finish_job(job.n, "done", f"superseded by note job {n}: {job.error}")
     return True
 
 
