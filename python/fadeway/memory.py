@@ -123,9 +123,10 @@ class Memory:
             return episode_views(tx)
 
     def search(self, query: str, *, kind: str = "fact", k: int = 10) -> list[SearchHit]:
-        """The `k` facts (kind "fact") or passages of sealed conversation (kind "passage") that
-        best match `query`, by words (BM25) and by meaning (the engine's embedder), fused by
-        reciprocal rank. Only this memory is searched. Facts and passages are indexed by the
+        """The `k` facts (kind "fact") or passages of conversation out of view (kind "passage":
+        sealed or forgotten turns, and a note writer's leaving ones) that best match `query`,
+        by words (BM25) and by meaning (the engine's embedder), fused by reciprocal rank. Only
+        this memory is searched. Facts and passages are indexed by the
         lane: `engine.drain()` first for what was just written. An endpoint embedder's call
         for the query is recorded in the memory's `usage()`."""
         s = self._services

@@ -104,6 +104,7 @@ def forget_and_assemble(
     known.sync(tx)
     acked = {e for e, _ in known.acks}
     sealed_before = {e.n for e in episodes if e.state in ("sealed", "forgotten")}
+    leaving_before = {e.n for e in episodes if e.state == "leaving"}
     sealed = seal(tx, mirror, episodes, acked)
     episodes, changed = sealed or episodes, sealed is not None
     shown = shown_seqs(services, mirror)
@@ -143,9 +144,12 @@ def forget_and_assemble(
         current = _beside(current, order or [], services.ceiling)
         recalled = _placed(recalled, current)
     newly_sealed = {e.n for e in episodes if e.state == "sealed"} - sealed_before
-    if newly_sealed:
-        tx.enqueue(JobKind.PASSAGES, b"{}", call.now)  # the job finds every sealed one left
     asking = [e for e in episodes if e.state == "leaving" and e.n not in acked]
+    # A note writer's leaving turns are out of view while its note is pending: searched
+    # meanwhile, as sealed ones are.
+    out_of_view = services.note_writer is not None and {e.n for e in asking} - leaving_before
+    if newly_sealed or out_of_view:  # the job finds every episode left to cut
+        tx.enqueue(JobKind.PASSAGES, b'{"leaving":true}' if out_of_view else b"{}", call.now)
     queued = _queue_note(services, tx, asking, call.now)
     request = _Request(services, mirror, call, shown, block, asking)
     return request.assembled(recalled, current, bool(newly_sealed) or queued)

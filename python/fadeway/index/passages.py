@@ -4,7 +4,8 @@ sealing": "Its messages are cut into passages and indexed for recall").
 A message becomes one passage when it fits, and overlapping windows when it is long (a long
 answer, a tool output). Each passage carries who said it ("Caroline: ...", from the message's
 `name`, else its role: ARCHITECTURE measured that this helps BM25 on LoCoMo), its turn, its time,
-and its episode, whose facts it recalls. The lane writes them once an episode seals.
+and its episode, whose facts it recalls. The lane writes them once an episode seals, or once it
+leaves the view for a note writer's note (`PassagesJob`).
 
 fadeway's own note calls, and their outputs, are not passages: what a note says is in the graph,
 and recall shows it as facts, dated and grouped, not as a tool call's JSON.
@@ -113,14 +114,18 @@ def passages_of(
 
 class PassagesJob:
     """The lane job that cuts every sealed (or forgotten) episode that has no passages yet into
-    passages (`JobKind.PASSAGES`)."""
+    passages (`JobKind.PASSAGES`); with `{"leaving": true}`, the leaving ones too (a note
+    writer's: out of view while their note is pending, and searched meanwhile)."""
 
     async def prepare(self, memory_id: str, job: JobRecord) -> Any:
         return None  # nothing slow: the cut is read and written in apply
 
     def apply(self, tx: Transaction, job: JobRecord, prepared: Any) -> bool:
+        states = {"sealed", "forgotten"}
+        if msgspec.json.decode(job.payload).get("leaving") is True:
+            states.add("leaving")
         done = tx.passaged_episodes()
-        todo = [e for e in tx.episodes() if e.state in ("sealed", "forgotten") and e.n not in done]
+        todo = [e for e in tx.episodes() if e.state in states and e.n not in done]
         n = tx.passage_count() + 1
         rows: list[PassageRecord] = []
         for e in todo:
