@@ -5,24 +5,25 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import tempfile
 import time
 from importlib import resources
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import msgspec
 
 from ..engine import Engine
-from ..engine import open as open_engine
-from ..errors import MemoryNotFoundError, UsageError
+from ..errors import MemoryNotFoundError, ReplayFormatError, UsageError
 from ..export.document import write_jsonl
 from ..export.files import check_export_file
-from ..replay.sources import read_inputs
+from ..replay.sources import check_file, detect, read_inputs
 from .batch import MemorySummary, ReplaySettings, run_batch
 from .inspection import inspect_memory, render
 from .spending import combine, memory_usage, parked_jobs, read_prices, render_usage, usage_view
+from .stores import open_store
 
 __all__ = [
     "demo",
@@ -80,7 +81,7 @@ def _open_existing(db: str) -> Engine:
         and not Path(path).exists()
     ):
         raise FileNotFoundError(f"no store at {path}")
-    return open_engine(db, background=False)
+    return open_store(db, background=False)
 
 
 def _summary_table(rows: list[MemorySummary], elapsed: float, new: int) -> str:
@@ -111,7 +112,9 @@ def _summary_table(rows: list[MemorySummary], elapsed: float, new: int) -> str:
     return "\n".join(lines)
 
 
-def _run_replay(args: argparse.Namespace, paths: list[str], *, quiet: bool = False) -> int:
+def _run_replay(args: argparse.Namespace, paths: list[str]) -> dict[str, Any]:
+    """Replay `paths`; returns the summary as `--json` prints it, and prints it as text
+    without `--json` (the caller prints the JSON, whole, as the one thing on stdout)."""
     judge = _model_spec(args.judge, "--judge")
     writer = _model_spec(args.note_writer, "--note-writer")
     urls = [v for v in (judge, writer) if v is not None and v != "offline"]
@@ -127,31 +130,37 @@ def _run_replay(args: argparse.Namespace, paths: list[str], *, quiet: bool = Fal
     start = time.monotonic()
     batch = read_inputs(paths)
     from tqdm import tqdm  # only replay draws a bar
+    from tqdm.contrib.logging import logging_redirect_tqdm
 
-    with tqdm(
-        total=batch.messages,
-        unit="msg",
-        desc="replay",
-        disable=quiet or None,
-        file=sys.stderr,
-        dynamic_ncols=True,
-    ) as bar:
+    # Log lines (the workers' too, which `run_batch` hands to this process's loggers) are
+    # written by tqdm above the bar, which it then draws again, instead of cutting through it.
+    with (
+        tqdm(
+            total=batch.messages,
+            unit="msg",
+            desc="replay",
+            disable=None,  # drawn on a terminal only
+            file=sys.stderr,
+            dynamic_ncols=True,
+        ) as bar,
+        logging_redirect_tqdm(),
+    ):
         rows = run_batch(batch, settings, workers=args.workers, advance=bar.update)
     elapsed = time.monotonic() - start
     new = sum(r.new for r in rows)
     used = combine(u for r in rows for u in r.usage)
-    if getattr(args, "json", False):
-        doc = {"memories": rows, "usage": used, "elapsed": elapsed}
-        say(json.dumps(msgspec.to_builtins(doc), indent=2))
-    elif not quiet:
+    if not args.json:
         say(_summary_table(rows, elapsed, new))
         say("model calls for these memories (this run and earlier ones):")
         say(render_usage(usage_view(used), indent="  "))
-    return 0
+    return msgspec.to_builtins({"memories": rows, "usage": used, "elapsed": elapsed})
 
 
 def replay(args: argparse.Namespace) -> int:
-    return _run_replay(args, args.files)
+    doc = _run_replay(args, args.files)
+    if args.json:
+        say(json.dumps(doc, indent=2))
+    return 0
 
 
 def inspect(args: argparse.Namespace) -> int:
@@ -207,6 +216,11 @@ def lane_retry(args: argparse.Namespace) -> int:
 def recall(args: argparse.Namespace) -> int:
     from ..recall.turns import preview
 
+    if not args.message.strip():
+        raise UsageError(
+            "MESSAGE is empty: give the user message to recall for, as the next decorate "
+            "would see it"
+        )
     with _open_existing(args.db) as engine:
         result = preview(engine.services, args.memory, args.message)
     timings = {stage: round(seconds * 1e3, 3) for stage, seconds in result.timings.items()}
@@ -235,21 +249,37 @@ def recall(args: argparse.Namespace) -> int:
     return 0
 
 
+def _output_path(output: str) -> Path:
+    """The file `-o` names, checked before the store opens: its directory must be there (the
+    error names the path given, not the temporary file written beside it)."""
+    target = Path(output)
+    if target.is_dir():
+        raise UsageError(f"-o {output}: that is a directory; name a file to write")
+    if not target.parent.is_dir():
+        raise UsageError(f"-o {output}: the directory {target.parent} does not exist")
+    return target
+
+
 def export(args: argparse.Namespace) -> int:
     if args.all == (args.memory is not None):
         raise UsageError("name one MEMORY or give --all")
+    target = None if args.output in (None, "-") else _output_path(args.output)
     with _open_existing(args.db) as engine:
         ids = engine.memory_ids() if args.all else [args.memory]
         if not args.all and args.memory not in ids:
             raise UsageError(f"the store holds no memory {args.memory!r}")
         docs = (engine.memory(memory_id).export() for memory_id in ids)  # one at a time
-        if args.output in (None, "-"):
+        if target is None:
             write_jsonl(docs, sys.stdout.buffer)
             sys.stdout.flush()
             return 0
-        target = Path(args.output)
         # Written beside the target and renamed at the end: never a half-written file.
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        except OSError as exc:
+            raise UsageError(
+                f"-o {args.output}: cannot write in {target.parent}: {exc.strerror or exc}"
+            ) from None
         try:
             umask = os.umask(0)
             os.umask(umask)
@@ -264,9 +294,31 @@ def export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refuse_replay_inputs(path: Path, db: str) -> None:
+    """A file `fadeway replay` reads is named as one, with the command that reads it (checked
+    as an export, its first line would only be "not a fadeway memory export")."""
+    try:
+        kind = detect(path)
+    except ReplayFormatError:
+        return  # not a replay input either: the export check says what is wrong with it
+    what = {
+        "replay": "a replay file (JSONL lines of memory_id, at and message)",
+        "locomo": "LoCoMo JSON (a list of samples)",
+    }.get(kind)
+    if what is not None:
+        command = f"fadeway replay {shlex.quote(str(path))} --db {shlex.quote(db)}"
+        raise UsageError(
+            f"{path} looks like {what}, not a fadeway export (as `fadeway export` writes); "
+            f"replay it with `{command}`"
+        )
+
+
 def import_(args: argparse.Namespace) -> int:
-    check_export_file(args.file)
-    with open_engine(args.db, background=False) as engine:
+    path = Path(args.file)
+    check_file(path)
+    _refuse_replay_inputs(path, args.db)
+    check_export_file(path)
+    with open_store(args.db, background=False) as engine:
         imported, skipped = engine.import_file(args.file)
         engine.drain()  # embeds the imported facts and passages for search
     say(
@@ -279,13 +331,16 @@ def import_(args: argparse.Namespace) -> int:
 def demo(args: argparse.Namespace) -> int:
     sample = resources.files("fadeway") / "samples" / DEMO_SAMPLE
     with resources.as_file(sample) as path:
-        _run_replay(args, [str(path)])
-    with open_engine(args.db, background=False) as engine:
+        doc = _run_replay(args, [str(path)])
+    with open_store(args.db, background=False) as engine:
         memory_id = "launch-week"
         with engine.store.read(memory_id) as tx:
             count = tx.message_count()
             last = tx.messages(count - 1, count)[0].at
         view = inspect_memory(engine.store, memory_id, last)
+    if args.json:  # one document: the replay's summary and the inspect view
+        say(json.dumps({**doc, "inspect": view}, indent=2, ensure_ascii=False))
+        return 0
     say()
     say(render(view))
     say(
