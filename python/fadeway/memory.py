@@ -19,10 +19,12 @@ from .episodes.cut import commit_cut, prepare_cut
 from .episodes.units import units
 from .episodes.views import episode_views
 from .export.document import export_memory
+from .graph.held import held_facts
 from .index.search import search_memory
 from .notes.writers import NoteWriter
 from .records import (
     EpisodeView,
+    HeldFact,
     JobKind,
     JobRecord,
     MemoryExport,
@@ -122,6 +124,14 @@ class Memory:
         with self._services.store.read(self.memory_id) as tx:
             return episode_views(tx)
 
+    def facts(self) -> list[HeldFact]:
+        """The facts the memory's knowledge graph holds now, oldest first: each under its
+        entities' canonical names, with when it was written and last restated. Retired facts
+        and restatements merged into an older fact are left out; the graph takes a note's facts
+        in the lane (`engine.drain()` first for a note just taken)."""
+        with self._services.store.read(self.memory_id) as tx:
+            return held_facts(tx)
+
     def search(self, query: str, *, kind: str = "fact", k: int = 10) -> list[SearchHit]:
         """The `k` facts (kind "fact") or passages of sealed conversation (kind "passage") that
         best match `query`, by words (BM25) and by meaning (the engine's embedder), fused by
@@ -207,3 +217,7 @@ class Memory:
     async def aexport(self) -> MemoryExport:
         """`export`, off the event loop."""
         return await asyncio.to_thread(self.export)
+
+    async def afacts(self) -> list[HeldFact]:
+        """`facts`, off the event loop."""
+        return await asyncio.to_thread(self.facts)
