@@ -94,7 +94,7 @@ def test_export_into_a_missing_directory_names_the_path_given(tmp_path, capsys):
     assert not target.parent.exists()
 
 
-@pytest.mark.parametrize("command", ["inspect", "usage", "recall", "export"])
+@pytest.mark.parametrize("command", ["inspect", "usage", "recall", "export", "memories"])
 def test_a_file_that_is_not_a_store_is_bad_input(tmp_path, capsys, command):
     db = tmp_path / "notsqlite.db"
     db.write_bytes(b"this is not SQLite, just some text a user pointed --db at\n" * 20)
@@ -188,3 +188,58 @@ def test_a_workers_log_records_are_handled_by_the_parents_loggers(monkeypatch):
         batch._forward(record, advanced.append)
         batch._forward(7, advanced.append)
     assert written == ["from a worker"] and advanced == [7]
+
+
+def test_memories_lists_the_store_with_counts_and_last_activity(tmp_path, capsys):
+    db = str(tmp_path / "m.db")
+    assert main(["memories", "--db", db]) == 2  # a store that is not there: none is created
+    assert f"no store at {db}" in capsys.readouterr().err
+    _store(db, "zeta")
+    _store(db, "alpha\x1b[2J")
+    with fadeway.open(db, background=False) as engine:
+        engine.memory("zeta").decorate(
+            {"model": "gpt-4.1", "messages": [{"role": "user", "content": "again"}]}, at=160.0
+        )
+    assert main(["memories", "--db", db]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].split() == [
+        "messages",
+        "turns",
+        "episodes",
+        "last",
+        "message",
+        "(UTC)",
+        "memory",
+    ]
+    assert lines[1].split() == ["1", "1", "0", "1970-01-01", "00:01", "alpha\\u001b[2J"]
+    assert lines[2].split() == ["2", "2", "0", "1970-01-01", "00:02", "zeta"]
+    assert lines[3] == "2 memories" and "\x1b" not in out
+    assert main(["memories", "--db", db, "--json"]) == 0
+    doc = msgspec.json.decode(capsys.readouterr().out)
+    assert [(m["memory_id"], m["messages"], m["last_at"]) for m in doc["memories"]] == [
+        ("alpha\x1b[2J", 1, 100.0),
+        ("zeta", 2, 160.0),
+    ]
+
+
+def test_counts_of_one_are_singular(tmp_path, capsys):
+    db = str(tmp_path / "one.db")
+    _store(db)
+    assert main(["memories", "--db", db]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "1 memory"
+    export = tmp_path / "m.jsonl"
+    assert main(["export", "m", "--db", db, "-o", str(export)]) == 0
+    assert "exported 1 memory to" in capsys.readouterr().err
+    assert main(["import", str(export), "--db", str(tmp_path / "copy.db")]) == 0
+    assert "imported 1 memory into" in capsys.readouterr().out
+    assert main(["inspect", "m", "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "1 message in 1 turn," in out
+    assert "graph: 0 entities, 0 aliases, 0 facts from 0 notes" in out
+    lines = tmp_path / "lines.jsonl"
+    lines.write_text(
+        json.dumps({"memory_id": "m", "at": 0, "message": {"role": "user", "content": "hi"}})
+    )
+    assert main(["replay", str(lines), "--db", str(tmp_path / "r.db")]) == 0
+    assert "total (1 memory)" in capsys.readouterr().out

@@ -24,6 +24,7 @@ from .batch import MemorySummary, ReplaySettings, run_batch
 from .inspection import inspect_memory, render
 from .spending import combine, memory_usage, parked_jobs, read_prices, render_usage, usage_view
 from .stores import open_store
+from .words import counted, when
 
 __all__ = [
     "demo",
@@ -31,6 +32,7 @@ __all__ = [
     "import_",
     "inspect",
     "lane_retry",
+    "memories",
     "recall",
     "replay",
     "say",
@@ -99,14 +101,14 @@ def _summary_table(rows: list[MemorySummary], elapsed: float, new: int) -> str:
             line(s.memory_id, [s.messages, s.new, s.episodes, s.facts, s.sealed, s.forgotten])
         )
     if len(rows) > _SUMMARY_ROWS:
-        lines.append(f"… and {len(rows) - _SUMMARY_ROWS} more memories")
+        lines.append(f"… and {counted(len(rows) - _SUMMARY_ROWS, 'more memory', 'more memories')}")
     totals = [
         sum(getattr(s, f) for s in rows)
         for f in ("messages", "new", "episodes", "facts", "sealed", "forgotten")
     ]
     lines += [
         "-" * len(head),
-        line(f"total ({len(rows)} memories)", totals),
+        line(f"total ({counted(len(rows), 'memory', 'memories')})", totals),
         f"elapsed {elapsed:.1f} s, {new / elapsed if elapsed > 0 else 0:.0f} new messages/s",
     ]
     return "\n".join(lines)
@@ -175,6 +177,23 @@ def inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def memories(args: argparse.Namespace) -> int:
+    with _open_existing(args.db) as engine:
+        listed = engine.memories()
+    if args.json:
+        say(json.dumps({"memories": msgspec.to_builtins(listed)}, indent=2, ensure_ascii=False))
+        return 0
+    if not listed:
+        say(f"the store {args.db} holds no memories")
+        return 0
+    # The id last and whole: it is what a reader copies into the next command.
+    say(f"{'messages':>9} {'turns':>7} {'episodes':>9}  {'last message (UTC)':<18}  memory")
+    for m in listed:
+        say(f"{m.messages:>9} {m.turns:>7} {m.episodes:>9}  {when(m.last_at):<18}  {m.memory_id}")
+    say(counted(len(listed), "memory", "memories"))
+    return 0
+
+
 def usage(args: argparse.Namespace) -> int:
     prices = read_prices(args.prices) if args.prices is not None else None  # before the store
     with _open_existing(args.db) as engine:
@@ -188,7 +207,9 @@ def usage(args: argparse.Namespace) -> int:
         say(render_usage(view))
         if parked:
             say(
-                f"{parked} lane jobs failed and are parked; their calls are counted above "
+                f"{counted(parked, 'lane job')} failed and "
+                + ("is" if parked == 1 else "are")
+                + " parked; their calls are counted above "
                 "(`fadeway inspect` shows them, `fadeway lane retry` queues them again)"
             )
     return 0
@@ -205,7 +226,8 @@ def lane_retry(args: argparse.Namespace) -> int:
         say(json.dumps({"memory_id": args.memory, "queued": revived}))
     elif revived:
         say(
-            f"{revived} parked jobs of memory {args.memory!r} queued again; a process with "
+            f"{counted(revived, 'parked job')} of memory {args.memory!r} queued again; a "
+            "process with "
             "the memory's engine open runs them (its background worker looks every few seconds)"
         )
     else:
@@ -290,7 +312,7 @@ def export(args: argparse.Namespace) -> int:
         except BaseException:
             os.unlink(tmp)
             raise
-    say(f"exported {n} memories to {target}", file=sys.stderr)
+    say(f"exported {counted(n, 'memory', 'memories')} to {target}", file=sys.stderr)
     return 0
 
 
@@ -322,7 +344,7 @@ def import_(args: argparse.Namespace) -> int:
         imported, skipped = engine.import_file(args.file)
         engine.drain()  # embeds the imported facts and passages for search
     say(
-        f"imported {len(imported)} memories into {args.db}"
+        f"imported {counted(len(imported), 'memory', 'memories')} into {args.db}"
         + (f"; {len(skipped)} already there, unchanged" if skipped else "")
     )
     return 0

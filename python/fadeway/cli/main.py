@@ -1,4 +1,5 @@
-"""The `fadeway` command line: replay, inspect, usage, lane retry, recall, export, import, demo.
+"""The `fadeway` command line: replay, memories, inspect, usage, lane retry, recall, export,
+import, demo.
 
 Every subcommand takes `--db URL` (default `fadeway.db` in the working directory, or
 `$FADEWAY_DB`). Exit codes: 0 done, 1 failed while running, 2 bad input (nothing was written
@@ -145,6 +146,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (
         _add_replay,
+        _add_memories,
         _add_inspect,
         _add_usage,
         _add_lane,
@@ -173,6 +175,18 @@ def _add_replay(sub: Commands) -> None:
     replay.add_argument("files", nargs="+", metavar="FILE")
     _add_replay_options(replay)
     replay.set_defaults(run=commands.replay)
+
+
+def _add_memories(sub: Commands) -> None:
+    memories = sub.add_parser(
+        "memories",
+        help="list the store's memories",
+        description="Every memory of the store, by id: its messages, turns and episodes, and "
+        "when its last message was stored.",
+    )
+    _add_db(memories)
+    memories.add_argument("--json", action="store_true", help="print JSON for scripts")
+    memories.set_defaults(run=commands.memories)
 
 
 def _add_inspect(sub: Commands) -> None:
