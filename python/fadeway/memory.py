@@ -81,8 +81,9 @@ class Memory:
     def answer_ask(self, writer: NoteWriter, *, at: When = None) -> bool:
         """Have `writer` answer the pending note ask, as a model's note would.
 
-        For batch replay of recorded conversations (whose replies cannot answer an ask) and for
-        callers who configure a note writer; in live use only the decorated model answers.
+        For batch replay of recorded conversations (whose replies cannot answer an ask), and for
+        a model that never answers. (An engine opened with `note_writer=` has its writer answer
+        every ask in the lane, without this call.)
         Returns whether a note was taken (False when nothing is awaiting one).
         """
         return answer_ask(self._services, self._mirror, self.memory_id, writer, at)
