@@ -94,7 +94,9 @@ def test_export_into_a_missing_directory_names_the_path_given(tmp_path, capsys):
     assert not target.parent.exists()
 
 
-@pytest.mark.parametrize("command", ["inspect", "usage", "recall", "export", "memories"])
+@pytest.mark.parametrize(
+    "command", ["inspect", "usage", "recall", "export", "memories", "lane", "demo"]
+)
 def test_a_file_that_is_not_a_store_is_bad_input(tmp_path, capsys, command):
     db = tmp_path / "notsqlite.db"
     db.write_bytes(b"this is not SQLite, just some text a user pointed --db at\n" * 20)
@@ -104,10 +106,14 @@ def test_a_file_that_is_not_a_store_is_bad_input(tmp_path, capsys, command):
         "recall": ["recall", "m", "hello"],
         "export": ["export", "m"],
         "memories": ["memories"],
+        "lane": ["lane", "retry", "m"],
+        "demo": ["demo"],
     }[command]
+    original = db.read_bytes()
     assert main([*argv, "--db", str(db)]) == 2
     err = capsys.readouterr().err
     assert f"--db {db}: not a fadeway store" in err and "file is not a database" in err
+    assert db.read_bytes() == original and list(tmp_path.iterdir()) == [db]  # nothing written
 
 
 def test_replay_and_import_into_a_file_that_is_not_a_store_are_bad_input(tmp_path, capsys):
