@@ -207,10 +207,9 @@ def usage(args: argparse.Namespace) -> int:
         say(render_usage(view))
         if parked:
             say(
-                f"{counted(parked, 'lane job')} failed and "
-                + ("is" if parked == 1 else "are")
-                + " parked; their calls are counted above "
-                "(`fadeway inspect` shows them, `fadeway lane retry` queues them again)"
+                f"{counted(parked, 'lane job')} failed and {'is' if parked == 1 else 'are'} "
+                "parked; their calls are counted above (`fadeway inspect` shows them, "
+                "`fadeway lane retry` queues them again)"
             )
     return 0
 
@@ -226,9 +225,9 @@ def lane_retry(args: argparse.Namespace) -> int:
         say(json.dumps({"memory_id": args.memory, "queued": revived}))
     elif revived:
         say(
-            f"{counted(revived, 'parked job')} of memory {args.memory!r} queued again; a "
-            "process with "
-            "the memory's engine open runs them (its background worker looks every few seconds)"
+            f"{counted(revived, 'parked job')} of memory {args.memory!r} queued again; a process "
+            "with the memory's engine open runs them (its background worker looks every few "
+            "seconds)"
         )
     else:
         say(f"memory {args.memory!r} has no parked jobs")
