@@ -158,7 +158,9 @@ def _replay_in_workers(
 def _forward(item: int | logging.LogRecord, advance: Callable[[int], None]) -> None:
     """What a worker sent: messages replayed, or a log record for this process's loggers."""
     if isinstance(item, logging.LogRecord):
-        logging.getLogger(item.name).handle(item)
+        logger = logging.getLogger(item.name)
+        if logger.isEnabledFor(item.levelno):  # the levels this process set, not the worker's
+            logger.handle(item)
     else:
         advance(item)
 
