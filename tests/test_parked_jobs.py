@@ -138,7 +138,8 @@ def test_a_parked_job_survives_a_restart_and_shows_in_inspect_export_usage(tmp_p
     assert main(["usage", "m", "--db", str(path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["parked_jobs"] >= 1
     assert main(["usage", "m", "--db", str(path)]) == 0
-    assert "lane jobs failed and are parked" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "1 lane job failed and is parked" in out or "lane jobs failed and are parked" in out
 
 
 def test_lane_retry_queues_parked_jobs_again_and_the_lane_completes_them(tmp_path, clock, capsys):
@@ -149,7 +150,8 @@ def test_lane_retry_queues_parked_jobs_again_and_the_lane_completes_them(tmp_pat
         n = parked_score(engine.memory("m")).n
     assert parked >= 1
     assert main(["lane", "retry", "m", "--db", str(path)]) == 0
-    assert f"{parked} parked jobs of memory 'm' queued again" in capsys.readouterr().out
+    jobs = "1 parked job" if parked == 1 else f"{parked} parked jobs"
+    assert f"{jobs} of memory 'm' queued again" in capsys.readouterr().out
     with open_engine(path, clock, ScriptedJudge()) as engine:
         mem = engine.memory("m")
         with engine.store.read("m") as tx:

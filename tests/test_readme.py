@@ -75,3 +75,33 @@ def test_readme_is_short_and_links_only_inside_the_repository():
         assert not link.startswith(("..", "/")), link
         if not link.startswith("http"):
             assert (README.parent / link.split("#")[0]).exists(), link
+
+
+def _note_bullet() -> str:
+    what_it_is = TEXT.split("## What it is", 1)[1].split("\n## ", 1)[0]
+    return next(b for b in what_it_is.split("\n- ") if "note" in b)
+
+
+def test_readme_says_one_thing_about_who_answers_the_note_ask(tmp_path, clock):
+    """Without `note_writer=` the model answers the note ask in its reply; with one, the writer
+    answers it in the lane and the model is never asked. The README once said the model is
+    always asked, and in its settings table that a note writer answers."""
+    from conftest import open_small
+    from helpers import chat_reply
+
+    bullet = _note_bullet()
+    assert "`note_writer=`" in bullet and "lane" in bullet and "not asked" in bullet
+    with open_small(tmp_path / "w.db", clock, note_writer="offline") as engine:
+        mem, history = engine.memory("m"), []
+        for t in range(80):
+            clock.advance(60)
+            words = " ".join(f"w{t}_{i}" for i in range(40))
+            history.append({"role": "user", "content": f"Turn {t}: {words}"})
+            request = mem.decorate({"model": "gpt-4.1", "messages": history})
+            assert not request.get("tools"), "the model was asked for a note"
+            reply = chat_reply(f"answer {t}")
+            mem.report(request, reply)
+            history.append(reply["choices"][0]["message"])
+            engine.drain()
+        notes = mem.export().notes
+    assert notes and {n.source for n in notes} == {"note-writer:offline"}

@@ -24,7 +24,9 @@ from .memory import Memory
 from .notes.writers import LLMNoteWriter, NoteWriter, OfflineNoteWriter
 from .records import (
     EpisodeView,
+    HeldFact,
     MemoryExport,
+    MemoryInfo,
     MessageRecord,
     ReportResult,
     SearchHit,
@@ -38,11 +40,13 @@ __all__ = [
     "Engine",
     "EpisodeView",
     "HashingEmbedder",
+    "HeldFact",
     "Judge",
     "LLMJudge",
     "LLMNoteWriter",
     "Memory",
     "MemoryExport",
+    "MemoryInfo",
     "MessageRecord",
     "NoteWriter",
     "OfflineJudge",

@@ -25,7 +25,7 @@ from .lane.worker import BackgroundWorker, Lane
 from .memory import Memory
 from .mirror.mirrors import Mirrors
 from .notes.writers import LLMNoteWriter, NoteWriter, note_writer_from
-from .records import MemoryExport
+from .records import MemoryExport, MemoryInfo
 from .store import Store, open_store
 from .wire.limits import Limits
 
@@ -112,6 +112,30 @@ class Engine:
         """The ids of every memory in the store."""
         return list(self.services.store.memory_ids())
 
+    def memories(self) -> list[MemoryInfo]:
+        """Every memory in the store, by id: its format, when it was created, how many
+        messages, turns and episodes it holds, and when its last message was stored."""
+        out = []
+        for memory_id in self.services.store.memory_ids():
+            with self.services.store.read(memory_id) as tx:
+                memory = tx.memory()
+                if memory is None:  # gone between the listing and the read
+                    continue
+                count = tx.message_count()
+                last = tx.messages(count - 1, count)[0] if count else None
+                out.append(
+                    MemoryInfo(
+                        memory_id=memory_id,
+                        format=memory.format,
+                        created_at=memory.created_at,
+                        messages=count,
+                        turns=last.turn if last is not None else 0,
+                        episodes=len(tx.episodes()),
+                        last_at=last.at if last is not None else None,
+                    )
+                )
+        return out
+
     def import_memory(self, doc: MemoryExport | dict[str, Any] | bytes | str) -> Memory:
         """Restore a memory from its export (the document, its dict, or its JSON).
 
@@ -159,6 +183,10 @@ class Engine:
     async def adrain(self) -> int:
         """`drain`, off the event loop."""
         return await asyncio.to_thread(self.drain)
+
+    async def amemories(self) -> list[MemoryInfo]:
+        """`memories`, off the event loop."""
+        return await asyncio.to_thread(self.memories)
 
     async def aimport_memory(self, doc: MemoryExport | dict[str, Any] | bytes | str) -> Memory:
         """`import_memory`, off the event loop."""

@@ -19,10 +19,12 @@ from .episodes.cut import commit_cut, prepare_cut
 from .episodes.units import units
 from .episodes.views import episode_views
 from .export.document import export_memory
+from .graph.held import held_facts
 from .index.search import search_memory
 from .notes.writers import NoteWriter
 from .records import (
     EpisodeView,
+    HeldFact,
     JobKind,
     JobRecord,
     MemoryExport,
@@ -79,8 +81,9 @@ class Memory:
     def answer_ask(self, writer: NoteWriter, *, at: When = None) -> bool:
         """Have `writer` answer the pending note ask, as a model's note would.
 
-        For batch replay of recorded conversations (whose replies cannot answer an ask) and for
-        callers who configure a note writer; in live use only the decorated model answers.
+        For batch replay of recorded conversations (whose replies cannot answer an ask), and for
+        a model that never answers. (An engine opened with `note_writer=` has its writer answer
+        every ask in the lane, without this call.)
         Returns whether a note was taken (False when nothing is awaiting one).
         """
         return answer_ask(self._services, self._mirror, self.memory_id, writer, at)
@@ -121,6 +124,14 @@ class Memory:
         """The memory's episodes, in order, with their units, state and traces."""
         with self._services.store.read(self.memory_id) as tx:
             return episode_views(tx)
+
+    def facts(self) -> list[HeldFact]:
+        """The facts the memory's knowledge graph holds now, oldest first: each under its
+        entities' canonical names, with when it was written and last restated. Retired facts
+        and restatements merged into an older fact are left out; the graph takes a note's facts
+        in the lane (`engine.drain()` first for a note just taken)."""
+        with self._services.store.read(self.memory_id) as tx:
+            return held_facts(tx)
 
     def search(self, query: str, *, kind: str = "fact", k: int = 10) -> list[SearchHit]:
         """The `k` facts (kind "fact") or passages of conversation out of view (kind "passage":
@@ -208,3 +219,7 @@ class Memory:
     async def aexport(self) -> MemoryExport:
         """`export`, off the event loop."""
         return await asyncio.to_thread(self.export)
+
+    async def afacts(self) -> list[HeldFact]:
+        """`facts`, off the event loop."""
+        return await asyncio.to_thread(self.facts)

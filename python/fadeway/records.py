@@ -34,6 +34,8 @@ __all__ = [
     "EpisodeView",
     "ReportResult",
     "SearchHit",
+    "HeldFact",
+    "MemoryInfo",
     "RecallRecord",
     "BlockText",
     "WalkRecord",
@@ -296,6 +298,31 @@ class SearchHit(msgspec.Struct, frozen=True, kw_only=True):
     at: float  # when the fact was written, or when the passage's message was sent
     turn: int | None  # the passage's turn (None for a fact)
     retired: bool = False  # a fact a newer one contradicted
+
+
+class HeldFact(msgspec.Struct, frozen=True, kw_only=True):
+    """A fact the memory's knowledge graph holds now (`Memory.facts`): taken in by the graph,
+    not merged into an older fact that restates it, not retired by a newer one."""
+
+    n: int  # the fact's number in its memory
+    text: str
+    subject: str  # the subject entity's canonical name (the first name the graph saw for it)
+    object: str  # the object entity's canonical name
+    milestone: bool  # a milestone of the conversation, shown apart in the facts block
+    at: float  # when its note was taken (Unix seconds)
+    restated_at: float | None = None  # when a note last restated it (merged into it), if one did
+
+
+class MemoryInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """One memory of a store, as `Engine.memories` lists it."""
+
+    memory_id: str
+    format: str  # "chat_completions" or "responses"
+    created_at: float  # when its first decorate (or its import) stored it
+    messages: int  # stored messages
+    turns: int  # user turns
+    episodes: int  # episodes cut from its history, in any state
+    last_at: float | None  # its last message's time (the replayed time for a replay)
 
 
 class ReportResult(msgspec.Struct, frozen=True, kw_only=True):

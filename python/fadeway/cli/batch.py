@@ -11,6 +11,8 @@ after its last stored step (`replay.replay_memory`).
 from __future__ import annotations
 
 import ctypes
+import logging
+import logging.handlers
 import multiprocessing
 import os
 import queue
@@ -22,12 +24,12 @@ from dataclasses import dataclass
 
 from .. import _constants as C
 from ..engine import Engine
-from ..engine import open as open_engine
 from ..export.files import import_file
 from ..notes.writers import NoteWriter, note_writer_from
 from ..replay.runner import DEFAULT_MODEL, Replayed, replay_memory
 from ..replay.sources import Batch, MemoryLines
 from ..usage import UsageSummary, summarise_usage
+from .stores import open_store
 
 __all__ = ["ReplaySettings", "MemorySummary", "open_for_replay", "run_batch", "summarize"]
 
@@ -53,7 +55,7 @@ def open_for_replay(settings: ReplaySettings) -> Engine:
     """An engine for replay: no background threads (the replay runs each lane itself, at fixed
     points, so a resumed run repeats an uninterrupted one exactly)."""
     ceiling = C.DEFAULT_CEILING if settings.ceiling is None else settings.ceiling
-    return open_engine(
+    return open_store(
         settings.db,
         ceiling=ceiling,
         background=False,
@@ -84,6 +86,9 @@ def _die_with_parent(parent: int) -> None:
 def _init_worker(settings: ReplaySettings, progress: multiprocessing.Queue, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
     _die_with_parent(parent)
+    # Log records go to the parent with the progress, and are written there by its handlers
+    # (above its progress bar); written here, they would cut through it.
+    logging.root.handlers = [logging.handlers.QueueHandler(progress)]
     _worker.update(
         engine=open_for_replay(settings), settings=settings, progress=progress, parent=parent
     )
@@ -132,7 +137,7 @@ def _replay_in_workers(
         results = pool.map_async(_replay_in_worker, memories, chunksize=1)
         while not results.ready():
             try:
-                advance(progress.get(timeout=_PROGRESS_SECONDS))
+                _forward(progress.get(timeout=_PROGRESS_SECONDS), advance)
             except queue.Empty:
                 pass
         done = results.get()
@@ -144,10 +149,20 @@ def _replay_in_workers(
         raise
     while True:
         try:
-            advance(progress.get_nowait())
+            _forward(progress.get_nowait(), advance)
         except queue.Empty:
             break
     return done
+
+
+def _forward(item: int | logging.LogRecord, advance: Callable[[int], None]) -> None:
+    """What a worker sent: messages replayed, or a log record for this process's loggers."""
+    if isinstance(item, logging.LogRecord):
+        logger = logging.getLogger(item.name)
+        if logger.isEnabledFor(item.levelno):  # the levels this process set, not the worker's
+            logger.handle(item)
+    else:
+        advance(item)
 
 
 # -- the run ----------------------------------------------------------------------------------

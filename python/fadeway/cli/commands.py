@@ -5,24 +5,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import tempfile
 import time
 from importlib import resources
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import msgspec
 
 from ..engine import Engine
-from ..engine import open as open_engine
-from ..errors import MemoryNotFoundError, UsageError
+from ..errors import MemoryNotFoundError, ReplayFormatError, UsageError
 from ..export.document import write_jsonl
 from ..export.files import check_export_file
-from ..replay.sources import read_inputs
+from ..replay.sources import check_file, detect, read_inputs
 from .batch import MemorySummary, ReplaySettings, run_batch
 from .inspection import inspect_memory, render
 from .spending import combine, memory_usage, parked_jobs, read_prices, render_usage, usage_view
+from .stores import open_store
+from .words import counted, when
 
 __all__ = [
     "demo",
@@ -30,6 +32,7 @@ __all__ = [
     "import_",
     "inspect",
     "lane_retry",
+    "memories",
     "recall",
     "replay",
     "say",
@@ -80,7 +83,7 @@ def _open_existing(db: str) -> Engine:
         and not Path(path).exists()
     ):
         raise FileNotFoundError(f"no store at {path}")
-    return open_engine(db, background=False)
+    return open_store(db, background=False)
 
 
 def _summary_table(rows: list[MemorySummary], elapsed: float, new: int) -> str:
@@ -98,20 +101,22 @@ def _summary_table(rows: list[MemorySummary], elapsed: float, new: int) -> str:
             line(s.memory_id, [s.messages, s.new, s.episodes, s.facts, s.sealed, s.forgotten])
         )
     if len(rows) > _SUMMARY_ROWS:
-        lines.append(f"… and {len(rows) - _SUMMARY_ROWS} more memories")
+        lines.append(f"… and {counted(len(rows) - _SUMMARY_ROWS, 'more memory', 'more memories')}")
     totals = [
         sum(getattr(s, f) for s in rows)
         for f in ("messages", "new", "episodes", "facts", "sealed", "forgotten")
     ]
     lines += [
         "-" * len(head),
-        line(f"total ({len(rows)} memories)", totals),
+        line(f"total ({counted(len(rows), 'memory', 'memories')})", totals),
         f"elapsed {elapsed:.1f} s, {new / elapsed if elapsed > 0 else 0:.0f} new messages/s",
     ]
     return "\n".join(lines)
 
 
-def _run_replay(args: argparse.Namespace, paths: list[str], *, quiet: bool = False) -> int:
+def _run_replay(args: argparse.Namespace, paths: list[str]) -> dict[str, Any]:
+    """Replay `paths`; returns the summary as `--json` prints it, and prints it as text
+    without `--json` (the caller prints the JSON, whole, as the one thing on stdout)."""
     judge = _model_spec(args.judge, "--judge")
     writer = _model_spec(args.note_writer, "--note-writer")
     urls = [v for v in (judge, writer) if v is not None and v != "offline"]
@@ -127,31 +132,37 @@ def _run_replay(args: argparse.Namespace, paths: list[str], *, quiet: bool = Fal
     start = time.monotonic()
     batch = read_inputs(paths)
     from tqdm import tqdm  # only replay draws a bar
+    from tqdm.contrib.logging import logging_redirect_tqdm
 
-    with tqdm(
-        total=batch.messages,
-        unit="msg",
-        desc="replay",
-        disable=quiet or None,
-        file=sys.stderr,
-        dynamic_ncols=True,
-    ) as bar:
+    # Log lines (the workers' too, which `run_batch` hands to this process's loggers) are
+    # written by tqdm above the bar, which it then draws again, instead of cutting through it.
+    with (
+        tqdm(
+            total=batch.messages,
+            unit="msg",
+            desc="replay",
+            disable=None,  # drawn on a terminal only
+            file=sys.stderr,
+            dynamic_ncols=True,
+        ) as bar,
+        logging_redirect_tqdm(),
+    ):
         rows = run_batch(batch, settings, workers=args.workers, advance=bar.update)
     elapsed = time.monotonic() - start
     new = sum(r.new for r in rows)
     used = combine(u for r in rows for u in r.usage)
-    if getattr(args, "json", False):
-        doc = {"memories": rows, "usage": used, "elapsed": elapsed}
-        say(json.dumps(msgspec.to_builtins(doc), indent=2))
-    elif not quiet:
+    if not args.json:
         say(_summary_table(rows, elapsed, new))
         say("model calls for these memories (this run and earlier ones):")
         say(render_usage(usage_view(used), indent="  "))
-    return 0
+    return msgspec.to_builtins({"memories": rows, "usage": used, "elapsed": elapsed})
 
 
 def replay(args: argparse.Namespace) -> int:
-    return _run_replay(args, args.files)
+    doc = _run_replay(args, args.files)
+    if args.json:
+        say(json.dumps(doc, indent=2))
+    return 0
 
 
 def inspect(args: argparse.Namespace) -> int:
@@ -163,6 +174,23 @@ def inspect(args: argparse.Namespace) -> int:
         say(json.dumps(view, indent=2, ensure_ascii=False))
     else:
         say(render(view))
+    return 0
+
+
+def memories(args: argparse.Namespace) -> int:
+    with _open_existing(args.db) as engine:
+        listed = engine.memories()
+    if args.json:
+        say(json.dumps({"memories": msgspec.to_builtins(listed)}, indent=2, ensure_ascii=False))
+        return 0
+    if not listed:
+        say(f"the store {args.db} holds no memories")
+        return 0
+    # The id last and whole: it is what a reader copies into the next command.
+    say(f"{'messages':>9} {'turns':>7} {'episodes':>9}  {'last message (UTC)':<18}  memory")
+    for m in listed:
+        say(f"{m.messages:>9} {m.turns:>7} {m.episodes:>9}  {when(m.last_at):<18}  {m.memory_id}")
+    say(counted(len(listed), "memory", "memories"))
     return 0
 
 
@@ -179,8 +207,9 @@ def usage(args: argparse.Namespace) -> int:
         say(render_usage(view))
         if parked:
             say(
-                f"{parked} lane jobs failed and are parked; their calls are counted above "
-                "(`fadeway inspect` shows them, `fadeway lane retry` queues them again)"
+                f"{counted(parked, 'lane job')} failed and {'is' if parked == 1 else 'are'} "
+                "parked; their calls are counted above (`fadeway inspect` shows them, "
+                "`fadeway lane retry` queues them again)"
             )
     return 0
 
@@ -196,8 +225,9 @@ def lane_retry(args: argparse.Namespace) -> int:
         say(json.dumps({"memory_id": args.memory, "queued": revived}))
     elif revived:
         say(
-            f"{revived} parked jobs of memory {args.memory!r} queued again; a process with "
-            "the memory's engine open runs them (its background worker looks every few seconds)"
+            f"{counted(revived, 'parked job')} of memory {args.memory!r} queued again; a process "
+            "with the memory's engine open runs them (its background worker looks every few "
+            "seconds)"
         )
     else:
         say(f"memory {args.memory!r} has no parked jobs")
@@ -207,6 +237,11 @@ def lane_retry(args: argparse.Namespace) -> int:
 def recall(args: argparse.Namespace) -> int:
     from ..recall.turns import preview
 
+    if not args.message.strip():
+        raise UsageError(
+            "MESSAGE is empty: give the user message to recall for, as the next decorate "
+            "would see it"
+        )
     with _open_existing(args.db) as engine:
         result = preview(engine.services, args.memory, args.message)
     timings = {stage: round(seconds * 1e3, 3) for stage, seconds in result.timings.items()}
@@ -235,21 +270,37 @@ def recall(args: argparse.Namespace) -> int:
     return 0
 
 
+def _output_path(output: str) -> Path:
+    """The file `-o` names, checked before the store opens: its directory must be there (the
+    error names the path given, not the temporary file written beside it)."""
+    target = Path(output)
+    if target.is_dir():
+        raise UsageError(f"-o {output}: that is a directory; name a file to write")
+    if not target.parent.is_dir():
+        raise UsageError(f"-o {output}: the directory {target.parent} does not exist")
+    return target
+
+
 def export(args: argparse.Namespace) -> int:
     if args.all == (args.memory is not None):
         raise UsageError("name one MEMORY or give --all")
+    target = None if args.output in (None, "-") else _output_path(args.output)
     with _open_existing(args.db) as engine:
         ids = engine.memory_ids() if args.all else [args.memory]
         if not args.all and args.memory not in ids:
             raise UsageError(f"the store holds no memory {args.memory!r}")
         docs = (engine.memory(memory_id).export() for memory_id in ids)  # one at a time
-        if args.output in (None, "-"):
+        if target is None:
             write_jsonl(docs, sys.stdout.buffer)
             sys.stdout.flush()
             return 0
-        target = Path(args.output)
         # Written beside the target and renamed at the end: never a half-written file.
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        except OSError as exc:
+            raise UsageError(
+                f"-o {args.output}: cannot write in {target.parent}: {exc.strerror or exc}"
+            ) from None
         try:
             umask = os.umask(0)
             os.umask(umask)
@@ -260,17 +311,39 @@ def export(args: argparse.Namespace) -> int:
         except BaseException:
             os.unlink(tmp)
             raise
-    say(f"exported {n} memories to {target}", file=sys.stderr)
+    say(f"exported {counted(n, 'memory', 'memories')} to {target}", file=sys.stderr)
     return 0
 
 
+def _refuse_replay_inputs(path: Path, db: str) -> None:
+    """A file `fadeway replay` reads is named as one, with the command that reads it (checked
+    as an export, its first line would only be "not a fadeway memory export")."""
+    try:
+        kind = detect(path)
+    except ReplayFormatError:
+        return  # not a replay input either: the export check says what is wrong with it
+    what = {
+        "replay": "a replay file (JSONL lines of memory_id, at and message)",
+        "locomo": "LoCoMo JSON (a list of samples)",
+    }.get(kind)
+    if what is not None:
+        command = f"fadeway replay {shlex.quote(str(path))} --db {shlex.quote(db)}"
+        raise UsageError(
+            f"{path} looks like {what}, not a fadeway export (as `fadeway export` writes); "
+            f"replay it with `{command}`"
+        )
+
+
 def import_(args: argparse.Namespace) -> int:
-    check_export_file(args.file)
-    with open_engine(args.db, background=False) as engine:
+    path = Path(args.file)
+    check_file(path)
+    _refuse_replay_inputs(path, args.db)
+    check_export_file(path)
+    with open_store(args.db, background=False) as engine:
         imported, skipped = engine.import_file(args.file)
         engine.drain()  # embeds the imported facts and passages for search
     say(
-        f"imported {len(imported)} memories into {args.db}"
+        f"imported {counted(len(imported), 'memory', 'memories')} into {args.db}"
         + (f"; {len(skipped)} already there, unchanged" if skipped else "")
     )
     return 0
@@ -279,13 +352,16 @@ def import_(args: argparse.Namespace) -> int:
 def demo(args: argparse.Namespace) -> int:
     sample = resources.files("fadeway") / "samples" / DEMO_SAMPLE
     with resources.as_file(sample) as path:
-        _run_replay(args, [str(path)])
-    with open_engine(args.db, background=False) as engine:
+        doc = _run_replay(args, [str(path)])
+    with open_store(args.db, background=False) as engine:
         memory_id = "launch-week"
         with engine.store.read(memory_id) as tx:
             count = tx.message_count()
             last = tx.messages(count - 1, count)[0].at
         view = inspect_memory(engine.store, memory_id, last)
+    if args.json:  # one document: the replay's summary and the inspect view
+        say(json.dumps({**doc, "inspect": view}, indent=2, ensure_ascii=False))
+        return 0
     say()
     say(render(view))
     say(

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import MemoryNotFoundError
 from ..mirror.trace_log import TraceLog
 from ..records import EpisodeRecord, JobRecord, TraceRecord
 from ..store import Store
+from .words import counted
+from .words import when as _when
 
 __all__ = ["MemoryNotFoundError", "inspect_memory", "render"]
 
@@ -108,12 +109,6 @@ def _episodes(
     ]
 
 
-def _when(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M")
-
-
 def _span(start: float, end: float) -> str:
     a, b = _when(start), _when(end)
     return f"{a} → {b[11:]}" if a[:10] == b[:10] else f"{a} → {b}"
@@ -122,8 +117,9 @@ def _span(start: float, end: float) -> str:
 def render(view: dict[str, Any]) -> str:
     """The inspect view as text for a terminal."""
     out = [
-        f"memory {view['memory_id']!r} ({view['format']}): {view['messages']} messages in "
-        f"{view['turns']} turns, {_when(view['first_at'])} → {_when(view['last_at'])} UTC",
+        f"memory {view['memory_id']!r} ({view['format']}): {counted(view['messages'], 'message')} "
+        f"in {counted(view['turns'], 'turn')}, {_when(view['first_at'])} → "
+        f"{_when(view['last_at'])} UTC",
         f"activation at {_when(view['at'])} UTC; states as stored now",
         "",
     ]
@@ -141,15 +137,16 @@ def render(view: dict[str, Any]) -> str:
                 f"{e['traces']:>6}  {e['activation']:>10.4f}  {e['significance']:>7.2f}"
             )
         counts = ", ".join(f"{n} {state}" for state, n in view["states"].items() if n)
-        out.append(f"{len(episodes)} episodes: {counts}")
+        out.append(f"{counted(len(episodes), 'episode')}: {counts}")
     else:
         out.append("no episodes yet (history is cut once enough of it has closed)")
     g = view["graph"]
     out += [
         "",
-        f"graph: {g['entities']} entities, {g['aliases']} aliases, {g['facts']} facts "
-        f"from {g['notes']} notes, {g['merged']} merged, {g['retired']} retired; "
-        f"{g['passages']} passages",
+        f"graph: {counted(g['entities'], 'entity', 'entities')}, "
+        f"{counted(g['aliases'], 'alias', 'aliases')}, {counted(g['facts'], 'fact')} "
+        f"from {counted(g['notes'], 'note')}, {g['merged']} merged, {g['retired']} retired; "
+        f"{counted(g['passages'], 'passage')}",
         *_render_lane(view["memory_id"], view["lane"]),
         "",
         "facts block (as the model sees it):",
@@ -171,13 +168,14 @@ def render(view: dict[str, Any]) -> str:
 
 def _render_lane(memory_id: str, lane: dict[str, Any]) -> list[str]:
     parked = lane["parked"]
-    out = [f"lane: {lane['pending']} jobs pending, {len(parked)} parked after failing"]
+    out = [f"lane: {counted(lane['pending'], 'job')} pending, {len(parked)} parked after failing"]
     for j in parked:
         retry_at = j["retry_at"]
         again = "next lane run" if retry_at is None else f"lane run after {_when(retry_at)} UTC"
         out.append(
             f"  job {j['n']} ({j['kind']}, queued {_when(j['created_at'])} UTC): failed "
-            f"{j['attempts']} times, parked {j['parked']}x, tried again at the {again}: "
+            f"{counted(j['attempts'], 'time')}, parked {j['parked']}x, tried again at the "
+            f"{again}: "
             f"{j['error']}"
         )
     if parked:

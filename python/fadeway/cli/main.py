@@ -1,4 +1,5 @@
-"""The `fadeway` command line: replay, inspect, usage, lane retry, recall, export, import, demo.
+"""The `fadeway` command line: replay, memories, inspect, usage, lane retry, recall, export,
+import, demo.
 
 Every subcommand takes `--db URL` (default `fadeway.db` in the working directory, or
 `$FADEWAY_DB`). Exit codes: 0 done, 1 failed while running, 2 bad input (nothing was written
@@ -8,12 +9,14 @@ for it), 130 interrupted (run the same command again to resume).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from datetime import datetime
 from typing import Any
 
 from .. import _constants as C
+from .._version import __version__
 from ..errors import (
     FadewayError,
     ImportConflictError,
@@ -39,9 +42,13 @@ def _default_db() -> str:
 def _seconds(text: str) -> float:
     """ISO 8601 with a zone, or Unix seconds."""
     try:
-        return float(text)
+        seconds = float(text)
     except ValueError:
         pass
+    else:
+        if not math.isfinite(seconds):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a moment: give a finite number")
+        return seconds
     try:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
@@ -54,9 +61,14 @@ def _seconds(text: str) -> float:
 
 
 def _positive(text: str) -> int:
-    value = int(text)
+    """A positive integer. argparse names the option; the text says what it wanted (a
+    ValueError would read "invalid _positive value", naming this function)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer") from None
     if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, not {value}")
+        raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
     return value
 
 
@@ -130,9 +142,11 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 done, 1 failed, 2 bad input (nothing written for it), 130 "
         "interrupted (run again to resume).",
     )
+    parser.add_argument("--version", action="version", version=f"fadeway {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (
         _add_replay,
+        _add_memories,
         _add_inspect,
         _add_usage,
         _add_lane,
@@ -161,6 +175,18 @@ def _add_replay(sub: Commands) -> None:
     replay.add_argument("files", nargs="+", metavar="FILE")
     _add_replay_options(replay)
     replay.set_defaults(run=commands.replay)
+
+
+def _add_memories(sub: Commands) -> None:
+    memories = sub.add_parser(
+        "memories",
+        help="list the store's memories",
+        description="Every memory of the store, by id: its messages, turns and episodes, and "
+        "when its last message was stored.",
+    )
+    _add_db(memories)
+    memories.add_argument("--json", action="store_true", help="print JSON for scripts")
+    memories.set_defaults(run=commands.memories)
 
 
 def _add_inspect(sub: Commands) -> None:

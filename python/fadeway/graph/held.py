@@ -10,10 +10,17 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 
 from .._core import tokenize
-from ..records import AliasRecord, EdgeRecord, EntityRecord, FactRecord, RetirementRecord
+from ..records import (
+    AliasRecord,
+    EdgeRecord,
+    EntityRecord,
+    FactRecord,
+    HeldFact,
+    RetirementRecord,
+)
 from ..store import Transaction
 
-__all__ = ["Graph", "LinkedNames", "normalise_name"]
+__all__ = ["Graph", "LinkedNames", "held_facts", "normalise_name"]
 
 
 _NON_WORD = re.compile(r"[\W_]+")
@@ -91,6 +98,36 @@ class Graph:
             if root not in self.retired:
                 out.setdefault(root, None)
         return list(out)
+
+
+def held_facts(tx: Transaction) -> list[HeldFact]:
+    """The facts the memory's graph holds now, oldest first, under their entities' canonical
+    names: each taken in by the graph (a fact of a note whose graph job is pending is not yet),
+    a restatement left out for the fact it merged into, a retired fact left out."""
+    facts = tx.facts()
+    graph = Graph.read(tx)
+    restated: dict[int, float] = {}
+    for f in facts:
+        if (edge := graph.edges.get(f.n)) is not None and edge.merged_into is not None:
+            root = graph.root(f.n)
+            restated[root] = max(restated.get(root, f.at), f.at)
+    out = []
+    for f in facts:
+        if f.n not in graph.edges or not graph.is_current(f.n):
+            continue
+        subject, obj = graph.names(f)
+        out.append(
+            HeldFact(
+                n=f.n,
+                text=f.text,
+                subject=subject,
+                object=obj,
+                milestone=f.milestone,
+                at=f.at,
+                restated_at=restated.get(f.n),
+            )
+        )
+    return out
 
 
 class LinkedNames:

@@ -21,7 +21,7 @@ from ..wire import Format
 from .lines import ReplayLine, check_lines, plan, read_replay
 from .locomo import locomo_lines, read_locomo
 
-__all__ = ["Batch", "MemoryLines", "detect", "read_inputs"]
+__all__ = ["Batch", "MemoryLines", "check_file", "detect", "read_inputs"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +44,17 @@ class Batch:
     @property
     def messages(self) -> int:
         return sum(m.messages for m in self.memories.values())
+
+
+def check_file(path: Path) -> None:
+    """A `ReplayFormatError` unless `path` is a file that can be read: a directory is named as
+    one, since "no such file" would send the user looking for a typo."""
+    if path.is_dir():
+        raise ReplayFormatError(f"{path} is a directory; name the files in it (as {path}/*.jsonl)")
+    if not path.exists():
+        raise ReplayFormatError(f"{path}: no such file")
+    if not path.is_file():
+        raise ReplayFormatError(f"{path} is not a regular file")
 
 
 def detect(path: Path) -> str:
@@ -87,8 +98,7 @@ def read_inputs(paths: Sequence[str | Path]) -> Batch:
     batch = Batch()
     for raw in paths:
         path = Path(raw)
-        if not path.is_file():
-            raise ReplayFormatError(f"{path}: no such file")
+        check_file(path)
         kind = detect(path)
         if kind == "export":
             for memory_id, where in check_export_file(path).items():

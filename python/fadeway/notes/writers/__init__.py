@@ -1,10 +1,12 @@
 """Note writers: who answers a note ask when the live model cannot (MECHANISM: "The note ask and
 sealing"; ARCHITECTURE: "Who answers a note ask").
 
-In live use only the decorated model answers the ask. In batch replay of recorded conversations
-the recorded replies cannot, so a note writer answers it as a separate step, and its facts go
-through exactly the same path as a model's note, with their provenance marked: the offline
-writer (`offline`, extractive) or a model over an OpenAI-compatible endpoint (`llm`).
+In live use the decorated model answers the ask in its reply, unless the engine was opened with
+a note writer (`fadeway.open(note_writer=...)`): then the writer answers it in the lane and the
+model is not asked. In batch replay of recorded conversations the recorded replies cannot, so a
+note writer answers it as a separate step. Either way its facts go through exactly the same path
+as a model's note, with their provenance marked: the offline writer (`offline`, extractive) or a
+model over an OpenAI-compatible endpoint (`llm`).
 """
 
 from __future__ import annotations
