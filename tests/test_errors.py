@@ -360,10 +360,13 @@ def test_report_errors_write_nothing(engine):
     assert len(mem.messages()) == 1 and engine.memory_ids() == ["m"]
 
 
-def test_time_must_be_real(engine):
-    with pytest.raises(ValueError, match="finite Unix seconds"):
-        engine.memory("m").decorate({"messages": [OK]}, at=float("nan"))
-    with pytest.raises(ValueError, match="timezone-aware"):
+@pytest.mark.parametrize("at", [float("nan"), float("inf"), 1e30, "yesterday", True, object()])
+def test_time_must_be_real(engine, at):
+    """A bad `at=` is a FadewayError (and still the ValueError it resembles), before any write."""
+    with pytest.raises(errors.InvalidTimeError, match="finite Unix seconds") as raised:
+        engine.memory("m").decorate({"messages": [OK]}, at=at)
+    assert isinstance(raised.value, ValueError)
+    with pytest.raises(errors.InvalidTimeError, match="timezone-aware"):
         import datetime
 
         engine.memory("m").decorate({"messages": [OK]}, at=datetime.datetime(2026, 1, 1))

@@ -328,3 +328,28 @@ def test_a_note_writers_note_over_max_note_facts_is_not_taken(tmp_path, clock):
         assert mem.export().notes == []
         assert mem.answer_ask(_ManyFacts(3))
         assert len(mem.export().facts) == 3
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("tools", [{"type": "function", "function": {"name": "f", "description": "x" * 3000}}]),
+        ("response_format", {"type": "json_schema", "json_schema": {"name": "x" * 3000}}),
+        ("metadata", {"note": "x" * 3000}),
+    ],
+)
+def test_a_request_field_over_the_limit_is_refused_before_any_write(tmp_path, field, value):
+    """Fields that pass through into every request of the memory (tools, response_format,
+    metadata) are held to max_message_bytes like a message, before anything is written."""
+    eng = fadeway.open(tmp_path / "f.db", max_message_bytes=2_000)
+    mem = _started(eng)
+    before = fadeway.dumps(mem.export())
+    said = chat_reply("Hi.")["choices"][0]["message"]
+    request = {"model": "gpt-4.1", "messages": [USER, said, {"role": "user", "content": "More."}]}
+    with pytest.raises(errors.LimitExceededError, match=f"the request's {field} holds") as got:
+        mem.decorate(request | {field: value})
+    assert got.value.setting == "max_message_bytes" and got.value.found > 2_000
+    _unchanged(mem, before)
+    sent = mem.decorate(request | {field: {"small": 1} if field != "tools" else value[:0]})
+    assert sent["messages"][-1]["content"] == "More."
+    eng.close()

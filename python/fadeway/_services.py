@@ -16,6 +16,7 @@ from datetime import datetime
 from . import _constants as C
 from .embed.base import Embedder
 from .episodes.cut import CutSettings
+from .errors import InvalidTimeError
 from .index.indexes import Indexes
 from .judge.base import Judge
 from .mirror.mirrors import Mirrors
@@ -69,7 +70,7 @@ def now_of(at: float | datetime) -> float:
     """A time given as Unix seconds or an aware datetime, as finite Unix seconds."""
     if isinstance(at, datetime):
         if at.tzinfo is None:
-            raise ValueError("at must be timezone-aware (or Unix seconds)")
+            raise InvalidTimeError(f"at must be timezone-aware (or Unix seconds), not {at!r}")
         value: object = at.timestamp()
     else:
         value = at
@@ -80,7 +81,7 @@ def now_of(at: float | datetime) -> float:
         or not math.isfinite(value)
         or not low <= value <= high
     ):
-        raise ValueError(
+        raise InvalidTimeError(
             f"the time must be finite Unix seconds of years 1 to 9999 ({low:.0f} to "
             f"{high:.0f}), not {value!r}"
         )

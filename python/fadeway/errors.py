@@ -19,6 +19,7 @@ __all__ = [
     "FormatMismatchError",
     "HistoryConflictError",
     "InvalidResponseError",
+    "InvalidTimeError",
     "LimitExceededError",
     "ExportLimitError",
     "ImportConflictError",
@@ -88,6 +89,11 @@ class HistoryConflictError(InvalidRequestError):
 
 class InvalidResponseError(FadewayError, ValueError):
     """A provider response passed to `report` has no reply fadeway can read."""
+
+
+class InvalidTimeError(FadewayError, ValueError):
+    """A time (`at=`, or what the engine's clock returned) that is not finite Unix seconds of
+    years 1 to 9999, or a datetime without a timezone."""
 
 
 class LimitExceededError(InvalidRequestError):

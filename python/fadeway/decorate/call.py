@@ -97,16 +97,14 @@ def decorate(
 
 
 def _check_limits(limits: Limits, parsed: ParsedRequest) -> None:
-    """The request's list holds no more messages than max_request_messages, and its
-    instructions none over max_message_bytes (its history's messages are checked as they are
-    encoded to be aligned, `digests_of_sent`)."""
+    """The request's list holds no more messages than max_request_messages, and neither its
+    instructions nor its other fields (tools, response_format, ...) are over max_message_bytes
+    (its history's messages are checked as they are encoded to be aligned, `digests_of_sent`)."""
     key = "messages" if parsed.format is Format.CHAT_COMPLETIONS else "input"
     count = len(parsed.instructions) + len(parsed.history)
     limits.check_count(count, f"the request's {key} list")
     limits.check_messages(parsed.instructions, key)
-    text = parsed.request.get("instructions")
-    if isinstance(text, str):
-        limits.check_body(encode_json(text), "the request's instructions")
+    limits.check_fields(parsed.request, {key})
 
 
 class _CutFirst(Exception):

@@ -9,7 +9,7 @@ message comes near it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -70,6 +70,19 @@ class Limits:
             except _NOT_JSON:
                 continue
             self.check_body(body, f"{key}[{first + i}]")
+
+    def check_fields(self, request: dict[str, Any], skip: Collection[str]) -> None:
+        """Raise when a field of `request` but those in `skip` (its history list, checked
+        message by message) is over max_message_bytes as JSON: its tools, response_format or
+        text format, metadata and the rest pass through into every request of the memory."""
+        for name, value in request.items():
+            if name in skip or value is None or isinstance(value, (bool, int, float)):
+                continue
+            try:
+                body = encode_json(value)
+            except _NOT_JSON:
+                continue  # not JSON (a response_format class the SDK reads): passed through
+            self.check_body(body, f"the request's {name}")
 
     def note_over(self, arguments: str, facts: int | None = None) -> Over | None:
         """Which note limit a note call's `arguments` (holding `facts` entries, when read) is
