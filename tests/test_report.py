@@ -19,6 +19,7 @@ def test_report_returns_the_tool_calls_and_stores_the_reply(engine):
     result = mem.report(req, chat_reply(None, tool_calls=[call("c1", "weather")]))
     assert result.tool_calls == [call("c1", "weather")]
     assert result.note_taken is False and result.call_again is False
+    assert result.stored is True and result.not_stored is None
     stored = mem.messages()[-1]
     assert (stored.role, stored.source, stored.calls) == ("assistant", "reply", ("c1",))
 
@@ -26,9 +27,10 @@ def test_report_returns_the_tool_calls_and_stores_the_reply(engine):
 def test_a_second_report_of_the_same_request_stores_nothing(engine):
     mem = engine.memory("m")
     req = mem.decorate({"messages": [user("q")]})
-    mem.report(req, chat_reply("a", prompt_tokens=10))
-    mem.report(req, chat_reply("a", prompt_tokens=10))
+    assert mem.report(req, chat_reply("a", prompt_tokens=10)).stored
+    again = mem.report(req, chat_reply("a", prompt_tokens=10))
     assert [m.source for m in mem.messages()] == ["request", "reply"]
+    assert again.stored is False and again.not_stored.startswith("already reported")
 
 
 def test_out_of_order_report_is_not_kept(engine, caplog):
@@ -36,9 +38,15 @@ def test_out_of_order_report_is_not_kept(engine, caplog):
     first = mem.decorate({"model": "gpt-4.1", "messages": [user("q1")]})
     mem.decorate({"model": "gpt-4.1", "messages": [user("q1"), user("q2")]})
     with caplog.at_level(logging.WARNING, logger="fadeway"):
-        mem.report(first, chat_reply("late", prompt_tokens=10))
+        late = mem.report(first, chat_reply("late", prompt_tokens=10))
     assert "arrived after request 2" in caplog.text
     assert [m.source for m in mem.messages()] == ["request", "request"]
+    assert late.stored is False and late.not_stored.startswith("out of order")
+    assert "request 1, latest 2" in late.not_stored
+    # What the README tells the caller: resend the reply in the next request, it is stored then.
+    said = chat_reply("late")["choices"][0]["message"]
+    mem.decorate({"model": "gpt-4.1", "messages": [user("q1"), user("q2"), said, user("q3")]})
+    assert [m.source for m in mem.messages()] == ["request"] * 4
     r1 = mem.export().requests[0]
     assert r1.ratio_kept is False and "out of order" in r1.ratio_note
     assert mem.correction("gpt-4.1") == 1.0

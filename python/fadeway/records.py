@@ -326,11 +326,14 @@ class MemoryInfo(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ReportResult(msgspec.Struct, frozen=True, kw_only=True):
-    """What `report` returns (ARCHITECTURE, Contracts: "What report returns")."""
+    """What `report` returns (ARCHITECTURE, Contracts: "What report returns"; `stored` and
+    `not_stored` added by issue 33: a reply that is not stored says so, and why)."""
 
     tool_calls: list[dict[str, Any]]  # the calls the caller's loop runs (the note call removed)
     note_taken: bool = False
     call_again: bool = False
+    stored: bool = True  # whether the reply was stored
+    not_stored: str | None = None  # why not: "already reported", or "out of order: ..."
 
 
 class ExportedMessage(msgspec.Struct, frozen=True, kw_only=True):

@@ -59,9 +59,11 @@ def report(
         sent = strip_own_additions(parsed.history, mirror.answers_note)
         last_digest = digest_of(sent[-1], "the request's last message") if sent else None
         match = tx.find_request(len(sent), last_digest)
-        if not _stores(tx, memory_id, match, reply):
+        if (why := _not_stored(tx, memory_id, match, reply)) is not None:
             return ReportResult(
-                tool_calls=notes.without_note_calls(parsed.format, reply.tool_calls)
+                tool_calls=notes.without_note_calls(parsed.format, reply.tool_calls),
+                stored=False,
+                not_stored=why,
             )
         new = new_entries(
             mirror, parsed.format, reply.items, 0, label="reply item", limits=services.limits
@@ -94,9 +96,11 @@ def report(
     return result
 
 
-def _stores(tx: Transaction, memory_id: str, match: RequestRecord | None, reply: Reply) -> bool:
-    """Whether the reply to the decorated request `match` is stored: not when that request was
-    reported already, nor when a later one was decorated since (its count is noted then)."""
+def _not_stored(
+    tx: Transaction, memory_id: str, match: RequestRecord | None, reply: Reply
+) -> str | None:
+    """Why the reply to the decorated request `match` is not stored (None: it is): that
+    request was reported already, or a later one was decorated since (its count is noted)."""
     latest = tx.latest_request()
     if match is not None and match.replied:
         log.info(
@@ -104,7 +108,7 @@ def _stores(tx: Transaction, memory_id: str, match: RequestRecord | None, reply:
             memory_id,
             match.n,
         )
-        return False
+        return "already reported: this request's reply is stored once"
     if match is not None and latest is not None and match.n != latest.n:
         log.warning(
             "memory %r: report for request %d arrived after request %d was decorated; its "
@@ -115,8 +119,11 @@ def _stores(tx: Transaction, memory_id: str, match: RequestRecord | None, reply:
         )
         note = f"out of order: request {latest.n} was decorated since"
         tx.record_report(match.n, reply.prompt_tokens, False, note, False)
-        return False
-    return True
+        return (
+            f"out of order: a later request of the memory was decorated since this one "
+            f"(request {match.n}, latest {latest.n})"
+        )
+    return None
 
 
 def _queue_cut(services: Services, tx: Transaction, mirror: History, now: float) -> bool:
