@@ -51,19 +51,17 @@ def asked_ids(body: dict) -> Any:
 
 
 def default_item(name: str, key: Any) -> dict | None:
-    """A valid answer item for `key` (an id, or a (fact, episode) pair); for `about`, whose
-    answer lists the yeses only, None leaves the pair out (a no)."""
+    """A valid answer item for `key` (an id, or a (fact, episode) pair); None leaves it out,
+    as answers that list what counts only do (an unrelated pair, two names of two things)."""
     if name == "boundaries":
         return {"id": key, "first": (key % 5) / 5, "last": ((key + 2) % 5) / 5}
     if name == "about":
         return {"fact": key[0], "episode": key[1], "score": 0.75}
-    if name == "relate":
-        return {"id": key, "relation": "unrelated"}
-    if name == "same_entity":
-        return {"id": key, "same": False}
+    if name in ("relate", "same_entity"):
+        return None
     if name == "levels":
         return {"id": key, "level": 2}
-    return {"id": key, "keep": True}
+    return {"id": key}
 
 
 def items_for(body: dict, item: Callable[[str, Any], dict | None] = default_item) -> dict:

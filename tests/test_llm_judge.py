@@ -321,13 +321,53 @@ def test_an_unknown_id_then_a_good_answer(server, make_judge):
 
 
 def test_missing_ids_are_asked_again_alone(server, make_judge):
+    """Boundaries score every unit: a unit left out is asked again, alone."""
+    units = [UnitText("user", f"unit {i}") for i in range(3)]
     server.script(
-        lambda r: answer(r.body, {"facts": [{"id": 2, "level": 3}]}),
-        lambda r: answer(r.body, {"facts": [{"id": 3, "level": 1}]}),
+        lambda r: answer(r.body, {"units": [{"id": 2, "first": 0.5, "last": 0.5}]}),
+        lambda r: answer(r.body, {"units": [{"id": 3, "first": 0.1, "last": 0.9}]}),
     )
-    assert run(make_judge().levels(FACTS, "d")) == [None, 3, 1]
+    b = run(make_judge().boundaries(units))
+    assert (b.first, b.last) == ([None, 0.5, 0.1], [None, 0.5, 0.9])
     assert asked_ids(server.requests[1].body) == [1, 3]
     assert "Answer for exactly the ids listed above" in user_text(server.requests[1].body)
+
+
+@pytest.mark.parametrize(
+    ("judgment", "answer_items", "expected"),
+    [
+        ("levels", [{"id": 2, "level": 3}], [0, 3, 0]),
+        ("distill", [{"id": 3}], [False, False, True]),
+        ("relate", [{"id": 1, "relation": "contradicts"}], ["contradicts", "unrelated"]),
+        ("same_entity", [{"id": 2}], [False, True]),
+    ],
+)
+def test_what_a_judgment_leaves_out_costs_nothing_and_is_not_asked_again(
+    server, make_judge, judgment, answer_items, expected
+):
+    """Every judgment but boundaries lists what counts only: what a readable answer leaves
+    out is its zero answer (unrelated, dropped, two things), read at once, asked no more."""
+    server.script(lambda r: answer(r.body, {judgment_key(judgment): answer_items}))
+    judge = make_judge()
+    asked = {
+        "levels": lambda: judge.levels(FACTS, "d"),
+        "distill": lambda: judge.distill(FACTS, "c"),
+        "relate": lambda: judge.relate([(FACTS[0], FACTS[1]), (FACTS[1], FACTS[2])]),
+        "same_entity": lambda: judge.same_entity([("Dana", "Dan"), ("Dana", "Dana Whitfield")]),
+    }[judgment]
+    assert run(asked()) == expected
+    (request,) = server.requests
+    schema = request.body["response_format"]["json_schema"]["schema"]
+    item = schema["properties"][judgment_key(judgment)]["items"]["properties"]
+    assert set(item) <= {"id", "level", "relation"}  # nothing to say for a no
+    if "level" in item:
+        assert item["level"]["enum"] == [1, 2, 3]
+    if "relation" in item:
+        assert item["relation"]["enum"] == ["same", "contradicts"]
+
+
+def judgment_key(name: str) -> str:
+    return {"levels": "facts", "distill": "facts", "relate": "pairs", "same_entity": "pairs"}[name]
 
 
 def test_a_score_out_of_range_breaks_the_schema(server, make_judge):

@@ -37,6 +37,10 @@ class AboutItem(msgspec.Struct):
     score: Score
 
 
+# The judgments below list what counts only (what they leave out is "unrelated", "not the
+# same", level 0, "dropped"); an item that says the left-out answer anyway is read as it says.
+
+
 class RelateItem(msgspec.Struct):
     id: int
     relation: Literal["same", "contradicts", "unrelated"]
@@ -44,7 +48,7 @@ class RelateItem(msgspec.Struct):
 
 class SameItem(msgspec.Struct):
     id: int
-    same: bool
+    same: bool = True
 
 
 class LevelItem(msgspec.Struct):
@@ -54,7 +58,7 @@ class LevelItem(msgspec.Struct):
 
 class DistillItem(msgspec.Struct):
     id: int
-    keep: bool
+    keep: bool = True
 
 
 class _Function(msgspec.Struct):

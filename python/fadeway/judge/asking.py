@@ -6,7 +6,9 @@ switches to tool calls for the rest of the judge's life. An answer is read from 
 content or from its tool call, whichever holds it. Answers are read strictly: one that does not
 parse, breaks the schema or names an id it was not given is discarded whole; what is missing is
 asked again once, alone; what is still missing is "no answer" (None, logged), never made up. An
-answer that lists the yeses only (`about`) misses nothing once read: what it leaves out is a no.
+answer that lists what counts only (every judgment but `boundaries`: the yeses of `about` and
+`same_entity`, the relations of `relate`, the levels above 0, the items distill keeps) misses
+nothing once read: what it leaves out is the answer that costs nothing to leave out.
 Every answered call is recorded with `usage.record`.
 """
 
@@ -58,8 +60,10 @@ class StrictAnswers:
         fields: Callable[[list[tuple[int, Any]]], dict[str, str]],
         value: Callable[[Any], V],
         deadline: float | None,
+        unnamed: V | None = None,
     ) -> list[V | None]:
-        """A judgment of a plain list of items, `size` per call, ids 1.. within each call."""
+        """A judgment of a plain list of items, `size` per call, ids 1.. within each call;
+        with `unnamed`, one whose answer lists what counts only (see `_judge`)."""
 
         def call(chunk: Sequence[Any]) -> Callable[[], Awaitable[dict[int, V]]]:
             def render(ids: Sequence[int]) -> tuple[str, set[int]]:
@@ -72,6 +76,7 @@ class StrictAnswers:
                 render,
                 lambda item: (item.id, value(item)),
                 deadline,
+                unnamed,
             )
 
         chunks = [items[a : a + size] for a in range(0, len(items), size)]

@@ -14,8 +14,11 @@ call, whichever holds it (some servers answer one when asked for the other).
 
 Answers are read strictly. An answer that does not parse, breaks the schema (a score outside 0..1,
 an unknown level) or names an id it was not given is discarded whole: when a model mixes up its
-ids, none of its answers can be trusted. A readable answer that leaves ids out keeps what it gave
-(for `about`, what it leaves out is a no).
+ids, none of its answers can be trusted. A readable answer that leaves ids out keeps what it gave.
+Every judgment but `boundaries` asks for what counts only (the yeses of `about` and
+`same_entity`, the relations of `relate` other than "unrelated", the levels above 0, the items
+distill keeps): what a readable answer leaves out is the answer that costs nothing to leave out,
+so a model writes only what changes something (issue 29).
 What is missing is asked again once, alone; what is still missing after that is "no answer"
 (None, logged at WARNING), never made up. Every answered call is recorded with `usage.record`.
 
@@ -285,6 +288,7 @@ class LLMJudge(StrictAnswers, Judge):
             _relate_fields,
             lambda item: item.relation,
             deadline,
+            unnamed="unrelated",
         )
 
     async def same_entity(
@@ -304,6 +308,7 @@ class LLMJudge(StrictAnswers, Judge):
             },
             lambda item: item.same,
             deadline,
+            unnamed=False,
         )
 
     async def levels(
@@ -321,6 +326,7 @@ class LLMJudge(StrictAnswers, Judge):
             },
             lambda item: item.level,
             deadline,
+            unnamed=0,
         )
 
     async def distill(
@@ -338,6 +344,7 @@ class LLMJudge(StrictAnswers, Judge):
             },
             lambda item: item.keep,
             deadline,
+            unnamed=False,
         )
 
 

@@ -67,7 +67,6 @@ def _item(**properties: dict[str, Any]) -> dict[str, Any]:
 
 _ID = {"type": "integer"}
 _SCORE = {"type": "number"}
-_BOOL = {"type": "boolean"}
 
 _JSON_ONLY = "Answer with the JSON object only."
 
@@ -116,43 +115,44 @@ RELATE = Prompt(
         "and object; each numbered pair names a new fact and a fact already held. Answer "
         'relation: "same" when the new fact restates the held one (same meaning, other words '
         'allowed); "contradicts" when the new fact makes the held one no longer true (a '
-        'changed value, owner, date, status or decision); "unrelated" otherwise, including '
-        "facts that only share an entity or can both be true. Answer every pair once, and no "
-        "other. " + _JSON_ONLY
+        "changed value, owner, date, status or decision). List only those pairs, each at most "
+        "once: a pair not listed is unrelated (facts that only share an entity or can both be "
+        "true), and an empty list means every pair is. " + _JSON_ONLY
     ),
     user="Facts:\n{facts}\n\nPairs:\n{pairs}",
     key="pairs",
-    item=_item(id=_ID, relation={"type": "string", "enum": ["same", "contradicts", "unrelated"]}),
+    item=_item(id=_ID, relation={"type": "string", "enum": ["same", "contradicts"]}),
 )
 
 #: Fields: {pairs} (lines "[id] \"name\" | \"name\"").
 SAME_ENTITY = Prompt(
     name="same_entity",
     system=(
-        "You resolve entity names from one conversation. For each numbered pair of names, "
-        "answer same: true when both name the same thing (person, object, project, place, "
-        "date or value), false when they name different things, or when one is only a part, "
-        'version or kind of the other ("pricing page" and "pricing page copy v3" are not '
-        "the same). Answer every pair once, and no other. " + _JSON_ONLY
+        "You resolve entity names from one conversation. List the id of each numbered pair "
+        "of names that name the same thing (person, object, project, place, date or value). "
+        "Leave out the pairs that name different things, or where one is only a part, version "
+        'or kind of the other ("pricing page" and "pricing page copy v3" are not the same): '
+        "a pair not listed is two things, and an empty list means every pair is. " + _JSON_ONLY
     ),
     user="Pairs:\n{pairs}",
     key="pairs",
-    item=_item(id=_ID, same=_BOOL),
+    item=_item(id=_ID),
 )
 
 #: Fields: {dialogue}, {facts} (lines "[id] fact [subject; object]").
 LEVELS = Prompt(
     name="levels",
     system=(
-        "You choose which remembered facts bear on a conversation now. For each numbered fact, "
-        "give level: how it bears on the recent dialogue, above all its newest message. "
-        "0: unrelated. 1: related (same topic, not needed). 2: relevant (helps to answer or to "
-        "continue). 3: central (it is the answer, or needed to act). Rate every fact once, and "
-        "no other. " + _JSON_ONLY
+        "You choose which remembered facts bear on a conversation now. A fact's level is how "
+        "it bears on the recent dialogue, above all its newest message (0: unrelated). "
+        "1: related (same topic, not needed). 2: relevant (helps to answer or to continue). "
+        "3: central (it is the answer, or needed to act). List only the facts at level 1 or "
+        "above, each at most once: a fact not listed is unrelated, and an empty list means "
+        "every fact is. " + _JSON_ONLY
     ),
     user="Recent dialogue (newest last):\n{dialogue}\n\nFacts:\n{facts}",
     key="facts",
-    item=_item(id=_ID, level={"type": "integer", "enum": [0, 1, 2, 3]}),
+    item=_item(id=_ID, level={"type": "integer", "enum": [1, 2, 3]}),
 )
 
 #: Fields: {conversation}, {items} (lines "[id] text").
@@ -160,15 +160,15 @@ DISTILL = Prompt(
     name="distill",
     system=(
         "Before an assistant answered a message, remembered items (facts and conversation "
-        "excerpts) were recalled for it. Given the exchange (the message and the reply), decide "
-        "for each numbered item whether it stays on record with the exchange. keep: true when "
-        "it was relevant to the exchange and neither the message nor the reply already says "
-        "it; false when it was irrelevant, or already said. Answer every item once, and no "
-        "other. " + _JSON_ONLY
+        "excerpts) were recalled for it. Given the exchange (the message and the reply), list "
+        "the id of each numbered item that stays on record with the exchange: it was relevant "
+        "to the exchange and neither the message nor the reply already says it. Leave out the "
+        "irrelevant and the already said: an item not listed is dropped, and an empty list "
+        "drops every item. " + _JSON_ONLY
     ),
     user="Exchange:\n{conversation}\n\nRecalled items:\n{items}",
     key="facts",
-    item=_item(id=_ID, keep=_BOOL),
+    item=_item(id=_ID),
 )
 
 #: The prompts by judgment name.
