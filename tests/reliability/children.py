@@ -1,5 +1,6 @@
-"""What the killed child processes of `test_kill` run: live use, a replay and an import, each
-writing an acknowledgement line to a file after every call returns. A line is written whole by
+"""What the child processes of the reliability suite run: live use, a replay and an import
+(killed by `test_kill`), and concurrent callers (`test_concurrency`), each writing an
+acknowledgement line to a file after every call returns. A line is written whole by
 one `os.write` on a file opened for appending; the parent ignores a last line without its
 newline (the child was killed while writing it)."""
 
@@ -12,8 +13,11 @@ import json
 import logging
 import os
 import random
+import threading
 import time
 from typing import Any
+
+import msgspec
 
 import fadeway
 from fadeway import _constants as C
@@ -148,3 +152,56 @@ def hold_lane(db: str, acks_path: str, seconds: float) -> None:
             assert tx.claim_lane(_owner(), now, now + seconds)
         ack("holding", seconds)
         time.sleep(600)
+
+
+# -- concurrent callers (test_concurrency) ---------------------------------------------------
+
+#: The one memory every caller talks to.
+SHARED_MEMORY = "shared"
+
+
+def caller_message(who: str, k: int) -> dict[str, Any]:
+    return {"role": "user", "content": f"{who} says {k}: {user_message(k)['content']}"}
+
+
+def caller_reply(who: str, k: int) -> dict[str, Any]:
+    return {"role": "assistant", "content": f"To {who}, {k}: done.", "refusal": None}
+
+
+def run_callers(engine: fadeway.Engine, ack: Acks, name: str, threads: int, calls: int) -> None:
+    """`threads` threads, started together, each decorating its own user messages one at a
+    time on the shared memory and reporting a reply to each; acknowledged with the monotonic
+    time the decorate was called and returned, and what each report returned."""
+    memory = engine.memory(SHARED_MEMORY)
+    barrier = threading.Barrier(threads)
+    errors: list[BaseException] = []
+
+    def caller(i: int) -> None:
+        who = f"{name}.{i}"
+        try:
+            barrier.wait()
+            for k in range(calls):
+                called = time.monotonic()
+                request = memory.decorate({"model": MODEL, "messages": [caller_message(who, k)]})
+                ack("user", who, k, called, time.monotonic())
+                reply = {"choices": [{"index": 0, "message": caller_reply(who, k)}]}
+                result = memory.report(request, reply)
+                ack("reply", who, k, msgspec.to_builtins(result))
+        except BaseException as exc:  # reported by the caller of run_callers
+            errors.append(exc)
+            barrier.abort()
+
+    running = [threading.Thread(target=caller, args=(i,)) for i in range(threads)]
+    for thread in running:
+        thread.start()
+    for thread in running:
+        thread.join()
+    if errors:
+        raise errors[0]
+
+
+def callers(db: str, acks_path: str, name: str, threads: int, calls: int) -> None:
+    """`run_callers` in a process of its own, with its own engine and background lane."""
+    _ready()
+    with fadeway.open(db, ceiling=CEILING, lane_lease_seconds=LEASE_SECONDS) as engine:
+        run_callers(engine, Acks(acks_path), name, threads, calls)
