@@ -20,7 +20,6 @@ from .children import Acks, caller_message, caller_reply, read_acks, stored_form
 from .tiers import TIERS, figure, scaled
 
 THREADS = 32
-PROCESSES, PROCESS_THREADS = 2, 4
 #: Background lane threads of the test's engine (each process has the default too).
 LANE_THREADS = 4
 
@@ -28,14 +27,14 @@ _context = multiprocessing.get_context("forkserver")
 _context.set_forkserver_preload(["fadeway", "reliability.children"])
 
 
-def converse_at_once(tmp_path: Path, calls: int, processes: int) -> tuple[list, list]:
+def converse_at_once(tmp_path: Path, calls: int, processes: int, threads: int) -> tuple[list, list]:
     """Every caller's acknowledgements, and the shared memory's stored messages."""
     db = tmp_path / "shared.db"
     fadeway.open(db).close()  # the schema, before the processes race to make it
     others = [
         _context.Process(
             target=children.callers,
-            args=(str(db), str(tmp_path / f"p{n}.acks"), f"p{n}", PROCESS_THREADS, calls),
+            args=(str(db), str(tmp_path / f"p{n}.acks"), f"p{n}", threads, calls),
             daemon=True,
         )
         for n in range(processes)
@@ -69,9 +68,11 @@ def converse_at_once(tmp_path: Path, calls: int, processes: int) -> tuple[list, 
 
 @pytest.fixture(scope="module", params=TIERS)
 def run(request, tmp_path_factory):
-    calls = scaled(request.param, 5, 100)
-    processes = scaled(request.param, PROCESSES, 4)
-    acks, stored = converse_at_once(tmp_path_factory.mktemp("concurrency"), calls, processes)
+    # The long tier makes the issue's 6,400 calls, half of them from 4 processes x 8 threads.
+    calls = scaled(request.param, 5, 50)
+    processes, threads = scaled(request.param, 2, 4), scaled(request.param, 4, 8)
+    root = tmp_path_factory.mktemp("concurrency")
+    acks, stored = converse_at_once(root, calls, processes, threads)
     return acks, stored, calls
 
 
