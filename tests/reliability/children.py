@@ -158,6 +158,13 @@ def hold_lane(db: str, acks_path: str, seconds: float) -> None:
 
 #: The one memory every caller talks to.
 SHARED_MEMORY = "shared"
+#: Settings that give the lanes work while the calls go on: small episodes, cut often.
+BUSY_LANE = {
+    "ceiling": CEILING,
+    "episode_min_tokens": 100,
+    "episode_max_tokens": 400,
+    "cut_after_tokens": 600,
+}
 
 
 def caller_message(who: str, k: int) -> dict[str, Any]:
@@ -203,5 +210,5 @@ def run_callers(engine: fadeway.Engine, ack: Acks, name: str, threads: int, call
 def callers(db: str, acks_path: str, name: str, threads: int, calls: int) -> None:
     """`run_callers` in a process of its own, with its own engine and background lane."""
     _ready()
-    with fadeway.open(db, ceiling=CEILING, lane_lease_seconds=LEASE_SECONDS) as engine:
+    with fadeway.open(db, lane_lease_seconds=LEASE_SECONDS, **BUSY_LANE) as engine:
         run_callers(engine, Acks(acks_path), name, threads, calls)

@@ -42,12 +42,18 @@ def converse_at_once(tmp_path: Path, calls: int, processes: int, threads: int) -
     for process in others:
         process.start()
     with fadeway.open(
-        db, ceiling=children.CEILING, lane_threads=LANE_THREADS, lane_lease_seconds=0.5
+        db,
+        lane_threads=LANE_THREADS,
+        lane_lease_seconds=children.LEASE_SECONDS,
+        **children.BUSY_LANE,
     ) as engine:
         children.run_callers(engine, Acks(str(tmp_path / "t.acks")), "t", THREADS, calls)
         for process in others:
             process.join(600)
             assert process.exitcode == 0, "a calling process failed; see stderr"
+        with sqlite3.connect(db) as conn:  # what the background lanes ran meanwhile
+            (lane,) = conn.execute("SELECT COUNT(*) FROM jobs WHERE state = 'done'").fetchone()
+        conn.close()
         engine.drain()
         assert engine.memory(children.SHARED_MEMORY).parked_jobs() == []
     acks = [a for path in sorted(tmp_path.glob("*.acks")) for a in read_acks(str(path))]
@@ -63,7 +69,7 @@ def converse_at_once(tmp_path: Path, calls: int, processes: int, threads: int) -
         ]
     finally:
         conn.close()
-    return acks, stored
+    return acks, stored, lane
 
 
 @pytest.fixture(scope="module", params=TIERS)
@@ -72,12 +78,12 @@ def run(request, tmp_path_factory):
     calls = scaled(request.param, 5, 50)
     processes, threads = scaled(request.param, 2, 4), scaled(request.param, 4, 8)
     root = tmp_path_factory.mktemp("concurrency")
-    acks, stored = converse_at_once(root, calls, processes, threads)
-    return acks, stored, calls
+    acks, stored, lane = converse_at_once(root, calls, processes, threads)
+    return acks, stored, calls, lane
 
 
 def test_no_acknowledged_user_message_is_lost_duplicated_or_reordered(run):
-    acks, stored, calls = run
+    acks, stored, calls, lane = run
     decorated = [a for a in acks if a[0] == "user"]
     callers = {who for _, who, *_ in decorated}
     assert len(callers) == len({a[1] for a in acks})
@@ -112,7 +118,8 @@ def test_no_acknowledged_user_message_is_lost_duplicated_or_reordered(run):
         f"concurrency: {len(callers)} callers ({THREADS} threads and {len(callers) - THREADS} "
         f"in other processes), {len(decorated) + len(replies)} calls; acknowledged user "
         f"messages lost: 0, duplicated: 0, reordered: 0; replies stored: {kept} of "
-        f"{len(replies)} (the others answered a request no longer the latest)"
+        f"{len(replies)} (the others answered a request no longer the latest); lane jobs the "
+        f"background lanes ran meanwhile: {lane}"
     )
 
 
@@ -123,7 +130,7 @@ def test_no_acknowledged_user_message_is_lost_duplicated_or_reordered(run):
     "reads it as `stored`",
 )
 def test_every_reply_not_stored_is_reported_as_such(run):
-    acks, stored, _ = run
+    acks, stored, _, _ = run
     held = set(stored)
     for _, who, k, result in (a for a in acks if a[0] == "reply"):
         was = stored_form(caller_reply(who, k)) in held
