@@ -289,3 +289,31 @@ def test_an_instruction_message_nested_5000_deep_is_refused(engine):
     with pytest.raises(errors.InvalidMessageError, match=r"input\[0\] is nested deeper"):
         engine.memory(memory_id).decorate(request)
     assert memory_id not in engine.memory_ids()
+
+
+def _depth(value) -> int:
+    """Levels of lists and dicts in a plain value: the obvious twin of `json_depth`."""
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    return 0
+
+
+_BRACKETY = st.text(alphabet='[]{}"\\ aé\n', max_size=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.recursive(
+        st.none() | st.integers() | _BRACKETY,
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_BRACKETY, inner, max_size=4),
+        max_leaves=40,
+    ),
+    st.booleans(),
+)
+def test_json_depth_counts_brackets_outside_strings_only(value, ascii_only):
+    from fadeway.wire.canonical import json_depth
+
+    data = json.dumps(value, ensure_ascii=ascii_only).encode()
+    assert json_depth(data) == _depth(value)

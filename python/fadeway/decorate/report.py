@@ -45,6 +45,7 @@ def report(
 ) -> ReportResult:
     """Store the provider's reply to a decorated `request` (see `Memory.report`)."""
     parsed = wire.parse_request(request)
+    services.limits.check_count(wire.reply_items_sent(response), "the reply")  # before reading
     reply = wire.parse_response(parsed.format, response)
     services.limits.check_count(len(reply.items), "the reply")
     now = services.now(at)

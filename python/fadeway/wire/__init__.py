@@ -35,6 +35,7 @@ __all__ = [
     "entry",
     "assemble",
     "parse_response",
+    "reply_items_sent",
     "text_of",
 ]
 
@@ -225,6 +226,20 @@ def parse_response(fmt: Format, response: Any) -> Reply:
             f"a {looks_like.value} response was reported for a {fmt.value} request"
         )
     return _MODULES[fmt].reply(data)
+
+
+def reply_items_sent(response: Any) -> int:
+    """How many output items a Responses reply (a dict or an SDK object) holds, counted before
+    it is parsed, so that a reply over max_request_messages is refused without reading it
+    (parsing 100,000 items took 2 s and 135 MB first). 0 when it holds no list of them (a Chat
+    reply, a stream, something malformed): parsing judges those."""
+    if isinstance(response, dict):
+        output = response.get("output")
+    elif hasattr(response, "model_dump"):  # an SDK object: its fields are plain attributes
+        output = getattr(response, "output", None)
+    else:
+        return 0
+    return len(output) if isinstance(output, (list, tuple)) else 0
 
 
 def is_user_message(message: Any) -> bool:

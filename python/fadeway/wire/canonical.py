@@ -12,6 +12,7 @@ recursive Python code reads the value (issue 33).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import re
 from typing import Any
@@ -77,24 +78,23 @@ _encode_sorted = msgspec.json.Encoder(enc_hook=_dump_model, order="sorted").enco
 _decode = msgspec.json.decode
 
 
-# A JSON string (escapes included) or one bracket: what `json_depth` steps through.
-_DEPTH_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[{]|[\]}]')
+# A JSON string, escapes included (the unrolled form: one pass in C, no backtracking).
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+# Every byte but the brackets, and the brackets as steps up (2) and down (0) from 1.
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_STEPS = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
 
 
 def json_depth(data: bytes) -> int:
     """How many levels of objects and arrays the JSON text `data` nests (0 for a scalar).
 
-    Strings are skipped whole, so brackets inside them do not count. Called only on text with
-    more opening brackets than the limit (`check_depth`), which no ordinary message has."""
-    depth = deepest = 0
-    for token in _DEPTH_TOKENS.finditer(data):
-        first = token.group()[:1]
-        if first in (b"[", b"{"):
-            depth += 1
-            deepest = max(deepest, depth)
-        elif first in (b"]", b"}"):
-            depth -= 1
-    return deepest
+    Strings are removed first, so brackets inside them do not count; then everything but the
+    brackets, all in C, and only the brackets are walked in Python. (A walk over every token
+    with a regex took 0.3 s and 150 MB on the 1.3 MB of a 10,000-fact note, and 2 s on a
+    reply of 100,000 items.) Called only on text with more opening brackets than the limit
+    (`check_depth`), which no ordinary message has."""
+    brackets = _JSON_STRING.sub(b"", data).translate(_STEPS, _NOT_BRACKETS)
+    return max(itertools.accumulate(step - 1 for step in brackets), default=0)
 
 
 def check_depth(data: bytes, where: str, error: type[FadewayError]) -> None:
