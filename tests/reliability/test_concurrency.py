@@ -123,15 +123,10 @@ def test_no_acknowledged_user_message_is_lost_duplicated_or_reordered(run):
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 33, item 5: ReportResult does not say whether the reply was stored (a "
-    "reply to a request older than the latest decorate is dropped silently); this test "
-    "reads it as `stored`",
-)
 def test_every_reply_not_stored_is_reported_as_such(run):
     acks, stored, _, _ = run
     held = set(stored)
     for _, who, k, result in (a for a in acks if a[0] == "reply"):
         was = stored_form(caller_reply(who, k)) in held
         assert result.get("stored") is was, f"{who}'s reply {k}: stored {was}, told {result}"
+        assert (result.get("not_stored") is None) is was, result
