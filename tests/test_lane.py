@@ -502,3 +502,33 @@ def test_the_job_table_runs_every_kind_of_job_and_says_which_may_be_skipped(quie
         # A skippable job's handler says when it is stale; no other handler pretends to.
         assert isinstance(job.handler, Skippable) == job.skippable == hasattr(job.handler, "stale")
     assert {k for k, j in jobs.items() if j.skippable} == {JobKind.WALK, JobKind.DISTILL}
+
+
+def test_a_lease_is_gone_only_when_its_process_of_this_host_no_longer_runs():
+    """`gone` takes a dead worker's lease on this host at once, and nothing else: not another
+    host's, not a live process's, not this process's, not an older fadeway's name."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from fadeway.lane.worker import _NAMESPACE, _owner, gone
+
+    if not _NAMESPACE:
+        pytest.skip("no /proc/self/ns/pid here: a lease is never taken before it expires")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    host = socket.gethostname()
+    assert gone(f"{host}:{_NAMESPACE}:{dead.pid}:1")
+    assert gone(f"{host}:{_NAMESPACE}:{dead.pid}:1:drain")
+    assert not gone(_owner())  # this process
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]) as alive:
+        try:
+            assert not gone(f"{host}:{_NAMESPACE}:{alive.pid}:1")
+        finally:
+            alive.kill()
+    assert not gone(f"another-{host}:{_NAMESPACE}:{dead.pid}:1")  # another host's
+    assert not gone(f"{host}:1:{dead.pid}:1")  # another PID namespace's (a container)
+    assert not gone(f"{host}:{dead.pid}:1")  # an older fadeway's host:pid:thread
+    assert not gone("")
+    assert os.getpid() != dead.pid

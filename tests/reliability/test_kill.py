@@ -320,11 +320,6 @@ DEAD_LEASE_SECONDS = 2.0
 RESTART_SECONDS = 0.5
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 33, item 7: a restart on the same host waits out the lane lease of its own "
-    "killed worker instead of taking it at once",
-)
 def test_a_restart_takes_its_own_dead_lease_at_once(tmp_path):
     db, acks = tmp_path / "lease.db", tmp_path / "lease.acks"
     child = _context.Process(

@@ -5,7 +5,10 @@ Only the oldest pending job of a memory runs, so a score never races the cut it 
 worker holds a memory's lane by a lease in the store; a job is prepared from a snapshot (where a
 judge may take its time, no lock held) and applied in one transaction that also marks it done.
 A worker that dies mid-job leaves the job pending and its lease to expire: the job runs again
-and is applied once. Different memories' lanes run concurrently.
+and is applied once. A lease whose holder is a process of this host (and of this PID namespace,
+so a container sharing the hostname is not mistaken for it) that no longer runs is taken at once
+(`gone`): a restart after a crash does not wait out its own dead lease. Different memories' lanes
+run concurrently.
 
 A job out of attempts is parked (state "failed", kept with its error) and the lane moves on; a
 later run of its memory's lane queues it again, in its place, once its wait has passed
@@ -42,8 +45,38 @@ __all__ = ["BackgroundWorker", "Lane", "transient"]
 log = logging.getLogger("fadeway.lane")
 
 
+def _pid_namespace() -> str:
+    """This process's PID namespace (its inode), or "" where there is no /proc to say."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return ""
+
+
+_NAMESPACE = _pid_namespace()
+
+
 def _owner() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+    """A lease holder's name: host, PID namespace, process and thread."""
+    return f"{socket.gethostname()}:{_NAMESPACE}:{os.getpid()}:{threading.get_ident()}"
+
+
+def gone(holder: str) -> bool:
+    """Whether the lease `holder` names a process that no longer runs: one of this host and
+    PID namespace (both known), other than this one, that signal 0 cannot reach. Anything else
+    (another host, an older fadeway's name, a process alive or not ours to signal) is not."""
+    host, namespace, pid, *_ = [*holder.split(":"), "", "", ""]
+    if host != socket.gethostname() or not _NAMESPACE or namespace != _NAMESPACE:
+        return False
+    if not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, another user's
+        return False
+    return False
 
 
 class Lane:
@@ -98,7 +131,7 @@ class Lane:
         `revive`, parked jobs whose wait has passed are queued again first, in their places."""
         now = time.time()
         with self.store.write(memory_id) as tx:
-            if not tx.claim_lane(owner, now, now + self.queue.lease_seconds):
+            if not tx.claim_lane(owner, now, now + self.queue.lease_seconds, gone=gone):
                 return False, None
             if revive and (revived := tx.revive_jobs(now)):
                 log.info("memory %r: %d parked jobs queued again", memory_id, revived)

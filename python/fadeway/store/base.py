@@ -8,7 +8,7 @@ no query can read across memories. Writes take the memory's write lock for the w
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 
 import numpy as np
@@ -310,8 +310,11 @@ class Transaction(abc.ABC):
         """The memory's jobs in the order queued (those in `state`, when given)."""
 
     @abc.abstractmethod
-    def claim_lane(self, owner: str, now: float, until: float) -> bool:
-        """Take (or renew) the memory's lane for `owner` unless another holds an unexpired lease."""
+    def claim_lane(
+        self, owner: str, now: float, until: float, *, gone: Callable[[str], bool] | None = None
+    ) -> bool:
+        """Take (or renew) the memory's lane for `owner` unless another holds an unexpired lease
+        (one whose holder `gone` says no longer runs is taken all the same)."""
 
     @abc.abstractmethod
     def release_lane(self, owner: str) -> None: ...

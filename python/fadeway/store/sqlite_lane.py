@@ -3,11 +3,15 @@ SQLite transaction. Every query is bound to the transaction's memory id."""
 
 from __future__ import annotations
 
+import logging
 import sqlite3
+from collections.abc import Callable
 
 from ..records import JobRecord
 
 __all__ = ["LaneQueries"]
+
+log = logging.getLogger("fadeway.lane")
 
 _JOB_COLUMNS = "n, kind, payload, created_at, state, attempts, error, retry_at, waits, parked"
 
@@ -99,7 +103,9 @@ class LaneQueries:
             args += (state,)
         return [_job(r) for r in self._conn.execute(sql + " ORDER BY n", args)]
 
-    def claim_lane(self, owner: str, now: float, until: float) -> bool:
+    def claim_lane(
+        self, owner: str, now: float, until: float, *, gone: Callable[[str], bool] | None = None
+    ) -> bool:
         row = self._conn.execute(
             "SELECT owner, lease_until FROM lanes WHERE memory_id = ?", (self.memory_id,)
         ).fetchone()
@@ -111,7 +117,9 @@ class LaneQueries:
             return True
         holder, lease_until = row
         if holder not in (None, owner) and lease_until is not None and lease_until > now:
-            return False
+            if gone is None or not gone(holder):
+                return False
+            log.info("memory %r: lane lease of %s taken: it no longer runs", self.memory_id, holder)
         self._conn.execute(
             "UPDATE lanes SET owner = ?, lease_until = ? WHERE memory_id = ?",
             (owner, until, self.memory_id),
