@@ -207,7 +207,14 @@ def _add_inspect(sub: Commands) -> None:
         "seconds; default now); states and the facts block are the "
         "current, stored ones",
     )
-    inspect.add_argument("--json", action="store_true", help="print JSON for scripts")
+    output = inspect.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print JSON for scripts")
+    output.add_argument(
+        "--html",
+        metavar="FILE",
+        help="write a self-contained HTML page instead (activation over time, states, facts "
+        "block, graph neighbourhoods, each turn's recall block, model calls; opens offline)",
+    )
     inspect.set_defaults(run=commands.inspect)
 
 
