@@ -1,10 +1,12 @@
 """`fadeway inspect MEMORY --html FILE`: the page shows every section, escapes every stored text,
-and refers to nothing on the network."""
+refers to nothing on the network, and renders in headless Chromium without a console message."""
 
 from __future__ import annotations
 
 import html
 import re
+import shutil
+import subprocess
 
 import pytest
 
@@ -175,3 +177,63 @@ def test_export_shares_the_write_beside_and_rename(built, tmp_path):
     target = tmp_path / "m.jsonl"
     assert main(["export", HOSTILE_ID, "--db", str(db), "-o", str(target)]) == 0
     assert [p.name for p in tmp_path.iterdir()] == ["m.jsonl"] and target.stat().st_size > 0
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _render(page, out, *flags):
+    """Headless Chromium on the file `page`; returns the run (stderr holds its log, console
+    messages as `INFO:CONSOLE` lines)."""
+    return subprocess.run(
+        [
+            CHROMIUM,
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--enable-logging=stderr",
+            "--v=0",
+            f"--user-data-dir={out / 'profile'}",
+            "--window-size=1280,2000",
+            *flags,
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _console(run) -> list[str]:
+    return [line for line in run.stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
+
+
+@pytest.mark.chromium
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="no chromium binary on PATH (Debian: apt-get install chromium)"
+)
+def test_the_page_renders_in_headless_chromium_without_a_console_message(built, tmp_path):
+    _, _, page = built
+    path = tmp_path / "report.html"
+    path.write_text(page, encoding="utf-8")
+    # The capture works: a page with a failing script and a blocked load logs both.
+    bad = tmp_path / "bad.html"
+    bad.write_text(
+        page.replace("</body>", "<script>undefinedFunction()</script></body>"), encoding="utf-8"
+    )
+    logged = _console(_render(bad, tmp_path, "--dump-dom"))
+    assert any("inline script" in line for line in logged), logged  # refused by the CSP
+    # The page: a screenshot, and no console message at all (it runs no script).
+    shot = tmp_path / "page.png"
+    run = _render(path, tmp_path, f"--screenshot={shot}")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert _console(run) == []
+    png = shot.read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 20_000
+    assert int.from_bytes(png[16:20], "big") == 1280  # the width asked for
+    # The document as Chromium built it: hostile text stayed text, every section is there.
+    dom = _render(path, tmp_path, "--dump-dom")
+    assert dom.returncode == 0 and _console(dom) == []
+    assert "<script" not in dom.stdout.lower() and html.escape(HOSTILE) in dom.stdout
+    for section in ("activation", "episodes", "facts-block", "graph", "recall", "usage"):
+        assert f'<section id="{section}">' in dom.stdout
