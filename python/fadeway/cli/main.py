@@ -195,7 +195,9 @@ def _add_inspect(sub: Commands) -> None:
         help="show one memory: episodes, facts block, graph",
         description="Episodes with state, turns, time span, size, "
         "activation and significance; the facts block as "
-        "the model sees it; the graph's counts.",
+        "the model sees it; the graph's counts. With --html FILE, all that and more "
+        "(activation over time, graph neighbourhoods, each turn's recall block, model "
+        "calls) as one offline HTML page.",
     )
     inspect.add_argument("memory", metavar="MEMORY")
     _add_db(inspect)
