@@ -9,9 +9,10 @@ import shlex
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import msgspec
 
@@ -22,6 +23,7 @@ from ..export.files import check_export_file
 from ..replay.sources import check_file, detect, read_inputs
 from .batch import MemorySummary, ReplaySettings, run_batch
 from .inspection import inspect_memory, render
+from .page import build_page, gather_page
 from .spending import combine, memory_usage, parked_jobs, read_prices, render_usage, usage_view
 from .stores import open_store
 from .words import counted, when
@@ -43,6 +45,8 @@ __all__ = [
 #: The bundled sample `fadeway demo` replays, and the ceiling it replays it under (small, so
 #: that episodes leave, notes are taken and the facts block fills within the sample).
 DEMO_SAMPLE = "launch-week.jsonl"
+
+T = TypeVar("T")
 
 
 #: Summaries list each memory up to this many; beyond, only the totals.
@@ -166,10 +170,16 @@ def replay(args: argparse.Namespace) -> int:
 
 
 def inspect(args: argparse.Namespace) -> int:
+    at = args.at if args.at is not None else time.time()
+    if args.html is not None:
+        target = _output_path(args.html, "--html")  # before the store opens
+        with _open_existing(args.db) as engine:
+            page = build_page(gather_page(engine.store, args.memory, at, plot_end=args.at))
+        _write_beside(target, args.html, "--html", lambda fp: fp.write(page.encode()))
+        say(f"wrote {target} (memory {args.memory!r})", file=sys.stderr)
+        return 0
     with _open_existing(args.db) as engine:
-        view = inspect_memory(
-            engine.store, args.memory, args.at if args.at is not None else time.time()
-        )
+        view = inspect_memory(engine.store, args.memory, at)
     if args.json:
         say(json.dumps(view, indent=2, ensure_ascii=False))
     else:
@@ -270,15 +280,37 @@ def recall(args: argparse.Namespace) -> int:
     return 0
 
 
-def _output_path(output: str) -> Path:
-    """The file `-o` names, checked before the store opens: its directory must be there (the
-    error names the path given, not the temporary file written beside it)."""
+def _output_path(output: str, option: str = "-o") -> Path:
+    """The file `option` names, checked before the store opens: its directory must be there
+    (the error names the path given, not the temporary file written beside it)."""
     target = Path(output)
     if target.is_dir():
-        raise UsageError(f"-o {output}: that is a directory; name a file to write")
+        raise UsageError(f"{option} {output}: that is a directory; name a file to write")
     if not target.parent.is_dir():
-        raise UsageError(f"-o {output}: the directory {target.parent} does not exist")
+        raise UsageError(f"{option} {output}: the directory {target.parent} does not exist")
     return target
+
+
+def _write_beside(target: Path, given: str, option: str, write: Callable[[IO[bytes]], T]) -> T:
+    """Run `write` on a file beside `target`, then rename it into place: never a half-written
+    file. `given` is the path as the user gave it with `option`, for errors."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    except OSError as exc:
+        raise UsageError(
+            f"{option} {given}: cannot write in {target.parent}: {exc.strerror or exc}"
+        ) from None
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; this is a plain file
+        with os.fdopen(fd, "wb") as fp:
+            result = write(fp)
+        os.replace(tmp, target)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return result
 
 
 def export(args: argparse.Namespace) -> int:
@@ -294,23 +326,7 @@ def export(args: argparse.Namespace) -> int:
             write_jsonl(docs, sys.stdout.buffer)
             sys.stdout.flush()
             return 0
-        # Written beside the target and renamed at the end: never a half-written file.
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-        except OSError as exc:
-            raise UsageError(
-                f"-o {args.output}: cannot write in {target.parent}: {exc.strerror or exc}"
-            ) from None
-        try:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; an export is a plain file
-            with os.fdopen(fd, "wb") as fp:
-                n = write_jsonl(docs, fp)
-            os.replace(tmp, target)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        n = _write_beside(target, args.output, "-o", lambda fp: write_jsonl(docs, fp))
     say(f"exported {counted(n, 'memory', 'memories')} to {target}", file=sys.stderr)
     return 0
 

@@ -19,7 +19,7 @@ from ..store import Store
 from .words import counted
 from .words import when as _when
 
-__all__ = ["MemoryNotFoundError", "inspect_memory", "render"]
+__all__ = ["MemoryNotFoundError", "empty_facts_block", "inspect_memory", "render"]
 
 
 def inspect_memory(store: Store, memory_id: str, at: float) -> dict[str, Any]:
@@ -151,19 +151,20 @@ def render(view: dict[str, Any]) -> str:
         "",
         "facts block (as the model sees it):",
     ]
-    block = view["facts_block"]
-    if block:
-        out.append(block)
-    elif view["states"].get("sealed"):
-        out.append("(empty: the notes of the sealed episodes hold no facts)")
-    elif view["states"].get("forgotten"):
-        out.append(
+    out.append(view["facts_block"] or empty_facts_block(view["states"]))
+    return "\n".join(out)
+
+
+def empty_facts_block(states: dict[str, int]) -> str:
+    """Why the facts block is empty, given the episodes' counts by state."""
+    if states.get("sealed"):
+        return "(empty: the notes of the sealed episodes hold no facts)"
+    if states.get("forgotten"):
+        return (
             "(empty: no episode is sealed now; the forgotten ones' facts left the block, "
             "and recall brings them back)"
         )
-    else:
-        out.append("(empty: no episode has sealed yet)")
-    return "\n".join(out)
+    return "(empty: no episode has sealed yet)"
 
 
 def _render_lane(memory_id: str, lane: dict[str, Any]) -> list[str]:

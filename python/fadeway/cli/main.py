@@ -195,7 +195,9 @@ def _add_inspect(sub: Commands) -> None:
         help="show one memory: episodes, facts block, graph",
         description="Episodes with state, turns, time span, size, "
         "activation and significance; the facts block as "
-        "the model sees it; the graph's counts.",
+        "the model sees it; the graph's counts. With --html FILE, all that and more "
+        "(activation over time, graph neighbourhoods, each turn's recall block, model "
+        "calls) as one offline HTML page.",
     )
     inspect.add_argument("memory", metavar="MEMORY")
     _add_db(inspect)
@@ -207,7 +209,14 @@ def _add_inspect(sub: Commands) -> None:
         "seconds; default now); states and the facts block are the "
         "current, stored ones",
     )
-    inspect.add_argument("--json", action="store_true", help="print JSON for scripts")
+    output = inspect.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print JSON for scripts")
+    output.add_argument(
+        "--html",
+        metavar="FILE",
+        help="write a self-contained HTML page instead (activation over time, states, facts "
+        "block, graph neighbourhoods, each turn's recall block, model calls; opens offline)",
+    )
     inspect.set_defaults(run=commands.inspect)
 
 

@@ -18,6 +18,7 @@ from ..store import Store
 from ..usage import UsageSummary, sum_usage, summarise_usage
 
 __all__ = [
+    "NO_CALLS",
     "Prices",
     "combine",
     "memory_usage",
@@ -31,6 +32,9 @@ __all__ = [
 Prices = dict[str, tuple[float, float]]
 
 _NO_COST = "—"
+
+#: What a memory without recorded model calls shows for its usage.
+NO_CALLS = "no model calls recorded (an offline judge, note writer or embedder makes none)"
 
 
 def read_prices(path: str | Path) -> Prices:
@@ -128,10 +132,7 @@ def usage_view(rows: list[UsageSummary], prices: Prices | None = None) -> dict[s
 def render_usage(view: dict[str, Any], indent: str = "") -> str:
     """The usage view as a table for a terminal (a cost column when it holds costs)."""
     if not view["rows"]:
-        return (
-            f"{indent}no model calls recorded "
-            "(an offline judge, note writer or embedder makes none)"
-        )
+        return indent + NO_CALLS
     priced = "cost" in view["total"]
     head = (
         f"{'kind':<20} {'model':<24} {'calls':>7} {'tokens in':>12} {'tokens out':>11} "
