@@ -157,30 +157,36 @@ def build(db: Path, passages: int, facts: int, seed: int = 7) -> None:
             engine.services.indexes.get("big").sync(tx)  # builds and (at close) saves the indexes
 
 
+def messages(queries: int, seed: int = 11) -> tuple[list[str], list[str]]:
+    """`queries` new user messages, each with the recent conversation decorate passes with it
+    (the previous message, a reply, the new message)."""
+    rng = random.Random(seed)
+    words, weights = vocabulary(random.Random(7))
+    texts = [
+        sentence(rng, words, weights, rng.randint(5, 30))
+        + (" " + sentence(rng, words, weights, 8) if rng.random() < 0.3 else "")
+        for _ in range(queries)
+    ]
+    replies = [
+        " ".join(
+            sentence(rng, words, weights, rng.randint(8, 25)) for _ in range(rng.randint(1, 4))
+        )
+        for _ in range(queries)
+    ]
+    recents = [
+        "\n".join([texts[i - 1], replies[i], text])[-C.RECALL_RECENT_CHARS :]
+        for i, text in enumerate(texts)
+    ]
+    return texts, recents
+
+
 def measure(
     db: Path, queries: int, prepared: bool, rounds: int, seed: int = 11
 ) -> tuple[dict[str, list[float]], list[float]]:
     """Stage timings of each query's fastest run over `rounds` rounds, and every run's whole
     time."""
-    rng = random.Random(seed)
-    words, weights = vocabulary(random.Random(7))
+    texts, recents = messages(queries, seed)
     with fadeway.open(db, background=False) as engine:
-        texts = [
-            sentence(rng, words, weights, rng.randint(5, 30))
-            + (" " + sentence(rng, words, weights, 8) if rng.random() < 0.3 else "")
-            for _ in range(queries)
-        ]
-        # What decorate passes as the recent conversation: the last messages and the new one.
-        replies = [
-            " ".join(
-                sentence(rng, words, weights, rng.randint(8, 25)) for _ in range(rng.randint(1, 4))
-            )
-            for _ in range(queries)
-        ]
-        recents = [
-            "\n".join([texts[i - 1], replies[i], text])[-C.RECALL_RECENT_CHARS :]
-            for i, text in enumerate(texts)
-        ]
         with engine.store.write("big") as tx:  # stores built before walks were kept get one
             tx.insert_walk(WalkRecord(turn=PREPARED_TURN, at=START, levels=[]))
         turn = PREPARED_TURN if prepared else None
