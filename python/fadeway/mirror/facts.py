@@ -40,6 +40,8 @@ class MemoryCache:
         #: The position at which the stored facts block was found to show what it should.
         self.block_checked: tuple[int | None, ...] | None = None
         self._last_fact = self._last_episode = 0  # the highest numbers read so far
+        # `restatements` of one graph and facts (replaced, never changed, by a sync).
+        self._restated: tuple[Graph, dict[int, FactRecord], dict[int, int]] | None = None
 
     def position(self) -> tuple[int | None, ...]:
         """How far this cache has read (it moves with every sync that finds something new)."""
@@ -83,3 +85,21 @@ class MemoryCache:
             for n, eps in self.fact_episodes.items():
                 for e in eps:
                     self.episode_facts.setdefault(e, []).append(n)
+
+    def restatements(self, graph: Graph, facts: dict[int, FactRecord]) -> dict[int, int]:
+        """Each held fact of `graph` that restatements were merged into -> its latest statement
+        (the newest of it and them). Kept while the graph and facts are the ones it was made
+        from: every recall reads it, and it reads every edge of the graph."""
+        memo = self._restated
+        if memo is not None and memo[0] is graph and memo[1] is facts:
+            return memo[2]
+        latest: dict[int, int] = {}
+        for fact, edge in graph.edges.items():
+            if edge.merged_into is None or fact not in facts:
+                continue
+            root = graph.root(fact)
+            best = latest.get(root, root)
+            if best not in facts or (facts[fact].at, fact) > (facts[best].at, best):
+                latest[root] = fact
+        self._restated = (graph, facts, latest)
+        return latest

@@ -19,8 +19,6 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import numpy as np
-
 from .. import _constants as C
 from .. import blocks, tokens
 from .._core import tokenize
@@ -340,20 +338,24 @@ def excerpts_of(
     out: list[blocks.Excerpt] = []
     facts_shown: list[int] = []
     seen = set(shown)
+    wanted = frozenset(tokenize(query)) if query is not None else None
+    ranked: dict[int, list[int]] = {}  # episode -> its facts that `fact_rank` holds
     for p in passages:
-        own = [
-            n
-            for n in snap.shown(snap.episode_facts.get(p.episode, []))
-            if n not in seen and n in fact_rank
-        ]
+        if (held := ranked.get(p.episode)) is None:  # passages of one episode are many
+            held = ranked[p.episode] = (
+                [n for n in snap.shown(snap.episode_facts.get(p.episode, [])) if n in fact_rank]
+                if fact_rank
+                else []
+            )
+        own = [n for n in held if n not in seen]
         own.sort(key=fact_rank.__getitem__)
         facts = own[: C.RECALL_EXCERPT_FACTS]
         seen.update(facts)
         facts_shown += facts
         prefix = f"{p.role}: "
         text = p.text[len(prefix) :] if p.text.startswith(prefix) else p.text
-        if query is not None:
-            text = window(text, query)
+        if wanted is not None:
+            text = _window(text, wanted)
         out.append(
             blocks.Excerpt(
                 turn=p.turn,
@@ -371,13 +373,15 @@ def said_by(
 ) -> dict[int, frozenset[int]]:
     """Of `facts`, those an excerpt carries (FACT_SAID_SHARE of the fact's words or more in the
     text it shows), each with the passages of the `excerpts` ((passage, text shown)) that do."""
-    shown = [(n, set(tokenize(text))) for n, text in excerpts]
+    shown = [(n, _word_set(text)) for n, text in excerpts]
+    anywhere = frozenset().union(*(have for _, have in shown))
     out: dict[int, frozenset[int]] = {}
     for f in facts:
-        words = set(tokenize(snap.facts[f].text))
-        said = frozenset(
-            n for n, have in shown if words and len(words & have) >= C.FACT_SAID_SHARE * len(words)
-        )
+        words = _word_set(snap.facts[f].text)
+        need = C.FACT_SAID_SHARE * len(words)
+        if not words or len(words & anywhere) < need:  # no excerpt can say it: most facts
+            continue
+        said = frozenset(n for n, have in shown if len(words & have) >= need)
         if said:
             out[f] = said
     return out
@@ -387,25 +391,70 @@ def window(text: str, query: str) -> str:
     """`text` when it has at most EXCERPT_MAX_WORDS words, else the EXCERPT_WINDOW_WORDS words of
     it that hold the most of the `query`'s terms (the first such run), marked with an ellipsis
     where it was cut. A leading speaker label ("Gina:") stays: who said it matters."""
-    words = text.split()
-    if len(words) <= C.EXCERPT_MAX_WORDS:
+    return _window(text, frozenset(tokenize(query)))
+
+
+def _window(text: str, wanted: frozenset[str]) -> str:
+    """`window`, the query read as its terms, `wanted` (one query windows every excerpt)."""
+    words = _words(text, C.EXCERPT_MAX_WORDS)
+    if words is None:
         return text
-    label = words[0] if words[0].endswith(":") and len(words[0]) > 1 else ""
-    wanted = set(tokenize(query))
-    hits = np.array([bool(wanted.intersection(_terms(w))) for w in words], dtype=np.int32)
-    size = C.EXCERPT_WINDOW_WORDS
-    sums = np.convolve(hits, np.ones(size, dtype=np.int32), mode="valid")
-    start = int(np.argmax(sums))  # the first best
+    size, n = C.EXCERPT_WINDOW_WORDS, len(words.words)
+    # A word holds a query term when it is at one of the term's places: found from the terms
+    # the text and the query share, not by reading every word (most share nothing).
+    hits = [0] * n
+    for term in wanted & words.places.keys():
+        for i in words.places[term]:
+            hits[i] = 1
+    best = run = sum(hits[:size])
+    start = 0
+    for i in range(size, n):  # the first best run of `size` words
+        run += hits[i] - hits[i - size]
+        if run > best:
+            best, start = run, i - size + 1
     end = start + size
+    label = words.label
     head = [label] if label and start > 0 else []
     cut_before = ["…"] if start > (1 if label else 0) else []
-    cut_after = ["…"] if end < len(words) else []
-    return " ".join([*head, *cut_before, *words[start:end], *cut_after])
+    cut_after = ["…"] if end < n else []
+    return " ".join([*head, *cut_before, *words.words[start:end], *cut_after])
+
+
+@dataclass(frozen=True, slots=True)
+class _Words:
+    """A long text's words as `window` reads them: the words, a leading speaker label, and the
+    places (word indices) of each of its terms."""
+
+    words: tuple[str, ...]
+    label: str
+    places: dict[str, tuple[int, ...]]
+
+
+# Cached by text across recalls: a passage's words never change, and the passages one topic
+# recalls come back with the next messages (the text is the key, so nothing goes stale).
+@functools.lru_cache(maxsize=C.RECALL_TEXT_CACHE)
+def _words(text: str, most: int) -> _Words | None:
+    """`text`'s words for windowing, or None when it has at most `most` (shown whole)."""
+    words = tuple(text.split())
+    if len(words) <= most:
+        return None
+    label = words[0] if words[0].endswith(":") and len(words[0]) > 1 else ""
+    places: dict[str, list[int]] = {}
+    for i, word in enumerate(words):
+        for term in _terms(word):
+            places.setdefault(term, []).append(i)
+    return _Words(words, label, {t: tuple(at) for t, at in places.items()})
 
 
 @functools.lru_cache(maxsize=16384)
 def _terms(word: str) -> tuple[str, ...]:
     return tuple(tokenize(word))
+
+
+@functools.lru_cache(maxsize=C.RECALL_TEXT_CACHE)
+def _word_set(text: str) -> frozenset[str]:
+    """The terms of a fact's text or an excerpt's, as `said_by` compares them."""
+    return frozenset(tokenize(text))
 
 
 def block_limit(ceiling: int) -> float:
