@@ -42,6 +42,7 @@ class MemoryCache:
         self._last_fact = self._last_episode = 0  # the highest numbers read so far
         # `restatements` of one graph and facts (replaced, never changed, by a sync).
         self._restated: tuple[Graph, dict[int, FactRecord], dict[int, int]] | None = None
+        self._merged: tuple[Graph, dict[int, list[int]]] | None = None  # `merged` of one graph
 
     def position(self) -> tuple[int | None, ...]:
         """How far this cache has read (it moves with every sync that finds something new)."""
@@ -103,3 +104,16 @@ class MemoryCache:
                 latest[root] = fact
         self._restated = (graph, facts, latest)
         return latest
+
+    def merged(self, graph: Graph) -> dict[int, list[int]]:
+        """Each fact of `graph` that others merged into -> those facts, at any depth (the facts
+        whose `graph.root` it is). Kept while the graph is the one it was made from."""
+        memo = self._merged
+        if memo is not None and memo[0] is graph:
+            return memo[1]
+        merged: dict[int, list[int]] = {}
+        for fact, edge in graph.edges.items():
+            if edge.merged_into is not None:
+                merged.setdefault(graph.root(fact), []).append(fact)
+        self._merged = (graph, merged)
+        return merged

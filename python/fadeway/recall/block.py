@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -180,16 +180,26 @@ class BlockContents:
     def _fit(self, limit: float) -> str | None:
         encoding = tokens.encoding_for_model(None)
         sizes = tokens.count_texts(encoding, [blocks.excerpt_text(e) for e in self.excerpts])
-        reckoned = self._without_excerpts() + sum(sizes) + len(sizes) + _EXCERPTS_HEADING
-        if reckoned - _RECKONING_SLACK <= limit:  # it may fit: only the block says
-            block = self.render()
-            if _fits(block, limit):
-                return block
-            reckoned = block_tokens(block)
+        excerpts_size = sum(sizes) + len(sizes) + _EXCERPTS_HEADING
+        # The rest of the block is rendered and counted only when its size may matter: when
+        # the excerpts alone are past the limit, the block cannot fit as it is.
+        reckoned: float | None = None
+        if excerpts_size - _RECKONING_SLACK <= limit:
+            reckoned = self._without_excerpts() + excerpts_size
+            if reckoned - _RECKONING_SLACK <= limit:  # it may fit: only the block says
+                block = self.render()
+                if _fits(block, limit):
+                    return block
+                reckoned = block_tokens(block)
+
+        def over() -> float:
+            whole = self._without_excerpts() + excerpts_size if reckoned is None else reckoned
+            return whole - limit
+
         lines = [blocks.grouped_line(self.snap.recalled(n)) for n in self.grouped]
         counted = tokens.count_texts(encoding, lines)
         fact_size = {n: size + 1 for n, size in zip(self.grouped, counted, strict=True)}
-        self._facts_past_room(reckoned - limit, limit, fact_size)
+        self._facts_past_room(over, limit, fact_size)
         if self.excerpts:
             reckoned = self._without_excerpts() + sum(sizes) + len(sizes) + _EXCERPTS_HEADING
             block = self._fewer_excerpts(reckoned - limit, limit, fact_size, sizes)
@@ -205,14 +215,18 @@ class BlockContents:
             block = self.render()
         return block
 
-    def _facts_past_room(self, over: float, limit: float, fact_size: dict[int, int]) -> None:
+    def _facts_past_room(
+        self, reckon: Callable[[], float], limit: float, fact_size: dict[int, int]
+    ) -> None:
         """Leave out the lowest ranked grouped facts while the block is over `limit` and they
-        take more than their room: as many as their sizes reckon (`over` tokens too many), then
-        the count set right on the rendered block."""
+        take more than their room: as many as their sizes reckon (`reckon()` tokens too many,
+        asked only when they are past their room), then the count set right on the rendered
+        block."""
         grouped = self.grouped
         facts = block_tokens(self.render(facts_only=True))
         if facts <= self.facts_room:
             return
+        over = reckon()
         shown = set(self._unsaid(grouped))
         saved = [0.0]  # tokens the lowest k facts take, reckoned
         for n in reversed(grouped):
@@ -339,15 +353,9 @@ def excerpts_of(
     facts_shown: list[int] = []
     seen = set(shown)
     wanted = frozenset(tokenize(query)) if query is not None else None
-    ranked: dict[int, list[int]] = {}  # episode -> its facts that `fact_rank` holds
+    ranked = _ranked_by_episode(snap, fact_rank)
     for p in passages:
-        if (held := ranked.get(p.episode)) is None:  # passages of one episode are many
-            held = ranked[p.episode] = (
-                [n for n in snap.shown(snap.episode_facts.get(p.episode, [])) if n in fact_rank]
-                if fact_rank
-                else []
-            )
-        own = [n for n in held if n not in seen]
+        own = [n for n in ranked.get(p.episode, ()) if n not in seen]
         own.sort(key=fact_rank.__getitem__)
         facts = own[: C.RECALL_EXCERPT_FACTS]
         seen.update(facts)
@@ -366,6 +374,21 @@ def excerpts_of(
             )
         )
     return out, facts_shown
+
+
+def _ranked_by_episode(snap: Snapshot, fact_rank: dict[int, int]) -> dict[int, list[int]]:
+    """Episode -> the facts of `fact_rank` that its passages may show: `snap.shown` of the
+    episode's facts, those `fact_rank` holds (in no order: they are sorted by rank). Found from
+    the ranked facts, a few, not from the facts of every episode a passage is in."""
+    out: dict[int, dict[int, None]] = {}
+    merged = snap.merged_into()
+    for n in fact_rank:
+        if snap.graph.root(n) != n or n not in snap.facts or n in snap.block_facts:
+            continue  # `shown` never gives it
+        for m in (n, *merged.get(n, ())):  # the facts that stand as n
+            for episode in snap.fact_episodes.get(m, ()):
+                out.setdefault(episode, {})[n] = None
+    return {episode: list(facts) for episode, facts in out.items()}
 
 
 def said_by(

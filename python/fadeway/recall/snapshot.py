@@ -69,6 +69,10 @@ class Snapshot:
             self._latest = self._cache.restatements(self.graph, self.facts)
         return self._latest.get(n, n)
 
+    def merged_into(self) -> dict[int, list[int]]:
+        """Each held fact -> the facts merged into it, at any depth (`graph.root` of them)."""
+        return self._cache.merged(self.graph)
+
     def recalled(self, n: int) -> blocks.RecalledFact:
         """Fact `n` as the block shows it: its text, dated with its latest statement's turns
         and their time."""
