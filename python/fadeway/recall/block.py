@@ -423,12 +423,7 @@ def _window(text: str, wanted: frozenset[str]) -> str:
     if words is None:
         return text
     size, n = C.EXCERPT_WINDOW_WORDS, len(words.words)
-    # A word holds a query term when it is at one of the term's places: found from the terms
-    # the text and the query share, not by reading every word (most share nothing).
-    hits = [0] * n
-    for term in wanted & words.places.keys():
-        for i in words.places[term]:
-            hits[i] = 1
+    hits = [0 if wanted.isdisjoint(terms) else 1 for terms in words.terms]
     best = run = sum(hits[:size])
     start = 0
     for i in range(size, n):  # the first best run of `size` words
@@ -445,12 +440,12 @@ def _window(text: str, wanted: frozenset[str]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class _Words:
-    """A long text's words as `window` reads them: the words, a leading speaker label, and the
-    places (word indices) of each of its terms."""
+    """A long text's words as `window` reads them: the words, a leading speaker label, and
+    each word's terms."""
 
     words: tuple[str, ...]
     label: str
-    places: dict[str, tuple[int, ...]]
+    terms: tuple[tuple[str, ...], ...]
 
 
 # Cached by text across recalls: a passage's words never change, and the passages one topic
@@ -462,11 +457,7 @@ def _words(text: str, most: int) -> _Words | None:
     if len(words) <= most:
         return None
     label = words[0] if words[0].endswith(":") and len(words[0]) > 1 else ""
-    places: dict[str, list[int]] = {}
-    for i, word in enumerate(words):
-        for term in _terms(word):
-            places.setdefault(term, []).append(i)
-    return _Words(words, label, {t: tuple(at) for t, at in places.items()})
+    return _Words(words, label, tuple(map(_terms, words)))
 
 
 @functools.lru_cache(maxsize=16384)
