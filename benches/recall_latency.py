@@ -3,7 +3,11 @@ searches, fusion, the walk with the offline judge, grouping, the block's text; n
 network) over a memory of 100k passages and 10k facts.
 
     python benches/recall_latency.py [--passages 100000] [--facts 10000] [--queries 300]
-                                     [--rounds 3] [--out benches/RESULTS-recall-latency.md]
+                                     [--rounds 3] [--db /tmp/big.db]
+                                     [--out benches/RESULTS-recall-latency.md]
+
+`--db` keeps the built store (and its saved indexes, beside it) for the next run, which then
+starts in seconds; `--out` rewrites the file's tables and keeps its sections after them.
 
 The memory is written straight into a fresh store (episodes, notes, facts with graph edges,
 passages, their hashing vectors), then opened once so its indexes are built. The queries are
@@ -276,7 +280,10 @@ def main() -> None:
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
-        args.out.write_text(text, encoding="utf-8")
+        # The tables are rewritten; the sections after them (comparisons, history) are kept.
+        old = args.out.read_text(encoding="utf-8") if args.out.exists() else ""
+        kept = old[old.index("\n## ") :] if "\n## " in old else ""
+        args.out.write_text(text + kept, encoding="utf-8")
 
 
 if __name__ == "__main__":
