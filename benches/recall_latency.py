@@ -3,7 +3,11 @@ searches, fusion, the walk with the offline judge, grouping, the block's text; n
 network) over a memory of 100k passages and 10k facts.
 
     python benches/recall_latency.py [--passages 100000] [--facts 10000] [--queries 300]
-                                     [--rounds 3] [--out benches/RESULTS-recall-latency.md]
+                                     [--rounds 3] [--db /tmp/big.db]
+                                     [--out benches/RESULTS-recall-latency.md]
+
+`--db` keeps the built store (and its saved indexes, beside it) for the next run, which then
+starts in seconds; `--out` rewrites the file's tables and keeps its sections after them.
 
 The memory is written straight into a fresh store (episodes, notes, facts with graph edges,
 passages, their hashing vectors), then opened once so its indexes are built. The queries are
@@ -157,30 +161,36 @@ def build(db: Path, passages: int, facts: int, seed: int = 7) -> None:
             engine.services.indexes.get("big").sync(tx)  # builds and (at close) saves the indexes
 
 
+def messages(queries: int, seed: int = 11) -> tuple[list[str], list[str]]:
+    """`queries` new user messages, each with the recent conversation decorate passes with it
+    (the previous message, a reply, the new message)."""
+    rng = random.Random(seed)
+    words, weights = vocabulary(random.Random(7))
+    texts = [
+        sentence(rng, words, weights, rng.randint(5, 30))
+        + (" " + sentence(rng, words, weights, 8) if rng.random() < 0.3 else "")
+        for _ in range(queries)
+    ]
+    replies = [
+        " ".join(
+            sentence(rng, words, weights, rng.randint(8, 25)) for _ in range(rng.randint(1, 4))
+        )
+        for _ in range(queries)
+    ]
+    recents = [
+        "\n".join([texts[i - 1], replies[i], text])[-C.RECALL_RECENT_CHARS :]
+        for i, text in enumerate(texts)
+    ]
+    return texts, recents
+
+
 def measure(
     db: Path, queries: int, prepared: bool, rounds: int, seed: int = 11
 ) -> tuple[dict[str, list[float]], list[float]]:
     """Stage timings of each query's fastest run over `rounds` rounds, and every run's whole
     time."""
-    rng = random.Random(seed)
-    words, weights = vocabulary(random.Random(7))
+    texts, recents = messages(queries, seed)
     with fadeway.open(db, background=False) as engine:
-        texts = [
-            sentence(rng, words, weights, rng.randint(5, 30))
-            + (" " + sentence(rng, words, weights, 8) if rng.random() < 0.3 else "")
-            for _ in range(queries)
-        ]
-        # What decorate passes as the recent conversation: the last messages and the new one.
-        replies = [
-            " ".join(
-                sentence(rng, words, weights, rng.randint(8, 25)) for _ in range(rng.randint(1, 4))
-            )
-            for _ in range(queries)
-        ]
-        recents = [
-            "\n".join([texts[i - 1], replies[i], text])[-C.RECALL_RECENT_CHARS :]
-            for i, text in enumerate(texts)
-        ]
         with engine.store.write("big") as tx:  # stores built before walks were kept get one
             tx.insert_walk(WalkRecord(turn=PREPARED_TURN, at=START, levels=[]))
         turn = PREPARED_TURN if prepared else None
@@ -270,7 +280,10 @@ def main() -> None:
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
-        args.out.write_text(text, encoding="utf-8")
+        # The tables are rewritten; the sections after them (comparisons, history) are kept.
+        old = args.out.read_text(encoding="utf-8") if args.out.exists() else ""
+        kept = old[old.index("\n## ") :] if "\n## " in old else ""
+        args.out.write_text(text + kept, encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -395,3 +395,32 @@ def facts_of_reference(episodes, facts, acks, states, graph=None, awaiting=None)
     by_n = {f.n: f for f in facts}
     taken = {e: [f for f in fs if awaiting is None or f.note < awaiting] for e, fs in out.items()}
     return {e: [by_n[n] for n in graph.shown(f.n for f in fs)] for e, fs in taken.items()}
+
+
+def window_reference(text: str, query: str, most: int, size: int) -> str:
+    """`recall.block.window`, plainly: each word checked against the query's terms, the best
+    run of `size` by a convolution (the first best), the speaker label kept."""
+    words = text.split()
+    if len(words) <= most:
+        return text
+    label = words[0] if words[0].endswith(":") and len(words[0]) > 1 else ""
+    wanted = set(_core.tokenize(query))
+    hits = np.array([bool(wanted & set(_core.tokenize(w))) for w in words], dtype=np.int32)
+    start = int(np.argmax(np.convolve(hits, np.ones(size, dtype=np.int32), mode="valid")))
+    end = start + size
+    head = [label] if label and start > 0 else []
+    cut_before = ["…"] if start > (1 if label else 0) else []
+    cut_after = ["…"] if end < len(words) else []
+    return " ".join([*head, *cut_before, *words[start:end], *cut_after])
+
+
+def without_markers_reference(text: str) -> str:
+    """`neutralise.without_markers` with every text folded character by character (no shortcut
+    for ASCII with ellipses)."""
+    from fadeway.neutralise import _folded, _marker_brackets
+
+    folded, index = _folded(text)
+    out = list(text)
+    for at, safe in _marker_brackets(folded):
+        out[at if index is None else index[at]] = safe
+    return "".join(out)

@@ -28,7 +28,8 @@ from fadeway.blocks import (
     recall_block,
     turns,
 )
-from fadeway.neutralise import neutralise
+from fadeway.neutralise import neutralise, without_markers
+from reference import without_markers_reference
 
 # Copied from spec/MECHANISM.md, "What the model sees", character for character.
 SPEC_FACTS_BLOCK = """\
@@ -772,3 +773,18 @@ def test_no_line_of_the_callers_instructions_or_a_name_reads_as_the_contexts_own
     assert "- Evil Corp" not in lines
     assert [line for line in lines if line.startswith("- ")] == ["- Dana - Evil Corp"]
     assert sum(line.startswith("Canonical names:") for line in lines) == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            ["…", "[", "]", "/", " ", "assistant", "recent", "memories", "memory", "_", "x", "é"]
+        ),
+        max_size=12,
+    ).map("".join)
+)
+def test_without_markers_on_a_windowed_text_is_its_slow_twins(text: str) -> None:
+    """An excerpt's window is ASCII but for its ellipses, and is folded by a shortcut: the same
+    text as folding it character by character."""
+    assert without_markers(text) == without_markers_reference(text)

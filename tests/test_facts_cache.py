@@ -4,6 +4,7 @@ rolled back with the transaction that moved it."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -234,3 +235,51 @@ def test_decorate_keeps_its_cache_in_step_and_rolls_it_back(engine, clock):
     with engine.store.read("m") as tx:
         engine.services.mirrors.peek("m").cache.sync(tx)
     assert engine.services.mirrors.peek("m").cache.facts == fresh.facts
+
+
+def _restatements_reference(graph, facts):
+    """Each held fact -> its newest statement, the fact itself or one merged into it, read from
+    the graph whole (as recall read it on every call before the cache kept it)."""
+    latest = {}
+    for fact, edge in graph.edges.items():
+        if edge.merged_into is None or fact not in facts:
+            continue
+        root = graph.root(fact)
+        best = latest.get(root, root)
+        if best not in facts or (facts[fact].at, fact) > (facts[best].at, best):
+            latest[root] = fact
+    return latest
+
+
+def _merged_reference(graph):
+    merged = {}
+    for fact in sorted(graph.edges):
+        if graph.edges[fact].merged_into is not None:
+            merged.setdefault(graph.root(fact), []).append(fact)
+    return merged
+
+
+@settings(max_examples=200, deadline=None)
+@given(memories(), st.integers(0, 20))
+def test_the_caches_read_of_the_graph_follow_every_sync(memory, cut):
+    """What the cache keeps per graph (each fact's latest restatement, the facts merged into
+    each) is read again once a sync brings new facts or edges, never a graph's before."""
+    _, facts, acks, edges, retirements = memory
+    facts = [msgspec.structs.replace(f, at=float(f.n % 3)) for f in facts]  # ties, and order
+    cache = MemoryCache()
+    entities = [EntityRecord(n=1, name="s", at=0.0)]
+    for upto in (cut, len(facts)):
+        seen = {f.n for f in facts[:upto]}
+        cache.sync(
+            Lists(
+                facts[:upto],
+                [a for a in acks if a[1] <= max((f.note for f in facts[:upto]), default=0)],
+                [e for e in edges if e.fact in seen],
+                [r for r in retirements if r.fact in seen],
+                entities,
+            )
+        )
+        graph, held = cache.graph, cache.facts
+        assert cache.restatements(graph, held) == _restatements_reference(graph, held)
+        assert cache.merged(graph) == _merged_reference(graph)
+        assert cache.restatements(graph, held) is cache.restatements(graph, held)  # kept

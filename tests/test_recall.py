@@ -12,6 +12,8 @@ from types import SimpleNamespace
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fadeway
 from fadeway import _constants as C
@@ -26,6 +28,7 @@ from fadeway.recall.grouping import group_facts
 from fadeway.recall.pipeline import _by_speaker, recall
 from fadeway.recall.snapshot import Snapshot
 from helpers import chat_reply, converse_with_notes, note_call
+from reference import window_reference
 
 OWNER = ("Dana owns the checkout migration.", "Dana", "checkout migration", False)
 LEAVE = ("Dana is on parental leave until May.", "Dana", "parental leave", False)
@@ -862,6 +865,22 @@ def test_a_long_excerpt_shows_the_window_that_matches_the_message():
     assert window(short, "refund") == short
     # Nothing matches: the start, cut at its end only.
     assert window(text, "pricing page").split() == [*words[: C.EXCERPT_WINDOW_WORDS], "…"]
+
+
+_WINDOW_WORDS = st.sampled_from(
+    ["Gina:", "refund", "refunds", "the", "Legal", "line's", "w1", "…", "-", "x:", ":", "café"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_WINDOW_WORDS, max_size=60), st.lists(_WINDOW_WORDS, max_size=8))
+def test_a_window_is_its_slow_twins(words, query):
+    """`window` (each word's terms cached by text, the best run found by a running sum) shows
+    what the plain reading shows (`reference.window_reference`), twice: cached the second time."""
+    text, asked = " ".join(words), " ".join(query)
+    want = window_reference(text, asked, C.EXCERPT_MAX_WORDS, C.EXCERPT_WINDOW_WORDS)
+    assert window(text, asked) == want
+    assert window(text, asked) == want
 
 
 def test_a_fact_an_excerpt_says_is_not_repeated_until_the_excerpt_gives_way(tmp_path, clock):

@@ -202,6 +202,13 @@ def _marker_brackets(folded: str) -> list[tuple[int, str]]:
 def without_markers(text: str) -> str:
     """`text` with the brackets of every marker in it made parentheses: the words stay
     visible, but nothing reads as the block opening or closing."""
+    if not text.isascii():
+        # An excerpt cut to its window is ASCII but for its ellipses, which fold to three dots:
+        # that copy is the folded one, and the character-by-character fold is needed only
+        # when it holds the marker's words.
+        dotted = text.replace("\u2026", "...")
+        if dotted.isascii() and _WORDS.search(dotted.lower()) is None:
+            return text
     folded, index = _folded(text)
     swaps = _marker_brackets(folded)
     if not swaps:

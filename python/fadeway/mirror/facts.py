@@ -40,6 +40,9 @@ class MemoryCache:
         #: The position at which the stored facts block was found to show what it should.
         self.block_checked: tuple[int | None, ...] | None = None
         self._last_fact = self._last_episode = 0  # the highest numbers read so far
+        # `restatements` of one graph and facts (replaced, never changed, by a sync).
+        self._restated: tuple[Graph, dict[int, FactRecord], dict[int, int]] | None = None
+        self._merged: tuple[Graph, dict[int, list[int]]] | None = None  # `merged` of one graph
 
     def position(self) -> tuple[int | None, ...]:
         """How far this cache has read (it moves with every sync that finds something new)."""
@@ -83,3 +86,34 @@ class MemoryCache:
             for n, eps in self.fact_episodes.items():
                 for e in eps:
                     self.episode_facts.setdefault(e, []).append(n)
+
+    def restatements(self, graph: Graph, facts: dict[int, FactRecord]) -> dict[int, int]:
+        """Each held fact of `graph` that restatements were merged into -> its latest statement
+        (the newest of it and them). Kept while the graph and facts are the ones it was made
+        from: every recall reads it, and it reads every edge of the graph."""
+        memo = self._restated
+        if memo is not None and memo[0] is graph and memo[1] is facts:
+            return memo[2]
+        latest: dict[int, int] = {}
+        for fact, edge in graph.edges.items():
+            if edge.merged_into is None or fact not in facts:
+                continue
+            root = graph.root(fact)
+            best = latest.get(root, root)
+            if best not in facts or (facts[fact].at, fact) > (facts[best].at, best):
+                latest[root] = fact
+        self._restated = (graph, facts, latest)
+        return latest
+
+    def merged(self, graph: Graph) -> dict[int, list[int]]:
+        """Each fact of `graph` that others merged into -> those facts, at any depth (the facts
+        whose `graph.root` it is). Kept while the graph is the one it was made from."""
+        memo = self._merged
+        if memo is not None and memo[0] is graph:
+            return memo[1]
+        merged: dict[int, list[int]] = {}
+        for fact, edge in graph.edges.items():
+            if edge.merged_into is not None:
+                merged.setdefault(graph.root(fact), []).append(fact)
+        self._merged = (graph, merged)
+        return merged

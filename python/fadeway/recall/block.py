@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
-
-import numpy as np
 
 from .. import _constants as C
 from .. import blocks, tokens
@@ -182,16 +180,26 @@ class BlockContents:
     def _fit(self, limit: float) -> str | None:
         encoding = tokens.encoding_for_model(None)
         sizes = tokens.count_texts(encoding, [blocks.excerpt_text(e) for e in self.excerpts])
-        reckoned = self._without_excerpts() + sum(sizes) + len(sizes) + _EXCERPTS_HEADING
-        if reckoned - _RECKONING_SLACK <= limit:  # it may fit: only the block says
-            block = self.render()
-            if _fits(block, limit):
-                return block
-            reckoned = block_tokens(block)
+        excerpts_size = sum(sizes) + len(sizes) + _EXCERPTS_HEADING
+        # The rest of the block is rendered and counted only when its size may matter: when
+        # the excerpts alone are past the limit, the block cannot fit as it is.
+        reckoned: float | None = None
+        if excerpts_size - _RECKONING_SLACK <= limit:
+            reckoned = self._without_excerpts() + excerpts_size
+            if reckoned - _RECKONING_SLACK <= limit:  # it may fit: only the block says
+                block = self.render()
+                if _fits(block, limit):
+                    return block
+                reckoned = block_tokens(block)
+
+        def over() -> float:
+            whole = self._without_excerpts() + excerpts_size if reckoned is None else reckoned
+            return whole - limit
+
         lines = [blocks.grouped_line(self.snap.recalled(n)) for n in self.grouped]
         counted = tokens.count_texts(encoding, lines)
         fact_size = {n: size + 1 for n, size in zip(self.grouped, counted, strict=True)}
-        self._facts_past_room(reckoned - limit, limit, fact_size)
+        self._facts_past_room(over, limit, fact_size)
         if self.excerpts:
             reckoned = self._without_excerpts() + sum(sizes) + len(sizes) + _EXCERPTS_HEADING
             block = self._fewer_excerpts(reckoned - limit, limit, fact_size, sizes)
@@ -207,14 +215,18 @@ class BlockContents:
             block = self.render()
         return block
 
-    def _facts_past_room(self, over: float, limit: float, fact_size: dict[int, int]) -> None:
+    def _facts_past_room(
+        self, reckon: Callable[[], float], limit: float, fact_size: dict[int, int]
+    ) -> None:
         """Leave out the lowest ranked grouped facts while the block is over `limit` and they
-        take more than their room: as many as their sizes reckon (`over` tokens too many), then
-        the count set right on the rendered block."""
+        take more than their room: as many as their sizes reckon (`reckon()` tokens too many,
+        asked only when they are past their room), then the count set right on the rendered
+        block."""
         grouped = self.grouped
         facts = block_tokens(self.render(facts_only=True))
         if facts <= self.facts_room:
             return
+        over = reckon()
         shown = set(self._unsaid(grouped))
         saved = [0.0]  # tokens the lowest k facts take, reckoned
         for n in reversed(grouped):
@@ -340,20 +352,18 @@ def excerpts_of(
     out: list[blocks.Excerpt] = []
     facts_shown: list[int] = []
     seen = set(shown)
+    wanted = frozenset(tokenize(query)) if query is not None else None
+    ranked = _ranked_by_episode(snap, fact_rank)
     for p in passages:
-        own = [
-            n
-            for n in snap.shown(snap.episode_facts.get(p.episode, []))
-            if n not in seen and n in fact_rank
-        ]
+        own = [n for n in ranked.get(p.episode, ()) if n not in seen]
         own.sort(key=fact_rank.__getitem__)
         facts = own[: C.RECALL_EXCERPT_FACTS]
         seen.update(facts)
         facts_shown += facts
         prefix = f"{p.role}: "
         text = p.text[len(prefix) :] if p.text.startswith(prefix) else p.text
-        if query is not None:
-            text = window(text, query)
+        if wanted is not None:
+            text = _window(text, wanted)
         out.append(
             blocks.Excerpt(
                 turn=p.turn,
@@ -366,18 +376,35 @@ def excerpts_of(
     return out, facts_shown
 
 
+def _ranked_by_episode(snap: Snapshot, fact_rank: dict[int, int]) -> dict[int, list[int]]:
+    """Episode -> the facts of `fact_rank` that its passages may show: `snap.shown` of the
+    episode's facts, those `fact_rank` holds (in no order: they are sorted by rank). Found from
+    the ranked facts, a few, not from the facts of every episode a passage is in."""
+    out: dict[int, dict[int, None]] = {}
+    merged = snap.merged_into()
+    for n in fact_rank:
+        if snap.graph.root(n) != n or n not in snap.facts or n in snap.block_facts:
+            continue  # `shown` never gives it
+        for m in (n, *merged.get(n, ())):  # the facts that stand as n
+            for episode in snap.fact_episodes.get(m, ()):
+                out.setdefault(episode, {})[n] = None
+    return {episode: list(facts) for episode, facts in out.items()}
+
+
 def said_by(
     snap: Snapshot, facts: Sequence[int], excerpts: Sequence[tuple[int, str]]
 ) -> dict[int, frozenset[int]]:
     """Of `facts`, those an excerpt carries (FACT_SAID_SHARE of the fact's words or more in the
     text it shows), each with the passages of the `excerpts` ((passage, text shown)) that do."""
-    shown = [(n, set(tokenize(text))) for n, text in excerpts]
+    shown = [(n, _word_set(text)) for n, text in excerpts]
+    anywhere = frozenset().union(*(have for _, have in shown))
     out: dict[int, frozenset[int]] = {}
     for f in facts:
-        words = set(tokenize(snap.facts[f].text))
-        said = frozenset(
-            n for n, have in shown if words and len(words & have) >= C.FACT_SAID_SHARE * len(words)
-        )
+        words = _word_set(snap.facts[f].text)
+        need = C.FACT_SAID_SHARE * len(words)
+        if not words or len(words & anywhere) < need:  # no excerpt can say it: most facts
+            continue
+        said = frozenset(n for n, have in shown if len(words & have) >= need)
         if said:
             out[f] = said
     return out
@@ -387,25 +414,61 @@ def window(text: str, query: str) -> str:
     """`text` when it has at most EXCERPT_MAX_WORDS words, else the EXCERPT_WINDOW_WORDS words of
     it that hold the most of the `query`'s terms (the first such run), marked with an ellipsis
     where it was cut. A leading speaker label ("Gina:") stays: who said it matters."""
-    words = text.split()
-    if len(words) <= C.EXCERPT_MAX_WORDS:
+    return _window(text, frozenset(tokenize(query)))
+
+
+def _window(text: str, wanted: frozenset[str]) -> str:
+    """`window`, the query read as its terms, `wanted` (one query windows every excerpt)."""
+    words = _words(text, C.EXCERPT_MAX_WORDS)
+    if words is None:
         return text
-    label = words[0] if words[0].endswith(":") and len(words[0]) > 1 else ""
-    wanted = set(tokenize(query))
-    hits = np.array([bool(wanted.intersection(_terms(w))) for w in words], dtype=np.int32)
-    size = C.EXCERPT_WINDOW_WORDS
-    sums = np.convolve(hits, np.ones(size, dtype=np.int32), mode="valid")
-    start = int(np.argmax(sums))  # the first best
+    size, n = C.EXCERPT_WINDOW_WORDS, len(words.words)
+    hits = [0 if wanted.isdisjoint(terms) else 1 for terms in words.terms]
+    best = run = sum(hits[:size])
+    start = 0
+    for i in range(size, n):  # the first best run of `size` words
+        run += hits[i] - hits[i - size]
+        if run > best:
+            best, start = run, i - size + 1
     end = start + size
+    label = words.label
     head = [label] if label and start > 0 else []
     cut_before = ["…"] if start > (1 if label else 0) else []
-    cut_after = ["…"] if end < len(words) else []
-    return " ".join([*head, *cut_before, *words[start:end], *cut_after])
+    cut_after = ["…"] if end < n else []
+    return " ".join([*head, *cut_before, *words.words[start:end], *cut_after])
+
+
+@dataclass(frozen=True, slots=True)
+class _Words:
+    """A long text's words as `window` reads them: the words, a leading speaker label, and
+    each word's terms."""
+
+    words: tuple[str, ...]
+    label: str
+    terms: tuple[tuple[str, ...], ...]
+
+
+# Cached by text across recalls: a passage's words never change, and the passages one topic
+# recalls come back with the next messages (the text is the key, so nothing goes stale).
+@functools.lru_cache(maxsize=C.RECALL_TEXT_CACHE)
+def _words(text: str, most: int) -> _Words | None:
+    """`text`'s words for windowing, or None when it has at most `most` (shown whole)."""
+    words = tuple(text.split())
+    if len(words) <= most:
+        return None
+    label = words[0] if words[0].endswith(":") and len(words[0]) > 1 else ""
+    return _Words(words, label, tuple(map(_terms, words)))
 
 
 @functools.lru_cache(maxsize=16384)
 def _terms(word: str) -> tuple[str, ...]:
     return tuple(tokenize(word))
+
+
+@functools.lru_cache(maxsize=C.RECALL_TEXT_CACHE)
+def _word_set(text: str) -> frozenset[str]:
+    """The terms of a fact's text or an excerpt's, as `said_by` compares them."""
+    return frozenset(tokenize(text))
 
 
 def block_limit(ceiling: int) -> float:

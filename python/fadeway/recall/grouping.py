@@ -42,17 +42,18 @@ def group_facts(snap: Snapshot, ns: Sequence[int]) -> list[blocks.RecallGroup]:
         ends[n] = (a, b)
         parent[find(a)] = find(b)
     members: dict[Any, list[int]] = {}
-    for n in ns:
+    first: dict[Any, int] = {}  # each entity's first fact, by its place in `ns`
+    for i, n in enumerate(ns):
         members.setdefault(find(ends[n][0]), []).append(n)
+        for end in ends[n]:
+            first.setdefault(end, i)
     groups = []
     for facts in members.values():
         degree: dict[Any, int] = {}
         for n in facts:
             for end in dict.fromkeys(ends[n]):  # subject first: a tie names the group by it
                 degree[end] = degree.get(end, 0) + 1
-        hub = max(
-            degree, key=lambda e: (degree[e], -min(i for i, n in enumerate(ns) if e in ends[n]))
-        )
+        hub = max(degree, key=lambda e: (degree[e], -first[e]))
         newest = max(snap.when(snap.stated(n)) for n in facts)
         groups.append((newest, names[hub], [snap.recalled(n) for n in facts]))
     groups.sort(key=lambda g: -g[0])

@@ -22,6 +22,7 @@ Everything here reads; `recall.turns` stores the block with its turn.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Collection, Sequence
 
@@ -123,11 +124,16 @@ def _by_speaker(order: list[int], passages: dict[int, PassageRecord], query: str
     return sorted(order, key=place.__getitem__)
 
 
-def _speakers(passage: PassageRecord) -> set[str]:
+def _speakers(passage: PassageRecord) -> frozenset[str]:
     """Who said a passage: its speaker, and a name that labels its text ("Gina: ...")."""
     words = passage.text.split(maxsplit=2)[:2]
     labels = [w[:-1] for w in words if w.endswith(":")]
-    return set(tokenize(" ".join([passage.role, *labels])))
+    return _terms_of(" ".join([passage.role, *labels]))
+
+
+@functools.lru_cache(maxsize=1024)  # a conversation has a few speakers
+def _terms_of(who: str) -> frozenset[str]:
+    return frozenset(tokenize(who))
 
 
 def _ranked(kept: dict[int, int], candidates: Sequence[int]) -> list[int]:

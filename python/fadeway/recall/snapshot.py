@@ -27,6 +27,7 @@ class Snapshot:
             cache = MemoryCache()
             cache.sync(tx)
         memory = tx.memory()
+        self._cache = cache
         self.facts = cache.facts
         self.graph = cache.graph
         self.episodes = cache.episodes
@@ -40,6 +41,8 @@ class Snapshot:
         walks = tx.walks(prepared_turn) if prepared_turn is not None else []
         self.walk: WalkRecord | None = next((w for w in walks if w.turn == prepared_turn), None)
         self._latest: dict[int, int] | None = None  # held fact -> its latest restatement
+        # Each fact as the block shows it: a block being fitted shows the same facts again.
+        self._recalled: dict[int, blocks.RecalledFact] = {}
 
     def turns(self, fact: int) -> tuple[int, int]:
         """The turns a fact was written from (its note's episodes), or (0, 0) when unknown."""
@@ -63,29 +66,26 @@ class Snapshot:
         """The latest statement of held fact `n`: a restatement merged into it, or itself. A
         restated fact is as new as its restatement ("newer facts win")."""
         if self._latest is None:
-            self._latest = {}
-            for fact, edge in self.graph.edges.items():
-                if edge.merged_into is None or fact not in self.facts:
-                    continue
-                root = self.graph.root(fact)
-                best = self._latest.get(root, root)
-                if best not in self.facts or (self.facts[fact].at, fact) > (
-                    self.facts[best].at,
-                    best,
-                ):
-                    self._latest[root] = fact
+            self._latest = self._cache.restatements(self.graph, self.facts)
         return self._latest.get(n, n)
+
+    def merged_into(self) -> dict[int, list[int]]:
+        """Each held fact -> the facts merged into it, at any depth (`graph.root` of them)."""
+        return self._cache.merged(self.graph)
 
     def recalled(self, n: int) -> blocks.RecalledFact:
         """Fact `n` as the block shows it: its text, dated with its latest statement's turns
         and their time."""
+        if (known := self._recalled.get(n)) is not None:
+            return known
         said = self.stated(n)
         first, last = self.turns(said)
         if (first, last) == (0, 0):
             said, (first, last) = n, self.turns(n)
-        return blocks.RecalledFact(
+        fact = self._recalled[n] = blocks.RecalledFact(
             self.facts[n].text, self.when(said), first, last, retired=n in self.graph.retired
         )
+        return fact
 
     def shown(self, ns: Sequence[int]) -> list[int]:
         """`ns` as held facts, once each, in order, without those in the facts block (retired
