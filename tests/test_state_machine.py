@@ -24,8 +24,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 import fadeway
-from conftest import Clock
-from fadeway.judge import ScriptedJudge
+from conftest import Clock, open_small
 from test_forgetting_properties import Chat, Responses
 
 #: The memories, by id (one hostile), and their wire format.
@@ -62,16 +61,7 @@ class Calls(RuleBasedStateMachine):
         self.copies = itertools.count()
 
     def _open(self, name: str) -> fadeway.Engine:
-        return fadeway.open(
-            Path(self.tmp.name) / name,
-            clock=self.clock,
-            background=False,
-            ceiling=CEILING,
-            judge=ScriptedJudge(),
-            episode_min_tokens=100,
-            episode_max_tokens=400,
-            cut_after_tokens=600,
-        )
+        return open_small(Path(self.tmp.name) / name, self.clock, ceiling=CEILING)
 
     @initialize()
     def start(self) -> None:
