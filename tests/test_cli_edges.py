@@ -249,3 +249,34 @@ def test_counts_of_one_are_singular(tmp_path, capsys):
     )
     assert main(["replay", str(lines), "--db", str(tmp_path / "r.db")]) == 0
     assert "total (1 memory)" in capsys.readouterr().out
+
+
+def test_replay_and_import_take_the_size_limits_from_the_command_line(tmp_path, capsys):
+    """A recorded conversation with a message over the default 1 MiB is refused naming the
+    setting; --max-message-bytes raises it for replay, and for the import of its export."""
+    big = "x" * (1_200_000)
+    lines = [
+        {"memory_id": "m", "at": 100.0 + i, "message": message}
+        for i, message in enumerate(
+            [
+                {"role": "user", "content": big},
+                {"role": "assistant", "content": "Read it."},
+            ]
+        )
+    ]
+    recorded = tmp_path / "big.jsonl"
+    recorded.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    refused = str(tmp_path / "refused.db")
+    assert main(["replay", str(recorded), "--db", refused]) != 0
+    assert "max_message_bytes" in capsys.readouterr().err
+    db = str(tmp_path / "taken.db")
+    limit = ["--max-message-bytes", "2000000"]
+    assert main(["replay", str(recorded), "--db", db, *limit]) == 0
+    with fadeway.open(db, background=False, max_message_bytes=2_000_000) as engine:
+        assert json.loads(engine.memory("m").messages()[0].body)["content"] == big
+    exported = str(tmp_path / "m.jsonl")
+    assert main(["export", "m", "--db", db, "-o", exported]) == 0
+    capsys.readouterr()
+    assert main(["import", exported, "--db", str(tmp_path / "copy.db")]) != 0
+    assert "max_message_bytes" in capsys.readouterr().err
+    assert main(["import", exported, "--db", str(tmp_path / "copy2.db"), *limit]) == 0

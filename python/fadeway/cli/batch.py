@@ -49,6 +49,7 @@ class ReplaySettings:
     model: str = DEFAULT_MODEL
     judge: str = "offline"  # "offline" or an endpoint URL
     judge_model: str | None = None  # the LLM judge's (and LLM note writer's) model
+    limits: tuple[tuple[str, int], ...] = ()  # engine size limits set on the command line
 
 
 def open_for_replay(settings: ReplaySettings) -> Engine:
@@ -63,6 +64,7 @@ def open_for_replay(settings: ReplaySettings) -> Engine:
         lane_lease_seconds=C.REPLAY_LANE_LEASE_SECONDS,
         judge=settings.judge,
         judge_model=settings.judge_model,
+        **dict(settings.limits),
     )
 
 

@@ -131,7 +131,12 @@ def _run_replay(args: argparse.Namespace, paths: list[str]) -> dict[str, Any]:
         )
     assert judge is not None
     settings = ReplaySettings(
-        args.db, args.ceiling, writer, judge=judge, judge_model=args.judge_model
+        args.db,
+        args.ceiling,
+        writer,
+        judge=judge,
+        judge_model=args.judge_model,
+        limits=tuple(_limits(args).items()),
     )
     start = time.monotonic()
     batch = read_inputs(paths)
@@ -350,12 +355,18 @@ def _refuse_replay_inputs(path: Path, db: str) -> None:
         )
 
 
+def _limits(args: argparse.Namespace) -> dict[str, int]:
+    """The engine's size limits the command line set (`--max-message-bytes`, ...)."""
+    names = ("max_message_bytes", "max_request_messages")
+    return {n: v for n in names if (v := getattr(args, n, None)) is not None}
+
+
 def import_(args: argparse.Namespace) -> int:
     path = Path(args.file)
     check_file(path)
     _refuse_replay_inputs(path, args.db)
     check_export_file(path)
-    with open_store(args.db, background=False) as engine:
+    with open_store(args.db, background=False, **_limits(args)) as engine:
         imported, skipped = engine.import_file(args.file)
         engine.drain()  # embeds the imported facts and passages for search
     say(

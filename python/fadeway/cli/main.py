@@ -133,6 +133,25 @@ def _add_replay_options(parser: argparse.ArgumentParser, *, demo: bool = False) 
         "else FADEWAY_JUDGE_API_KEY)",
     )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _add_limits(parser)
+
+
+def _add_limits(parser: argparse.ArgumentParser) -> None:
+    """The engine's size limits a recorded conversation or an export may need raised."""
+    parser.add_argument(
+        "--max-message-bytes",
+        type=_positive,
+        default=None,
+        metavar="B",
+        help="the largest message or item taken, in bytes of its JSON (default: 1 MiB)",
+    )
+    parser.add_argument(
+        "--max-request-messages",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="the most messages a request or reply may hold (default: 50,000)",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -297,6 +316,7 @@ def _add_import(sub: Commands) -> None:
     )
     imp.add_argument("file", metavar="FILE")
     _add_db(imp)
+    _add_limits(imp)
     imp.set_defaults(run=commands.import_)
 
 
