@@ -36,6 +36,7 @@ __all__ = [
     "recall",
     "replay",
     "say",
+    "serve",
     "usage",
 ]
 
@@ -383,3 +384,36 @@ def _model_spec(value: str, option: str) -> str | None:
         else ("offline or an http(s) URL")
     )
     raise UsageError(f"{option} {value!r}: allowed is {allowed}")
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Run the proxy until interrupted: one engine for the process, its lane in background
+    threads."""
+    try:
+        import uvicorn
+
+        from ..serve.app import create_app
+    except ImportError as exc:
+        raise UsageError(
+            f"fadeway serve needs the serve extra ({exc.name} is missing): "
+            "pip install 'fadeway[serve]'"
+        ) from None
+    from ..serve.ids import MemoryIdSource
+
+    memory_from = MemoryIdSource.parse(args.memory_from)
+    if not args.upstream.startswith(("http://", "https://")):
+        raise UsageError(f"--upstream {args.upstream!r}: give an http:// or https:// API root")
+    judge = _model_spec(args.judge, "--judge")
+    if args.judge_model is not None and judge == "offline":
+        raise UsageError("--judge-model names the model behind --judge URL; give one")
+    with open_store(
+        args.db, ceiling=args.ceiling, judge=judge, judge_model=args.judge_model
+    ) as engine:
+        app = create_app(engine, args.upstream, memory_from=memory_from)
+        say(
+            f"fadeway serve: http://{args.host}:{args.port}/v1 -> {args.upstream} "
+            f"(memory from {memory_from}, store {args.db})",
+            file=sys.stderr,
+        )
+        uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    return 0
