@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -90,6 +91,11 @@ class Upstream(ThreadingHTTPServer):
         if path == RESPONSES:
             return 200, _without_usage(responses_model(body))
         return 404, {"error": {"message": f"no route {path}", "type": "invalid_request_error"}}
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # The proxy closing a stream its client left is the point of a test, not a failure.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class _UpstreamHandler(BaseHTTPRequestHandler):
@@ -692,3 +698,78 @@ def test_serve_options_are_checked_before_anything_starts(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--upstream 'ftp://example.com'" in err and "--memory-from 'cookie'" in err
     assert not (tmp_path / "never.db").exists()
+
+
+def test_a_retry_that_changes_the_refused_message_is_a_history_conflict(proxy, upstream, small):
+    """What design/serve.md says of a refused request: its new message stays stored, so a
+    retry that changes it departs from the stored history and is refused by fadeway."""
+    with _client(proxy) as client:
+        client.chat.completions.create(**_chat_request("Hello"))
+        upstream.script[CHAT].append(
+            lambda body: (400, {"error": {"message": "too long", "type": "invalid_request_error"}})
+        )
+        history = [
+            {"role": "user", "content": "Hello"},
+            {"role": "assistant", "content": "Answer to: Hello"},
+        ]
+        with pytest.raises(openai.BadRequestError):
+            client.chat.completions.create(
+                model="gpt-4.1", messages=[*history, {"role": "user", "content": "A long one"}]
+            )
+        with pytest.raises(openai.BadRequestError) as conflict:
+            client.chat.completions.create(
+                model="gpt-4.1", messages=[*history, {"role": "user", "content": "A short one"}]
+            )
+        assert conflict.value.response.json()["error"]["code"] == "history_conflict"
+        # Sent as a new message after the stored one, the changed message goes through.
+        client.chat.completions.create(
+            model="gpt-4.1",
+            messages=[*history, {"role": "user", "content": "A long one"}]
+            + [{"role": "user", "content": "A short one"}],
+        )
+    assert [m["content"] for m in _stored(small.memory("agent"))] == [
+        "Hello",
+        "Answer to: Hello",
+        "A long one",
+        "A short one",
+        "Answer to: A short one",
+    ]
+
+
+def test_a_client_that_leaves_mid_stream_frees_its_memory(proxy, upstream, small):
+    """What came before the client left is reported as a stream cut off, and the memory's next
+    request is served (its lock was released)."""
+    gate = threading.Event()
+    upstream.gate = gate
+    with _client(proxy) as client:
+        stream = client.chat.completions.create(**_chat_request("Hello"), stream=True)
+        next(iter(stream))
+        stream.close()
+        gate.set()
+        upstream.gate = None
+        completion = client.chat.completions.create(
+            model="gpt-4.1", messages=[{"role": "user", "content": "Again"}]
+        )
+    assert completion.choices[0].message.content == "Answer to: Again"
+    # Where the proxy learns the client left depends on when uvicorn saw the connection
+    # close: at once (what came, the role chunk, is a cut stream with no text: no reply to
+    # store) or only after the stream's last event (the whole reply is stored). Either way the
+    # memory holds no partial reply and serves its next request.
+    stored = _stored(small.memory("agent"))
+    whole = [{"role": "assistant", "content": "Answer to: Hello"}]
+    assert stored in (
+        [{"role": "user", "content": "Hello"}, *cut, {"role": "user", "content": "Again"}, answer]
+        for cut in ([], whole)
+        for answer in [{"role": "assistant", "content": "Answer to: Again"}]
+    )
+
+
+def test_a_request_without_its_history_key_is_refused(proxy, upstream):
+    with _client(proxy) as client:
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.post(
+                "/chat/completions", body={"model": "gpt-4.1", "input": "Hi"}, cast_to=object
+            )
+    error = refused.value.response.json()["error"]
+    assert (error["param"], error["code"]) == ("messages", "missing_required_parameter")
+    assert upstream.received == []
