@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -495,19 +498,24 @@ def _check_loop(
 
 # -- the tests ---------------------------------------------------------------------------------
 
-TURNS = 30
+#: Turns of the agent loops: the issue's 100 in the sync chat loop, 30 in the other variants (a
+#: small ceiling makes 30 enough for two note asks and their seals).
+TURNS = {("sync", False): 100}
+SHORT_TURNS = 30
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["complete", "stream"])
 @pytest.mark.parametrize("flavour", ["sync", "async"])
 def test_chat_agent_loop_through_the_proxy(proxy, upstream, small, clock, flavour, stream):
+    turns = TURNS.get((flavour, stream), SHORT_TURNS)
+
     async def run() -> list[dict[str, Any]]:
         if flavour == "sync":
             with _client(proxy) as client:
-                return await chat_loop(client, small, clock, TURNS, stream)
+                return await chat_loop(client, small, clock, turns, stream)
         client = _async_client(proxy)
         try:
-            return await chat_loop(client, small, clock, TURNS, stream)
+            return await chat_loop(client, small, clock, turns, stream)
         finally:
             await client.close()
 
@@ -526,13 +534,15 @@ def test_chat_agent_loop_through_the_proxy(proxy, upstream, small, clock, flavou
 @pytest.mark.parametrize("stream", [False, True], ids=["complete", "stream"])
 @pytest.mark.parametrize("flavour", ["sync", "async"])
 def test_responses_agent_loop_through_the_proxy(proxy, upstream, small, clock, flavour, stream):
+    turns = SHORT_TURNS
+
     async def run() -> list[dict[str, Any]]:
         if flavour == "sync":
             with _client(proxy) as client:
-                return await responses_loop(client, small, clock, TURNS, stream)
+                return await responses_loop(client, small, clock, turns, stream)
         client = _async_client(proxy)
         try:
-            return await responses_loop(client, small, clock, TURNS, stream)
+            return await responses_loop(client, small, clock, turns, stream)
         finally:
             await client.close()
 
@@ -773,3 +783,38 @@ def test_a_request_without_its_history_key_is_refused(proxy, upstream):
     error = refused.value.response.json()["error"]
     assert (error["param"], error["code"]) == ("messages", "missing_required_parameter")
     assert upstream.received == []
+
+
+def test_the_serve_command_runs_the_proxy(tmp_path, upstream):
+    """`fadeway serve` as a user runs it: the port the system chose is printed, a call through
+    it is stored in --db, and Ctrl-C stops it (exit 0)."""
+    db = tmp_path / "served.db"
+    argv = [sys.executable, "-m", "fadeway", "serve", "--upstream", upstream.url]
+    argv += ["--port", "0", "--db", str(db), "--memory-from", "user"]
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        found = re.search(r"(http://127\.0\.0\.1:\d+/v1) -> ", line)
+        assert found, line
+        deadline = time.monotonic() + 20
+        while True:  # the line comes before uvicorn's loop starts; wait for it to answer
+            try:
+                with _client(found.group(1), memory_id=None) as client:
+                    completion = client.chat.completions.create(
+                        **_chat_request("Hello", user="dora")
+                    )
+                break
+            except openai.APIConnectionError:
+                assert time.monotonic() < deadline, "the proxy never answered"
+                time.sleep(0.1)
+        assert completion.choices[0].message.content == "Answer to: Hello"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(20) == 0
+        proc.stderr.close()
+    with fadeway.open(db, background=False) as engine:
+        assert [m["content"] for m in _stored(engine.memory("dora"))] == [
+            "Hello",
+            "Answer to: Hello",
+        ]

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
+import socket
 import sys
 import tempfile
 import time
@@ -410,10 +412,22 @@ def serve(args: argparse.Namespace) -> int:
         args.db, ceiling=args.ceiling, judge=judge, judge_model=args.judge_model
     ) as engine:
         app = create_app(engine, args.upstream, memory_from=memory_from)
-        say(
-            f"fadeway serve: http://{args.host}:{args.port}/v1 -> {args.upstream} "
-            f"(memory from {memory_from}, store {args.db})",
-            file=sys.stderr,
-        )
-        uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+        # The socket is bound here, so the line below names the port even when the system
+        # chose it (--port 0), before uvicorn serves on it.
+        family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((args.host, args.port))
+            port = sock.getsockname()[1]
+            host = f"[{args.host}]" if family == socket.AF_INET6 else args.host
+            say(
+                f"fadeway serve: http://{host}:{port}/v1 -> {args.upstream} "
+                f"(memory from {memory_from}, store {args.db})",
+                file=sys.stderr,
+            )
+            server = uvicorn.Server(uvicorn.Config(app, log_level="info"))
+            # uvicorn stops on Ctrl-C (after the requests in flight), then raises it again for
+            # the caller: for a server that is the way to stop, not an interrupted run.
+            with contextlib.suppress(KeyboardInterrupt):
+                server.run(sockets=[sock])
     return 0
