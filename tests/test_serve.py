@@ -818,3 +818,17 @@ def test_the_serve_command_runs_the_proxy(tmp_path, upstream):
             "Hello",
             "Answer to: Hello",
         ]
+
+
+def test_an_upstream_that_does_not_answer_is_a_502(small):
+    with socket.socket() as closed:  # a port nothing listens on once this socket is closed
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    with running(create_app(small, f"http://127.0.0.1:{port}/v1")) as url:
+        with _client(url) as client, pytest.raises(openai.InternalServerError) as failed:
+            client.chat.completions.create(**_chat_request("Hello"))
+    assert failed.value.status_code == 502
+    error = failed.value.response.json()["error"]
+    assert (error["type"], error["code"]) == ("upstream_error", "upstream_unreachable")
+    # decorate stored the message before the upstream was tried; no reply.
+    assert _stored(small.memory("agent")) == [{"role": "user", "content": "Hello"}]
