@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -832,3 +833,58 @@ def test_an_upstream_that_does_not_answer_is_a_502(small):
     assert (error["type"], error["code"]) == ("upstream_error", "upstream_unreachable")
     # decorate stored the message before the upstream was tried; no reply.
     assert _stored(small.memory("agent")) == [{"role": "user", "content": "Hello"}]
+
+
+def _note_and_weather(fmt: str, body: dict[str, Any]) -> tuple[int, Any]:
+    """A reply whose first call is fadeway's note and second the caller's weather tool."""
+    arguments = _note_arguments()
+    if fmt == CHAT:
+        calls = [
+            {"id": "n1", "type": "function", "function": {"name": "note", "arguments": arguments}},
+            {
+                "id": "w1",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Lisbon"}'},
+            },
+        ]
+        message = {"role": "assistant", "content": None, "tool_calls": calls}
+        return 200, chat_completion(message, 100, finish_reason="tool_calls")
+    items = [
+        {"type": "function_call", "id": "fc_n1", "call_id": "n1", "name": "note"},
+        {"type": "function_call", "id": "fc_w1", "call_id": "w1", "name": "get_weather"},
+    ]
+    items[0]["arguments"], items[1]["arguments"] = arguments, '{"city": "Lisbon"}'
+    return 200, response_object([{**i, "status": "completed"} for i in items], 100, body)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["complete", "stream"])
+@pytest.mark.parametrize("fmt", [CHAT, RESPONSES], ids=["chat", "responses"])
+def test_a_note_beside_the_callers_call_is_kept_from_the_client(
+    proxy, upstream, small, fmt, stream
+):
+    """The client sees only its own call, at index 0 (the note before it taken out, indexes
+    renumbered), and its loop goes on; the stored reply keeps both calls."""
+    upstream.script[fmt].append(partial(_note_and_weather, fmt))
+    with _client(proxy) as client:
+        if fmt == CHAT:
+            request = {**_chat_request("Weather in Lisbon?"), "tools": [WEATHER_TOOL_CHAT]}
+            if stream:
+                chunks = list(client.chat.completions.create(**request, stream=True))
+                message = _chat_stream_message(chunks)
+                finish = [c.choices[0].finish_reason for c in chunks if c.choices]
+                assert finish[-1] == "tool_calls"
+            else:
+                choice = client.chat.completions.create(**request).choices[0]
+                message, finish = _dump(choice.message), [choice.finish_reason]
+            assert [c["function"]["name"] for c in message["tool_calls"]] == ["get_weather"]
+            assert finish[-1] == "tool_calls"
+        else:
+            request = {"model": "gpt-4.1", "input": "Weather in Lisbon?"}
+            request["tools"] = [WEATHER_TOOL_RESPONSES]
+            items = asyncio.run(_responses_call(client, request, stream))
+            assert [i["name"] for i in items] == ["get_weather"]
+    stored = _stored(small.memory("agent"))
+    if fmt == CHAT:
+        assert [c["id"] for c in stored[-1]["tool_calls"]] == ["n1", "w1"]
+    else:
+        assert [i["call_id"] for i in stored[-2:]] == ["n1", "w1"]

@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Coroutine, Mapping
+from collections.abc import AsyncGenerator, Coroutine, Mapping
 from typing import Any, Protocol
 
 import httpx
@@ -97,6 +97,7 @@ class MemoryCall:
             if isinstance(again, Response):
                 return again
             decorated = again
+        assert isinstance(upstream, httpx.Response)  # the loop returned any other answer
         shown = without_notes(self.fmt, reply)
         return relayed(upstream, upstream.content if shown is reply else json.dumps(shown).encode())
 
@@ -135,7 +136,7 @@ class _Relay:
         self.finished = False
         self.body = self._run()
 
-    async def _run(self) -> AsyncIterator[bytes]:
+    async def _run(self) -> AsyncGenerator[bytes, None]:
         """The events as they come, the note's taken out. The ending events (a finish reason,
         the usage chunk and `[DONE]`, or the terminal response) are held back until the reply
         is reported: a client that read a stream to its end finds the reply stored; and when

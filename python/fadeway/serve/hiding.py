@@ -44,6 +44,7 @@ def without_notes(fmt: Format, response: Any) -> Any:
             out.append(choice)
             continue
         changed = True
+        assert isinstance(message, dict)  # it held the calls
         message = {k: v for k, v in message.items() if k != "tool_calls"}
         if kept:
             message["tool_calls"] = kept
@@ -110,6 +111,7 @@ class NoteFilter:
                     kept.append(call if client == index else {**call, "index": client})
                 if kept != calls:
                     changed = True
+                    assert isinstance(delta, dict)  # it held the calls
                     delta = {k: v for k, v in delta.items() if k != "tool_calls"}
                     if kept:
                         delta["tool_calls"] = kept
