@@ -888,3 +888,38 @@ def test_a_note_beside_the_callers_call_is_kept_from_the_client(
         assert [c["id"] for c in stored[-1]["tool_calls"]] == ["n1", "w1"]
     else:
         assert [i["call_id"] for i in stored[-2:]] == ["n1", "w1"]
+
+
+def test_one_memorys_requests_run_one_at_a_time(proxy, upstream, small):
+    """Two requests of one memory at once, each sending only its new message: the second is
+    decorated after the first's reply is reported, so both replies are stored, each after its
+    own message (decorated together, the first reply would come out of order, unstored)."""
+
+    def slow(body: dict[str, Any]) -> tuple[int, Any]:
+        time.sleep(0.3)
+        return 200, _without_usage(chat_model(body))
+
+    upstream.script[CHAT] += [slow, slow]
+
+    async def both() -> None:
+        client = _async_client(proxy)
+        try:
+            await asyncio.gather(
+                *(client.chat.completions.create(**_chat_request(t)) for t in ("One", "Two"))
+            )
+        finally:
+            await client.close()
+
+    started = time.monotonic()
+    asyncio.run(both())
+    assert time.monotonic() - started >= 0.6  # one after the other
+    stored = [(m["role"], m["content"]) for m in _stored(small.memory("agent"))]
+    assert stored in (
+        [
+            ("user", a),
+            ("assistant", f"Answer to: {a}"),
+            ("user", b),
+            ("assistant", f"Answer to: {b}"),
+        ]
+        for a, b in (("One", "Two"), ("Two", "One"))
+    )
