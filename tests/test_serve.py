@@ -923,3 +923,12 @@ def test_one_memorys_requests_run_one_at_a_time(proxy, upstream, small):
         ]
         for a, b in (("One", "Two"), ("Two", "One"))
     )
+
+
+def test_serve_without_its_extra_says_what_to_install(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # as if the extra were not installed
+    argv = ["serve", "--upstream", "http://127.0.0.1:9/v1", "--db", str(tmp_path / "x.db")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "uvicorn is missing" in err and "pip install 'fadeway[serve]'" in err
+    assert not (tmp_path / "x.db").exists()
