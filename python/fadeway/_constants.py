@@ -386,6 +386,22 @@ HTTP_ERROR_TEXT_CHARS = 500
 #: How long closing waits for the loop thread to finish (seconds).
 HTTP_CLOSE_TIMEOUT = 5.0
 
+# -- the proxy (`fadeway serve`) -----------------------------------------------------------------
+
+#: The header a request names its memory by, unless the proxy reads the id from the body.
+SERVE_MEMORY_HEADER = "X-Fadeway-Memory"
+#: Seconds the proxy waits for the upstream: to connect, and between two reads of its answer
+#: (a reasoning model may think for minutes before its first byte, and a stream may pause). The
+#: proxy never retries: the caller's SDK retries 429 and 5xx, which pass through to it as sent.
+SERVE_CONNECT_TIMEOUT = 10.0
+SERVE_READ_TIMEOUT = 600.0
+#: Connections the proxy keeps open to the upstream at once.
+SERVE_MAX_CONNECTIONS = 100
+#: Calls the proxy makes again for one request when the model's reply held only its note (the
+#: library's `call_again`): one is what a taken note needs; a second covers a model that
+#: answered a second ask the same way; past that the client gets the reply, notes taken out.
+SERVE_NOTE_ROUNDS = 2
+
 # -- vector indexes (hnswlib) ------------------------------------------------------------------
 
 #: hnswlib graph parameters: links per node, and candidate list sizes while building and

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
+import socket
 import sys
 import tempfile
 import time
@@ -38,6 +40,7 @@ __all__ = [
     "recall",
     "replay",
     "say",
+    "serve",
     "usage",
 ]
 
@@ -410,3 +413,48 @@ def _model_spec(value: str, option: str) -> str | None:
         else ("offline or an http(s) URL")
     )
     raise UsageError(f"{option} {value!r}: allowed is {allowed}")
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Run the proxy until interrupted: one engine for the process, its lane in background
+    threads."""
+    try:
+        import uvicorn
+
+        from ..serve.app import create_app
+    except ImportError as exc:
+        raise UsageError(
+            f"fadeway serve needs the serve extra ({exc.name} is missing): "
+            "pip install 'fadeway[serve]'"
+        ) from None
+    from ..serve.ids import MemoryIdSource
+
+    memory_from = MemoryIdSource.parse(args.memory_from)
+    if not args.upstream.startswith(("http://", "https://")):
+        raise UsageError(f"--upstream {args.upstream!r}: give an http:// or https:// API root")
+    judge = _model_spec(args.judge, "--judge")
+    if args.judge_model is not None and judge == "offline":
+        raise UsageError("--judge-model names the model behind --judge URL; give one")
+    with open_store(
+        args.db, ceiling=args.ceiling, judge=judge, judge_model=args.judge_model
+    ) as engine:
+        app = create_app(engine, args.upstream, memory_from=memory_from)
+        # The socket is bound here, so the line below names the port even when the system
+        # chose it (--port 0), before uvicorn serves on it.
+        family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((args.host, args.port))
+            port = sock.getsockname()[1]
+            host = f"[{args.host}]" if family == socket.AF_INET6 else args.host
+            say(
+                f"fadeway serve: http://{host}:{port}/v1 -> {args.upstream} "
+                f"(memory from {memory_from}, store {args.db})",
+                file=sys.stderr,
+            )
+            server = uvicorn.Server(uvicorn.Config(app, log_level="info"))
+            # uvicorn stops on Ctrl-C (after the requests in flight), then raises it again for
+            # the caller: for a server that is the way to stop, not an interrupted run.
+            with contextlib.suppress(KeyboardInterrupt):
+                server.run(sockets=[sock])
+    return 0

@@ -1,5 +1,5 @@
 """The `fadeway` command line: replay, memories, inspect, usage, lane retry, recall, export,
-import, demo.
+import, demo, serve.
 
 Every subcommand takes `--db URL` (default `fadeway.db` in the working directory, or
 `$FADEWAY_DB`). Exit codes: 0 done, 1 failed while running, 2 bad input (nothing was written
@@ -173,6 +173,7 @@ def _parser() -> argparse.ArgumentParser:
         _add_export,
         _add_import,
         _add_demo,
+        _add_serve,
     ):
         add(sub)
     return parser
@@ -329,6 +330,69 @@ def _add_demo(sub: Commands) -> None:
     )
     _add_replay_options(demo, demo=True)
     demo.set_defaults(run=commands.demo)
+
+
+def _port(text: str) -> int:
+    """A TCP port, 0 (any free one) to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port number (0 to 65535)")
+    return value
+
+
+def _add_serve(sub: Commands) -> None:
+    serve = sub.add_parser(
+        "serve",
+        help="an OpenAI-compatible proxy that gives every call its memory",
+        description="Serve POST /v1/chat/completions and /v1/responses (streaming included): "
+        "each request is decorated with its memory, forwarded to --upstream with the "
+        "caller's own Authorization header, and its reply reported. Other endpoints pass "
+        "through unchanged. Needs the serve extra: pip install 'fadeway[serve]'.",
+    )
+    serve.add_argument(
+        "--upstream",
+        required=True,
+        metavar="URL",
+        help="the provider's API root, e.g. https://api.openai.com/v1",
+    )
+    _add_db(serve)
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default: %(default)s)"
+    )
+    serve.add_argument(
+        "--port", type=_port, default=8080, help="port to listen on (default: %(default)s)"
+    )
+    serve.add_argument(
+        "--memory-from",
+        default="header",
+        metavar="header|user|metadata:KEY",
+        help=f"where a request names its memory: the {C.SERVE_MEMORY_HEADER} header "
+        "(default; header:NAME for another), the request's user field, or its metadata's KEY",
+    )
+    serve.add_argument(
+        "--ceiling",
+        type=_positive,
+        default=C.DEFAULT_CEILING,
+        metavar="T",
+        help="context window assumed, in tokens (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--judge",
+        default="offline",
+        metavar="offline|URL",
+        help="the judgment model: offline (default; no network), or an OpenAI-compatible API "
+        "root (key from FADEWAY_JUDGE_API_KEY)",
+    )
+    serve.add_argument(
+        "--judge-model",
+        default=None,
+        metavar="M",
+        help="the model behind --judge URL (default: FADEWAY_JUDGE_MODEL)",
+    )
+    serve.set_defaults(run=commands.serve)
 
 
 def main(argv: list[str] | None = None) -> int:
