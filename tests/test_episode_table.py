@@ -135,6 +135,8 @@ def test_episodes_written_before_the_count_existed_are_read(tmp_path):
     SQLiteStore(path).close()
     # What a store of schema 6 holds: no count of episode changes.
     conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("DROP TABLE emitted")  # and schema 10's record of blocks
+    conn.execute("ALTER TABLE memories DROP COLUMN blocks_tracked")
     conn.execute("DROP INDEX episodes_by_change")
     conn.execute("ALTER TABLE episodes DROP COLUMN changed")
     conn.execute("ALTER TABLE memories DROP COLUMN episode_changes")

@@ -203,6 +203,8 @@ def test_jobs_an_older_fadeway_gave_up_are_parked_and_run_again(tmp_path, clock)
     with fadeway.open(path, clock=clock, background=False) as eng:
         _queue(eng, "m", "probe", 2)
     conn = sqlite3.connect(path, isolation_level=None)  # what a store of schema 8 holds
+    conn.execute("DROP TABLE emitted")  # and schema 10's record of blocks
+    conn.execute("ALTER TABLE memories DROP COLUMN blocks_tracked")
     conn.execute("DROP INDEX jobs_parked")
     conn.execute("ALTER TABLE jobs DROP COLUMN parked")
     conn.execute("UPDATE jobs SET state = 'failed', attempts = 3, error = 'gone' WHERE n = 1")
@@ -343,6 +345,8 @@ def test_jobs_queued_before_retries_could_wait_still_run(tmp_path, clock):
     with fadeway.open(path, clock=clock, background=False) as eng:
         _queue(eng, "m", "probe", 2)
     conn = sqlite3.connect(path, isolation_level=None)  # what a store of schema 7 holds
+    conn.execute("DROP TABLE emitted")  # and schema 10's record of blocks
+    conn.execute("ALTER TABLE memories DROP COLUMN blocks_tracked")
     conn.execute("DROP INDEX jobs_parked")
     conn.execute("ALTER TABLE jobs DROP COLUMN parked")
     conn.execute("ALTER TABLE jobs DROP COLUMN retry_at")

@@ -54,6 +54,11 @@ _theirs = [
 ]
 
 
+def _emitted(text: str) -> bool:
+    """Every block-looking text fadeway's (what a memory from before it kept its blocks says)."""
+    return True
+
+
 #: Calls whose ids the outputs above answer, a note's or the caller's (ids may repeat).
 _makers = [_calls(fmt, "note_1", name) for fmt in ("chat", "responses") for name in ("note", "x")]
 
@@ -77,9 +82,20 @@ def test_an_output_is_fadeways_when_the_latest_call_of_its_id_before_it_is_a_not
         def answers_note(call_id, says=stored_says):
             return says
 
-        assert own_additions(sent, answers_note) == [False, True, False, False, False, False]
-        assert own_additions(sent[1:2], answers_note) == [stored_says]  # its call not sent
-    assert own_additions([*sent[3:5], user, _out(fmt, "call_1")], {"call_1"}.__contains__) == [
+        assert own_additions(sent, answers_note, _emitted) == [
+            False,
+            True,
+            False,
+            False,
+            False,
+            False,
+        ]
+        assert own_additions(sent[1:2], answers_note, _emitted) == [
+            stored_says
+        ]  # its call not sent
+    assert own_additions(
+        [*sent[3:5], user, _out(fmt, "call_1")], {"call_1"}.__contains__, _emitted
+    ) == [
         False,
         False,
         False,

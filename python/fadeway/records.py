@@ -60,6 +60,9 @@ class MemoryRecord(msgspec.Struct, frozen=True, kw_only=True):
     decorated_through: int  # messages stored when the last decorate returned
     facts_order: str | None = None  # JSON list of the facts block's fact numbers, in order
     facts_block: str | None = None  # the facts block's text as last rendered (kept byte-stable)
+    # Whether the digests of the blocks fadeway returns are kept (`Transaction.emitted_among`):
+    # False for a memory from before they were, whose blocks are recognised by their look.
+    blocks_tracked: bool = False
 
 
 class MessageRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -417,6 +420,11 @@ class MemoryExport(msgspec.Struct, frozen=True, kw_only=True):
     walks: list[WalkRecord] = []
     usage: list[ExportedUsage] = []
     jobs: list[ExportedJob] = []  # pending and parked lane jobs, in the order queued
+    # Whether the memory keeps the digests of the blocks it returned (an export from before
+    # they were kept: not, and its blocks are recognised by their look), and those digests
+    # (BLAKE2b of 16 bytes of each block's text, as 32 lowercase hex digits, in order).
+    blocks_tracked: bool = False
+    emitted: list[str] = []
 
 
 def check_memory_id(memory_id: Any) -> str:

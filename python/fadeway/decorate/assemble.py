@@ -53,13 +53,15 @@ class Key(NamedTuple):
 
 class Assembled(NamedTuple):
     """A decorated request, what identifies it, whether it queued lane work on the way
-    (episodes sealed, or a note for the engine's note writer), and the recall blocks of this
-    call's user messages as the request shows them (by seq)."""
+    (episodes sealed, or a note for the engine's note writer), the recall blocks of this
+    call's user messages as the request shows them (by seq), and the text of every block the
+    request holds (the facts block, the recall blocks, the note ask)."""
 
     request: dict[str, Any]
     key: Key
     queued: bool
     recalls: dict[int, RecallResult]
+    blocks: list[str]
 
 
 #: The recall blocks a request shows, by the seq of the user message each stands before:
@@ -253,6 +255,7 @@ class _Request:
             self.request = notes.with_note_tool(parsed.format, parsed.request)
         block_messages = [block_message(self.role, block)] if block else []
         self.instructions = [*parsed.instructions, *block_messages]
+        self.block = block
         self.fixed = self._fixed()
 
     def _fixed(self) -> int:
@@ -301,7 +304,12 @@ class _Request:
         last = self._last_digest()
         key = Key(estimate, len(self.shown), last)
         out = ParsedRequest(fmt, self.request, self.instructions, view, call.parsed.model)
-        return Assembled(wire.assemble(out, view), key, queued, current)
+        texts = [
+            *([self.block] if self.block else []),
+            *(text for text, _ in recalled.values()),
+            *([self.ask] if self.ask else []),
+        ]
+        return Assembled(wire.assemble(out, view), key, queued, current, texts)
 
     def _last_digest(self) -> bytes | None:
         """The digest of the view's last stored message as the request shows it (what a report

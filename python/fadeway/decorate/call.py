@@ -12,6 +12,7 @@ decorate runs again with the plan.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -36,7 +37,7 @@ from ..wire.limits import Limits
 from .align import align, digests_of_sent
 from .assemble import Assembled, Key, forget_and_assemble, shown_seqs
 from .ingest import append, new_entries, open_memory, sync, take_notes, writing
-from .view import strip_own_additions
+from .view import block_digest, emitted_blocks, strip_own_additions
 
 __all__ = ["decorate"]
 
@@ -137,7 +138,8 @@ def _recall(
         sync(mirror, tx)
         mirror.episodes.sync(tx)
         memory = tx.memory()
-    sent = _aligned(services, mirror, parsed.history)
+        emitted = emitted_blocks(tx, memory, parsed.history)
+    sent = _aligned(services, mirror, parsed.history, emitted)
     through = memory.decorated_through if memory is not None else 0
     view = shown_seqs(services, mirror)
     start = align(sent.history, sent.digests, mirror, through, view)
@@ -146,9 +148,12 @@ def _recall(
     return pending, sent
 
 
-def _aligned(services: Services, mirror: History, history: list[Any]) -> _Sent:
-    """`history` without fadeway's additions, with its digests, against `mirror`."""
-    stripped = strip_own_additions(history, mirror.answers_note)
+def _aligned(
+    services: Services, mirror: History, history: list[Any], emitted: Callable[[str], bool]
+) -> _Sent:
+    """`history` without fadeway's additions (its blocks those `emitted` says it returned),
+    with its digests, against `mirror`."""
+    stripped = strip_own_additions(history, mirror.answers_note, emitted)
     digests = digests_of_sent(stripped, mirror, shown_seqs(services, mirror), services.limits)
     return _Sent(stripped, digests, len(mirror))
 
@@ -179,9 +184,11 @@ def _decorate_once(
     with writing(services.store, mirror, memory_id, keep=_CutFirst) as tx:
         memory = open_memory(tx, memory_id, parsed.format, now)
         sync(mirror, tx)
-        parsed.instructions = strip_own_additions(parsed.instructions, mirror.answers_note)
+        emitted = emitted_blocks(tx, memory, parsed.instructions)
+        parsed.instructions = strip_own_additions(parsed.instructions, mirror.answers_note, emitted)
         if sent.stored != len(mirror):  # another writer stored messages since
-            sent = _aligned(services, mirror, parsed.history)
+            emitted = emitted_blocks(tx, memory, parsed.history)
+            sent = _aligned(services, mirror, parsed.history, emitted)
         parsed.history = sent.history
         has_instructions = bool(parsed.instructions) or (
             parsed.request.get("instructions") is not None
@@ -212,6 +219,8 @@ def _decorate_once(
         if isinstance(out, CutFirst):
             raise _CutFirst(out.read)
         store_recall(tx, mirror, out.recalls, now)
+        # What fadeway adds to the request is its own when the caller sends it back.
+        tx.insert_emitted([block_digest(text) for text in out.blocks])
         _record_request(tx, mirror, parsed, encoding, now, used, out.key)
     return out._replace(queued=out.queued or took)
 

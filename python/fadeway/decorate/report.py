@@ -28,7 +28,7 @@ from ..usage import collecting
 from ..wire import Reply
 from ..wire.canonical import digest_of, encode_json
 from .ingest import append, check_format, new_entries, sync, take_notes, writing
-from .view import strip_own_additions
+from .view import emitted_blocks, strip_own_additions
 
 __all__ = ["answer_ask", "report"]
 
@@ -57,7 +57,8 @@ def report(
             )
         check_format(memory_id, memory.format, parsed.format)
         sync(mirror, tx)
-        sent = strip_own_additions(parsed.history, mirror.answers_note)
+        emitted = emitted_blocks(tx, memory, parsed.history)
+        sent = strip_own_additions(parsed.history, mirror.answers_note, emitted)
         last_digest = digest_of(sent[-1], "the request's last message") if sent else None
         match = tx.find_request(len(sent), last_digest)
         if (why := _not_stored(tx, memory_id, match, reply)) is not None:

@@ -5,11 +5,14 @@ Sealed and forgotten episodes' messages leave the view; every note call fadeway 
 answered with its own tool output, so the provider never sees an unanswered call; the facts
 block follows the caller's instructions and the note ask ends the request, each in the
 instructions' role. Those additions are recognised when a caller sends them back, and never
-stored as the caller's messages.
+stored as the caller's messages: a block by what fadeway recorded of the blocks it returned
+(`emitted_blocks`), not by its look alone, so a caller's own message that reads like one is the
+caller's.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -19,7 +22,8 @@ import numpy as np
 from .. import blocks
 from ..mirror.history import History
 from ..notes import tool as notes
-from ..records import EpisodeRecord
+from ..records import EpisodeRecord, MemoryRecord
+from ..store import Transaction
 from ..wire import Format
 from ..wire.canonical import to_plain
 from ..wire.responses import CLIENT_CALL_TYPES
@@ -27,6 +31,8 @@ from ..wire.responses import CLIENT_CALL_TYPES
 __all__ = [
     "instruction_role",
     "block_message",
+    "block_digest",
+    "emitted_blocks",
     "own_additions",
     "strip_own_additions",
     "history_view",
@@ -87,15 +93,47 @@ def _answered(m: Any) -> str | None:
 
 def _is_block(m: Any) -> bool:
     return (
-        isinstance(m, dict)
+        type(m) is dict
         and m.get("role") in ("system", "developer")
         and blocks.is_block(m.get("content"))
     )
 
 
-def own_additions(messages: Sequence[Any], answers_note: Callable[[str], bool]) -> list[bool]:
-    """For each sent message, whether it is one of fadeway's additions: a block, or fadeway's
-    output for a note call. An output answers the latest call of its id before it in `messages`
+def block_digest(text: str) -> bytes:
+    """What the store keeps of a block text fadeway returned (`Transaction.insert_emitted`)."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def _by_look(text: str) -> bool:
+    return True
+
+
+def emitted_blocks(
+    tx: Transaction, memory: MemoryRecord | None, *sent: Sequence[Any]
+) -> Callable[[str], bool]:
+    """Which texts of the system and developer messages in the `sent` lists that look like
+    fadeway's blocks are blocks fadeway returned in a request of this memory: the predicate
+    `own_additions` takes, read now through `tx`. A memory from before fadeway kept what it
+    returned (`blocks_tracked` False) recognises its blocks by their look alone; one not
+    created yet returned none."""
+    if memory is not None and not memory.blocks_tracked:
+        return _by_look
+    texts = {m["content"] for messages in sent for m in messages if _is_block(m)}
+    if memory is None or not texts:
+        return frozenset[str]().__contains__
+    by_digest = {block_digest(text): text for text in texts}
+    return frozenset(by_digest[d] for d in tx.emitted_among(list(by_digest))).__contains__
+
+
+def own_additions(
+    messages: Sequence[Any],
+    answers_note: Callable[[str], bool],
+    emitted: Callable[[str], bool],
+) -> list[bool]:
+    """For each sent message, whether it is one of fadeway's additions: a block it returned, or
+    its output for a note call. A block is a system or developer message whose text reads as
+    one (`blocks.is_block`) and that `emitted` (`emitted_blocks`) says fadeway returned.
+    An output answers the latest call of its id before it in `messages`
     or, when `messages` makes none, the one `answers_note(call_id)` tells of (the stored
     history's latest): some providers give every turn's calls the same ids again."""
     latest: dict[str, bool] = {}  # call id → whether its latest call so far is a note call
@@ -120,16 +158,21 @@ def own_additions(messages: Sequence[Any], answers_note: Callable[[str], bool]) 
             elif kind in CLIENT_CALL_TYPES:
                 latest.update(_made_calls(m))
         elif role == "system" or role == "developer":
-            out[i] = blocks.is_block(m.get("content"))
+            text = m.get("content")
+            out[i] = isinstance(text, str) and blocks.is_block(text) and emitted(text)
         if type(answered) is str:
             out[i] = latest[answered] if answered in latest else answers_note(answered)
     return out
 
 
-def strip_own_additions(messages: Sequence[Any], answers_note: Callable[[str], bool]) -> list[Any]:
+def strip_own_additions(
+    messages: Sequence[Any],
+    answers_note: Callable[[str], bool],
+    emitted: Callable[[str], bool],
+) -> list[Any]:
     """`messages` without fadeway's blocks and its outputs for its own note calls
     (`own_additions`)."""
-    own = own_additions(messages, answers_note)
+    own = own_additions(messages, answers_note, emitted)
     return [m for m, mine in zip(messages, own, strict=True) if not mine]
 
 

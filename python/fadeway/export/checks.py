@@ -4,6 +4,7 @@ carries are resealed so that no stored text can close one early."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgspec
@@ -42,7 +43,8 @@ def check_export(doc: MemoryExport) -> list[Entry]:
     An export may come from elsewhere, and what it holds goes back into requests: its version,
     format and memory id; every message valid in order (a tool output after its call), and the
     caller's instructions only system or developer messages; its facts and recall blocks
-    blocks indeed (`resealed` neutralises what is inside them again); episodes that tile the
+    blocks indeed (`resealed` neutralises what is inside them again), and the digests of
+    the blocks it returned each 32 lowercase hex digits; episodes that tile the
     history they cover in order, none sealed or forgotten without a note taken for it; facts
     and recall blocks that point at what the export holds; every number and time one fadeway
     could have written (`ranges`); and the queued jobs pending or parked, their payloads JSON
@@ -84,6 +86,7 @@ def check_export(doc: MemoryExport) -> list[Entry]:
     _check_instructions(fmt, bytes(doc.instructions))
     _check_episodes(doc)
     _check_blocks(doc)
+    _check_emitted(doc)
     check_numbers(doc)  # last: the checks above say more where they apply
     for i, job in enumerate(doc.jobs):
         if job.state not in ("pending", "failed") or job.attempts < 0:
@@ -165,6 +168,26 @@ def _check_instructions(fmt: Format, raw: bytes) -> None:
                 f"the export's {what} hold message {len(lead)}, which is "
                 "not a system or developer message"
             )
+
+
+def _check_emitted(doc: MemoryExport) -> None:
+    """Whether the memory tracks its blocks is a boolean, and each digest of a block it
+    returned is what `block_digest` gives, as hex: 32 lowercase hex digits."""
+    if type(doc.blocks_tracked) is not bool:
+        raise InvalidExportError(
+            f"the export's blocks_tracked is {doc.blocks_tracked!r}, not true or false"
+        )
+    if not isinstance(doc.emitted, list):
+        raise InvalidExportError("the export's emitted is not a list of hex digests")
+    for i, digest in enumerate(doc.emitted):
+        if not (isinstance(digest, str) and _HEX_DIGEST.fullmatch(digest)):
+            raise InvalidExportError(
+                f"the export's emitted[{i}] is {digest!r:.80}, not a block's digest "
+                "(32 lowercase hex digits)"
+            )
+
+
+_HEX_DIGEST = re.compile(r"[0-9a-f]{32}")
 
 
 def _check_episodes(doc: MemoryExport) -> None:

@@ -67,6 +67,8 @@ def export_memory(tx: Transaction, memory_id: str) -> MemoryExport:
         usage=[_usage(u) for u in tx.usage()],
         # The work still to do but embedding, which the importing embedder does anew.
         jobs=[_job(j) for j in tx.jobs() if j.state != "done" and j.kind != JobKind.EMBED],
+        blocks_tracked=memory.blocks_tracked,
+        emitted=[d.hex() for d in tx.emitted()],
     )
 
 

@@ -12,9 +12,10 @@ What fadeway writes, and so what an export may hold:
   the export holds; a message position lies within its messages, a turn within its turns;
 - a count (tokens, attempts, a part or a level) is a whole number from 0 to `MAX_COUNT`;
 - a trace's score, as a judge gave it, is finite and no larger than `MAX_COUNT` either way;
-- what the store keeps once (a recall block per turn, an alias per name, an edge per fact) is
-  there once, and a rewritten recall block rewrites a recall block the export holds; a
-  request's kept token ratio has the count and the estimate it was computed from.
+- what the store keeps once (a recall block per turn, an alias per name, an edge per fact, a
+  digest of a block it returned) is there once, and a rewritten recall block rewrites a recall
+  block the export holds; a request's kept token ratio has the count and the estimate it was
+  computed from.
 """
 
 from __future__ import annotations
@@ -154,6 +155,7 @@ def _check_kept_once(doc: MemoryExport) -> None:
         "distills": (doc.distills, lambda r: r.turn),
         "recall_finals": (doc.recall_finals, lambda r: r.turn),
         "walks": (doc.walks, lambda w: w.turn),
+        "emitted": (doc.emitted, str),
     }
     for name, (records, key) in keyed.items():
         seen: set[Any] = set()

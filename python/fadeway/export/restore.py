@@ -92,8 +92,10 @@ def check_limits(export: MemoryExport, limits: Limits) -> None:
 
 
 def _write_history(tx: Transaction, export: MemoryExport, entries: Sequence[Entry]) -> None:
-    """The memory, its messages, requests and episodes."""
-    tx.create_memory(export.format, export.created_at)
+    """The memory (with what it recorded of the blocks it returned), its messages, requests
+    and episodes."""
+    tx.create_memory(export.format, export.created_at, blocks_tracked=export.blocks_tracked)
+    tx.insert_emitted([bytes.fromhex(d) for d in export.emitted])
     instructions = bytes(export.instructions)
     tx.set_instructions(None if instructions == b"null" else instructions)
     tx.set_decorated_through(export.decorated_through)

@@ -50,7 +50,11 @@ class Transaction(abc.ABC):
         """The memory's record, or None when nothing was ever stored for it."""
 
     @abc.abstractmethod
-    def create_memory(self, fmt: str, created_at: float) -> MemoryRecord: ...
+    def create_memory(
+        self, fmt: str, created_at: float, *, blocks_tracked: bool = True
+    ) -> MemoryRecord:
+        """Create the memory. Its blocks are tracked (`insert_emitted`) unless `blocks_tracked`
+        is False (an import of a memory from before they were)."""
 
     @abc.abstractmethod
     def set_instructions(self, instructions: bytes | None) -> None: ...
@@ -96,6 +100,21 @@ class Transaction(abc.ABC):
     @abc.abstractmethod
     def last_kept_ratio(self, model: str | None) -> float | None:
         """provider / estimate of the latest report whose ratio was kept, for `model`."""
+
+    # -- the blocks fadeway emitted ----------------------------------------------------------
+
+    @abc.abstractmethod
+    def insert_emitted(self, digests: Sequence[bytes]) -> None:
+        """Record the digests of block texts fadeway put in a request it returned (one already
+        recorded is kept; there is no way to delete one)."""
+
+    @abc.abstractmethod
+    def emitted_among(self, digests: Sequence[bytes]) -> set[bytes]:
+        """Those of `digests` recorded by `insert_emitted`."""
+
+    @abc.abstractmethod
+    def emitted(self) -> list[bytes]:
+        """Every digest recorded by `insert_emitted`, in byte order."""
 
     # -- episodes and traces --------------------------------------------------------------
 

@@ -49,6 +49,7 @@ _COLUMNS = {
     "recall_finals": [],
     "walks": [],
     "usage": [],
+    "emitted": [],
     "episodes": [
         "memory_id",
         "n",
@@ -366,6 +367,23 @@ MIGRATIONS: list[Migration] = [
             "UPDATE jobs SET parked = 1, retry_at = NULL WHERE state = 'failed'",
             "CREATE INDEX jobs_parked ON jobs (memory_id, n) WHERE state = 'failed'",
         ]
+    ),
+    # 10: the digest of every block text fadeway put in a request it returned (the facts block
+    # in each version, each recall block as shown, the note ask), so that a caller's own
+    # message that merely looks like a block is told from one fadeway emitted (issue 33, item
+    # 4); and whether a memory's blocks are so tracked: not for memories from before this
+    # version, whose blocks fadeway still recognises by their look.
+    Migration(
+        [
+            """CREATE TABLE emitted (
+            memory_id TEXT NOT NULL REFERENCES memories (memory_id),
+            digest BLOB NOT NULL,
+            PRIMARY KEY (memory_id, digest)
+        )""",
+            "ALTER TABLE memories ADD COLUMN blocks_tracked INTEGER NOT NULL DEFAULT 0 "
+            "CHECK (blocks_tracked IN (0, 1))",
+        ],
+        sqlite=[*_append_only("emitted")],
     ),
 ]
 

@@ -46,6 +46,8 @@ _REQUEST_COLUMNS = (
     "n, at, model, encoding, estimate, view_len, view_last, history_through, "
     "provider_tokens, ratio_kept, ratio_note, replied"
 )
+#: How many values one `IN (...)` lists at most (SQLite's oldest limit on variables is 999).
+_IN_CHUNK = 500
 _encode_calls = msgspec.json.encode
 _decode_calls = msgspec.json.Decoder(tuple[str, ...]).decode
 
@@ -130,13 +132,13 @@ class _SQLiteTransaction(EpisodeQueries, NoteQueries, LaneQueries, GraphQueries,
 
     def memory(self) -> MemoryRecord | None:
         row = self._conn.execute(
-            "SELECT format, created_at, instructions, decorated_through, facts_order, facts_block "
-            "FROM memories WHERE memory_id = ?",
+            "SELECT format, created_at, instructions, decorated_through, facts_order, facts_block, "
+            "blocks_tracked FROM memories WHERE memory_id = ?",
             (self.memory_id,),
         ).fetchone()
         if row is None:
             return None
-        fmt, created_at, instructions, through, facts_order, facts_block = row
+        fmt, created_at, instructions, through, facts_order, facts_block, tracked = row
         return MemoryRecord(
             memory_id=self.memory_id,
             format=fmt,
@@ -145,12 +147,16 @@ class _SQLiteTransaction(EpisodeQueries, NoteQueries, LaneQueries, GraphQueries,
             decorated_through=through,
             facts_order=facts_order,
             facts_block=facts_block,
+            blocks_tracked=bool(tracked),
         )
 
-    def create_memory(self, fmt: str, created_at: float) -> MemoryRecord:
+    def create_memory(
+        self, fmt: str, created_at: float, *, blocks_tracked: bool = True
+    ) -> MemoryRecord:
         self._conn.execute(
-            "INSERT INTO memories (memory_id, format, created_at) VALUES (?, ?, ?)",
-            (self.memory_id, fmt, created_at),
+            "INSERT INTO memories (memory_id, format, created_at, blocks_tracked) "
+            "VALUES (?, ?, ?, ?)",
+            (self.memory_id, fmt, created_at, int(blocks_tracked)),
         )
         return MemoryRecord(
             memory_id=self.memory_id,
@@ -158,7 +164,37 @@ class _SQLiteTransaction(EpisodeQueries, NoteQueries, LaneQueries, GraphQueries,
             created_at=created_at,
             instructions=None,
             decorated_through=0,
+            blocks_tracked=blocks_tracked,
         )
+
+    def insert_emitted(self, digests: Sequence[bytes]) -> None:
+        self._conn.executemany(
+            "INSERT OR IGNORE INTO emitted (memory_id, digest) VALUES (?, ?)",
+            [(self.memory_id, d) for d in digests],
+        )
+
+    def emitted_among(self, digests: Sequence[bytes]) -> set[bytes]:
+        found: set[bytes] = set()
+        wanted = list(dict.fromkeys(digests))
+        for i in range(0, len(wanted), _IN_CHUNK):
+            chunk = wanted[i : i + _IN_CHUNK]
+            found.update(
+                bytes(d)
+                for (d,) in self._conn.execute(
+                    "SELECT digest FROM emitted WHERE memory_id = ? AND digest IN "
+                    f"({', '.join('?' * len(chunk))})",
+                    (self.memory_id, *chunk),
+                )
+            )
+        return found
+
+    def emitted(self) -> list[bytes]:
+        return [
+            bytes(d)
+            for (d,) in self._conn.execute(
+                "SELECT digest FROM emitted WHERE memory_id = ? ORDER BY digest", (self.memory_id,)
+            )
+        ]
 
     def set_instructions(self, instructions: bytes | None) -> None:
         self._conn.execute(
