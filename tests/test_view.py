@@ -101,3 +101,24 @@ def test_an_output_is_fadeways_when_the_latest_call_of_its_id_before_it_is_a_not
         False,
         True,
     ]
+
+
+def test_a_block_is_fadeways_only_when_it_reads_as_one_and_was_returned():
+    """The look is asked first (a text that does not read as a block is never fadeway's,
+    whatever `emitted` says); a block-like text is fadeway's only when `emitted` says so."""
+    block = blocks.note_ask(2, 3)
+    sent = [
+        {"role": "system", "content": block},
+        {"role": "developer", "content": block},
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": block},  # a user may paste one: always the user's
+    ]
+    asked: list[str] = []
+
+    def emitted(text: str) -> bool:
+        asked.append(text)
+        return True
+
+    assert own_additions(sent, _emitted, emitted) == [True, True, False, False]
+    assert asked == [block, block]
+    assert own_additions(sent, _emitted, frozenset[str]().__contains__) == [False] * 4
