@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..notes.tool import is_note_call
+from ..notes.tool import is_note_call, without_note_calls
 from ..wire import Format
 
 __all__ = ["NoteFilter", "without_notes"]
@@ -26,7 +26,7 @@ def without_notes(fmt: Format, response: Any) -> Any:
         output = response.get("output")
         if not isinstance(output, list):
             return response
-        kept = [item for item in output if not is_note_call(fmt, item)]
+        kept = without_note_calls(fmt, output)
         return response if len(kept) == len(output) else {**response, "output": kept}
     choices = response.get("choices")
     if not isinstance(choices, list):
@@ -39,20 +39,25 @@ def without_notes(fmt: Format, response: Any) -> Any:
         if not isinstance(calls, list):
             out.append(choice)
             continue
-        kept = [c for c in calls if not is_note_call(fmt, c)]
+        kept = without_note_calls(fmt, calls)
         if len(kept) == len(calls):
             out.append(choice)
             continue
         changed = True
         assert isinstance(message, dict)  # it held the calls
-        message = {k: v for k, v in message.items() if k != "tool_calls"}
-        if kept:
-            message["tool_calls"] = kept
-        choice = {**choice, "message": message}
+        choice = {**choice, "message": _with_calls(message, kept)}
         if not kept and choice.get("finish_reason") == "tool_calls":
             choice["finish_reason"] = "stop"
         out.append(choice)
     return {**response, "choices": out} if changed else response
+
+
+def _with_calls(message: dict[str, Any], calls: list[Any]) -> dict[str, Any]:
+    """`message` (or a stream's delta) holding `calls` as its tool calls; none: no key."""
+    out = {k: v for k, v in message.items() if k != "tool_calls"}
+    if calls:
+        out["tool_calls"] = calls
+    return out
 
 
 class NoteFilter:
@@ -112,10 +117,7 @@ class NoteFilter:
                 if kept != calls:
                     changed = True
                     assert isinstance(delta, dict)  # it held the calls
-                    delta = {k: v for k, v in delta.items() if k != "tool_calls"}
-                    if kept:
-                        delta["tool_calls"] = kept
-                    choice = {**choice, "delta": delta}
+                    choice = {**choice, "delta": _with_calls(delta, kept)}
             if finish == "tool_calls" and self._notes and not self._index:
                 changed = True
                 choice = {**choice, "finish_reason": "stop"}
