@@ -700,6 +700,55 @@ def test_each_new_user_message_gets_its_own_block_and_a_fact_is_shown_once(tmp_p
     assert len(facts) == len(set(facts))
 
 
+def test_every_block_a_reply_answered_is_distilled(tmp_path, clock):
+    """Several user messages, then one reply: each message's block is distilled against what
+    followed it, and fixed to its rewrite when the next message comes."""
+    with _open(tmp_path / "r.db", clock, ScriptedJudge(distill=_unsaid)) as eng:
+        mem, history = _several_new_messages(eng, clock, ASKED)
+        request = mem.decorate({"model": "gpt-4.1", "messages": history})
+        reply = chat_reply(
+            "Here is all I know:\n"
+            + "\n".join(t for _, t in _blocks_before_users(request["messages"]))
+        )  # says every fact and excerpt
+        mem.report(request, reply)
+        eng.drain()
+        history += [reply["choices"][0]["message"], {"role": "user", "content": "Thanks!"}]
+        mem.decorate({"model": "gpt-4.1", "messages": history})
+        export = mem.export()
+    asked = {
+        m.seq for m in export.messages if msgspec.json.decode(m.message).get("content") in ASKED
+    }
+    turns = {r.turn for r in export.recalls if r.seq in asked}
+    assert len(turns) >= 2  # the first and the last at least (a fact stands in one block)
+    assert {d.turn for d in export.distills} >= turns
+    finals = {f.turn: f for f in export.recall_finals}
+    assert all(finals[t].text is None for t in turns)  # the reply said all of every block
+
+
+def test_a_block_no_reply_answered_is_removed_when_the_next_message_comes(tmp_path, clock):
+    """A user message whose turn ended without a reply (the next user message came first, in
+    a later request): nothing drew on its block, so it is removed, as distill would."""
+    with _open(tmp_path / "r.db", clock) as eng:
+        mem = eng.memory("m")
+        history = _with_facts(eng, mem, clock, [[OWNER, *OTHER], [LEAVE]])
+        history.append({"role": "user", "content": QUESTION})
+        first = mem.decorate({"model": "gpt-4.1", "messages": history})
+        assert _blocks_before_users(first["messages"])[-1][0] == len(first["messages"]) - 2
+        clock.advance(30)
+        history.append({"role": "user", "content": ASKED[0]})
+        nxt = mem.decorate({"model": "gpt-4.1", "messages": history})
+        export = mem.export()
+    index = next(i for i, m in enumerate(nxt["messages"]) if m.get("content") == QUESTION)
+    assert not nxt["messages"][index - 1]["content"].startswith("[assistant_recent_memories]")
+    question_seq = max(
+        m.seq for m in export.messages if msgspec.json.decode(m.message).get("content") == QUESTION
+    )
+    [recalled] = [r for r in export.recalls if r.seq == question_seq]
+    [final] = [f for f in export.recall_finals if f.turn == recalled.turn]
+    assert final.text is None and final.tokens == 0
+    assert not [d for d in export.distills if d.turn == recalled.turn]
+
+
 def test_a_user_message_answered_within_the_request_still_gets_its_recall(tmp_path, clock):
     """A caller that sends several turns at once (user, reply, user): every user message not
     stored yet is recalled for, not only those that end the request, and each block stands

@@ -111,7 +111,7 @@ def forget_and_assemble(
     episodes, changed = sealed or episodes, sealed is not None
     shown = shown_seqs(services, mirror)
     since = mirror.turns[shown[0]] if shown else mirror.turn
-    fix_finals(tx, mirror, since, call.now)
+    fix_finals(tx, mirror, since, call.now, call.before)
     current = dict(current)  # this call's blocks, stored once the request is built
     recalled = _placed(blocks_in_view(tx, mirror, shown, since), current)
     leaving = any(e.state == "leaving" for e in episodes)

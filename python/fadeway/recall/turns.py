@@ -9,6 +9,7 @@ prefix up to the previous turn's block.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import time
 from collections.abc import Sequence
@@ -207,9 +208,14 @@ def store_recall(
             )
 
 
-def fix_finals(tx: Transaction, history: History, since_turn: int, now: float) -> None:
+def fix_finals(
+    tx: Transaction, history: History, since_turn: int, now: float, arrived: int
+) -> None:
     """Fix the final text of every earlier turn's block that has none yet (from `since_turn`
-    on): the distilled rewrite when the lane has prepared it, else the block as it was."""
+    on): the distilled rewrite when the lane has prepared it; else removed when the turn's
+    next user message came in this call (its first new seq is `arrived`) with no reply
+    between them (nothing drew on the block: distill would keep none of it); else the block
+    as it was."""
     current = history.turn
     recalls = [r for r in tx.recalls(since_turn) if r.turn < current]
     if not recalls:
@@ -220,12 +226,22 @@ def fix_finals(tx: Transaction, history: History, since_turn: int, now: float) -
         if r.turn in finals:
             continue
         d = distills.get(r.turn)
-        final = (
-            BlockText(turn=r.turn, at=now, text=d.text, tokens=d.tokens)
-            if d is not None
-            else BlockText(turn=r.turn, at=now, text=r.text, tokens=r.tokens)
-        )
+        if d is not None:
+            final = BlockText(turn=r.turn, at=now, text=d.text, tokens=d.tokens)
+        elif _unanswered(history, r.seq, arrived):
+            final = BlockText(turn=r.turn, at=now, text=None, tokens=0)
+        else:
+            final = BlockText(turn=r.turn, at=now, text=r.text, tokens=r.tokens)
         tx.insert_block_text("recall_finals", final)
+
+
+def _unanswered(history: History, seq: int, arrived: int) -> bool:
+    """Whether the user message at `seq` was followed by another, stored at `arrived` or
+    later, with no reply between them."""
+    following = history.user_seqs[bisect.bisect_right(history.user_seqs, seq) :]
+    if not following or following[0] < arrived:
+        return False
+    return "assistant" not in history.sides[seq + 1 : following[0]]
 
 
 def blocks_in_view(
@@ -251,33 +267,47 @@ def blocks_in_view(
 
 def queue_after_reply(tx: Transaction, history: History, now: float) -> bool:
     """After a reply that ends its turn: prepare the next message's walk, and distill the
-    turn's block if it had one. Returns whether jobs were queued."""
+    blocks the reply answered: the turn's, and those of the user messages right before it
+    that no reply came between (sent together, each with its own block). Returns whether
+    jobs were queued."""
     start = history.turn_start
     if start >= len(history) or history.sides[start] != "user":
         return False
     if not tx.fact_count() and not tx.passage_count():
         return False  # nothing to walk or distill yet
-    turn = history.turns[start]
     user = _text(plain(history.bodies[start]))
     replies = [
         _text(plain(history.bodies[i]))
         for i in range(start + 1, len(history))
         if history.sides[i] == "assistant"
     ]
-    conversation = "\n".join([user, *replies])
-    dialogue = conversation[-C.RECALL_RECENT_CHARS :]
+    dialogue = "\n".join([user, *replies])[-C.RECALL_RECENT_CHARS :]
+    turn = history.turns[start]
     tx.enqueue(JobKind.WALK, encode_json({"turn": turn, "dialogue": dialogue}), now)
-    if any(r.turn == turn for r in tx.recalls(turn)):
-        # Distill rereads the whole turn: what a tool output said is said too. Past its length,
-        # the start of what followed the message gives way, never the message itself.
-        after = "\n".join(
-            _text(plain(history.bodies[i]))
-            for i in range(start + 1, len(history))
-            if history.sides[i] in ("assistant", "output")
-        )
-        # The message on the first line, what followed it on the next (`Judge.distill`).
-        head = " ".join(user.split())[: C.DISTILL_CONVERSATION_CHARS]
-        room = C.DISTILL_CONVERSATION_CHARS - len(head) - 1
-        around = head + ("\n" + after[-room:] if room > 0 and after else "")
-        tx.enqueue(JobKind.DISTILL, encode_json({"turn": turn, "conversation": around}), now)
+    # Distill rereads the whole turn: what a tool output said is said too.
+    after = "\n".join(
+        _text(plain(history.bodies[i]))
+        for i in range(start + 1, len(history))
+        if history.sides[i] in ("assistant", "output")
+    )
+    answered = [start]
+    while answered[0] and history.sides[answered[0] - 1] == "user":
+        answered.insert(0, answered[0] - 1)
+    first = history.turns[answered[0]]
+    fixed = {b.turn for b in tx.block_texts("recall_finals", first)}
+    recalled = {r.turn for r in tx.recalls(first)} - fixed
+    for seq in answered:
+        if history.turns[seq] in recalled:
+            conversation = _around(_text(plain(history.bodies[seq])), after)
+            payload = {"turn": history.turns[seq], "conversation": conversation}
+            tx.enqueue(JobKind.DISTILL, encode_json(payload), now)
     return True
+
+
+def _around(message: str, after: str) -> str:
+    """What distill reads of a turn: the message on the first line, what followed it on the
+    next (`Judge.distill`). Past DISTILL_CONVERSATION_CHARS, the start of what followed gives
+    way, never the message itself."""
+    head = " ".join(message.split())[: C.DISTILL_CONVERSATION_CHARS]
+    room = C.DISTILL_CONVERSATION_CHARS - len(head) - 1
+    return head + ("\n" + after[-room:] if room > 0 and after else "")

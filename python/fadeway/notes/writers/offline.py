@@ -604,8 +604,8 @@ class OfflineNoteWriter(NoteWriter):
 
     name = "offline"
 
-    def __init__(self, max_facts: int = C.NOTE_WRITER_MAX_FACTS) -> None:
-        self.max_facts = max_facts
+    def __init__(self, max_facts: int | None = None) -> None:
+        self.max_facts = max_facts  # None: NOTE_WRITER_MAX_FACTS when writing
 
     async def write(
         self,
@@ -662,5 +662,6 @@ class OfflineNoteWriter(NoteWriter):
         for c in candidates:
             first.setdefault(c[2].note, c)
         candidates = list(first.values())
-        best = sorted(candidates, key=lambda c: (-c[0], c[1]))[: self.max_facts]
+        most = C.NOTE_WRITER_MAX_FACTS if self.max_facts is None else self.max_facts
+        best = sorted(candidates, key=lambda c: (-c[0], c[1]))[:most]
         return Note(notes=[entry for _, _, entry in sorted(best, key=lambda c: c[1])])
