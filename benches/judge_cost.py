@@ -2,7 +2,7 @@
 turn, by kind, and what it reads against the conversation's own text.
 
     python benches/judge_cost.py [--samples launch-week conv-30] [--ceilings 20000 6000]
-        [--out benches/RESULTS-judge-cost.md]
+        [--answers everything selective] [--out benches/RESULTS-judge-cost.md]
 
 Replays the bundled launch-week sample and LoCoMo tuning conversations (conv-30 by default)
 through `fadeway replay`'s own path (`batch.open_for_replay`, `replay.replay_memory`) with the
@@ -11,7 +11,11 @@ LLM judge and the LLM note writer pointed at a scripted OpenAI-compatible server
 where half the fact's longer words are in the episode (a real model's yeses are few; each is a
 line of the answer), every other judgment as `tests/judge_answers.everything` does (each unit a
 boundary score, every walk level 2 so every fact leads on, every distilled item kept, a fact per
-leaving user message), so no judgment the mechanism names is skipped. It counts the tokens of each
+leaving user message), so no judgment the mechanism names is skipped: the worst case, for the
+walk and distill above all, since a model lists only the facts that bear on the turn. With
+`--answers selective` the walk's levels, distill, `relate` and `same_entity` are answered as the
+offline judge would answer them, read back from the LLM judge's own prompts (`selective`): a
+model that finds most recalled facts unrelated and keeps little. It counts the tokens of each
 call (fadeway's own estimate of the request and of its answer) and reports them as the call's
 usage, so the tokens are what a real endpoint would count for these prompts. The figures come
 from `mem.usage()`, as a user reads them; the conversation's own text is its messages' text
@@ -27,6 +31,7 @@ LoCoMo is read from shared/data (or $FADEWAY_SHARED_DATA); it is never copied he
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 import tempfile
@@ -35,6 +40,7 @@ import time
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fadeway import tokens  # noqa: E402
@@ -42,6 +48,13 @@ from fadeway import wire as formats  # noqa: E402
 from fadeway._constants import TOKENS_PER_MESSAGE  # noqa: E402
 from fadeway.blocks import NOTE_CONTEXT_HEADER  # noqa: E402
 from fadeway.cli.batch import ReplaySettings, _note_writer, open_for_replay  # noqa: E402
+from fadeway.judge.base import FactText  # noqa: E402
+from fadeway.judge.offline import (  # noqa: E402
+    distill_offline,
+    levels_offline,
+    relate_offline,
+    same_entity_offline,
+)
 from fadeway.replay.lines import ReplayLine, read_replay  # noqa: E402
 from fadeway.replay.locomo import locomo_lines, read_locomo  # noqa: E402
 from fadeway.replay.runner import replay_memory  # noqa: E402
@@ -85,6 +98,12 @@ class Cost:
     seconds: float = 0.0
     #: Each note request's context message (`NoteContext`), in tokens (0 when it sent none).
     note_context: list[int] = field(default_factory=list)
+    answers: str = "everything"  # how the server answered (`Counter`)
+
+    @property
+    def label(self) -> str:
+        selective = " (selective)" if self.answers == "selective" else ""
+        return f"{self.sample} @ {self.ceiling:,}{selective}"
 
     @property
     def reads(self) -> int:
@@ -100,6 +119,8 @@ class Cost:
 
 
 _WORD = re.compile(r"[a-z0-9]{4,}")
+#: The judgments `selective` answers (boundaries, about and notes are answered alike).
+_SELECTIVE = {f"judge:{k}" for k in ("levels", "distill", "relate", "same_entity")}
 
 
 def _about_yeses(body: dict) -> dict:
@@ -123,11 +144,69 @@ def _about_yeses(body: dict) -> dict:
     }
 
 
+# -- a selective model: what the offline judge would answer ------------------------------------
+
+_FACT_LINE = re.compile(r"^\[(\d+)\] (.*?)(?: \[([^\]]*); ([^\]]*)\])?$", re.MULTILINE)
+_LABELLED = re.compile(r"^(F\d+): (.*?)(?: \[([^\]]*); ([^\]]*)\])?$", re.MULTILINE)
+_PAIR = re.compile(r"^\[(\d+)\] new (F\d+), held (F\d+)$", re.MULTILINE)
+_NAMES = re.compile(r'^\[(\d+)\] (".*") \| (".*")$', re.MULTILINE)
+
+
+def _facts(text: str, pattern: re.Pattern[str] = _FACT_LINE) -> dict[Any, FactText]:
+    return {
+        (int(k) if k.isdigit() else k): FactText(t, s or "", o or "")
+        for k, t, s, o in pattern.findall(text)
+    }
+
+
+def _between(text: str, start: str, end: str) -> str:
+    return text.split(start, 1)[1].split(end, 1)[0]
+
+
+def selective(body: dict) -> dict:
+    """The answer object the offline judge's judgments give for a `levels`, `distill`,
+    `relate` or `same_entity` request, read back from its prompt: a model that finds most
+    recalled facts unrelated and keeps little, where `everything` lists every item."""
+    name, _ = judgment(body)
+    text = user_text(body)
+    if name == "levels":
+        dialogue = _between(text, "Recent dialogue (newest last):\n", "\n\nFacts:\n")
+        facts = _facts(text.split("\n\nFacts:\n", 1)[1])
+        levels = levels_offline(list(facts.values()), dialogue)
+        return {
+            "facts": [{"id": i, "level": v} for i, v in zip(facts, levels, strict=True) if v >= 1]
+        }
+    if name == "distill":
+        conversation = _between(text, "Exchange:\n", "\n\nRecalled items:\n")
+        items = _facts(text.split("\n\nRecalled items:\n", 1)[1])
+        kept = distill_offline(list(items.values()), conversation)
+        return {"facts": [{"id": i} for i, k in zip(items, kept, strict=True) if k]}
+    if name == "relate":
+        facts = _facts(_between(text, "Facts:\n", "\n\nPairs:\n"), _LABELLED)
+        pairs = []
+        for i, new, held in _PAIR.findall(text):
+            relation = relate_offline(facts[new], facts[held])
+            if relation != "unrelated":
+                pairs.append({"id": int(i), "relation": relation})
+        return {"pairs": pairs}
+    if name == "same_entity":
+        return {
+            "pairs": [
+                {"id": int(i)}
+                for i, a, b in _NAMES.findall(text)
+                if same_entity_offline(json.loads(a), json.loads(b))
+            ]
+        }
+    raise ValueError(f"no selective answer for {name!r}")
+
+
 class Counter:
     """Answers every request (see the module docstring) with usage set to fadeway's estimate of
-    the request and of the answer, and counts them by kind, call by call."""
+    the request and of the answer, and counts them by kind, call by call. `model`:
+    "everything" (every item listed and kept) or "selective" (`selective`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, model: str = "everything") -> None:
+        self.model = model
         self.counted: dict[str, list[int]] = {}
         self.note_context: list[int] = []
         self._lock = threading.Lock()
@@ -138,6 +217,8 @@ class Counter:
         kind = "note" if is_note else f"judge:{judgment(body)[0]}"
         if kind == "judge:about":
             reply = answer_as_asked(body, _about_yeses(body))
+        elif self.model == "selective" and kind in _SELECTIVE:
+            reply = answer_as_asked(body, selective(body))
         else:
             reply = everything(request)
         sent = dict(reply.body)
@@ -185,11 +266,12 @@ def conversation_tokens(lines: list[ReplayLine]) -> int:
     return sum(sum(tokens.count_texts(ENCODING, text_of(line.message))) for line in lines)
 
 
-def measure(name: str, lines: list[ReplayLine], ceiling: int) -> Cost:
-    """What one replay of `lines` at `ceiling` cost the memory's own model."""
+def measure(name: str, lines: list[ReplayLine], ceiling: int, answers: str = "everything") -> Cost:
+    """What one replay of `lines` at `ceiling` cost the memory's own model, its judge answered
+    as `answers` says (`Counter`)."""
     memory_id = lines[0].memory_id
     turns = sum(1 for line in lines if line.message.get("role") == "user")
-    counter = Counter()
+    counter = Counter(answers)
     with tempfile.TemporaryDirectory() as tmp, OpenAIServer() as server:
         server.script(*[counter] * 200_000)
         settings = ReplaySettings(
@@ -213,6 +295,7 @@ def measure(name: str, lines: list[ReplayLine], ceiling: int) -> Cost:
         counted=counter.counted,
         seconds=seconds,
         note_context=counter.note_context,
+        answers=answers,
     )
 
 
@@ -225,9 +308,7 @@ def _per_turn(value: float) -> str:
 def table(results: list[Cost]) -> list[str]:
     """Markdown rows: per user turn, for each replay, calls, tokens in and tokens out; then the
     conversation's own text per turn and the ratios the goal bounds."""
-    head = "| per user turn |" + "".join(
-        f" {c.sample} @ {c.ceiling:,}: calls | in | out |" for c in results
-    )
+    head = "| per user turn |" + "".join(f" {c.label}: calls | in | out |" for c in results)
     lines = [head, "| --- |" + " --- | --- | --- |" * len(results)]
     kinds = KINDS + sorted({k for c in results for k in c.usage} - set(KINDS))
     for kind in kinds:
@@ -252,7 +333,7 @@ def table(results: list[Cost]) -> list[str]:
     lines.append("| --- | --- | --- | --- | --- |")
     for c in results:
         lines.append(
-            f"| {c.sample} @ {c.ceiling:,} | {c.turns} | {c.reads / c.text:.1f}× "
+            f"| {c.label} | {c.turns} | {c.reads / c.text:.1f}× "
             f"(goal ≤ {GOAL_READS:.0f}×) | {c.writes / max(1, c.reads):.2f} "
             f"(goal ≤ {GOAL_WRITES}) | {c.seconds:.0f} |"
         )
@@ -262,7 +343,7 @@ def table(results: list[Cost]) -> list[str]:
         calls, tin, _ = c.usage.get("note", (0, 0, 0))
         n = len(c.note_context)
         lines.append(
-            f"| {c.sample} @ {c.ceiling:,} | {calls} | {tin / max(1, calls):,.0f} | "
+            f"| {c.label} | {calls} | {tin / max(1, calls):,.0f} | "
             f"{sum(c.note_context) / max(1, n):,.0f} | {max(c.note_context, default=0):,} |"
         )
     return lines
@@ -277,6 +358,14 @@ def main() -> int:
         help=f"{BUNDLED} (bundled) and/or LoCoMo sample_ids (default: {BUNDLED} conv-30)",
     )
     parser.add_argument("--ceilings", type=int, nargs="+", default=[20_000, 6_000])
+    parser.add_argument(
+        "--answers",
+        nargs="+",
+        choices=["everything", "selective"],
+        default=["everything"],
+        help="how the scripted judge answers: every item listed and kept (the worst case), "
+        "or as the offline judge would (a selective model); several: one replay each",
+    )
     parser.add_argument("--out", type=Path, help=f"write the results here (e.g. {RESULTS})")
     args = parser.parse_args()
     locomo = shared_data("locomo/locomo10.json")
@@ -287,12 +376,12 @@ def main() -> int:
         except (FileNotFoundError, KeyError) as exc:
             parser.error(str(exc))
         for ceiling in args.ceilings:
-            cost = measure(name, lines, ceiling)
-            print(
-                f"{name} @ {ceiling:,}: {cost.turns} user turns, {cost.seconds:.0f} s",
-                file=sys.stderr,
-            )
-            results.append(cost)
+            for answers in args.answers:
+                cost = measure(name, lines, ceiling, answers)
+                print(
+                    f"{cost.label}: {cost.turns} user turns, {cost.seconds:.0f} s", file=sys.stderr
+                )
+                results.append(cost)
     lines_out = [
         "# What the memory's own model costs",
         "",

@@ -36,3 +36,47 @@ def test_the_memory_s_own_model_spends_within_loose_ceilings():
     assert cost.reads <= 40 * cost.text
     assert cost.writes <= 0.3 * cost.reads
     assert cost.calls <= 6 * cost.turns
+
+
+def test_the_selective_model_answers_as_the_offline_judge_through_the_llm_judge_s_prompts():
+    """`selective` reads each judgment back from the LLM judge's own prompt: through them, the
+    LLM judge's answers are the offline judge's, item for item."""
+    import asyncio
+
+    from fadeway.http import Endpoint
+    from fadeway.judge.base import FactText
+    from fadeway.judge.llm import LLMJudge
+    from fadeway.judge.offline import OfflineJudge
+    from openai_server import OpenAIServer
+
+    facts = [
+        FactText("Dana owns the checkout migration.", "Dana", "checkout migration"),
+        FactText("The pricing page launches on 2026-03-14.", "pricing page", "2026-03-14"),
+        FactText("Legal reviews refunds within two days.", "Legal", "refunds"),
+        FactText("The pricing page launches on 2026-04-02.", "pricing page", "2026-04-02"),
+    ]
+    dialogue = "Who owns the checkout migration now?\nDana does, since the launch moved."
+    drawn_on = FactText("Dana owns the checkout migration since the March reorg.", "Dana", "it")
+    exchange = "Who owns the checkout migration?\nDana does; she took it over after the reorg."
+    pairs = [(facts[3], facts[1]), (facts[0], facts[2])]
+    names = [("Dana", "dana"), ("pricing page", "legal team")]
+    offline = OfflineJudge()
+    with OpenAIServer() as server:
+        server.script(*[bench.Counter("selective")] * 20)
+        judge = LLMJudge(Endpoint(server.url, backoff_initial=0.01), model=bench.MODEL)
+
+        async def both(name, *args):
+            return await getattr(judge, name)(*args), await getattr(offline, name)(*args)
+
+        for name, args in [
+            ("levels", (facts, dialogue)),
+            ("distill", ([drawn_on, *facts], exchange)),
+            ("relate", (pairs,)),
+            ("same_entity", (names,)),
+        ]:
+            llm, expected = asyncio.run(both(name, *args))
+            # What a list leaves out is the judgment's "no" (0, False, "unrelated").
+            no = {"levels": 0, "distill": False, "relate": "unrelated", "same_entity": False}
+            assert [no[name] if a is None else a for a in llm] == expected, name
+            assert len(set(expected)) >= 2, name  # a yes and a no at least
+        judge.close()
