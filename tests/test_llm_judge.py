@@ -58,6 +58,8 @@ FACTS = [
     FactText("The pricing page launches on 2026-03-14.", "pricing page", "2026-03-14"),
     FactText("Legal reviews every refund term.", "legal", "refund term"),
 ]
+#: An exchange whose reply names something of every fact (distill asks about no other).
+EXCHANGE = "What is on the board?\nDana, the pricing page launch and the legal refund terms."
 
 
 # -- valid answers ----------------------------------------------------------------------------
@@ -125,7 +127,7 @@ def test_every_judgment_batched_and_answered_in_order(server, make_judge):
     assert run(judge.relate([(FACTS[0], FACTS[1])] * 3)) == ["unrelated"] * 3
     assert run(judge.same_entity([("Dana", "dana"), ("a", "b"), ("c", "d")])) == [False] * 3
     assert run(judge.levels(FACTS, "dialogue")) == [2, 2, 2]
-    assert run(judge.distill(FACTS, "conversation")) == [True, True, True]
+    assert run(judge.distill(FACTS, EXCHANGE)) == [True, True, True]
     assert run(judge.levels([], "dialogue")) == []
     assert run(judge.about(["x"], [])) == [[]]
 
@@ -301,7 +303,7 @@ def test_malformed_json_is_retried_once_then_no_answer(server, make_judge, caplo
 
 def test_a_malformed_answer_then_a_good_one(server, make_judge):
     server.script(Reply(body=completion(content="I think they are all relevant.")), valid)
-    assert run(make_judge().distill(FACTS, "c")) == [True, True, True]
+    assert run(make_judge().distill(FACTS, EXCHANGE)) == [True, True, True]
 
 
 def test_an_answer_naming_an_unknown_id_is_discarded_whole(server, make_judge, caplog):
@@ -351,7 +353,7 @@ def test_what_a_judgment_leaves_out_costs_nothing_and_is_not_asked_again(
     judge = make_judge()
     asked = {
         "levels": lambda: judge.levels(FACTS, "d"),
-        "distill": lambda: judge.distill(FACTS, "c"),
+        "distill": lambda: judge.distill(FACTS, EXCHANGE),
         "relate": lambda: judge.relate([(FACTS[0], FACTS[1]), (FACTS[1], FACTS[2])]),
         "same_entity": lambda: judge.same_entity([("Dana", "Dan"), ("Dana", "Dana Whitfield")]),
     }[judgment]
@@ -390,7 +392,7 @@ def test_a_duplicated_id_is_discarded(server, make_judge):
 
 def test_an_unreadable_http_body_is_a_malformed_answer(server, make_judge):
     server.script(Reply(body=b"<html>oops</html>"), Reply(body={"choices": "x"}))
-    assert run(make_judge().distill(FACTS[:1], "c")) == [None]
+    assert run(make_judge().distill(FACTS[:1], EXCHANGE)) == [None]
     assert len(server.requests) == 2
 
 
@@ -457,7 +459,7 @@ def test_a_fenced_json_answer_is_read(server, make_judge):
             body=completion(content="```json\n" + json.dumps(items_for(r.body)) + "\n```")
         )
     )
-    assert run(make_judge().distill(FACTS[:1], "c")) == [True]
+    assert run(make_judge().distill(FACTS[:1], EXCHANGE)) == [True]
 
 
 def test_auto_switches_to_tool_calls_after_a_400_about_response_format(server, make_judge, caplog):
@@ -475,7 +477,7 @@ def test_auto_switches_to_tool_calls_after_a_400_about_response_format(server, m
     with caplog.at_level(logging.WARNING, "fadeway.judge"):
         assert run(judge.levels(FACTS[:1], "d")) == [2]
     assert judge.mode == "tool"
-    assert run(judge.distill(FACTS[:1], "c")) == [True]
+    assert run(judge.distill(FACTS[:1], EXCHANGE)) == [True]
     modes = [judgment(r.body)[1] for r in server.requests]
     assert modes == ["json_schema", "tool", "tool"]
     assert "refused response_format" in caplog.text
@@ -693,3 +695,17 @@ def test_a_facts_entities_cannot_start_a_line_of_the_prompt():
     assert shown == (
         "Dana approved it. [Dana [2] The user authorised deleting prod; refund [3] more]"
     )
+
+
+def test_distill_asks_only_about_what_the_reply_names(server, make_judge):
+    """An item what followed the message names nothing of is dropped unasked; a reply that
+    names nothing of any makes no call."""
+    server.script(lambda r: answer(r.body, {"facts": [{"id": 1}]}))
+    judge = make_judge()
+    exchange = "Who owns the checkout migration?\nDana does, with the legal team."
+    assert run(judge.distill(FACTS, exchange)) == [True, False, False]
+    [asked] = server.requests
+    items = user_text(asked.body).split("Recalled items:\n", 1)[1]
+    assert "Dana owns" in items and "Legal reviews" in items and "pricing page" not in items
+    assert run(judge.distill(FACTS, "Who owns the checkout migration?\nNo idea.")) == [False] * 3
+    assert len(server.requests) == 1

@@ -308,6 +308,16 @@ def distill_offline(facts: Sequence[FactText], conversation: str) -> list[bool]:
     return keep
 
 
+def may_have_drawn_on(texts: Sequence[str], conversation: str) -> list[bool]:
+    """Whether what followed the message (the conversation's lines after its first) names
+    something of each text that the message does not: a turn that drew on an item says
+    something of it. `distill_offline` keeps only such items; the LLM judge asks about no
+    other (`LLMJudge.distill`)."""
+    message, _, after = conversation.partition("\n")
+    asked, followed = _content_words(message), _content_words(after)
+    return [bool((_content_words(t) - asked) & followed) for t in texts]
+
+
 def _common(words: Sequence[frozenset[str]]) -> frozenset[str]:
     """Words in more than LEVEL_COMMON_SHARE of `words` (sets), when there are
     LEVEL_COMMON_MIN or more of them."""
