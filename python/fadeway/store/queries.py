@@ -119,7 +119,7 @@ class MemoryQueries:
             return None
         fmt, created_at, instructions, through, facts_order, facts_block, tracked = row
         return MemoryRecord(
-            memory_id=self._key,
+            memory_id=self.memory_id,
             format=fmt,
             created_at=created_at,
             instructions=bytes(instructions) if instructions is not None else None,
@@ -138,7 +138,7 @@ class MemoryQueries:
             (self._key, fmt, created_at, int(blocks_tracked)),
         )
         return MemoryRecord(
-            memory_id=self._key,
+            memory_id=self.memory_id,
             format=fmt,
             created_at=created_at,
             instructions=None,

@@ -13,7 +13,6 @@ lane's background threads would meet.
 
 from __future__ import annotations
 
-import logging
 import os
 import sqlite3
 import threading
@@ -23,18 +22,17 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .. import _constants as C
-from ..errors import SchemaVersionError, StoreError
+from ..errors import StoreError
 from .base import Store, Transaction
 from .queries import MemoryQueries
 from .queries_episodes import EpisodeQueries
 from .queries_graph import GraphQueries
 from .queries_lane import LaneQueries
 from .queries_notes import NoteQueries
-from .schema import MIGRATIONS, SCHEMA_VERSION
+from .schema import migrate
 
 __all__ = ["SQLiteStore"]
 
-log = logging.getLogger("fadeway.store")
 
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 #: The path that opens a store in memory.
@@ -160,22 +158,7 @@ class SQLiteStore(Store):
     def _migrate(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute("CREATE TABLE IF NOT EXISTS fadeway_schema (version INTEGER NOT NULL)")
-            row = conn.execute("SELECT version FROM fadeway_schema").fetchone()
-            version = row[0] if row else 0
-            if version > SCHEMA_VERSION:
-                raise SchemaVersionError(
-                    f"{self.path} has schema version {version}; this fadeway understands up to "
-                    f"{SCHEMA_VERSION}: upgrade fadeway"
-                )
-            for step in MIGRATIONS[version:]:
-                for statement in (*step.portable, *step.sqlite):
-                    conn.execute(statement)
-            if row is None:
-                conn.execute("INSERT INTO fadeway_schema (version) VALUES (?)", (SCHEMA_VERSION,))
-            elif version != SCHEMA_VERSION:
-                conn.execute("UPDATE fadeway_schema SET version = ?", (SCHEMA_VERSION,))
-                log.info("migrated %s from schema %d to %d", self.path, version, SCHEMA_VERSION)
+            migrate(conn, lambda step: (*step.portable, *step.sqlite), str(self.path))
             conn.execute("COMMIT")
         except BaseException:
             _roll_back(conn)
