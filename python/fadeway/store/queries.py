@@ -216,7 +216,7 @@ class MemoryQueries:
                     r.source,
                     r.tokens,
                     r.digest,
-                    _encode_calls(r.calls) if r.calls else None,
+                    _encode_calls(r.calls).decode() if r.calls else None,
                     r.answers,
                     r.body,
                 )
