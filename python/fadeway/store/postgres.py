@@ -64,7 +64,10 @@ def _driver() -> tuple[ModuleType, ModuleType]:
 
 
 def shown_url(url: str) -> str:
-    """`url` fit to show: its password (in the user part or the query) replaced by `***`."""
+    """`url` fit to show: a PostgreSQL URL's password (in the user part or the query) replaced
+    by `***`; anything else (a file path) as it is."""
+    if not url.startswith(POSTGRES_SCHEMES):
+        return url
     parts = urlsplit(url)
     netloc = parts.netloc
     if "@" in netloc:
@@ -196,8 +199,9 @@ class PostgresStore(Store):
         )
 
     def _unreachable(self, exc: Exception) -> str:
+        first = " ".join(str(exc).strip().split("\n", 1)[0].split())  # libpq's hint follows
         return (
-            f"cannot reach the PostgreSQL store {self.shown}: {_hidden(str(exc), self.url)}; "
+            f"cannot reach the PostgreSQL store {self.shown}: {_hidden(first, self.url)}; "
             "check that the server runs and listens at that host and port, and that the user, "
             "password and database are right"
         )
