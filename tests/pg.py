@@ -124,16 +124,42 @@ def with_database(url: str, name: str) -> str:
     return urlunsplit(parts._replace(path="/" + name))
 
 
+#: The role tests connect as: no superuser, so that row-level security applies to it as it does
+#: to an application's role (a superuser bypasses it).
+APP_ROLE = "fadeway_app"
+
+
+def _as_app_role(conn, url: str) -> str | None:
+    """`url` connecting as APP_ROLE (created if missing), or None when this server's user may
+    not create it (the tests then run as that user)."""
+    import psycopg
+
+    try:
+        if (
+            conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (APP_ROLE,)).fetchone()
+            is None
+        ):
+            conn.execute(f"CREATE ROLE {APP_ROLE} LOGIN")
+    except psycopg.Error:
+        return None
+    parts = urlsplit(url)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit(parts._replace(netloc=f"{APP_ROLE}@{host}"))
+
+
 @contextmanager
 def fresh_database(url: str) -> Iterator[str]:
-    """A new, empty database on the server at `url`, dropped afterwards: its URL."""
+    """A new, empty database on the server at `url`, owned by APP_ROLE when it can be, dropped
+    afterwards: its URL."""
     import psycopg
 
     name = "fadeway_test_" + uuid.uuid4().hex[:16]
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')  # a name made here, never input
+        role_url = _as_app_role(conn, url)
+        owner = f" OWNER {APP_ROLE}" if role_url else ""
+        conn.execute(f'CREATE DATABASE "{name}"{owner}')  # names made here, never input
     try:
-        yield with_database(url, name)
+        yield with_database(role_url or url, name)
     finally:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -428,7 +428,9 @@ def _raw(db):
         return sqlite3.connect(db, isolation_level=None), sqlite3.IntegrityError
     import psycopg
 
-    return psycopg.connect(db, autocommit=True), psycopg.errors.RestrictViolation
+    conn = psycopg.connect(db, autocommit=True)
+    conn.execute("SET fadeway.every_memory = on")  # past row-level security, to every row
+    return conn, psycopg.errors.RestrictViolation
 
 
 def _jobs(engine, memory_id):

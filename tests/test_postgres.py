@@ -141,6 +141,7 @@ def test_a_newer_schema_is_refused_and_an_older_one_migrated(db):
     import psycopg
 
     with psycopg.connect(db, autocommit=True) as conn:  # a database as version 9 left it
+        conn.execute("SET fadeway.every_memory = on")
         conn.execute("CREATE TABLE fadeway_schema (version INTEGER NOT NULL)")
         for step in MIGRATIONS[:9]:
             for statement in (*map(for_postgres, step.portable), *step.postgres):
@@ -205,3 +206,37 @@ def test_a_closed_store_refuses_calls(db):
     with pytest.raises(StoreError, match="is closed"):
         with store.read("m"):
             pass
+
+
+@pytest.mark.parametrize("db", ["postgres"], indirect=True)
+@pytest.mark.postgres
+def test_row_level_security_keeps_a_transaction_to_its_memory(db):
+    """The second guard: a statement that forgot its `memory_id = ?` still sees and writes only
+    the transaction's memory (the tests connect as a role that is no superuser, which would
+    bypass it), and a connection that names no memory sees nothing."""
+    import psycopg
+
+    from fadeway.store.postgres import memory_key
+
+    store = open_store(db)
+    try:
+        for mid in ("a", "b\x00"):
+            with store.write(mid) as tx:
+                tx.create_memory("chat_completions", 0.0)
+                tx.insert_messages([_message(0), _message(1)])
+        with store.read("a") as tx:
+            assert tx._conn.execute("SELECT memory_id FROM messages").fetchall() == [
+                (b"a",),
+                (b"a",),
+            ]
+        with pytest.raises(StoreError, match="row-level security"):
+            with store.write("a") as tx:
+                tx._conn.execute(
+                    "INSERT INTO memories (memory_id, format, created_at) VALUES (?, ?, 0)",
+                    (memory_key("c"), "responses"),
+                )
+        assert sorted(store.memory_ids()) == ["a", "b\x00"]
+    finally:
+        store.close()
+    with psycopg.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM messages").fetchone() == (0,)

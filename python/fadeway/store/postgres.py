@@ -10,6 +10,8 @@ PostgreSQL's type names). What differs sits here:
   memory queue, whatever process or machine they run in, and writers of different memories
   never wait on each other; each statement sees what the lock's last holder committed;
 - a read is a REPEATABLE READ, READ ONLY transaction: one consistent snapshot;
+- each transaction names its memory in a setting (`fadeway.memory_id`) that row-level security
+  checks every row against: a second guard behind the queries' own `memory_id = ?`;
 - memory ids are stored as their UTF-8 bytes (BYTEA): an id may hold NUL, which PostgreSQL
   text cannot;
 - psycopg's errors are `StoreError`s naming the server by its URL without the password.
@@ -48,6 +50,10 @@ _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 #: one after the other (a memory's lock is a hash of its id: a collision costs a wait, no more).
 _MIGRATION_LOCK = 0x6661646577617900  # b"fadeway\0"
 _CHANGING = ("INSERT", "UPDATE", "DELETE")
+#: What a transaction says for row-level security (schema.py): the one memory it is bound to
+#: (its id's UTF-8 bytes in hex: a setting cannot hold NUL), or that it spans every memory.
+_ONE_MEMORY = "SELECT set_config('fadeway.memory_id', %s, true)"
+_EVERY_MEMORY = "SELECT set_config('fadeway.every_memory', 'on', true)"
 
 
 def _driver() -> tuple[ModuleType, ModuleType]:
@@ -209,6 +215,7 @@ class PostgresStore(Store):
     def _migrate(self, conn: psycopg.Connection) -> None:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            conn.execute(_EVERY_MEMORY)
             migrate(
                 _Executor(conn),
                 lambda step: (*map(for_postgres, step.portable), *step.postgres),
@@ -246,7 +253,10 @@ class PostgresStore(Store):
             try:
                 if self._async_commit:
                     conn.execute("SET LOCAL synchronous_commit = off")
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(memory_id),))
+                conn.execute(
+                    "SELECT pg_advisory_xact_lock(%s), set_config('fadeway.memory_id', %s, true)",
+                    (lock_key(memory_id), memory_key(memory_id).hex()),
+                )
                 yield _PostgresTransaction(_Executor(conn), memory_id)
                 conn.execute("COMMIT")
             except BaseException:
@@ -258,6 +268,7 @@ class PostgresStore(Store):
         with self._connection("read") as conn:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             try:
+                conn.execute(_ONE_MEMORY, (memory_key(memory_id).hex(),))
                 yield _PostgresTransaction(_Executor(conn), memory_id)
             finally:
                 self._roll_back(conn)
@@ -270,8 +281,14 @@ class PostgresStore(Store):
             pass
 
     def _ids(self, sql: str) -> list[str]:
+        """Memory ids a query across every memory finds (a snapshot that says it spans them)."""
         with self._connection("read") as conn:
-            return [bytes(key).decode("utf-8") for (key,) in conn.execute(sql)]
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                conn.execute(_EVERY_MEMORY)
+                return [bytes(key).decode("utf-8") for (key,) in conn.execute(sql)]
+            finally:
+                self._roll_back(conn)
 
     def memory_ids(self) -> Iterator[str]:
         yield from self._ids("SELECT memory_id FROM memories ORDER BY memory_id")

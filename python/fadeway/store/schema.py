@@ -56,6 +56,45 @@ BEGIN
 END $$"""
 
 
+#: The memory a transaction is bound to (`set_config('fadeway.memory_id', <hex of its id>,
+#: true)`), and whether it spans every memory (listing ids, migrating): what row-level
+#: security lets a transaction see.
+_POSTGRES_MEMORY = [
+    """CREATE FUNCTION fadeway_memory() RETURNS bytea LANGUAGE sql STABLE AS $$
+SELECT decode(COALESCE(current_setting('fadeway.memory_id', true), ''), 'hex') $$""",
+    """CREATE FUNCTION fadeway_every_memory() RETURNS boolean LANGUAGE sql STABLE AS $$
+SELECT COALESCE(current_setting('fadeway.every_memory', true), '') = 'on' $$""",
+]
+
+
+def _one_memory(*tables: str) -> list[str]:
+    """PostgreSQL's row-level security on `tables`, the second guard of isolation: a
+    transaction sees and writes the rows of its own memory only (or of every memory, when it
+    says it spans them), the tables' owner included."""
+    out: list[str] = []
+    for table in tables:
+        out += [
+            f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY",
+            f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY",
+            f"CREATE POLICY {table}_one_memory ON {table} "
+            "USING (memory_id = fadeway_memory() OR fadeway_every_memory())",
+        ]
+    return out
+
+
+def _migration(
+    portable: list[str],
+    *,
+    append_only: tuple[str | tuple[str, str], ...] = (),
+    isolated: tuple[str, ...] = (),
+    postgres: tuple[str, ...] = (),
+) -> Migration:
+    """A migration with the triggers that keep `append_only` tables so on both stores, and
+    PostgreSQL's row-level security on the `isolated` tables it creates."""
+    sqlite, guards = _append_only(*append_only)
+    return Migration(portable, sqlite, [*postgres, *guards, *_one_memory(*isolated)])
+
+
 def _append_only(*tables: str | tuple[str, str]) -> tuple[list[str], list[str]]:
     """The SQLite and the PostgreSQL triggers that keep `tables` append-only; a (table, column)
     pair may change in that column alone."""
@@ -155,7 +194,7 @@ def _block_texts(table: str) -> str:
 
 MIGRATIONS: list[Migration] = [
     # 1: memories, messages and decorated requests.
-    Migration(
+    _migration(
         [
             """CREATE TABLE memories (
             memory_id TEXT PRIMARY KEY,
@@ -197,10 +236,11 @@ MIGRATIONS: list[Migration] = [
             PRIMARY KEY (memory_id, n)
         )""",
         ],
-        postgres=[_POSTGRES_REFUSE],
+        isolated=("memories", "messages", "requests"),
+        postgres=(_POSTGRES_REFUSE, *_POSTGRES_MEMORY),
     ),
     # 2: episodes, the append-only trace log, and the ordered lane (durable per-memory jobs).
-    Migration(
+    _migration(
         [
             """CREATE TABLE episodes (
             memory_id TEXT NOT NULL REFERENCES memories (memory_id),
@@ -247,11 +287,12 @@ MIGRATIONS: list[Migration] = [
             lease_until DOUBLE PRECISION
         )""",
         ],
-        *_append_only("messages", "traces", ("episodes", "state")),
+        append_only=("messages", "traces", ("episodes", "state")),
+        isolated=("episodes", "traces", "jobs", "lanes"),
     ),
     # 3: notes the model wrote, their facts, the episodes each note acknowledged, and the
     # facts block's order (kept between fades and seals so a quiet turn repeats it exactly).
-    Migration(
+    _migration(
         [
             """CREATE TABLE notes (
             memory_id TEXT NOT NULL REFERENCES memories (memory_id),
@@ -284,13 +325,14 @@ MIGRATIONS: list[Migration] = [
         )""",
             "ALTER TABLE memories ADD COLUMN facts_order TEXT",
         ],
-        *_append_only("notes", "facts", "acks"),
+        append_only=("notes", "facts", "acks"),
+        isolated=("notes", "facts", "acks"),
     ),
     # 4: the knowledge graph (entities, their surface names, facts as edges, retirements),
     # passages of sealed conversation, the vectors of facts, passages and entities, and the
     # facts block's text as last rendered. All append-only: a merge is recorded on the newer
     # fact's edge, a retirement as its own row.
-    Migration(
+    _migration(
         [
             """CREATE TABLE entities (
             memory_id TEXT NOT NULL REFERENCES memories (memory_id),
@@ -352,12 +394,13 @@ MIGRATIONS: list[Migration] = [
         )""",
             "ALTER TABLE memories ADD COLUMN facts_block TEXT",
         ],
-        *_append_only("entities", "aliases", "edges", "retirements", "passages", "vectors"),
+        append_only=("entities", "aliases", "edges", "retirements", "passages", "vectors"),
+        isolated=("entities", "aliases", "edges", "retirements", "passages", "vectors"),
     ),
     # 5: recall. The block each user turn got (kept with its turn), its distilled rewrite as
     # the lane prepared it, the final text fixed when the next message arrived (so the turn's
     # block is byte-stable from then on), and the walk the lane prepared after each reply.
-    Migration(
+    _migration(
         [
             """CREATE TABLE recalls (
             memory_id TEXT NOT NULL REFERENCES memories (memory_id),
@@ -380,10 +423,11 @@ MIGRATIONS: list[Migration] = [
             PRIMARY KEY (memory_id, turn)
         )""",
         ],
-        *_append_only("recalls", "distills", "recall_finals", "walks"),
+        append_only=("recalls", "distills", "recall_finals", "walks"),
+        isolated=("recalls", "distills", "recall_finals", "walks"),
     ),
     # 6: what each call to a model (judge or note writer) cost, by the memory it was for.
-    Migration(
+    _migration(
         [
             """CREATE TABLE usage (
             memory_id TEXT NOT NULL REFERENCES memories (memory_id),
@@ -397,7 +441,8 @@ MIGRATIONS: list[Migration] = [
             PRIMARY KEY (memory_id, n)
         )""",
         ],
-        *_append_only("usage"),
+        append_only=("usage",),
+        isolated=("usage",),
     ),
     # 7: a per-memory count of changes to episodes (each insert or change of state bumps it, and
     # marks the rows it wrote), so a mirror of the episodes reads only what changed since.
@@ -432,7 +477,7 @@ MIGRATIONS: list[Migration] = [
     # message that merely looks like a block is told from one fadeway emitted (issue 33, item
     # 4); and whether a memory's blocks are so tracked: not for memories from before this
     # version, whose blocks fadeway still recognises by their look.
-    Migration(
+    _migration(
         [
             """CREATE TABLE emitted (
             memory_id TEXT NOT NULL REFERENCES memories (memory_id),
@@ -442,7 +487,8 @@ MIGRATIONS: list[Migration] = [
             "ALTER TABLE memories ADD COLUMN blocks_tracked INTEGER NOT NULL DEFAULT 0 "
             "CHECK (blocks_tracked IN (0, 1))",
         ],
-        *_append_only("emitted"),
+        append_only=("emitted",),
+        isolated=("emitted",),
     ),
 ]
 
