@@ -67,6 +67,16 @@ def test_without_psycopg_the_error_says_what_to_install(monkeypatch):
 # -- on a server ------------------------------------------------------------------------------
 
 
+@pytest.fixture
+def store(db):
+    """A PostgreSQL store on the test's fresh database, holding memory "a" (no messages)."""
+    opened = open_store(db)
+    with opened.write("a") as tx:
+        tx.create_memory("chat_completions", 0.0)
+    yield opened
+    opened.close()
+
+
 def _message(seq: int) -> MessageRecord:
     return MessageRecord(
         seq=seq,
@@ -86,53 +96,42 @@ def _message(seq: int) -> MessageRecord:
 
 @pytest.mark.parametrize("db", ["postgres"], indirect=True)
 @pytest.mark.postgres
-def test_writers_of_one_memory_queue_and_of_two_memories_do_not(db):
-    store = open_store(db)
-    try:
-        for mid in ("a", "b"):
-            with store.write(mid) as tx:
-                tx.create_memory("chat_completions", 0.0)
-        waited: dict[str, float] = {}
+def test_writers_of_one_memory_queue_and_of_two_memories_do_not(store):
+    with store.write("b") as tx:
+        tx.create_memory("chat_completions", 0.0)
+    waited: dict[str, float] = {}
 
-        def write(mid: str) -> None:
-            start = time.monotonic()
-            with store.write(mid) as tx:
-                waited[mid] = time.monotonic() - start
-                tx.insert_messages([_message(tx.message_count())])
+    def write(mid: str) -> None:
+        start = time.monotonic()
+        with store.write(mid) as tx:
+            waited[mid] = time.monotonic() - start
+            tx.insert_messages([_message(tx.message_count())])
 
-        with store.write("a") as held:
-            held.insert_messages([_message(0)])
-            threads = [threading.Thread(target=write, args=(m,)) for m in ("a", "b")]
-            for t in threads:
-                t.start()
-            threads[1].join(timeout=10)
-            assert "b" in waited and waited["b"] < 0.5  # another memory: no wait
-            time.sleep(0.3)
-            assert "a" not in waited  # the same memory: waits for the holder's commit
-        threads[0].join(timeout=10)
-        assert waited["a"] >= 0.3
-        with store.read("a") as tx:  # the waiter saw the holder's row and wrote after it
-            assert [m.seq for m in tx.messages()] == [0, 1]
-    finally:
-        store.close()
+    with store.write("a") as held:
+        held.insert_messages([_message(0)])
+        threads = [threading.Thread(target=write, args=(m,)) for m in ("a", "b")]
+        for t in threads:
+            t.start()
+        threads[1].join(timeout=10)
+        assert "b" in waited and waited["b"] < 0.5  # another memory: no wait
+        time.sleep(0.3)
+        assert "a" not in waited  # the same memory: waits for the holder's commit
+    threads[0].join(timeout=10)
+    assert waited["a"] >= 0.3
+    with store.read("a") as tx:  # the waiter saw the holder's row and wrote after it
+        assert [m.seq for m in tx.messages()] == [0, 1]
 
 
 @pytest.mark.parametrize("db", ["postgres"], indirect=True)
 @pytest.mark.postgres
-def test_a_read_is_one_snapshot(db):
-    store = open_store(db)
-    try:
-        with store.write("m") as tx:
-            tx.create_memory("chat_completions", 0.0)
-        with store.read("m") as snapshot:
-            assert snapshot.message_count() == 0
-            with store.write("m") as tx:
-                tx.insert_messages([_message(0)])
-            assert snapshot.message_count() == 0 and snapshot.messages() == []
-        with store.read("m") as tx:
-            assert tx.message_count() == 1
-    finally:
-        store.close()
+def test_a_read_is_one_snapshot(store):
+    with store.read("a") as snapshot:
+        assert snapshot.message_count() == 0
+        with store.write("a") as tx:
+            tx.insert_messages([_message(0)])
+        assert snapshot.message_count() == 0 and snapshot.messages() == []
+    with store.read("a") as tx:
+        assert tx.message_count() == 1
 
 
 @pytest.mark.parametrize("db", ["postgres"], indirect=True)
@@ -210,7 +209,7 @@ def test_a_closed_store_refuses_calls(db):
 
 @pytest.mark.parametrize("db", ["postgres"], indirect=True)
 @pytest.mark.postgres
-def test_row_level_security_keeps_a_transaction_to_its_memory(db):
+def test_row_level_security_keeps_a_transaction_to_its_memory(db, store):
     """The second guard: a statement that forgot its `memory_id = ?` still sees and writes only
     the transaction's memory (the tests connect as a role that is no superuser, which would
     bypass it), and a connection that names no memory sees nothing."""
@@ -218,25 +217,19 @@ def test_row_level_security_keeps_a_transaction_to_its_memory(db):
 
     from fadeway.store.postgres import memory_key
 
-    store = open_store(db)
-    try:
-        for mid in ("a", "b\x00"):
-            with store.write(mid) as tx:
-                tx.create_memory("chat_completions", 0.0)
-                tx.insert_messages([_message(0), _message(1)])
-        with store.read("a") as tx:
-            assert tx._conn.execute("SELECT memory_id FROM messages").fetchall() == [
-                (b"a",),
-                (b"a",),
-            ]
-        with pytest.raises(StoreError, match="row-level security"):
-            with store.write("a") as tx:
-                tx._conn.execute(
-                    "INSERT INTO memories (memory_id, format, created_at) VALUES (?, ?, 0)",
-                    (memory_key("c"), "responses"),
-                )
-        assert sorted(store.memory_ids()) == ["a", "b\x00"]
-    finally:
-        store.close()
+    with store.write("b\x00") as tx:
+        tx.create_memory("chat_completions", 0.0)
+    for mid in ("a", "b\x00"):
+        with store.write(mid) as tx:
+            tx.insert_messages([_message(0), _message(1)])
+    with store.read("a") as tx:
+        assert tx._conn.execute("SELECT memory_id FROM messages").fetchall() == [(b"a",), (b"a",)]
+    with pytest.raises(StoreError, match="row-level security"):
+        with store.write("a") as tx:
+            tx._conn.execute(
+                "INSERT INTO memories (memory_id, format, created_at) VALUES (?, ?, 0)",
+                (memory_key("c"), "responses"),
+            )
+    assert sorted(store.memory_ids()) == ["a", "b\x00"]
     with psycopg.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM messages").fetchone() == (0,)

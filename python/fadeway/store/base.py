@@ -33,7 +33,18 @@ from ..records import (
 )
 from ..usage import UsageRecord
 
-__all__ = ["Store", "Transaction"]
+__all__ = ["SYNCHRONOUS", "Store", "Transaction", "check_synchronous"]
+
+#: The durability settings a store takes (SQLite's names; PostgreSQL maps them).
+SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+
+def check_synchronous(synchronous: str) -> str:
+    """`synchronous` in upper case, or a ValueError naming the settings there are."""
+    chosen = synchronous.upper()
+    if chosen not in SYNCHRONOUS:
+        raise ValueError(f"synchronous must be one of {', '.join(SYNCHRONOUS)}, not {chosen!r}")
+    return chosen
 
 
 class Transaction(abc.ABC):

@@ -30,7 +30,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .. import _constants as C
 from ..errors import StoreError
-from .base import Store, Transaction
+from .base import Store, Transaction, check_synchronous
 from .queries import MemoryQueries
 from .queries_episodes import EpisodeQueries
 from .queries_graph import GraphQueries
@@ -45,7 +45,6 @@ __all__ = ["POSTGRES_SCHEMES", "PostgresStore", "shown_url", "to_pyformat"]
 
 #: The URL schemes that name a PostgreSQL server.
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 #: The advisory lock a migration holds, so that two processes opening one database migrate it
 #: one after the other (a memory's lock is a hash of its id: a collision costs a wait, no more).
 _MIGRATION_LOCK = 0x6661646577617900  # b"fadeway\0"
@@ -172,11 +171,7 @@ class PostgresStore(Store):
         pool_size: int = C.POSTGRES_POOL_SIZE,
         wait_seconds: float = C.POSTGRES_WAIT_SECONDS,
     ) -> None:
-        synchronous = synchronous.upper()
-        if synchronous not in _SYNCHRONOUS:
-            raise ValueError(
-                f"synchronous must be one of {', '.join(_SYNCHRONOUS)}, not {synchronous!r}"
-            )
+        synchronous = check_synchronous(synchronous)
         self._psycopg, pool = _driver()
         self.url = url
         self.shown = shown_url(url)

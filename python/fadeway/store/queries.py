@@ -11,7 +11,7 @@ import msgspec
 
 from ..records import MemoryRecord, MessageRecord, RequestRecord
 
-__all__ = ["Cursor", "Executor", "MemoryQueries"]
+__all__ = ["IN_CHUNK", "Cursor", "Executor", "MemoryQueries", "select_in"]
 
 
 class Cursor(Protocol):
@@ -92,6 +92,18 @@ def _request(row: tuple) -> RequestRecord:
     )
 
 
+def select_in(conn: Executor, sql: str, key: object, values: Sequence[Any]) -> list[Any]:
+    """The rows `sql` selects for `values`, IN_CHUNK of them at a time: `sql` binds `key`, then
+    lists the values where it says `IN (...)` (sorted values give rows in order)."""
+    rows: list[Any] = []
+    for i in range(0, len(values), IN_CHUNK):
+        chunk = values[i : i + IN_CHUNK]
+        rows += conn.execute(
+            sql.replace("IN (...)", f"IN ({', '.join('?' * len(chunk))})"), (key, *chunk)
+        )
+    return rows
+
+
 def _equal_or_null(column: str, value: object) -> tuple[str, tuple]:
     """`column` equal to `value`, NULL matching NULL: a condition and its parameters (a bound
     NULL's type is unknown to PostgreSQL, so `? IS NULL` is not portable)."""
@@ -153,19 +165,13 @@ class MemoryQueries:
         )
 
     def emitted_among(self, digests: Sequence[bytes]) -> set[bytes]:
-        found: set[bytes] = set()
-        wanted = list(dict.fromkeys(digests))
-        for i in range(0, len(wanted), IN_CHUNK):
-            chunk = wanted[i : i + IN_CHUNK]
-            found.update(
-                bytes(d)
-                for (d,) in self._conn.execute(
-                    "SELECT digest FROM emitted WHERE memory_id = ? AND digest IN "
-                    f"({', '.join('?' * len(chunk))})",
-                    (self._key, *chunk),
-                )
-            )
-        return found
+        rows = select_in(
+            self._conn,
+            "SELECT digest FROM emitted WHERE memory_id = ? AND digest IN (...)",
+            self._key,
+            list(dict.fromkeys(digests)),
+        )
+        return {bytes(d) for (d,) in rows}
 
     def emitted(self) -> list[bytes]:
         return [

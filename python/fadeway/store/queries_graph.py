@@ -19,11 +19,18 @@ from ..records import (
     WalkRecord,
 )
 from ..usage import UsageRecord
-from .queries import IN_CHUNK, Executor
+from .queries import Executor, select_in
 
 __all__ = ["GraphQueries"]
 
 _PASSAGE_COLUMNS = "n, episode, seq, part, turn, at, role, text"
+
+
+def _passage(row: tuple) -> PassageRecord:
+    n, episode, seq, part, turn, at, role, text = row
+    return PassageRecord(
+        n=n, episode=episode, seq=seq, part=part, turn=turn, at=at, role=role, text=text
+    )
 
 
 class GraphQueries:
@@ -98,10 +105,8 @@ class GraphQueries:
     def passages(self, after: int = 0) -> list[PassageRecord]:
         """Passages numbered above `after`, in order."""
         return [
-            PassageRecord(
-                n=n, episode=episode, seq=seq, part=part, turn=turn, at=at, role=role, text=text
-            )
-            for n, episode, seq, part, turn, at, role, text in self._conn.execute(
+            _passage(row)
+            for row in self._conn.execute(
                 f"SELECT {_PASSAGE_COLUMNS} FROM passages WHERE memory_id = ? AND n > ? ORDER BY n",
                 (self._key, after),
             )
@@ -109,21 +114,10 @@ class GraphQueries:
 
     def passages_at(self, ns: Sequence[int]) -> list[PassageRecord]:
         """The passages numbered `ns` (those that exist), in order."""
-        out: list[PassageRecord] = []
-        wanted = sorted(set(ns))
-        for i in range(0, len(wanted), IN_CHUNK):
-            chunk = wanted[i : i + IN_CHUNK]
-            out += [
-                PassageRecord(
-                    n=n, episode=episode, seq=seq, part=part, turn=turn, at=at, role=role, text=text
-                )
-                for n, episode, seq, part, turn, at, role, text in self._conn.execute(
-                    f"SELECT {_PASSAGE_COLUMNS} FROM passages WHERE memory_id = ? AND n IN "
-                    f"({', '.join('?' * len(chunk))}) ORDER BY n",
-                    (self._key, *chunk),
-                )
-            ]
-        return out
+        sql = (
+            f"SELECT {_PASSAGE_COLUMNS} FROM passages WHERE memory_id = ? AND n IN (...) ORDER BY n"
+        )
+        return [_passage(row) for row in select_in(self._conn, sql, self._key, sorted(set(ns)))]
 
     def passage_count(self) -> int:
         (top,) = self._conn.execute(

@@ -6,9 +6,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..records import FactRecord, NoteRecord
-from .queries import IN_CHUNK, Executor
+from .queries import Executor, select_in
 
 __all__ = ["NoteQueries"]
+
+_FACT_COLUMNS = "n, note, text, subject, object, milestone, at"
+
+
+def _fact(row: tuple) -> FactRecord:
+    n, note, text, subject, obj, milestone, at = row
+    return FactRecord(
+        n=n, note=note, text=text, subject=subject, object=obj, milestone=bool(milestone), at=at
+    )
 
 
 class NoteQueries:
@@ -56,44 +65,17 @@ class NoteQueries:
             else (" AND note = ?", (self._key, after, note))
         )
         return [
-            FactRecord(
-                n=n,
-                note=note_,
-                text=text,
-                subject=subject,
-                object=obj,
-                milestone=bool(milestone),
-                at=at,
-            )
-            for n, note_, text, subject, obj, milestone, at in self._conn.execute(
-                "SELECT n, note, text, subject, object, milestone, at FROM facts "
-                f"WHERE memory_id = ? AND n > ?{where} ORDER BY n",
+            _fact(row)
+            for row in self._conn.execute(
+                f"SELECT {_FACT_COLUMNS} FROM facts WHERE memory_id = ? AND n > ?{where} "
+                "ORDER BY n",
                 args,
             )
         ]
 
     def facts_at(self, ns: Sequence[int]) -> list[FactRecord]:
-        out: list[FactRecord] = []
-        wanted = sorted(set(ns))
-        for i in range(0, len(wanted), IN_CHUNK):
-            chunk = wanted[i : i + IN_CHUNK]
-            out += [
-                FactRecord(
-                    n=n,
-                    note=note,
-                    text=text,
-                    subject=subject,
-                    object=obj,
-                    milestone=bool(milestone),
-                    at=at,
-                )
-                for n, note, text, subject, obj, milestone, at in self._conn.execute(
-                    "SELECT n, note, text, subject, object, milestone, at FROM facts "
-                    f"WHERE memory_id = ? AND n IN ({', '.join('?' * len(chunk))}) ORDER BY n",
-                    (self._key, *chunk),
-                )
-            ]
-        return out
+        sql = f"SELECT {_FACT_COLUMNS} FROM facts WHERE memory_id = ? AND n IN (...) ORDER BY n"
+        return [_fact(row) for row in select_in(self._conn, sql, self._key, sorted(set(ns)))]
 
     def fact_count(self) -> int:
         (top,) = self._conn.execute(

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .. import _constants as C
 from ..errors import StoreError
-from .base import Store, Transaction
+from .base import SYNCHRONOUS, Store, Transaction, check_synchronous
 from .queries import MemoryQueries
 from .queries_episodes import EpisodeQueries
 from .queries_graph import GraphQueries
@@ -34,7 +34,6 @@ from .schema import migrate
 __all__ = ["SQLiteStore"]
 
 
-_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 #: The path that opens a store in memory.
 IN_MEMORY = ":memory:"
 
@@ -81,11 +80,7 @@ class SQLiteStore(Store):
         synchronous: str = "FULL",
         busy_timeout_ms: int = C.SQLITE_BUSY_TIMEOUT_MS,
     ) -> None:
-        synchronous = synchronous.upper()
-        if synchronous not in _SYNCHRONOUS:
-            raise ValueError(
-                f"synchronous must be one of {', '.join(_SYNCHRONOUS)}, not {synchronous!r}"
-            )
+        synchronous = check_synchronous(synchronous)
         self.path = Path(path)
         self.in_memory = os.fspath(path) == IN_MEMORY
         # In memory: the one connection, and the lock each call holds it by (re-entrant: a call
@@ -170,7 +165,7 @@ class SQLiteStore(Store):
         conn = self._connection()
         return {
             "journal_mode": conn.execute("PRAGMA journal_mode").fetchone()[0],
-            "synchronous": _SYNCHRONOUS[conn.execute("PRAGMA synchronous").fetchone()[0]],
+            "synchronous": SYNCHRONOUS[conn.execute("PRAGMA synchronous").fetchone()[0]],
             "foreign_keys": bool(conn.execute("PRAGMA foreign_keys").fetchone()[0]),
             "busy_timeout_ms": conn.execute("PRAGMA busy_timeout").fetchone()[0],
             "mmap_bytes": conn.execute("PRAGMA mmap_size").fetchone()[0],
