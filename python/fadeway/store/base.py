@@ -2,7 +2,8 @@
 
 A store holds many memories. Every operation runs inside a transaction bound to one memory id, so
 no query can read across memories. Writes take the memory's write lock for the whole transaction
-(`BEGIN IMMEDIATE` on SQLite): one transaction per decorate, report or lane job.
+(`BEGIN IMMEDIATE` on SQLite, the memory's advisory lock on PostgreSQL): one transaction per
+decorate, report or lane job.
 """
 
 from __future__ import annotations
