@@ -151,6 +151,8 @@ class _PostgresTransaction(
 ):
     """One transaction on one memory: every query is bound to its memory id (as bytes)."""
 
+    _conn: _Executor
+
     def __init__(self, conn: _Executor, memory_id: str) -> None:
         self._conn = conn
         self.memory_id = memory_id
@@ -173,7 +175,7 @@ class PostgresStore(Store):
     ) -> None:
         synchronous = check_synchronous(synchronous)
         self._psycopg, pool = _driver()
-        self.url = url
+        self._url = url
         self.shown = shown_url(url)
         # NORMAL or OFF (a batch replay's): commits return before their WAL reaches the disk;
         # a server crash may lose the last ones, never half of one.
@@ -202,7 +204,7 @@ class PostgresStore(Store):
     def _unreachable(self, exc: Exception) -> str:
         first = " ".join(str(exc).strip().split("\n", 1)[0].split())  # libpq's hint follows
         return (
-            f"cannot reach the PostgreSQL store {self.shown}: {_hidden(first, self.url)}; "
+            f"cannot reach the PostgreSQL store {self.shown}: {_hidden(first, self._url)}; "
             "check that the server runs and listens at that host and port, and that the user, "
             "password and database are right"
         )
@@ -220,8 +222,8 @@ class PostgresStore(Store):
     def settings(self) -> dict[str, object]:
         """The server's version and the schema version."""
         with self._connection("read") as conn:
-            (server,) = conn.execute("SHOW server_version").fetchone()
-            (version,) = conn.execute("SELECT version FROM fadeway_schema").fetchone()
+            [(server,)] = conn.execute("SHOW server_version").fetchall()
+            [(version,)] = conn.execute("SELECT version FROM fadeway_schema").fetchall()
         return {"server_version": server, "schema_version": version}
 
     @contextmanager
@@ -238,7 +240,7 @@ class PostgresStore(Store):
                 raise StoreError(f"PostgreSQL store {self.shown} is closed") from exc
             raise StoreError(
                 f"PostgreSQL store {self.shown}: the {doing} failed and was rolled back: "
-                f"{_hidden(str(exc), self.url)}"
+                f"{_hidden(str(exc), self._url)}"
             ) from exc
 
     @contextmanager

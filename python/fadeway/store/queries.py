@@ -17,7 +17,8 @@ __all__ = ["IN_CHUNK", "Cursor", "Executor", "MemoryQueries", "select_in"]
 class Cursor(Protocol):
     """What a query returns: its rows, one at a time or all, and how many it changed."""
 
-    rowcount: int
+    @property
+    def rowcount(self) -> int: ...
 
     def fetchone(self) -> Any: ...
 

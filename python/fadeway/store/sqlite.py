@@ -61,6 +61,8 @@ class _SQLiteTransaction(
 ):
     """One transaction on one memory: every query is bound to its memory id."""
 
+    _conn: sqlite3.Connection
+
     def __init__(self, conn: sqlite3.Connection, memory_id: str) -> None:
         self._conn = conn
         self.memory_id = self._key = memory_id
