@@ -233,3 +233,23 @@ def test_row_level_security_keeps_a_transaction_to_its_memory(db, store):
     assert sorted(store.memory_ids()) == ["a", "b\x00"]
     with psycopg.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM messages").fetchone() == (0,)
+
+
+@pytest.mark.postgres
+def test_the_same_conversation_exports_identically_on_both_stores(tmp_path, pg_server):
+    """Notes, facts, sealed episodes, passages, recall: what one conversation leaves is the same
+    document on SQLite and on PostgreSQL."""
+    import pg
+    from conftest import Clock, open_small
+    from helpers import converse_with_notes
+
+    notes = [[(f"Fact {i} about the launch.", "launch", f"item {i}", False)] for i in range(3)]
+    docs = []
+    with pg.fresh_database(pg_server) as url:
+        for db in (str(tmp_path / "a.db"), url):
+            clock = Clock()
+            with open_small(db, clock) as engine:
+                converse_with_notes(engine, engine.memory("m"), clock, notes)
+                docs.append(fadeway.dumps(engine.memory("m").export()))
+    assert b'"facts":[{' in docs[0] and b'"state":"sealed"' in docs[0]
+    assert docs[1] == docs[0]
