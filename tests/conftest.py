@@ -8,7 +8,9 @@ is marked `postgres` and skips, saying why, when no server can be had.
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
+from contextlib import ExitStack
 
 import pytest
 
@@ -35,7 +37,12 @@ def pg_server() -> Iterator[str]:
     why = None if os.environ.get(pg.ENV_URL) else pg.why_no_cluster()
     if why:
         pytest.skip(why)
-    with pg.server() as url:
+    with ExitStack() as stack:
+        try:
+            url = stack.enter_context(pg.server())
+        except (OSError, subprocess.CalledProcessError) as exc:
+            detail = (getattr(exc, "stderr", None) or b"").decode(errors="replace").strip()
+            pytest.skip(f"cannot start a throwaway PostgreSQL: {exc} {detail}")
         yield url
 
 
