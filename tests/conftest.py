@@ -1,12 +1,59 @@
-"""Shared fixtures: an engine on a temporary SQLite file with a clock the test controls."""
+"""Shared fixtures: an engine on a temporary SQLite file with a clock the test controls.
+
+A test marked `both_stores` runs twice, on SQLite and on PostgreSQL (its `db` fixture: a
+temporary file, or a fresh database on the server `tests/pg.py` provides); the PostgreSQL run
+is marked `postgres` and skips, saying why, when no server can be had.
+"""
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections.abc import Iterator
+from contextlib import ExitStack
 
 import pytest
 
 import fadeway
+import pg
+
+#: The stores a `both_stores` test runs on.
+STORES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "db" in metafunc.fixturenames and metafunc.definition.get_closest_marker("both_stores"):
+        metafunc.parametrize("db", STORES, indirect=True)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    """The URL of a PostgreSQL server for this session (`FADEWAY_TEST_POSTGRES`, else a
+    throwaway cluster), or a skip saying why there is none."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        pytest.skip("psycopg is not installed: pip install 'fadeway[postgres]'")
+    why = None if os.environ.get(pg.ENV_URL) else pg.why_no_cluster()
+    if why:
+        pytest.skip(why)
+    with ExitStack() as stack:
+        try:
+            url = stack.enter_context(pg.server())
+        except (OSError, subprocess.CalledProcessError) as exc:
+            detail = (getattr(exc, "stderr", None) or b"").decode(errors="replace").strip()
+            pytest.skip(f"cannot start a throwaway PostgreSQL: {exc} {detail}")
+        yield url
+
+
+@pytest.fixture
+def db(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
+    """Where the test's store lives: a file, or a fresh PostgreSQL database (dropped after)."""
+    if getattr(request, "param", "sqlite") == "sqlite":
+        yield str(tmp_path / "memories.db")
+        return
+    with pg.fresh_database(request.getfixturevalue("pg_server")) as url:
+        yield url
 
 
 class Clock:
@@ -28,8 +75,8 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def engine(tmp_path, clock) -> Iterator[fadeway.Engine]:
-    eng = fadeway.open(tmp_path / "memories.db", clock=clock)
+def engine(db, clock) -> Iterator[fadeway.Engine]:
+    eng = fadeway.open(db, clock=clock)
     yield eng
     eng.close()
 
@@ -60,8 +107,8 @@ def open_small(path, clock, **settings) -> fadeway.Engine:
 
 
 @pytest.fixture
-def small(tmp_path, clock) -> Iterator[fadeway.Engine]:
-    """`open_small` on a temporary file."""
-    eng = open_small(tmp_path / "small.db", clock)
+def small(db, clock) -> Iterator[fadeway.Engine]:
+    """`open_small` on the test's store (`db`)."""
+    eng = open_small(db, clock)
     yield eng
     eng.close()

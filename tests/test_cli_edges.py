@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 from importlib import resources
 
 import msgspec
@@ -134,8 +135,23 @@ def test_replay_and_import_into_a_file_that_is_not_a_store_are_bad_input(tmp_pat
 
 
 def test_a_store_url_of_another_kind_is_bad_input(tmp_path, capsys):
-    assert main(["inspect", "m", "--db", "postgres://localhost/x"]) == 2
-    assert "unsupported store URL scheme 'postgres'" in capsys.readouterr().err
+    assert main(["inspect", "m", "--db", "redis://localhost/x"]) == 2
+    assert "unsupported store URL scheme 'redis'" in capsys.readouterr().err
+
+
+def test_an_unreachable_postgres_server_is_one_line_without_the_password(capsys):
+    """`--db postgresql://...` with nothing listening: a failure to run (exit 1, nothing
+    written), said in one line naming the URL without its password and what to check."""
+    pytest.importorskip("psycopg")
+    with socket.socket() as s:  # a port nothing listens on once this socket is closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"postgresql://fadeway:s3cret@127.0.0.1:{port}/memories"
+    assert main(["memories", "--db", url]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and "s3cret" not in err
+    assert f"postgresql://fadeway:***@127.0.0.1:{port}/memories" in err
+    assert "Connection refused" in err and "check that the server runs" in err
 
 
 def test_demo_json_prints_only_json(tmp_path, capsys):

@@ -10,6 +10,8 @@ import pytest
 from fadeway.errors import FormatMismatchError, HistoryConflictError, ServerStateError
 from helpers import call, chat_reply
 
+pytestmark = pytest.mark.both_stores  # each test runs on SQLite and on PostgreSQL
+
 SYSTEM = {"role": "system", "content": "Be brief."}
 
 

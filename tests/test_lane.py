@@ -19,6 +19,8 @@ from fadeway.lane.jobs import Job
 from fadeway.lane.worker import Lane, transient
 from fadeway.records import EpisodeRecord, TraceRecord
 
+pytestmark = pytest.mark.both_stores  # a test of the lane on its store runs on both
+
 APPLIED: list[tuple[str, int]] = []
 APPLIED_LOCK = threading.Lock()
 
@@ -124,8 +126,8 @@ def lane_of(engine):
 
 
 @pytest.fixture
-def quiet_engine(tmp_path, clock):
-    eng = fadeway.open(tmp_path / "lane.db", clock=clock, background=False, lane_lease_seconds=5.0)
+def quiet_engine(db, clock):
+    eng = fadeway.open(db, clock=clock, background=False, lane_lease_seconds=5.0)
     yield eng
     eng.close()
 
@@ -219,13 +221,11 @@ def test_jobs_an_older_fadeway_gave_up_are_parked_and_run_again(tmp_path, clock)
 
 
 def test_a_job_that_cannot_reach_its_service_waits_longer_each_time_and_keeps_the_order(
-    tmp_path, clock, caplog
+    db, clock, caplog
 ):
     APPLIED.clear()
     Outage.DOWN[0] = 3
-    with fadeway.open(
-        tmp_path / "o.db", clock=clock, background=False, lane_retry_seconds=0.2
-    ) as eng:
+    with fadeway.open(db, clock=clock, background=False, lane_retry_seconds=0.2) as eng:
         _queue(eng, "m", "outage", 1)
         with eng.store.write("m") as tx:
             tx.enqueue("probe", b"{}", 0.0)
@@ -249,13 +249,11 @@ def test_a_job_that_cannot_reach_its_service_waits_longer_each_time_and_keeps_th
     assert "could not reach its service (1 of 16 times); trying again in" in caplog.text
 
 
-def test_failures_of_the_two_kinds_are_counted_apart(tmp_path, clock):
+def test_failures_of_the_two_kinds_are_counted_apart(db, clock):
     """Attempts that could not reach the service do not use up the three tries that a failure
     of another kind gets, nor those the sixteen waits."""
     APPLIED.clear()
-    with fadeway.open(
-        tmp_path / "k.db", clock=clock, background=False, lane_retry_seconds=0.0
-    ) as eng:
+    with fadeway.open(db, clock=clock, background=False, lane_retry_seconds=0.0) as eng:
         Flaky.ERRORS[:] = [ConnectionError("refused")] * 3 + [RuntimeError("unreadable")] * 2
         _queue(eng, "m", "flaky", 1)
         assert lane_of(eng).run("m") == 1
@@ -269,15 +267,13 @@ def test_failures_of_the_two_kinds_are_counted_apart(tmp_path, clock):
         assert job.error == "RuntimeError: unreadable"
 
 
-def test_an_outage_longer_than_every_wait_gives_the_job_up(tmp_path, clock, monkeypatch):
+def test_an_outage_longer_than_every_wait_gives_the_job_up(db, clock, monkeypatch):
     from fadeway import _constants as C
 
     monkeypatch.setattr(C, "JOB_MAX_TRANSIENT_ATTEMPTS", 4)
     APPLIED.clear()
     Outage.DOWN[0] = 100
-    with fadeway.open(
-        tmp_path / "g.db", clock=clock, background=False, lane_retry_seconds=0.0
-    ) as eng:
+    with fadeway.open(db, clock=clock, background=False, lane_retry_seconds=0.0) as eng:
         _queue(eng, "m", "outage", 1)
         with eng.store.write("m") as tx:
             tx.enqueue("probe", b"{}", 0.0)
@@ -287,10 +283,10 @@ def test_an_outage_longer_than_every_wait_gives_the_job_up(tmp_path, clock, monk
     assert jobs[1].state == "done" and APPLIED == [("m", 2)]
 
 
-def test_drain_waits_out_an_outage_and_a_reopened_store_keeps_the_wait(tmp_path, clock):
+def test_drain_waits_out_an_outage_and_a_reopened_store_keeps_the_wait(db, clock):
     APPLIED.clear()
     Outage.DOWN[0] = 1
-    path = tmp_path / "d.db"
+    path = db
     with fadeway.open(path, clock=clock, background=False, lane_retry_seconds=30.0) as eng:
         _queue(eng, "m", "outage", 1)
         assert lane_of(eng).run("m") == 0
@@ -359,16 +355,14 @@ def test_jobs_queued_before_retries_could_wait_still_run(tmp_path, clock):
     assert APPLIED == [("m", 1), ("m", 2)]
 
 
-def test_a_replay_sleeps_through_a_wait_instead_of_polling_the_lane(tmp_path, clock, monkeypatch):
+def test_a_replay_sleeps_through_a_wait_instead_of_polling_the_lane(db, clock, monkeypatch):
     """Each look at a lane is a write transaction: waiting out an outage looks again when the
     job may run, not every poll."""
 
     APPLIED.clear()
     Outage.DOWN[0] = 1
     looks = []
-    with fadeway.open(
-        tmp_path / "r.db", clock=clock, background=False, lane_retry_seconds=0.4
-    ) as eng:
+    with fadeway.open(db, clock=clock, background=False, lane_retry_seconds=0.4) as eng:
         _queue(eng, "m", "outage", 1)
         lane = lane_of(eng)
         run = lane.run
@@ -427,14 +421,26 @@ def test_a_bad_lane_setting_is_refused_before_the_store_is_created(tmp_path, set
     assert list(tmp_path.iterdir()) == []
 
 
+def _raw(db):
+    """A connection of its own to the store at `db`, each statement its own transaction, and
+    the error its append-only triggers raise."""
+    if "://" not in db:
+        return sqlite3.connect(db, isolation_level=None), sqlite3.IntegrityError
+    import psycopg
+
+    conn = psycopg.connect(db, autocommit=True)
+    conn.execute("SET fadeway.every_memory = on")  # past row-level security, to every row
+    return conn, psycopg.errors.RestrictViolation
+
+
 def _jobs(engine, memory_id):
     with engine.store.read(memory_id) as tx:
         return tx.jobs()
 
 
-def test_the_background_worker_runs_queued_jobs(tmp_path, clock):
+def test_the_background_worker_runs_queued_jobs(db, clock):
     APPLIED.clear()
-    quiet = fadeway.open(tmp_path / "bg.db", clock=clock, background=False)
+    quiet = fadeway.open(db, clock=clock, background=False)
     with Engine(quiet.services, jobs=_jobs_of(quiet), background=True) as eng:
         _queue(eng, "m", "probe", 3)
         eng.services.lane.queued()
@@ -444,7 +450,7 @@ def test_the_background_worker_runs_queued_jobs(tmp_path, clock):
         assert [n for _, n in APPLIED] == [1, 2, 3]
 
 
-def test_traces_messages_and_episode_bounds_cannot_be_edited_or_deleted(quiet_engine, tmp_path):
+def test_traces_messages_and_episode_bounds_cannot_be_edited_or_deleted(quiet_engine, db):
     quiet_engine.memory("m").decorate({"messages": [{"role": "user", "content": "hi"}]})
     with quiet_engine.store.write("m") as tx:
         from fadeway.records import EpisodeRecord, TraceRecord
@@ -471,19 +477,21 @@ def test_traces_messages_and_episode_bounds_cannot_be_edited_or_deleted(quiet_en
                 )
             ]
         )
-    conn = sqlite3.connect(tmp_path / "lane.db")
+    conn, refused = _raw(db)
     for sql, message in [
         ("UPDATE traces SET score = 2", "traces are never edited"),
         ("DELETE FROM traces", "traces are never deleted"),
-        ("UPDATE messages SET body = x'00'", "messages are never edited"),
+        ("UPDATE messages SET tokens = tokens + 1", "messages are never edited"),
         ("DELETE FROM messages", "messages are never deleted"),
         ("UPDATE episodes SET last_seq = 3", "episodes change only in state"),
         ("DELETE FROM episodes", "episodes are never deleted"),
+        *([("TRUNCATE traces CASCADE", "traces are never deleted")] if "://" in db else []),
     ]:
-        with pytest.raises(sqlite3.IntegrityError, match=message):
+        with pytest.raises(refused, match=message):
             conn.execute(sql)
+    conn.execute("BEGIN")
     conn.execute("UPDATE episodes SET state = 'leaving'")  # the one thing that may change
-    conn.rollback()
+    conn.execute("ROLLBACK")
     conn.close()
     from fadeway.store import Transaction
 

@@ -8,6 +8,8 @@ import pytest
 
 from helpers import call, chat_reply
 
+pytestmark = pytest.mark.both_stores  # each test runs on SQLite and on PostgreSQL
+
 
 def user(text):
     return {"role": "user", "content": text}

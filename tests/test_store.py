@@ -1,4 +1,5 @@
-"""The SQLite store: its settings at open, its schema versioning, and its transactions."""
+"""The store: SQLite's settings at open, schema versioning, and transactions (on both stores
+where marked `both_stores`; PostgreSQL's own in test_postgres.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 import fadeway
 from fadeway.errors import SchemaVersionError
-from fadeway.store import SQLiteStore
+from fadeway.store import SQLiteStore, open_store
 from fadeway.store.schema import SCHEMA_VERSION
 
 
@@ -52,8 +53,9 @@ def test_a_newer_schema_is_refused(tmp_path):
         SQLiteStore(path)
 
 
-def test_reopening_keeps_the_data_and_the_version(tmp_path, clock):
-    path = tmp_path / "a.db"
+@pytest.mark.both_stores
+def test_reopening_keeps_the_data_and_the_version(db, clock):
+    path = db
     with fadeway.open(path, clock=clock) as eng:
         eng.memory("m").decorate({"messages": [{"role": "user", "content": "hi"}]})
     with fadeway.open(path, clock=clock) as eng:
@@ -61,8 +63,9 @@ def test_reopening_keeps_the_data_and_the_version(tmp_path, clock):
         assert eng.store.settings()["schema_version"] == SCHEMA_VERSION
 
 
-def test_write_rolls_back_on_error(tmp_path, clock):
-    store = SQLiteStore(tmp_path / "a.db")
+@pytest.mark.both_stores
+def test_write_rolls_back_on_error(db, clock):
+    store = open_store(db)
     with pytest.raises(RuntimeError):
         with store.write("m") as tx:
             tx.create_memory("chat_completions", 0.0)
@@ -97,24 +100,34 @@ def test_unknown_url_scheme(tmp_path):
         fadeway.open("redis://localhost/0")
 
 
-def test_sqlites_own_errors_are_store_errors_and_write_nothing(tmp_path, clock):
+@pytest.mark.both_stores
+def test_the_databases_own_errors_are_store_errors_and_write_nothing(db, clock):
     """A full disk or an I/O error reaches the caller as a `StoreError` (a FadewayError, as
     every error fadeway raises), after a roll back: the retried call stores the turn once."""
     from unittest import mock
 
     from fadeway.errors import StoreError
-    from fadeway.store import sqlite as backend
 
-    engine = fadeway.open(tmp_path / "m.db", clock=clock)
+    if "://" in db:
+        import psycopg
+
+        from fadeway.store import postgres as backend
+
+        transaction, error = backend._PostgresTransaction, psycopg.errors.DiskFull
+    else:
+        from fadeway.store import sqlite as backend
+
+        transaction, error = backend._SQLiteTransaction, sqlite3.OperationalError
+    engine = fadeway.open(db, clock=clock)
     mem = engine.memory("m")
     request = {"messages": [{"role": "user", "content": "hi"}]}
-    real = backend._SQLiteTransaction.insert_messages
+    real = transaction.insert_messages
 
     def full(self, rows):
         real(self, rows)
-        raise sqlite3.OperationalError("database or disk is full")
+        raise error("database or disk is full")
 
-    with mock.patch.object(backend._SQLiteTransaction, "insert_messages", full):
+    with mock.patch.object(transaction, "insert_messages", full):
         with pytest.raises(StoreError, match="the write failed and was rolled back: database"):
             mem.decorate(request)
     assert mem.messages() == []

@@ -93,6 +93,13 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 #: read() each page is a system call (8 passages of a 100k-passage store: 0.26 ms p95 with the
 #: pages in the OS cache, 0.04 ms mapped). Address space only: the OS shares the pages.
 SQLITE_MMAP_BYTES = 1 << 30
+#: Connections a PostgreSQL store keeps to its server at most (each call holds one for its
+#: transaction; the lane's threads and the callers' share them).
+POSTGRES_POOL_SIZE = 16
+#: How long a call waits for a free connection, and for the server to answer a connection,
+#: before failing (seconds).
+POSTGRES_WAIT_SECONDS = 30.0
+POSTGRES_CONNECT_TIMEOUT_SECONDS = 10
 
 # -- episodes -------------------------------------------------------------------------------
 

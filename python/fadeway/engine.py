@@ -220,10 +220,12 @@ def open(
     """Open (or create) a store of memories.
 
     url: a file path or `sqlite:///path` (the embedded default); ":memory:" for a store in
-        memory (tests), gone when the engine closes.
+        memory (tests), gone when the engine closes; `postgresql://user:password@host/db`
+        for a database on a PostgreSQL server (the `postgres` extra).
     ceiling: the context window assumed for every model, in tokens.
     clock: any callable returning Unix seconds; the system clock by default.
-    synchronous: SQLite's durability setting (FULL by default).
+    synchronous: SQLite's durability setting (FULL by default); on PostgreSQL, OFF and NORMAL
+        commit asynchronously.
     judge: the judgment model (`fadeway.judge.judge_from` names them): the offline judge (no
         network) by default, or an OpenAI-compatible API root URL for the LLM judge, its model
         from `judge_model` or FADEWAY_JUDGE_MODEL and its key from FADEWAY_JUDGE_API_KEY.
@@ -250,7 +252,8 @@ def open(
         model as a short stub. A request or import over a limit is refused with a
         `LimitExceededError` naming it, before anything is written.
 
-    Search indexes are saved beside an SQLite file, in `<file>.indexes/`.
+    Search indexes are saved beside an SQLite file, in `<file>.indexes/`; on PostgreSQL they
+    are rebuilt in memory.
     """
     _check_settings(ceiling, lane_lease_seconds, lane_retry_seconds)  # before the store opens
     limits = Limits(max_message_bytes, max_request_messages, max_note_facts, max_note_bytes)

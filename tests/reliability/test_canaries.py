@@ -1,10 +1,11 @@
-"""Cross-memory canaries (issue 33, "The suite"): memories with hostile ids (path traversal,
-NUL, Unicode confusables and normal forms, SQL and LIKE fragments, ids at the length limit)
-in one store, each holding its own canary string in messages, notes, facts, episodes and
-passages. Every read path of each memory (export, messages and episodes, fact and passage
-search, a decorate's facts and recall blocks, `fadeway recall`'s preview, `fadeway inspect`,
-usage) shows its own canary and never another's; no file is written outside the store's
-index directory; ids fadeway refuses are refused with a FadewayError saying what is wrong.
+"""Cross-memory canaries (issue 33, "The suite"), on SQLite and on PostgreSQL: memories with
+hostile ids (path traversal, NUL, Unicode confusables and normal forms, SQL and LIKE fragments,
+ids at the length limit) in one store, each holding its own canary string in messages, notes,
+facts, episodes and passages. Every read path of each memory (export, messages and episodes,
+fact and passage search, a decorate's facts and recall blocks, `fadeway recall`'s preview,
+`fadeway inspect`, usage) shows its own canary and never another's; no file is written outside
+the store's index directory; ids fadeway refuses are refused with a FadewayError saying what is
+wrong.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -133,11 +135,11 @@ def reads(engine: fadeway.Engine, memory_id: str, at: float) -> dict[str, str]:
     return shown
 
 
+@pytest.mark.both_stores
 @pytest.mark.parametrize("tier", TIERS)
-def test_no_read_path_shows_another_memorys_canary(tmp_path, tier, base_export):
+def test_no_read_path_shows_another_memorys_canary(db, tmp_path, tier, base_export):
     ids = HOSTILE + random_ids(scaled(tier, 0, 300))
     clock = Clock(2_000_000_000.0)
-    db = tmp_path / "store.db"
     with fadeway.open(db, clock=clock, background=False) as engine:
         for i, memory_id in enumerate(ids, start=1):
             doc = fadeway.loads(base_export.replace(PLACEHOLDER, f"CANARY{i:04d}".encode()))
@@ -157,21 +159,23 @@ def test_no_read_path_shows_another_memorys_canary(tmp_path, tier, base_export):
                     "decorate (facts and recall blocks)",
                 ):
                     assert seen, f"{path} of {memory_id!r:.40} lost its own canary"
+    name = "" if "://" in db else Path(db).name  # a server's store writes no file here
     outside = [
         p
         for p in tmp_path.rglob("*")
-        if p.is_file() and not p.relative_to(tmp_path).parts[0].startswith(db.name)
+        if p.is_file() and not (name and p.relative_to(tmp_path).parts[0].startswith(name))
     ]
     assert not outside, f"files written outside the store: {outside}"
-    index = db.with_name(db.name + INDEX_DIR_SUFFIX)
-    dirs = set()
-    for p in index.rglob("*"):
-        parts = p.relative_to(index).parts
-        assert re.fullmatch("[0-9a-f]{2}", parts[0]), p
-        if len(parts) > 1:
-            assert re.fullmatch("[0-9a-f]{64}", parts[1]) and parts[1][:2] == parts[0], p
-            dirs.add(parts[1])
-    assert len(dirs) == len(ids), "a memory's indexes were saved elsewhere or not at all"
+    if name:  # an SQLite file: each memory's indexes under the hash of its id, beside it
+        index = tmp_path / (name + INDEX_DIR_SUFFIX)
+        dirs = set()
+        for p in index.rglob("*"):
+            parts = p.relative_to(index).parts
+            assert re.fullmatch("[0-9a-f]{2}", parts[0]), p
+            if len(parts) > 1:
+                assert re.fullmatch("[0-9a-f]{64}", parts[1]) and parts[1][:2] == parts[0], p
+                dirs.add(parts[1])
+        assert len(dirs) == len(ids), "a memory's indexes were saved elsewhere or not at all"
     figure(
         f"canaries: {len(ids)} memories with hostile ids in one store, {count} reads on "
         f"{count // len(ids)} read paths; another memory's canary seen: 0; files outside the "

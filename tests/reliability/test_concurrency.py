@@ -1,19 +1,23 @@
-"""Concurrent callers of one memory (issue 33, "The suite"): 32 threads of one engine and a
-few processes with engines of their own decorate and report on one memory at once, each
-process's background lane running meanwhile. Nothing acknowledged is lost, nothing is stored
-twice, each caller's messages are stored in the order it sent them, and a message whose
-decorate returned before another's began is stored before it. A reply to a request that is no
-longer the latest is not stored (fadeway's rule); the caller must be told which."""
+"""Concurrent callers of one memory (issue 33, "The suite"), on SQLite and on PostgreSQL: 32
+threads of one engine and a few processes with engines of their own decorate and report on one
+memory at once, each process's background lane running meanwhile. Nothing acknowledged is lost,
+nothing is stored twice, each caller's messages are stored in the order it sent them, and a
+message whose decorate returned before another's began is stored before it. A reply to a request
+that is no longer the latest is not stored (fadeway's rule); the caller must be told which."""
 
 from __future__ import annotations
 
 import multiprocessing
 import sqlite3
+from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 import fadeway
+import pg
+from conftest import STORES
 
 from . import children
 from .children import Acks, caller_message, caller_reply, read_acks, stored_form
@@ -27,9 +31,11 @@ _context = multiprocessing.get_context("forkserver")
 _context.set_forkserver_preload(["fadeway", "reliability.children"])
 
 
-def converse_at_once(tmp_path: Path, calls: int, processes: int, threads: int) -> tuple[list, list]:
-    """Every caller's acknowledgements, and the shared memory's stored messages."""
-    db = tmp_path / "shared.db"
+def converse_at_once(
+    tmp_path: Path, db: str, calls: int, processes: int, threads: int
+) -> tuple[list, list, int]:
+    """Every caller's acknowledgements, the shared memory's stored messages, and how many lane
+    jobs ran while they called."""
     fadeway.open(db).close()  # the schema, before the processes race to make it
     others = [
         _context.Process(
@@ -51,34 +57,36 @@ def converse_at_once(tmp_path: Path, calls: int, processes: int, threads: int) -
         for process in others:
             process.join(600)
             assert process.exitcode == 0, "a calling process failed; see stderr"
-        with sqlite3.connect(db) as conn:  # what the background lanes ran meanwhile
-            (lane,) = conn.execute("SELECT COUNT(*) FROM jobs WHERE state = 'done'").fetchone()
-        conn.close()
+        with engine.store.read(children.SHARED_MEMORY) as tx:  # what the lanes ran meanwhile
+            lane = len(tx.jobs("done"))
         engine.drain()
         assert engine.memory(children.SHARED_MEMORY).parked_jobs() == []
+        with engine.store.read(children.SHARED_MEMORY) as tx:
+            stored = [m.body for m in tx.messages()]
     acks = [a for path in sorted(tmp_path.glob("*.acks")) for a in read_acks(str(path))]
-    conn = sqlite3.connect(db)
-    try:
-        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-        stored = [
-            bytes(body)
-            for (body,) in conn.execute(
-                "SELECT body FROM messages WHERE memory_id = ? ORDER BY seq",
-                (children.SHARED_MEMORY,),
-            )
-        ]
-    finally:
-        conn.close()
+    if "://" not in db:
+        with closing(sqlite3.connect(db)) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     return acks, stored, lane
 
 
+@pytest.fixture(scope="module", params=STORES)
+def shared_db(request, tmp_path_factory) -> Iterator[str]:
+    """The shared store: an SQLite file, or a fresh database on the tests' PostgreSQL server."""
+    if request.param == "sqlite":
+        yield str(tmp_path_factory.mktemp("shared") / "shared.db")
+        return
+    with pg.fresh_database(request.getfixturevalue("pg_server")) as url:
+        yield url
+
+
 @pytest.fixture(scope="module", params=TIERS)
-def run(request, tmp_path_factory):
+def run(request, shared_db, tmp_path_factory):
     # The long tier makes the issue's 6,400 calls, half of them from 4 processes x 8 threads.
     calls = scaled(request.param, 5, 50)
     processes, threads = scaled(request.param, 2, 4), scaled(request.param, 4, 8)
     root = tmp_path_factory.mktemp("concurrency")
-    acks, stored, lane = converse_at_once(root, calls, processes, threads)
+    acks, stored, lane = converse_at_once(root, shared_db, calls, processes, threads)
     return acks, stored, calls, lane
 
 

@@ -23,6 +23,7 @@ from ..errors import MemoryNotFoundError, ReplayFormatError, UsageError
 from ..export.document import write_jsonl
 from ..export.files import check_export_file
 from ..replay.sources import check_file, detect, read_inputs
+from ..store.postgres import shown_url
 from .batch import MemorySummary, ReplaySettings, run_batch
 from .inspection import inspect_memory, render
 from .page import build_page, gather_page
@@ -202,7 +203,7 @@ def memories(args: argparse.Namespace) -> int:
         say(json.dumps({"memories": msgspec.to_builtins(listed)}, indent=2, ensure_ascii=False))
         return 0
     if not listed:
-        say(f"the store {args.db} holds no memories")
+        say(f"the store {shown_url(args.db)} holds no memories")
         return 0
     # The id last and whole: it is what a reader copies into the next command.
     say(f"{'messages':>9} {'turns':>7} {'episodes':>9}  {'last message (UTC)':<18}  memory")
@@ -351,7 +352,7 @@ def _refuse_replay_inputs(path: Path, db: str) -> None:
         "locomo": "LoCoMo JSON (a list of samples)",
     }.get(kind)
     if what is not None:
-        command = f"fadeway replay {shlex.quote(str(path))} --db {shlex.quote(db)}"
+        command = f"fadeway replay {shlex.quote(str(path))} --db {shlex.quote(shown_url(db))}"
         raise UsageError(
             f"{path} looks like {what}, not a fadeway export (as `fadeway export` writes); "
             f"replay it with `{command}`"
@@ -373,7 +374,7 @@ def import_(args: argparse.Namespace) -> int:
         imported, skipped = engine.import_file(args.file)
         engine.drain()  # embeds the imported facts and passages for search
     say(
-        f"imported {counted(len(imported), 'memory', 'memories')} into {args.db}"
+        f"imported {counted(len(imported), 'memory', 'memories')} into {shown_url(args.db)}"
         + (f"; {len(skipped)} already there, unchanged" if skipped else "")
     )
     return 0
@@ -395,8 +396,8 @@ def demo(args: argparse.Namespace) -> int:
     say()
     say(render(view))
     say(
-        f"\n(activation as of the last message; `fadeway inspect {memory_id} --db {args.db}` "
-        "shows it now, `--at TIME` at any moment)"
+        f"\n(activation as of the last message; `fadeway inspect {memory_id} --db "
+        f"{shown_url(args.db)}` shows it now, `--at TIME` at any moment)"
     )
     return 0
 
@@ -449,7 +450,7 @@ def serve(args: argparse.Namespace) -> int:
             host = f"[{args.host}]" if family == socket.AF_INET6 else args.host
             say(
                 f"fadeway serve: http://{host}:{port}/v1 -> {args.upstream} "
-                f"(memory from {memory_from}, store {args.db})",
+                f"(memory from {memory_from}, store {shown_url(args.db)})",
                 file=sys.stderr,
             )
             server = uvicorn.Server(uvicorn.Config(app, log_level="info"))

@@ -26,6 +26,7 @@ from ..errors import (
     ReplayFormatError,
     UsageError,
 )
+from ..store.postgres import shown_url
 from . import commands
 
 __all__ = ["main"]
@@ -86,8 +87,8 @@ def _add_db(parser: argparse.ArgumentParser) -> None:
         "--db",
         default=_default_db(),
         metavar="URL",
-        help="the store: a path or sqlite:///path (default: $FADEWAY_DB or "
-        "fadeway.db; now %(default)s)",
+        help="the store: a path, sqlite:///path or postgresql://user@host/db (default: "
+        f"$FADEWAY_DB or fadeway.db; now {shown_url(_default_db())})".replace("%", "%%"),
     )
 
 

@@ -1,6 +1,6 @@
 """Opening the store `--db` names, for the command line: a file that is no store, or a URL of
 another kind, is the user's bad input (exit 2, nothing written), told apart from a store that
-fails while in use (exit 1)."""
+fails while in use (exit 1). A PostgreSQL URL is shown without its password."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 from ..engine import Engine
 from ..engine import open as open_engine
 from ..errors import SchemaVersionError, StoreError, UsageError
+from ..store.postgres import POSTGRES_SCHEMES, shown_url
 
 __all__ = ["open_store"]
 
@@ -28,11 +29,16 @@ _NOT_A_STORE = {
 def open_store(db: str, **settings: Any) -> Engine:
     """`fadeway.open(db, **settings)`, with a store that cannot be one raised as a
     `UsageError` naming `--db`."""
+    if db.startswith(POSTGRES_SCHEMES):
+        try:
+            return open_engine(db, **settings)
+        except SchemaVersionError as exc:
+            raise UsageError(f"--db {shown_url(db)}: {exc}") from None
     if "://" in db and not db.startswith("sqlite:///"):
         scheme = db.split("://", 1)[0]
         raise UsageError(
-            f"--db {db}: unsupported store URL scheme {scheme!r}; give a file path or "
-            "sqlite:///path"
+            f"--db {db}: unsupported store URL scheme {scheme!r}; give a file path, "
+            "sqlite:///path or postgresql://..."
         )
     try:
         return open_engine(db, **settings)

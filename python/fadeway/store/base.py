@@ -2,7 +2,8 @@
 
 A store holds many memories. Every operation runs inside a transaction bound to one memory id, so
 no query can read across memories. Writes take the memory's write lock for the whole transaction
-(`BEGIN IMMEDIATE` on SQLite): one transaction per decorate, report or lane job.
+(`BEGIN IMMEDIATE` on SQLite, the memory's advisory lock on PostgreSQL): one transaction per
+decorate, report or lane job.
 """
 
 from __future__ import annotations
@@ -33,7 +34,18 @@ from ..records import (
 )
 from ..usage import UsageRecord
 
-__all__ = ["Store", "Transaction"]
+__all__ = ["SYNCHRONOUS", "Store", "Transaction", "check_synchronous"]
+
+#: The durability settings a store takes (SQLite's names; PostgreSQL maps them).
+SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+
+def check_synchronous(synchronous: str) -> str:
+    """`synchronous` in upper case, or a ValueError naming the settings there are."""
+    chosen = synchronous.upper()
+    if chosen not in SYNCHRONOUS:
+        raise ValueError(f"synchronous must be one of {', '.join(SYNCHRONOUS)}, not {chosen!r}")
+    return chosen
 
 
 class Transaction(abc.ABC):

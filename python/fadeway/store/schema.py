@@ -1,22 +1,135 @@
 """The versioned schema. Each migration moves the schema up by one version; never edit one that
 has shipped, add the next. Tables and queries are portable SQL, shared by every backend; what
-only one backend can say (SQLite's triggers that keep logs append-only) sits beside it.
+only one backend can say (the triggers that keep logs append-only) sits beside it, in SQLite's
+and in PostgreSQL's words. PostgreSQL reads the portable SQL with its own type names
+(`for_postgres`).
 """
 
 from __future__ import annotations
 
+import logging
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-__all__ = ["Migration", "MIGRATIONS", "SCHEMA_VERSION"]
+from ..errors import SchemaVersionError
+
+if TYPE_CHECKING:
+    from .queries import Executor
+
+__all__ = ["Migration", "MIGRATIONS", "SCHEMA_VERSION", "for_postgres", "migrate"]
+
+log = logging.getLogger("fadeway.store")
 
 
 @dataclass(frozen=True)
 class Migration:
     portable: list[str]
     sqlite: list[str] = field(default_factory=list)
+    postgres: list[str] = field(default_factory=list)
 
 
-def _append_only(table: str, *, allow: str | None = None) -> list[str]:
+#: PostgreSQL's words for the portable schema's types, applied in order: memory ids as bytes
+#: (an id may hold NUL, which PostgreSQL text cannot), 64-bit integers (SQLite's INTEGER is
+#: 64-bit, PostgreSQL's 32), bytes as BYTEA, and text compared byte by byte as SQLite does.
+_POSTGRES_TYPES = [
+    (re.compile(r"\bmemory_id TEXT\b"), "memory_id BYTEA"),
+    (re.compile(r"\bINTEGER\b"), "BIGINT"),
+    (re.compile(r"\bBLOB\b"), "BYTEA"),
+    (re.compile(r"\bTEXT\b"), 'TEXT COLLATE "C"'),
+]
+
+
+def for_postgres(statement: str) -> str:
+    """A portable statement as PostgreSQL runs it: its type names mapped (upper case only, so
+    column names and quoted text are never touched)."""
+    for pattern, word in _POSTGRES_TYPES:
+        statement = pattern.sub(word, statement)
+    return statement
+
+
+#: The trigger function that refuses a change to an append-only table, with its reason.
+_POSTGRES_REFUSE = """CREATE FUNCTION fadeway_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION '%', TG_ARGV[0] USING ERRCODE = 'restrict_violation';
+END $$"""
+
+
+#: The memory a transaction is bound to (`set_config('fadeway.memory_id', <hex of its id>,
+#: true)`), and whether it spans every memory (listing ids, migrating): what row-level
+#: security lets a transaction see.
+_POSTGRES_MEMORY = [
+    """CREATE FUNCTION fadeway_memory() RETURNS bytea LANGUAGE sql STABLE AS $$
+SELECT decode(COALESCE(current_setting('fadeway.memory_id', true), ''), 'hex') $$""",
+    """CREATE FUNCTION fadeway_every_memory() RETURNS boolean LANGUAGE sql STABLE AS $$
+SELECT COALESCE(current_setting('fadeway.every_memory', true), '') = 'on' $$""",
+]
+
+
+def _one_memory(*tables: str) -> list[str]:
+    """PostgreSQL's row-level security on `tables`, the second guard of isolation: a
+    transaction sees and writes the rows of its own memory only (or of every memory, when it
+    says it spans them), the tables' owner included."""
+    out: list[str] = []
+    for table in tables:
+        out += [
+            f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY",
+            f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY",
+            f"CREATE POLICY {table}_one_memory ON {table} "
+            "USING (memory_id = fadeway_memory() OR fadeway_every_memory())",
+        ]
+    return out
+
+
+def _migration(
+    portable: list[str],
+    *,
+    append_only: tuple[str | tuple[str, str], ...] = (),
+    isolated: tuple[str, ...] = (),
+    postgres: tuple[str, ...] = (),
+) -> Migration:
+    """A migration with the triggers that keep `append_only` tables so on both stores, and
+    PostgreSQL's row-level security on the `isolated` tables it creates."""
+    sqlite, guards = _append_only(*append_only)
+    return Migration(portable, sqlite, [*postgres, *guards, *_one_memory(*isolated)])
+
+
+def _append_only(*tables: str | tuple[str, str]) -> tuple[list[str], list[str]]:
+    """The SQLite and the PostgreSQL triggers that keep `tables` append-only; a (table, column)
+    pair may change in that column alone."""
+    sqlite: list[str] = []
+    postgres: list[str] = []
+    for table in tables:
+        name, allow = (table, None) if isinstance(table, str) else table
+        sqlite += _sqlite_append_only(name, allow=allow)
+        postgres += _postgres_append_only(name, allow=allow)
+    return sqlite, postgres
+
+
+def _postgres_append_only(table: str, *, allow: str | None) -> list[str]:
+    """PostgreSQL triggers that refuse to delete or truncate rows of `table` or to change them
+    (but `allow`)."""
+    when = (
+        ""
+        if allow is None
+        else " WHEN ("
+        + " OR ".join(f"NEW.{c} IS DISTINCT FROM OLD.{c}" for c in _COLUMNS[table] if c != allow)
+        + ")"
+    )
+    what = f"{table} are never edited" if allow is None else f"{table} change only in {allow}"
+    gone = f"{table} are never deleted"
+    return [
+        f"CREATE TRIGGER {table}_never_edited BEFORE UPDATE ON {table} FOR EACH ROW{when} "
+        f"EXECUTE FUNCTION fadeway_refuse('{what}')",
+        f"CREATE TRIGGER {table}_never_deleted BEFORE DELETE ON {table} FOR EACH ROW "
+        f"EXECUTE FUNCTION fadeway_refuse('{gone}')",
+        f"CREATE TRIGGER {table}_never_truncated BEFORE TRUNCATE ON {table} "
+        f"FOR EACH STATEMENT EXECUTE FUNCTION fadeway_refuse('{gone}')",
+    ]
+
+
+def _sqlite_append_only(table: str, *, allow: str | None = None) -> list[str]:
     """SQLite triggers that refuse to delete rows of `table` or to change them (but `allow`)."""
     update = (
         f"BEFORE UPDATE ON {table}"
@@ -81,7 +194,7 @@ def _block_texts(table: str) -> str:
 
 MIGRATIONS: list[Migration] = [
     # 1: memories, messages and decorated requests.
-    Migration(
+    _migration(
         [
             """CREATE TABLE memories (
             memory_id TEXT PRIMARY KEY,
@@ -122,10 +235,12 @@ MIGRATIONS: list[Migration] = [
             replied INTEGER NOT NULL DEFAULT 0,
             PRIMARY KEY (memory_id, n)
         )""",
-        ]
+        ],
+        isolated=("memories", "messages", "requests"),
+        postgres=(_POSTGRES_REFUSE, *_POSTGRES_MEMORY),
     ),
     # 2: episodes, the append-only trace log, and the ordered lane (durable per-memory jobs).
-    Migration(
+    _migration(
         [
             """CREATE TABLE episodes (
             memory_id TEXT NOT NULL REFERENCES memories (memory_id),
@@ -172,15 +287,12 @@ MIGRATIONS: list[Migration] = [
             lease_until DOUBLE PRECISION
         )""",
         ],
-        sqlite=[
-            *_append_only("messages"),
-            *_append_only("traces"),
-            *_append_only("episodes", allow="state"),
-        ],
+        append_only=("messages", "traces", ("episodes", "state")),
+        isolated=("episodes", "traces", "jobs", "lanes"),
     ),
     # 3: notes the model wrote, their facts, the episodes each note acknowledged, and the
     # facts block's order (kept between fades and seals so a quiet turn repeats it exactly).
-    Migration(
+    _migration(
         [
             """CREATE TABLE notes (
             memory_id TEXT NOT NULL REFERENCES memories (memory_id),
@@ -213,13 +325,14 @@ MIGRATIONS: list[Migration] = [
         )""",
             "ALTER TABLE memories ADD COLUMN facts_order TEXT",
         ],
-        sqlite=[*_append_only("notes"), *_append_only("facts"), *_append_only("acks")],
+        append_only=("notes", "facts", "acks"),
+        isolated=("notes", "facts", "acks"),
     ),
     # 4: the knowledge graph (entities, their surface names, facts as edges, retirements),
     # passages of sealed conversation, the vectors of facts, passages and entities, and the
     # facts block's text as last rendered. All append-only: a merge is recorded on the newer
     # fact's edge, a retirement as its own row.
-    Migration(
+    _migration(
         [
             """CREATE TABLE entities (
             memory_id TEXT NOT NULL REFERENCES memories (memory_id),
@@ -281,19 +394,13 @@ MIGRATIONS: list[Migration] = [
         )""",
             "ALTER TABLE memories ADD COLUMN facts_block TEXT",
         ],
-        sqlite=[
-            *_append_only("entities"),
-            *_append_only("aliases"),
-            *_append_only("edges"),
-            *_append_only("retirements"),
-            *_append_only("passages"),
-            *_append_only("vectors"),
-        ],
+        append_only=("entities", "aliases", "edges", "retirements", "passages", "vectors"),
+        isolated=("entities", "aliases", "edges", "retirements", "passages", "vectors"),
     ),
     # 5: recall. The block each user turn got (kept with its turn), its distilled rewrite as
     # the lane prepared it, the final text fixed when the next message arrived (so the turn's
     # block is byte-stable from then on), and the walk the lane prepared after each reply.
-    Migration(
+    _migration(
         [
             """CREATE TABLE recalls (
             memory_id TEXT NOT NULL REFERENCES memories (memory_id),
@@ -316,15 +423,11 @@ MIGRATIONS: list[Migration] = [
             PRIMARY KEY (memory_id, turn)
         )""",
         ],
-        sqlite=[
-            *_append_only("recalls"),
-            *_append_only("distills"),
-            *_append_only("recall_finals"),
-            *_append_only("walks"),
-        ],
+        append_only=("recalls", "distills", "recall_finals", "walks"),
+        isolated=("recalls", "distills", "recall_finals", "walks"),
     ),
     # 6: what each call to a model (judge or note writer) cost, by the memory it was for.
-    Migration(
+    _migration(
         [
             """CREATE TABLE usage (
             memory_id TEXT NOT NULL REFERENCES memories (memory_id),
@@ -338,7 +441,8 @@ MIGRATIONS: list[Migration] = [
             PRIMARY KEY (memory_id, n)
         )""",
         ],
-        sqlite=[*_append_only("usage")],
+        append_only=("usage",),
+        isolated=("usage",),
     ),
     # 7: a per-memory count of changes to episodes (each insert or change of state bumps it, and
     # marks the rows it wrote), so a mirror of the episodes reads only what changed since.
@@ -373,7 +477,7 @@ MIGRATIONS: list[Migration] = [
     # message that merely looks like a block is told from one fadeway emitted (issue 33, item
     # 4); and whether a memory's blocks are so tracked: not for memories from before this
     # version, whose blocks fadeway still recognises by their look.
-    Migration(
+    _migration(
         [
             """CREATE TABLE emitted (
             memory_id TEXT NOT NULL REFERENCES memories (memory_id),
@@ -383,8 +487,31 @@ MIGRATIONS: list[Migration] = [
             "ALTER TABLE memories ADD COLUMN blocks_tracked INTEGER NOT NULL DEFAULT 0 "
             "CHECK (blocks_tracked IN (0, 1))",
         ],
-        sqlite=[*_append_only("emitted")],
+        append_only=("emitted",),
+        isolated=("emitted",),
     ),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrate(conn: Executor, statements: Callable[[Migration], Iterable[str]], where: str) -> None:
+    """Bring the schema at `conn` (inside a transaction the caller commits) up to
+    SCHEMA_VERSION, running each missing migration's `statements`; a newer schema is refused
+    (`where` names the store in messages)."""
+    conn.execute("CREATE TABLE IF NOT EXISTS fadeway_schema (version INTEGER NOT NULL)")
+    row = conn.execute("SELECT version FROM fadeway_schema").fetchone()
+    version = row[0] if row else 0
+    if version > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"{where} has schema version {version}; this fadeway understands up to "
+            f"{SCHEMA_VERSION}: upgrade fadeway"
+        )
+    for step in MIGRATIONS[version:]:
+        for statement in statements(step):
+            conn.execute(statement)
+    if row is None:
+        conn.execute("INSERT INTO fadeway_schema (version) VALUES (?)", (SCHEMA_VERSION,))
+    elif version != SCHEMA_VERSION:
+        conn.execute("UPDATE fadeway_schema SET version = ?", (SCHEMA_VERSION,))
+        log.info("migrated %s from schema %d to %d", where, version, SCHEMA_VERSION)

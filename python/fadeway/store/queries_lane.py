@@ -1,13 +1,13 @@
-"""The SQLite queries of a memory's ordered lane: its jobs and the lease on it, mixed into the
-SQLite transaction. Every query is bound to the transaction's memory id."""
+"""The queries of a memory's ordered lane: its jobs and the lease on it, mixed into each backend's
+transaction. Every query is bound to the transaction's memory id (`_key`)."""
 
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Callable
 
 from ..records import JobRecord
+from .queries import Executor
 
 __all__ = ["LaneQueries"]
 
@@ -35,23 +35,24 @@ def _job(row: tuple) -> JobRecord:
 class LaneQueries:
     """Jobs, oldest first, and the lease a worker holds the lane by."""
 
-    _conn: sqlite3.Connection
+    _conn: Executor
+    _key: object
     memory_id: str
 
     def enqueue(self, kind: str, payload: bytes, created_at: float) -> int:
         (top,) = self._conn.execute(
-            "SELECT MAX(n) FROM jobs WHERE memory_id = ?", (self.memory_id,)
+            "SELECT MAX(n) FROM jobs WHERE memory_id = ?", (self._key,)
         ).fetchone()
         n = (top or 0) + 1
         self._conn.execute(
             "INSERT INTO jobs (memory_id, n, kind, payload, created_at) VALUES (?, ?, ?, ?, ?)",
-            (self.memory_id, n, kind, payload, created_at),
+            (self._key, n, kind, payload, created_at),
         )
         return n
 
     def pending_job(self, kind: str | None = None) -> JobRecord | None:
         sql = f"SELECT {_JOB_COLUMNS} FROM jobs WHERE memory_id = ? AND state = 'pending'"
-        args: tuple = (self.memory_id,)
+        args: tuple = (self._key,)
         if kind is not None:
             sql += " AND kind = ?"
             args += (kind,)
@@ -61,7 +62,7 @@ class LaneQueries:
     def finish_job(self, n: int, state: str, error: str | None = None) -> None:
         self._conn.execute(
             "UPDATE jobs SET state = ?, error = ? WHERE memory_id = ? AND n = ?",
-            (state, error, self.memory_id, n),
+            (state, error, self._key, n),
         )
 
     def record_attempt(
@@ -70,10 +71,10 @@ class LaneQueries:
         self._conn.execute(
             "UPDATE jobs SET attempts = attempts + 1, waits = waits + ?, error = ?, retry_at = ? "
             "WHERE memory_id = ? AND n = ?",
-            (int(waited), error, retry_at, self.memory_id, n),
+            (int(waited), error, retry_at, self._key, n),
         )
         attempts, waits = self._conn.execute(
-            "SELECT attempts, waits FROM jobs WHERE memory_id = ? AND n = ?", (self.memory_id, n)
+            "SELECT attempts, waits FROM jobs WHERE memory_id = ? AND n = ?", (self._key, n)
         ).fetchone()
         return attempts, waits
 
@@ -83,12 +84,12 @@ class LaneQueries:
         self._conn.execute(
             "UPDATE jobs SET state = 'failed', error = ?, retry_at = ?, parked = parked + 1, "
             "attempts = COALESCE(?, attempts) WHERE memory_id = ? AND n = ?",
-            (error, retry_at, attempts, self.memory_id, n),
+            (error, retry_at, attempts, self._key, n),
         )
 
     def revive_jobs(self, now: float | None = None) -> int:
         due = "" if now is None else " AND (retry_at IS NULL OR retry_at <= ?)"
-        args = (self.memory_id,) if now is None else (self.memory_id, now)
+        args = (self._key,) if now is None else (self._key, now)
         return self._conn.execute(
             "UPDATE jobs SET state = 'pending', attempts = 0, waits = 0, retry_at = NULL "
             "WHERE memory_id = ? AND state = 'failed'" + due,
@@ -97,7 +98,7 @@ class LaneQueries:
 
     def jobs(self, state: str | None = None) -> list[JobRecord]:
         sql = f"SELECT {_JOB_COLUMNS} FROM jobs WHERE memory_id = ?"
-        args: tuple = (self.memory_id,)
+        args: tuple = (self._key,)
         if state is not None:
             sql += " AND state = ?"
             args += (state,)
@@ -107,12 +108,12 @@ class LaneQueries:
         self, owner: str, now: float, until: float, *, gone: Callable[[str], bool] | None = None
     ) -> bool:
         row = self._conn.execute(
-            "SELECT owner, lease_until FROM lanes WHERE memory_id = ?", (self.memory_id,)
+            "SELECT owner, lease_until FROM lanes WHERE memory_id = ?", (self._key,)
         ).fetchone()
         if row is None:
             self._conn.execute(
                 "INSERT INTO lanes (memory_id, owner, lease_until) VALUES (?, ?, ?)",
-                (self.memory_id, owner, until),
+                (self._key, owner, until),
             )
             return True
         holder, lease_until = row
@@ -122,12 +123,12 @@ class LaneQueries:
             log.info("memory %r: lane lease of %s taken: it no longer runs", self.memory_id, holder)
         self._conn.execute(
             "UPDATE lanes SET owner = ?, lease_until = ? WHERE memory_id = ?",
-            (owner, until, self.memory_id),
+            (owner, until, self._key),
         )
         return True
 
     def release_lane(self, owner: str) -> None:
         self._conn.execute(
             "UPDATE lanes SET owner = NULL, lease_until = NULL WHERE memory_id = ? AND owner = ?",
-            (self.memory_id, owner),
+            (self._key, owner),
         )

@@ -1,15 +1,15 @@
-"""The SQLite queries of episodes and their append-only trace log, mixed into the SQLite
-transaction. Every query is bound to the transaction's memory id."""
+"""The queries of episodes and their append-only trace log, mixed into each backend's
+transaction. Every query is bound to the transaction's memory id (`_key`)."""
 
 from __future__ import annotations
 
 import itertools
-import sqlite3
 from collections.abc import Sequence
 
 import numpy as np
 
 from ..records import EpisodeRecord, TraceRecord
+from .queries import Executor
 
 __all__ = ["EpisodeQueries"]
 
@@ -47,7 +47,8 @@ def _trace(row: tuple) -> TraceRecord:
 class EpisodeQueries:
     """Episodes and their states, counted changes, and the append-only trace log."""
 
-    _conn: sqlite3.Connection
+    _conn: Executor
+    _key: object
     memory_id: str
 
     def episodes(self, after: int = 0) -> list[EpisodeRecord]:
@@ -55,13 +56,13 @@ class EpisodeQueries:
             _episode(r)
             for r in self._conn.execute(
                 f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE memory_id = ? AND n > ? ORDER BY n",
-                (self.memory_id, after),
+                (self._key, after),
             )
         ]
 
     def episode_changes(self) -> int:
         row = self._conn.execute(
-            "SELECT episode_changes FROM memories WHERE memory_id = ?", (self.memory_id,)
+            "SELECT episode_changes FROM memories WHERE memory_id = ?", (self._key,)
         ).fetchone()
         return row[0] if row else 0
 
@@ -71,14 +72,14 @@ class EpisodeQueries:
             for r in self._conn.execute(
                 f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE memory_id = ? AND changed > ? "
                 "ORDER BY n",
-                (self.memory_id, after),
+                (self._key, after),
             )
         ]
 
     def last_episode(self) -> EpisodeRecord | None:
         row = self._conn.execute(
             f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE memory_id = ? ORDER BY n DESC LIMIT 1",
-            (self.memory_id,),
+            (self._key,),
         ).fetchone()
         return _episode(row) if row else None
 
@@ -86,7 +87,7 @@ class EpisodeQueries:
         (count,) = self._conn.execute(
             "UPDATE memories SET episode_changes = episode_changes + 1 WHERE memory_id = ? "
             "RETURNING episode_changes",
-            (self.memory_id,),
+            (self._key,),
         ).fetchone()
         return count
 
@@ -99,7 +100,7 @@ class EpisodeQueries:
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (
-                    self.memory_id,
+                    self._key,
                     e.n,
                     e.first_seq,
                     e.last_seq,
@@ -121,7 +122,7 @@ class EpisodeQueries:
             _trace(r)
             for r in self._conn.execute(
                 f"SELECT {_TRACE_COLUMNS} FROM traces WHERE memory_id = ? AND n > ? ORDER BY n",
-                (self.memory_id, after),
+                (self._key, after),
             )
         ]
 
@@ -129,14 +130,14 @@ class EpisodeQueries:
         self._conn.executemany(
             f"INSERT INTO traces (memory_id, {_TRACE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                (self.memory_id, t.n, t.episode, t.fact, t.kind, t.score, int(t.counted), t.at)
+                (self._key, t.n, t.episode, t.fact, t.kind, t.score, int(t.counted), t.at)
                 for t in rows
             ],
         )
 
     def trace_count(self) -> int:
         (top,) = self._conn.execute(
-            "SELECT MAX(n) FROM traces WHERE memory_id = ?", (self.memory_id,)
+            "SELECT MAX(n) FROM traces WHERE memory_id = ?", (self._key,)
         ).fetchone()
         return top or 0
 
@@ -144,9 +145,9 @@ class EpisodeQueries:
         # Four numbers a row, streamed into one array: no record, no list of rows (at 200,000
         # traces, 130 ms where `traces` and its columns took 330).
         rows = self._conn.execute(
-            "SELECT episode, COALESCE(fact, 0), at, CASE WHEN counted THEN score ELSE 0.0 END "
+            "SELECT episode, COALESCE(fact, 0), at, CASE WHEN counted = 1 THEN score ELSE 0.0 END "
             "FROM traces WHERE memory_id = ? AND n > ? ORDER BY n",
-            (self.memory_id, after),
+            (self._key, after),
         )
         return np.fromiter(itertools.chain.from_iterable(rows), dtype=np.float64).reshape(-1, 4)
 
@@ -154,7 +155,7 @@ class EpisodeQueries:
         (found,) = self._conn.execute(
             "SELECT EXISTS (SELECT 1 FROM traces WHERE memory_id = ? AND fact IN "
             "(SELECT n FROM facts WHERE memory_id = ? AND note = ?))",
-            (self.memory_id, self.memory_id, note),
+            (self._key, self._key, note),
         ).fetchone()
         return bool(found)
 
@@ -164,5 +165,5 @@ class EpisodeQueries:
         change = self._count_episode_change()
         self._conn.executemany(
             "UPDATE episodes SET state = ?, changed = ? WHERE memory_id = ? AND n = ?",
-            [(state, change, self.memory_id, n) for n, state in states.items()],
+            [(state, change, self._key, n) for n, state in states.items()],
         )

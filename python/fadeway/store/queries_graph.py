@@ -1,10 +1,9 @@
-"""The SQLite queries of the knowledge graph, passages and vectors (schema 4) and of recall
-(schema 5), mixed into the SQLite transaction. Every query is bound to the transaction's
-memory id."""
+"""The queries of the knowledge graph, passages and vectors (schema 4) and of recall
+(schema 5), mixed into each backend's transaction. Every query is bound to the transaction's
+memory id (`_key`)."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 
 import msgspec
@@ -20,14 +19,23 @@ from ..records import (
     WalkRecord,
 )
 from ..usage import UsageRecord
+from .queries import Executor, select_in
 
 __all__ = ["GraphQueries"]
 
 _PASSAGE_COLUMNS = "n, episode, seq, part, turn, at, role, text"
 
 
+def _passage(row: tuple) -> PassageRecord:
+    n, episode, seq, part, turn, at, role, text = row
+    return PassageRecord(
+        n=n, episode=episode, seq=seq, part=part, turn=turn, at=at, role=role, text=text
+    )
+
+
 class GraphQueries:
-    _conn: sqlite3.Connection
+    _conn: Executor
+    _key: object
     memory_id: str
 
     def entities(self, after: int = 0) -> list[EntityRecord]:
@@ -35,7 +43,7 @@ class GraphQueries:
             EntityRecord(n=n, name=name, at=at)
             for n, name, at in self._conn.execute(
                 "SELECT n, name, at FROM entities WHERE memory_id = ? AND n > ? ORDER BY n",
-                (self.memory_id, after),
+                (self._key, after),
             )
         ]
 
@@ -45,7 +53,7 @@ class GraphQueries:
             for norm, entity, name, at in self._conn.execute(
                 "SELECT norm, entity, name, at FROM aliases WHERE memory_id = ? "
                 "ORDER BY entity, at, name",
-                (self.memory_id,),
+                (self._key,),
             )
         ]
 
@@ -55,7 +63,7 @@ class GraphQueries:
             for fact, subject, obj, merged, at in self._conn.execute(
                 "SELECT fact, subject, object, merged_into, at FROM edges "
                 "WHERE memory_id = ? AND fact > ? ORDER BY fact",
-                (self.memory_id, after),
+                (self._key, after),
             )
         ]
 
@@ -64,7 +72,7 @@ class GraphQueries:
             RetirementRecord(fact=fact, by=by, at=at)
             for fact, by, at in self._conn.execute(
                 "SELECT fact, by_fact, at FROM retirements WHERE memory_id = ? ORDER BY fact",
-                (self.memory_id,),
+                (self._key,),
             )
         ]
 
@@ -75,7 +83,7 @@ class GraphQueries:
         edges: Sequence[EdgeRecord],
         retirements: Sequence[RetirementRecord],
     ) -> None:
-        m = self.memory_id
+        m = self._key
         self._conn.executemany(
             "INSERT INTO entities (memory_id, n, name, at) VALUES (?, ?, ?, ?)",
             [(m, e.n, e.name, e.at) for e in entities],
@@ -97,36 +105,23 @@ class GraphQueries:
     def passages(self, after: int = 0) -> list[PassageRecord]:
         """Passages numbered above `after`, in order."""
         return [
-            PassageRecord(
-                n=n, episode=episode, seq=seq, part=part, turn=turn, at=at, role=role, text=text
-            )
-            for n, episode, seq, part, turn, at, role, text in self._conn.execute(
+            _passage(row)
+            for row in self._conn.execute(
                 f"SELECT {_PASSAGE_COLUMNS} FROM passages WHERE memory_id = ? AND n > ? ORDER BY n",
-                (self.memory_id, after),
+                (self._key, after),
             )
         ]
 
     def passages_at(self, ns: Sequence[int]) -> list[PassageRecord]:
         """The passages numbered `ns` (those that exist), in order."""
-        out: list[PassageRecord] = []
-        wanted = sorted(set(ns))
-        for i in range(0, len(wanted), 500):
-            chunk = wanted[i : i + 500]
-            out += [
-                PassageRecord(
-                    n=n, episode=episode, seq=seq, part=part, turn=turn, at=at, role=role, text=text
-                )
-                for n, episode, seq, part, turn, at, role, text in self._conn.execute(
-                    f"SELECT {_PASSAGE_COLUMNS} FROM passages WHERE memory_id = ? AND n IN "
-                    f"({', '.join('?' * len(chunk))}) ORDER BY n",
-                    (self.memory_id, *chunk),
-                )
-            ]
-        return out
+        sql = (
+            f"SELECT {_PASSAGE_COLUMNS} FROM passages WHERE memory_id = ? AND n IN (...) ORDER BY n"
+        )
+        return [_passage(row) for row in select_in(self._conn, sql, self._key, sorted(set(ns)))]
 
     def passage_count(self) -> int:
         (top,) = self._conn.execute(
-            "SELECT MAX(n) FROM passages WHERE memory_id = ?", (self.memory_id,)
+            "SELECT MAX(n) FROM passages WHERE memory_id = ?", (self._key,)
         ).fetchone()
         return top or 0
 
@@ -134,7 +129,7 @@ class GraphQueries:
         return {
             e
             for (e,) in self._conn.execute(
-                "SELECT DISTINCT episode FROM passages WHERE memory_id = ?", (self.memory_id,)
+                "SELECT DISTINCT episode FROM passages WHERE memory_id = ?", (self._key,)
             )
         }
 
@@ -143,7 +138,7 @@ class GraphQueries:
             f"INSERT INTO passages (memory_id, {_PASSAGE_COLUMNS}) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                (self.memory_id, p.n, p.episode, p.seq, p.part, p.turn, p.at, p.role, p.text)
+                (self._key, p.n, p.episode, p.seq, p.part, p.turn, p.at, p.role, p.text)
                 for p in rows
             ],
         )
@@ -155,7 +150,7 @@ class GraphQueries:
             for n, v in self._conn.execute(
                 "SELECT n, vector FROM vectors WHERE memory_id = ? AND kind = ? AND embedder = ? "
                 "AND n > ? ORDER BY n",
-                (self.memory_id, kind, embedder, after),
+                (self._key, kind, embedder, after),
             )
         ]
 
@@ -164,20 +159,20 @@ class GraphQueries:
             n
             for (n,) in self._conn.execute(
                 "SELECT n FROM vectors WHERE memory_id = ? AND kind = ? AND embedder = ?",
-                (self.memory_id, kind, embedder),
+                (self._key, kind, embedder),
             )
         }
 
     def insert_vectors(self, kind: str, embedder: str, rows: Sequence[tuple[int, bytes]]) -> None:
         self._conn.executemany(
-            "INSERT OR IGNORE INTO vectors (memory_id, kind, embedder, n, vector) "
-            "VALUES (?, ?, ?, ?, ?)",
-            [(self.memory_id, kind, embedder, n, v) for n, v in rows],
+            "INSERT INTO vectors (memory_id, kind, embedder, n, vector) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            [(self._key, kind, embedder, n, v) for n, v in rows],
         )
 
     def set_facts_block(self, text: str | None) -> None:
         self._conn.execute(
-            "UPDATE memories SET facts_block = ? WHERE memory_id = ?", (text, self.memory_id)
+            "UPDATE memories SET facts_block = ? WHERE memory_id = ?", (text, self._key)
         )
 
     # -- recall -----------------------------------------------------------------------------
@@ -196,7 +191,7 @@ class GraphQueries:
             for turn, seq, at, text, tokens, facts, passages in self._conn.execute(
                 "SELECT turn, seq, at, text, tokens, facts, passages FROM recalls "
                 "WHERE memory_id = ? AND turn >= ? ORDER BY turn",
-                (self.memory_id, since_turn),
+                (self._key, since_turn),
             )
         ]
 
@@ -205,7 +200,7 @@ class GraphQueries:
             "INSERT INTO recalls (memory_id, turn, seq, at, text, tokens, facts, passages) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                self.memory_id,
+                self._key,
                 row.turn,
                 row.seq,
                 row.at,
@@ -224,7 +219,7 @@ class GraphQueries:
             for turn, at, text, tokens in self._conn.execute(
                 f"SELECT turn, at, text, tokens FROM {table} WHERE memory_id = ? "
                 "AND turn >= ? ORDER BY turn",
-                (self.memory_id, since_turn),
+                (self._key, since_turn),
             )
         ]
 
@@ -232,9 +227,9 @@ class GraphQueries:
         if table not in ("distills", "recall_finals"):
             raise ValueError(f"no block text table {table!r}")
         self._conn.execute(
-            f"INSERT OR IGNORE INTO {table} (memory_id, turn, at, text, tokens) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (self.memory_id, row.turn, row.at, row.text, row.tokens),
+            f"INSERT INTO {table} (memory_id, turn, at, text, tokens) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            (self._key, row.turn, row.at, row.text, row.tokens),
         )
 
     def walks(self, since_turn: int = 0) -> list[WalkRecord]:
@@ -243,14 +238,15 @@ class GraphQueries:
             for turn, at, levels in self._conn.execute(
                 "SELECT turn, at, levels FROM walks WHERE memory_id = ? AND turn >= ? "
                 "ORDER BY turn",
-                (self.memory_id, since_turn),
+                (self._key, since_turn),
             )
         ]
 
     def insert_walk(self, row: WalkRecord) -> None:
         self._conn.execute(
-            "INSERT OR IGNORE INTO walks (memory_id, turn, at, levels) VALUES (?, ?, ?, ?)",
-            (self.memory_id, row.turn, row.at, _encode(row.levels).decode()),
+            "INSERT INTO walks (memory_id, turn, at, levels) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING",
+            (self._key, row.turn, row.at, _encode(row.levels).decode()),
         )
 
     # -- usage ------------------------------------------------------------------------------
@@ -263,7 +259,7 @@ class GraphQueries:
             for at, kind, model, tin, tout, seconds in self._conn.execute(
                 "SELECT at, kind, model, tokens_in, tokens_out, seconds FROM usage "
                 "WHERE memory_id = ? ORDER BY n",
-                (self.memory_id,),
+                (self._key,),
             )
         ]
 
@@ -271,7 +267,7 @@ class GraphQueries:
         if not rows:
             return
         (top,) = self._conn.execute(
-            "SELECT MAX(n) FROM usage WHERE memory_id = ?", (self.memory_id,)
+            "SELECT MAX(n) FROM usage WHERE memory_id = ?", (self._key,)
         ).fetchone()
         first = (top or 0) + 1
         self._conn.executemany(
@@ -279,7 +275,7 @@ class GraphQueries:
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (
-                    self.memory_id,
+                    self._key,
                     first + i,
                     at,
                     u.kind,

@@ -1,0 +1,311 @@
+"""The PostgreSQL store: many memories in one database on a server (psycopg 3 and its pool, the
+`postgres` extra, imported only when such a store opens).
+
+It runs the same queries as the SQLite store (the `queries*` mixins, written with `?`
+placeholders and translated here) over the same schema and migrations (`schema.py`, in
+PostgreSQL's type names). What differs sits here:
+
+- a write is one transaction (READ COMMITTED) that first takes the memory's advisory lock
+  (`pg_advisory_xact_lock` on a 64-bit hash of its id, bound as a parameter), so writers of one
+  memory queue, whatever process or machine they run in, and writers of different memories
+  never wait on each other; each statement sees what the lock's last holder committed;
+- a read is a REPEATABLE READ, READ ONLY transaction: one consistent snapshot;
+- each transaction names its memory in a setting (`fadeway.memory_id`) that row-level security
+  checks every row against: a second guard behind the queries' own `memory_id = ?`;
+- memory ids are stored as their UTF-8 bytes (BYTEA): an id may hold NUL, which PostgreSQL
+  text cannot;
+- psycopg's errors are `StoreError`s naming the server by its URL without the password.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from .. import _constants as C
+from ..errors import StoreError
+from .base import Store, Transaction, check_synchronous
+from .queries import MemoryQueries
+from .queries_episodes import EpisodeQueries
+from .queries_graph import GraphQueries
+from .queries_lane import LaneQueries
+from .queries_notes import NoteQueries
+from .schema import for_postgres, migrate
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["POSTGRES_SCHEMES", "PostgresStore", "shown_url", "to_pyformat"]
+
+#: The URL schemes that name a PostgreSQL server.
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+#: The advisory lock a migration holds, so that two processes opening one database migrate it
+#: one after the other (a memory's lock is a hash of its id: a collision costs a wait, no more).
+_MIGRATION_LOCK = 0x6661646577617900  # b"fadeway\0"
+_CHANGING = ("INSERT", "UPDATE", "DELETE")
+#: What a transaction says for row-level security (schema.py): the one memory it is bound to
+#: (its id's UTF-8 bytes in hex: a setting cannot hold NUL), or that it spans every memory.
+_ONE_MEMORY = "SELECT set_config('fadeway.memory_id', %s, true)"
+_EVERY_MEMORY = "SELECT set_config('fadeway.every_memory', 'on', true)"
+
+
+def _driver() -> tuple[ModuleType, ModuleType]:
+    """psycopg and psycopg_pool, or a StoreError saying how to install them."""
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError as exc:
+        raise StoreError(
+            f"a PostgreSQL store needs psycopg 3 and psycopg_pool ({exc}): "
+            "pip install 'fadeway[postgres]'"
+        ) from None
+    return psycopg, psycopg_pool
+
+
+def shown_url(url: str) -> str:
+    """`url` fit to show: a PostgreSQL URL's password (in the user part or the query) replaced
+    by `***`; anything else (a file path) as it is."""
+    if not url.startswith(POSTGRES_SCHEMES):
+        return url
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        user, host = netloc.rsplit("@", 1)
+        if ":" in user:
+            netloc = f"{user.split(':', 1)[0]}:***@{host}"
+    query = urlencode(
+        [(k, "***" if k == "password" else v) for k, v in parse_qsl(parts.query, True)], safe="*"
+    )
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+@functools.lru_cache(maxsize=1024)
+def to_pyformat(sql: str) -> str:
+    """`sql` written with `?` placeholders as psycopg takes it: each `?` outside quotes becomes
+    `%s`, and every `%` (inside quotes too: psycopg reads them all) becomes `%%`."""
+    out: list[str] = []
+    quote = ""
+    for char in sql:
+        if char == "%":
+            out.append("%%")
+            continue
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "?":
+            out.append("%s")
+            continue
+        out.append(char)
+    if quote:
+        raise ValueError(f"unterminated {quote} in SQL: {sql[:80]!r}")
+    return "".join(out)
+
+
+def memory_key(memory_id: str) -> bytes:
+    """A memory id as the PostgreSQL store keeps it: its UTF-8 bytes."""
+    return memory_id.encode("utf-8")
+
+
+def lock_key(memory_id: str) -> int:
+    """The memory's advisory lock: a signed 64-bit hash of its id."""
+    digest = hashlib.blake2b(memory_key(memory_id), digest_size=8, person=b"fadeway.lock")
+    return int.from_bytes(digest.digest(), "big", signed=True)
+
+
+class _Executor:
+    """A psycopg connection as the query mixins use it (`?` placeholders), counting the rows
+    its statements changed."""
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        self._conn = conn
+        self.changes = 0
+
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> psycopg.Cursor:
+        cur = self._conn.execute(to_pyformat(sql), parameters)
+        self._count(cur)
+        return cur
+
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> psycopg.Cursor:
+        cur = self._conn.cursor()
+        rows = list(parameters)
+        if rows:
+            cur.executemany(to_pyformat(sql), rows)
+            self._count(cur)
+        return cur
+
+    def _count(self, cur: psycopg.Cursor) -> None:
+        status = (cur.statusmessage or "").split(" ", 1)[0]
+        if status in _CHANGING and cur.rowcount > 0:
+            self.changes += cur.rowcount
+
+
+class _PostgresTransaction(
+    MemoryQueries, EpisodeQueries, NoteQueries, LaneQueries, GraphQueries, Transaction
+):
+    """One transaction on one memory: every query is bound to its memory id (as bytes)."""
+
+    _conn: _Executor
+
+    def __init__(self, conn: _Executor, memory_id: str) -> None:
+        self._conn = conn
+        self.memory_id = memory_id
+        self._key = memory_key(memory_id)
+
+    def wrote(self) -> bool:
+        return self._conn.changes > 0
+
+
+class PostgresStore(Store):
+    """Many memories in one PostgreSQL database."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        synchronous: str = "FULL",
+        pool_size: int = C.POSTGRES_POOL_SIZE,
+        wait_seconds: float = C.POSTGRES_WAIT_SECONDS,
+    ) -> None:
+        synchronous = check_synchronous(synchronous)
+        self._psycopg, pool = _driver()
+        self._url = url
+        self.shown = shown_url(url)
+        # NORMAL or OFF (a batch replay's): commits return before their WAL reaches the disk;
+        # a server crash may lose the last ones, never half of one.
+        self._async_commit = synchronous in ("OFF", "NORMAL")
+        self._lock = threading.Lock()
+        self._closed = False
+        connect = {"autocommit": True, "connect_timeout": C.POSTGRES_CONNECT_TIMEOUT_SECONDS}
+        try:
+            with self._psycopg.connect(url, **connect) as conn:
+                self._migrate(conn)
+        except self._psycopg.OperationalError as exc:
+            raise StoreError(self._unreachable(exc)) from exc
+        except self._psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL store {self.shown}: cannot open it: {exc}") from exc
+        self._pool = pool.ConnectionPool(
+            url,
+            min_size=1,
+            max_size=pool_size,
+            kwargs=connect,
+            check=pool.ConnectionPool.check_connection,
+            timeout=wait_seconds,
+            name="fadeway",
+            open=True,
+        )
+
+    def _unreachable(self, exc: Exception) -> str:
+        first = " ".join(str(exc).strip().split("\n", 1)[0].split())  # libpq's hint follows
+        return (
+            f"cannot reach the PostgreSQL store {self.shown}: {_hidden(first, self._url)}; "
+            "check that the server runs and listens at that host and port, and that the user, "
+            "password and database are right"
+        )
+
+    def _migrate(self, conn: psycopg.Connection) -> None:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            conn.execute(_EVERY_MEMORY)
+            migrate(
+                _Executor(conn),
+                lambda step: (*map(for_postgres, step.portable), *step.postgres),
+                self.shown,
+            )
+
+    def settings(self) -> dict[str, object]:
+        """The server's version and the schema version."""
+        with self._connection("read") as conn:
+            [(server,)] = conn.execute("SHOW server_version").fetchall()
+            [(version,)] = conn.execute("SELECT version FROM fadeway_schema").fetchall()
+        return {"server_version": server, "schema_version": version}
+
+    @contextmanager
+    def _connection(self, doing: str) -> Iterator[psycopg.Connection]:
+        """A connection of the pool for one call, psycopg's errors raised as `StoreError`."""
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"PostgreSQL store {self.shown} is closed")
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except self._psycopg.Error as exc:
+            if self._closed:
+                raise StoreError(f"PostgreSQL store {self.shown} is closed") from exc
+            raise StoreError(
+                f"PostgreSQL store {self.shown}: the {doing} failed and was rolled back: "
+                f"{_hidden(str(exc), self._url)}"
+            ) from exc
+
+    @contextmanager
+    def write(self, memory_id: str) -> Iterator[Transaction]:
+        with self._connection("write") as conn:
+            conn.execute("BEGIN")
+            try:
+                if self._async_commit:
+                    conn.execute("SET LOCAL synchronous_commit = off")
+                conn.execute(
+                    "SELECT pg_advisory_xact_lock(%s), set_config('fadeway.memory_id', %s, true)",
+                    (lock_key(memory_id), memory_key(memory_id).hex()),
+                )
+                yield _PostgresTransaction(_Executor(conn), memory_id)
+                conn.execute("COMMIT")
+            except BaseException:
+                self._roll_back(conn)
+                raise
+
+    @contextmanager
+    def read(self, memory_id: str) -> Iterator[Transaction]:
+        with self._connection("read") as conn:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                conn.execute(_ONE_MEMORY, (memory_key(memory_id).hex(),))
+                yield _PostgresTransaction(_Executor(conn), memory_id)
+            finally:
+                self._roll_back(conn)
+
+    def _roll_back(self, conn: psycopg.Connection) -> None:
+        # A lost connection cannot roll back: the server already has, and the pool drops it.
+        try:
+            conn.execute("ROLLBACK")
+        except self._psycopg.Error:
+            pass
+
+    def _ids(self, sql: str) -> list[str]:
+        """Memory ids a query across every memory finds (a snapshot that says it spans them)."""
+        with self._connection("read") as conn:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                conn.execute(_EVERY_MEMORY)
+                return [bytes(key).decode("utf-8") for (key,) in conn.execute(sql)]
+            finally:
+                self._roll_back(conn)
+
+    def memory_ids(self) -> Iterator[str]:
+        yield from self._ids("SELECT memory_id FROM memories ORDER BY memory_id")
+
+    def memories_with_pending_jobs(self) -> list[str]:
+        return self._ids(
+            "SELECT DISTINCT memory_id FROM jobs WHERE state = 'pending' ORDER BY memory_id"
+        )
+
+    def close(self, wait: float = C.STORE_CLOSE_WAIT_SECONDS) -> None:
+        """Close the store: calls already in a transaction finish it (their connections close
+        as they return, the pool waiting up to `wait` seconds), later ones raise StoreError."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._pool.close(timeout=wait)
+
+
+def _hidden(text: str, url: str) -> str:
+    """`text` with the password of `url` (if any) replaced by `***`."""
+    password = urlsplit(url).password
+    return text.replace(password, "***") if password else text

@@ -1,0 +1,308 @@
+"""The queries of a memory's own record, messages, requests and emitted blocks, shared by every
+backend, and what the backends give them: a connection that runs SQL with `?` placeholders,
+and the key each query is bound to (the memory id, as the backend stores it)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Protocol
+
+import msgspec
+
+from ..records import MemoryRecord, MessageRecord, RequestRecord
+
+__all__ = ["IN_CHUNK", "Cursor", "Executor", "MemoryQueries", "select_in"]
+
+
+class Cursor(Protocol):
+    """What a query returns: its rows, one at a time or all, and how many it changed."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Executor(Protocol):
+    """Runs SQL written with `?` placeholders (sqlite3's connection is one)."""
+
+    def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Cursor: ...
+
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Cursor: ...
+
+
+_MESSAGE_COLUMNS = "seq, turn, at, role, kind, side, source, tokens, digest, calls, answers, body"
+_REQUEST_COLUMNS = (
+    "n, at, model, encoding, estimate, view_len, view_last, history_through, "
+    "provider_tokens, ratio_kept, ratio_note, replied"
+)
+#: How many values one `IN (...)` lists at most (SQLite's oldest limit on variables is 999).
+IN_CHUNK = 500
+_encode_calls = msgspec.json.encode
+_decode_calls = msgspec.json.Decoder(tuple[str, ...]).decode
+
+
+def _message(row: tuple) -> MessageRecord:
+    seq, turn, at, role, kind, side, source, tokens, digest, calls, answers, body = row
+    return MessageRecord(
+        seq=seq,
+        turn=turn,
+        at=at,
+        role=role,
+        kind=kind,
+        side=side,
+        source=source,
+        tokens=tokens,
+        digest=bytes(digest),
+        calls=_decode_calls(calls) if calls else (),
+        answers=answers,
+        body=bytes(body),
+    )
+
+
+def _request(row: tuple) -> RequestRecord:
+    (
+        n,
+        at,
+        model,
+        encoding,
+        estimate,
+        view_len,
+        view_last,
+        history_through,
+        provider,
+        kept,
+        note,
+        replied,
+    ) = row
+    return RequestRecord(
+        n=n,
+        at=at,
+        model=model,
+        encoding=encoding,
+        estimate=estimate,
+        view_len=view_len,
+        view_last=bytes(view_last) if view_last else None,
+        history_through=history_through,
+        provider_tokens=provider,
+        ratio_kept=None if kept is None else bool(kept),
+        ratio_note=note,
+        replied=bool(replied),
+    )
+
+
+def select_in(conn: Executor, sql: str, key: object, values: Sequence[Any]) -> list[Any]:
+    """The rows `sql` selects for `values`, IN_CHUNK of them at a time: `sql` binds `key`, then
+    lists the values where it says `IN (...)` (sorted values give rows in order)."""
+    rows: list[Any] = []
+    for i in range(0, len(values), IN_CHUNK):
+        chunk = values[i : i + IN_CHUNK]
+        rows += conn.execute(
+            sql.replace("IN (...)", f"IN ({', '.join('?' * len(chunk))})"), (key, *chunk)
+        )
+    return rows
+
+
+def _equal_or_null(column: str, value: object) -> tuple[str, tuple]:
+    """`column` equal to `value`, NULL matching NULL: a condition and its parameters (a bound
+    NULL's type is unknown to PostgreSQL, so `? IS NULL` is not portable)."""
+    return (f"{column} IS NULL", ()) if value is None else (f"{column} = ?", (value,))
+
+
+class MemoryQueries:
+    """A memory's record, its messages and decorated requests, and the blocks it emitted.
+
+    Mixed into each backend's transaction with the other query mixins; every query is bound to
+    `_key`, the transaction's memory id as its backend stores it.
+    """
+
+    _conn: Executor
+    _key: object
+    memory_id: str
+
+    def memory(self) -> MemoryRecord | None:
+        row = self._conn.execute(
+            "SELECT format, created_at, instructions, decorated_through, facts_order, facts_block, "
+            "blocks_tracked FROM memories WHERE memory_id = ?",
+            (self._key,),
+        ).fetchone()
+        if row is None:
+            return None
+        fmt, created_at, instructions, through, facts_order, facts_block, tracked = row
+        return MemoryRecord(
+            memory_id=self.memory_id,
+            format=fmt,
+            created_at=created_at,
+            instructions=bytes(instructions) if instructions is not None else None,
+            decorated_through=through,
+            facts_order=facts_order,
+            facts_block=facts_block,
+            blocks_tracked=bool(tracked),
+        )
+
+    def create_memory(
+        self, fmt: str, created_at: float, *, blocks_tracked: bool = True
+    ) -> MemoryRecord:
+        self._conn.execute(
+            "INSERT INTO memories (memory_id, format, created_at, blocks_tracked) "
+            "VALUES (?, ?, ?, ?)",
+            (self._key, fmt, created_at, int(blocks_tracked)),
+        )
+        return MemoryRecord(
+            memory_id=self.memory_id,
+            format=fmt,
+            created_at=created_at,
+            instructions=None,
+            decorated_through=0,
+            blocks_tracked=blocks_tracked,
+        )
+
+    def insert_emitted(self, digests: Sequence[bytes]) -> None:
+        self._conn.executemany(
+            "INSERT INTO emitted (memory_id, digest) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            [(self._key, d) for d in digests],
+        )
+
+    def emitted_among(self, digests: Sequence[bytes]) -> set[bytes]:
+        rows = select_in(
+            self._conn,
+            "SELECT digest FROM emitted WHERE memory_id = ? AND digest IN (...)",
+            self._key,
+            list(dict.fromkeys(digests)),
+        )
+        return {bytes(d) for (d,) in rows}
+
+    def emitted(self) -> list[bytes]:
+        return [
+            bytes(d)
+            for (d,) in self._conn.execute(
+                "SELECT digest FROM emitted WHERE memory_id = ? ORDER BY digest", (self._key,)
+            )
+        ]
+
+    def set_instructions(self, instructions: bytes | None) -> None:
+        self._conn.execute(
+            "UPDATE memories SET instructions = ? WHERE memory_id = ?",
+            (instructions, self._key),
+        )
+
+    def set_decorated_through(self, count: int) -> None:
+        self._conn.execute(
+            "UPDATE memories SET decorated_through = ? WHERE memory_id = ?", (count, self._key)
+        )
+
+    def message_count(self) -> int:
+        (top,) = self._conn.execute(
+            "SELECT MAX(seq) FROM messages WHERE memory_id = ?", (self._key,)
+        ).fetchone()
+        return 0 if top is None else top + 1
+
+    def messages(self, start: int = 0, stop: int | None = None) -> list[MessageRecord]:
+        sql = f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE memory_id = ? AND seq >= ?"
+        args: tuple = (self._key, start)
+        if stop is not None:
+            sql += " AND seq < ?"
+            args += (stop,)
+        return [_message(r) for r in self._conn.execute(sql + " ORDER BY seq", args)]
+
+    def insert_messages(self, rows: Sequence[MessageRecord]) -> None:
+        self._conn.executemany(
+            f"INSERT INTO messages (memory_id, {_MESSAGE_COLUMNS}) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    self._key,
+                    r.seq,
+                    r.turn,
+                    r.at,
+                    r.role,
+                    r.kind,
+                    r.side,
+                    r.source,
+                    r.tokens,
+                    r.digest,
+                    _encode_calls(r.calls).decode() if r.calls else None,
+                    r.answers,
+                    r.body,
+                )
+                for r in rows
+            ],
+        )
+
+    def requests(self) -> list[RequestRecord]:
+        return [
+            _request(r)
+            for r in self._conn.execute(
+                f"SELECT {_REQUEST_COLUMNS} FROM requests WHERE memory_id = ? ORDER BY n",
+                (self._key,),
+            )
+        ]
+
+    def latest_request(self) -> RequestRecord | None:
+        row = self._conn.execute(
+            f"SELECT {_REQUEST_COLUMNS} FROM requests WHERE memory_id = ? ORDER BY n DESC LIMIT 1",
+            (self._key,),
+        ).fetchone()
+        return _request(row) if row else None
+
+    def find_request(self, view_len: int, view_last: bytes | None) -> RequestRecord | None:
+        last, args = _equal_or_null("view_last", view_last)
+        row = self._conn.execute(
+            f"SELECT {_REQUEST_COLUMNS} FROM requests WHERE memory_id = ? AND view_len = ? "
+            f"AND {last} ORDER BY n DESC LIMIT 1",
+            (self._key, view_len, *args),
+        ).fetchone()
+        return _request(row) if row else None
+
+    def insert_request(self, row: RequestRecord) -> None:
+        self._conn.execute(
+            f"INSERT INTO requests (memory_id, {_REQUEST_COLUMNS}) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                self._key,
+                row.n,
+                row.at,
+                row.model,
+                row.encoding,
+                row.estimate,
+                row.view_len,
+                row.view_last,
+                row.history_through,
+                row.provider_tokens,
+                None if row.ratio_kept is None else int(row.ratio_kept),
+                row.ratio_note,
+                int(row.replied),
+            ),
+        )
+
+    def record_report(
+        self,
+        n: int,
+        provider_tokens: int | None,
+        kept: bool | None,
+        note: str | None,
+        replied: bool,
+    ) -> None:
+        self._conn.execute(
+            "UPDATE requests SET provider_tokens = ?, ratio_kept = ?, ratio_note = ?, replied = ? "
+            "WHERE memory_id = ? AND n = ?",
+            (
+                provider_tokens,
+                None if kept is None else int(kept),
+                note,
+                int(replied),
+                self._key,
+                n,
+            ),
+        )
+
+    def last_kept_ratio(self, model: str | None) -> float | None:
+        same_model, args = _equal_or_null("model", model)
+        row = self._conn.execute(
+            "SELECT provider_tokens, estimate FROM requests WHERE memory_id = ? AND ratio_kept = 1 "
+            f"AND {same_model} ORDER BY n DESC LIMIT 1",
+            (self._key, *args),
+        ).fetchone()
+        return row[0] / row[1] if row else None
