@@ -605,7 +605,12 @@ class OfflineNoteWriter(NoteWriter):
     name = "offline"
 
     def __init__(self, max_facts: int | None = None) -> None:
-        self.max_facts = max_facts  # None: NOTE_WRITER_MAX_FACTS when writing
+        self._max_facts = max_facts
+
+    @property
+    def max_facts(self) -> int:
+        """The most facts a note keeps: NOTE_WRITER_MAX_FACTS unless given."""
+        return C.NOTE_WRITER_MAX_FACTS if self._max_facts is None else self._max_facts
 
     async def write(
         self,
@@ -662,6 +667,5 @@ class OfflineNoteWriter(NoteWriter):
         for c in candidates:
             first.setdefault(c[2].note, c)
         candidates = list(first.values())
-        most = C.NOTE_WRITER_MAX_FACTS if self.max_facts is None else self.max_facts
-        best = sorted(candidates, key=lambda c: (-c[0], c[1]))[:most]
+        best = sorted(candidates, key=lambda c: (-c[0], c[1]))[: self.max_facts]
         return Note(notes=[entry for _, _, entry in sorted(best, key=lambda c: c[1])])
