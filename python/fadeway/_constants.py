@@ -249,7 +249,7 @@ RECALL_RECENT_CHARS = 2_000
 #: .620 to .644 (20 had reached the block every time; more than 40 seldom fit).
 RECALL_SEARCH_HITS = 20
 RECALL_PART_FACTS = 3
-RECALL_EXCERPTS = 40
+RECALL_EXCERPTS = 40  # for each 1,000 tokens of `block_limit`
 #: Every fact the walk kept is shown while the block fits. A block that must shrink gives up
 #: its lowest ranked grouped facts before its excerpts while the grouped facts take more than
 #: this share of `block_limit`. The share is of the block with its frame (about 60 tokens of a
@@ -280,12 +280,15 @@ RECALL_TEXT_CACHE = 1024
 #: Facts shown under an excerpt: its episode's facts that the walk kept (recall) or distill kept,
 #: best first, none shown elsewhere in the block.
 RECALL_EXCERPT_FACTS = 1
-#: The most tokens a recall block may take (`recall.block.block_limit`): RECALL_BLOCK_TOKENS,
-#: or RECALL_BLOCK_SHARE of a small ceiling, so that the turn in progress (which is never
+#: The most tokens a recall block may take (`recall.block.block_limit`): RECALL_BLOCK_SCALE of the
+#: ceiling, at least RECALL_BLOCK_LEAST and at most RECALL_BLOCK_TOKENS, and never more than
+#: RECALL_BLOCK_SHARE of a small ceiling, so that the turn in progress (which is never
 #: forgotten) and its block still fit under it. Past it, the least of what the block shows is
 #: left out first (`recall.block`). A block is read again with every request its turn is in
 #: view: its tokens are paid many times.
-RECALL_BLOCK_TOKENS = 1_000
+RECALL_BLOCK_TOKENS = 2_000
+RECALL_BLOCK_LEAST = 1_000
+RECALL_BLOCK_SCALE = 0.125
 RECALL_BLOCK_SHARE = 0.25
 #: A hit by meaning below this cosine is no hit (a vector search always returns its k nearest).
 #: 0.35 on the LoCoMo tuning split: hashing-embedding hits below it only displaced better BM25

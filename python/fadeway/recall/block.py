@@ -29,6 +29,7 @@ __all__ = [
     "BlockContents",
     "RecallResult",
     "block_limit",
+    "excerpts_searched",
     "block_tokens",
     "excerpts_of",
     "said_by",
@@ -472,9 +473,17 @@ def _word_set(text: str) -> frozenset[str]:
 
 
 def block_limit(ceiling: int) -> float:
-    """The most tokens a recall block may take under `ceiling`: `RECALL_BLOCK_TOKENS`, or its
-    share of a small ceiling (`RECALL_BLOCK_SHARE`)."""
-    return min(C.RECALL_BLOCK_TOKENS, ceiling * C.RECALL_BLOCK_SHARE)
+    """The most tokens a recall block may take under `ceiling`: `RECALL_BLOCK_SCALE` of it,
+    from `RECALL_BLOCK_LEAST` up to `RECALL_BLOCK_TOKENS`, and never more than
+    `RECALL_BLOCK_SHARE` of a small ceiling."""
+    scaled = max(C.RECALL_BLOCK_LEAST, ceiling * C.RECALL_BLOCK_SCALE)
+    return min(C.RECALL_BLOCK_TOKENS, ceiling * C.RECALL_BLOCK_SHARE, scaled)
+
+
+def excerpts_searched(limit: float) -> int:
+    """How many passages recall searches for a block of `limit` tokens: as many as it may
+    quote (`RECALL_EXCERPTS` for each 1,000 tokens)."""
+    return max(1, math.ceil(C.RECALL_EXCERPTS * limit / 1000))
 
 
 @functools.lru_cache(maxsize=64)  # fitting asks the size of one rendering more than once

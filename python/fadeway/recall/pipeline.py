@@ -31,7 +31,7 @@ from .. import blocks
 from .._core import tokenize
 from .._services import Services
 from ..records import PassageRecord
-from .block import BlockContents, RecallResult, block_limit, excerpts_of, said_by
+from .block import BlockContents, RecallResult, block_limit, excerpts_of, excerpts_searched, said_by
 from .parts import Part, message_parts
 from .searches import Found, search
 from .snapshot import Snapshot
@@ -90,7 +90,8 @@ def recall(
     texts = list(dict.fromkeys([message, recent, *(p.text for p in parts)]))
     vectors = services.embedder.embed_sync(texts, deadline=deadline)
     lap("embed")
-    found = search(index, message, recent, parts, texts, vectors)
+    limit = block_limit(services.ceiling)
+    found = search(index, message, recent, parts, texts, vectors, excerpts_searched(limit))
     lap("search")
     candidates = snap.shown([*found.message, *(n for hits in found.parts for n in hits)])
     kept, how = walked(services.judge, snap, recent, candidates, deadline)
@@ -102,7 +103,6 @@ def recall(
     )
     contents = _contents(services, memory_id, snap, parts, found, (candidates, kept))
     contents.held_back = held_back
-    limit = block_limit(services.ceiling)
     contents.facts_room = limit * C.RECALL_FACTS_SHARE
     block = contents.fit(limit)
     lap("block")

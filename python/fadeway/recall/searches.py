@@ -40,16 +40,17 @@ def search(
     parts: Sequence[Part],
     texts: Sequence[str],
     vectors: np.ndarray,
+    quotes: int,
 ) -> Found:
     """Run every search of one recall over `index` (synced). `texts` are the distinct texts
     embedded as `vectors` (row by row): the message, the recent conversation and the parts.
+    Passages are searched `quotes` deep: as many as the block may quote.
 
     Every search releases the GIL (BM25 in Rust, hnswlib in C++) and runs as a task on the
     search threads, longest first, so that both cores stay busy to the end whatever the number
     of parts. Vector searches of one index go in one batch: the index takes them one at a time
     anyway (`VectorIndex` locks around hnswlib)."""
     k, floor = C.RECALL_SEARCH_HITS, C.RECALL_MIN_SIMILARITY
-    quotes = C.RECALL_EXCERPTS  # passages are searched as deep as the block may quote
     row = {t: i for i, t in enumerate(texts)}
     part_texts = list(dict.fromkeys(p.text for p in parts))
     fact_meaning = _SEARCHES.submit(index.by_meaning_batch, "fact", vectors, k, floor)
