@@ -97,7 +97,9 @@ def _share(tasks: Sequence[Callable[[], Any]]) -> list[Any]:
     ]
     _take(queue, results)
     for helper in helpers:
-        helper.result()
+        # One not started yet (queued behind another recall's) took no task: not waited for.
+        if not helper.cancel():
+            helper.result()
     return results
 
 
