@@ -301,7 +301,7 @@ KEEP_LEVEL = 1
 LEAD_LEVEL = 2
 WALK_DEPTH = 2
 WALK_FANOUT = 16
-#: Threads that run recall's passage searches beside its graph searches (they release the GIL).
+#: Threads that run recall's searches, the recalling thread among them (they release the GIL).
 RECALL_SEARCH_THREADS = 2
 #: How long decorate waits for an inline walk when none was prepared, and for the whole recall
 #: (embedding the queries included), in seconds.

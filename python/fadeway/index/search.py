@@ -12,6 +12,7 @@ corrupt, or made for another store are rebuilt from the store. Vectors are made 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import threading
@@ -34,7 +35,7 @@ from ..records import FactRecord, SearchHit
 from ..store import Store, Transaction
 from .vectors import VectorIndex, write_atomic
 
-__all__ = ["KINDS", "Hit", "MemoryIndex", "documents", "fuse", "search_memory"]
+__all__ = ["KINDS", "Hit", "MemoryIndex", "documents", "fuse", "fused", "search_memory"]
 
 log = logging.getLogger("fadeway.search")
 
@@ -365,12 +366,23 @@ def fuse(
     lists: Sequence[Sequence[int]], k: int, weights: Sequence[float] | None = None
 ) -> list[Hit]:
     """Reciprocal rank fusion of ranked id lists (Rust), best first, at most `k`."""
-    offsets = np.zeros(len(lists) + 1, dtype=np.int64)
-    np.cumsum([len(ids) for ids in lists], out=offsets[1:])
-    flat = np.fromiter((n for ids in lists for n in ids), dtype=np.int64, count=int(offsets[-1]))
-    w = np.asarray(weights if weights is not None else [1.0] * len(lists), dtype=np.float64)
-    ids, scores = rrf(offsets, flat, w, float(C.RRF_K), k)
-    return [Hit(int(n), float(s)) for n, s in zip(ids.tolist(), scores.tolist(), strict=True)]
+    ids, scores = _rrf(lists, k, weights)
+    return [Hit(n, s) for n, s in zip(ids.tolist(), scores.tolist(), strict=True)]
+
+
+def fused(lists: Sequence[Sequence[int]], k: int) -> list[int]:
+    """`fuse`'s ids alone (recall's searches want no scores)."""
+    return _rrf(lists, k, None)[0].tolist()
+
+
+def _rrf(
+    lists: Sequence[Sequence[int]], k: int, weights: Sequence[float] | None
+) -> tuple[np.ndarray, np.ndarray]:
+    sizes = itertools.accumulate(map(len, lists), initial=0)
+    offsets = np.fromiter(sizes, dtype=np.int64, count=len(lists) + 1)
+    flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=int(offsets[-1]))
+    w = np.ones(len(lists)) if weights is None else np.asarray(weights, dtype=np.float64)
+    return rrf(offsets, flat, w, float(C.RRF_K), k)
 
 
 def _top(tx: Transaction, kind: str) -> int:

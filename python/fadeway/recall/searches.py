@@ -5,21 +5,23 @@ fused by rank."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 import numpy as np
 
 from .. import _constants as C
-from ..index.search import MemoryIndex, fuse
+from ..index.search import MemoryIndex, fused
 from .parts import Part
 
 __all__ = ["Found", "search"]
 
-#: Threads the passage searches run on, beside the graph searches (shared by every recall).
+#: Threads that run searches beside the recalling thread (shared by every recall).
 _SEARCHES = ThreadPoolExecutor(
-    max_workers=C.RECALL_SEARCH_THREADS, thread_name_prefix="fadeway-search"
+    max_workers=C.RECALL_SEARCH_THREADS - 1, thread_name_prefix="fadeway-search"
 )
 
 
@@ -46,34 +48,62 @@ def search(
     embedded as `vectors` (row by row): the message, the recent conversation and the parts.
     Passages are searched `quotes` deep: as many as the block may quote.
 
-    Every search releases the GIL (BM25 in Rust, hnswlib in C++) and runs as a task on the
-    search threads, longest first, so that both cores stay busy to the end whatever the number
-    of parts. Vector searches of one index go in one batch: the index takes them one at a time
-    anyway (`VectorIndex` locks around hnswlib)."""
+    Every search releases the GIL (BM25 in Rust, hnswlib in C++); the recalling thread and the
+    search threads take them in turn, longest first, so that both cores stay busy to the end
+    whatever the number of parts (`_share`). Vector searches of one index go in one batch: the
+    index takes them one at a time anyway (`VectorIndex` locks around hnswlib)."""
     k, floor = C.RECALL_SEARCH_HITS, C.RECALL_MIN_SIMILARITY
     row = {t: i for i, t in enumerate(texts)}
     part_texts = list(dict.fromkeys(p.text for p in parts))
-    fact_meaning = _SEARCHES.submit(index.by_meaning_batch, "fact", vectors, k, floor)
-    passage_meaning = _SEARCHES.submit(
-        index.by_meaning_batch, "passage", vectors[[row[t] for t in part_texts]], quotes, floor
-    )
-    passage_words = [_SEARCHES.submit(index.by_words, "passage", t, quotes) for t in part_texts]
-    fact_words = {t: _SEARCHES.submit(index.by_words, "fact", t, k) for t in (recent, message)}
-    by_meaning = dict(zip(texts, fact_meaning.result(), strict=True))
     same = recent == message  # the first message of a memory: searched once
+    # Longest first (BM25 over the passages is the longest, then hnswlib over them).
+    tasks: list[Callable[[], Any]] = [
+        *(partial(index.by_words, "passage", t, quotes) for t in part_texts),
+        partial(
+            index.by_meaning_batch, "passage", vectors[[row[t] for t in part_texts]], quotes, floor
+        ),
+        partial(index.by_meaning_batch, "fact", vectors, k, floor),
+        partial(index.by_words, "fact", recent, k) if not same else list,  # list(): []
+        partial(index.by_words, "fact", message, k),
+    ]
+    *passage_words, passage_meaning, fact_meaning, recent_words, message_words = _share(tasks)
+    by_meaning = dict(zip(texts, fact_meaning, strict=True))
     message_lists = [
-        fact_words[message].result(),
-        [] if same else fact_words[recent].result(),
+        message_words,
+        [] if same else recent_words,
         by_meaning[message],
         [] if same else by_meaning[recent],
     ]
     passage_lists = [
         ids
-        for words, meaning in zip(passage_words, passage_meaning.result(), strict=True)
-        for ids in (words.result(), meaning)
+        for words, meaning in zip(passage_words, passage_meaning, strict=True)
+        for ids in (words, meaning)
     ]
     return Found(
-        message=[h.n for h in fuse(message_lists, k)],
+        message=fused(message_lists, k),
         parts=[by_meaning[p.text][: C.RECALL_PART_FACTS] for p in parts],
-        passages=[h.n for h in fuse(passage_lists, quotes)],
+        passages=fused(passage_lists, quotes),
     )
+
+
+def _share(tasks: Sequence[Callable[[], Any]]) -> list[Any]:
+    """Each task's result, in order: the search threads and this one take the next task in
+    turn until none is left. This thread works too, rather than wait for every task to be
+    handed over and back (a hand-off costs as much as a short search)."""
+    results: list[Any] = [None] * len(tasks)
+    queue = enumerate(tasks)  # one `next` at a time: the GIL is held while it runs
+    helpers = [
+        _SEARCHES.submit(_take, queue, results)
+        for _ in range(min(C.RECALL_SEARCH_THREADS - 1, len(tasks) - 1))
+    ]
+    _take(queue, results)
+    for helper in helpers:
+        # One not started yet (queued behind another recall's) took no task: not waited for.
+        if not helper.cancel():
+            helper.result()
+    return results
+
+
+def _take(queue: Iterator[tuple[int, Callable[[], Any]]], results: list[Any]) -> None:
+    for i, task in queue:
+        results[i] = task()

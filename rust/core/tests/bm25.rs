@@ -292,12 +292,14 @@ fn zipf_text(seed: u64, words: usize) -> String {
         .join(" ")
 }
 
-/// Asserts that the pruned search returns exactly what the exhaustive one does, bit for bit.
+/// Asserts that the pruned and the counted searches return exactly what the exhaustive one does,
+/// bit for bit.
 fn assert_pruned_exact(idx: &Bm25Index, q: &str, k: usize) {
     let want = idx.search_exhaustive(q, k);
     let got = idx.search_pruned(q, k);
     let bits = |h: &[(i64, f64)]| h.iter().map(|&(id, s)| (id, s.to_bits())).collect::<Vec<_>>();
     assert_eq!(bits(&got), bits(&want), "query {q:?} k {k}");
+    assert_eq!(bits(&idx.search_counted(q, k)), bits(&want), "counted: query {q:?} k {k}");
     assert_eq!(bits(&idx.search(q, k)), bits(&want), "query {q:?} k {k}");
 }
 

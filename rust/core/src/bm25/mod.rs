@@ -60,6 +60,10 @@
 //!   simpler code); threshold seeding is not needed, it settles within the first window. Block-max
 //!   bounds would not help this vocabulary: a block of a common term almost always holds a short
 //!   document with tf 2-3, so its block maximum is its global one.
+//! - Below `PRUNE_MIN_SLOTS` a query that repeats a term (recall searches the facts with the
+//!   recent conversation, which repeats its common words) walks each distinct term's postings
+//!   once and scores exactly only the documents that may enter (`counted` in `search.rs`): 10k
+//!   facts, queries of ~80 tokens, 0.46 -> 0.28 ms at p50 through the binding.
 //! - Per-term bounds (`TfBound` in `search.rs`): the Pareto points `(tf, shortest length)` of the
 //!   term's postings, valid for every `avgdl`, updated in O(1) by `add`, left loose by `remove`
 //!   (never too low) and rebuilt by compaction; not serialized (rebuilt with the postings).
