@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+import re
 
 import msgspec
 import pytest
@@ -262,6 +263,30 @@ def test_a_document_fadeway_could_not_have_written_is_refused_before_writing(eng
     # What the command line runs on every line of a file before it imports any says the same.
     with pytest.raises(InvalidExportError, match=message):
         check_export(msgspec.json.decode(json.dumps(doc), type=fadeway.MemoryExport))
+
+
+@pytest.mark.parametrize(
+    ("path", "mutate"),
+    [
+        ("memory_id", lambda d: d.__setitem__("memory_id", "bad\ud800id")),
+        (
+            "messages[0].message.content",
+            lambda d: d["messages"][0].__setitem__(
+                "message", {"role": "user", "content": "x\udc00"}
+            ),
+        ),
+    ],
+)
+def test_text_json_cannot_hold_is_refused_naming_where_it_is(engine, rich, path, mutate):
+    """A lone surrogate (a dict from Python can hold one; JSON cannot) is refused, and the
+    error names the field that holds it."""
+    doc = copy.deepcopy(rich)
+    mutate(doc)
+    with pytest.raises(
+        InvalidExportError, match=rf"{re.escape(path)} holds text that is not valid"
+    ):
+        engine.import_memory(doc)
+    assert engine.memory_ids() == []
 
 
 # -- tampered numbers, times and bytes (issue 33, item 3) ----------------------------------------

@@ -41,7 +41,30 @@ def _encoded(doc: Any) -> bytes:
     except RecursionError:
         raise InvalidExportError("the export is nested too deeply to be JSON") from None
     except (TypeError, ValueError, msgspec.EncodeError) as exc:
-        raise InvalidExportError(f"the export is not JSON: {exc}") from None
+        where = _unencodable(msgspec.to_builtins(doc) if isinstance(doc, MemoryExport) else doc)
+        said = f"{where} holds text that is not valid Unicode" if where else "it"
+        raise InvalidExportError(f"the export is not JSON: {said} ({exc})") from None
+
+
+def _unencodable(value: Any, path: str = "") -> str | None:
+    """The path of the first text in `value` that UTF-8 cannot encode (a lone surrogate), such
+    as `messages[3].message`; None when there is none."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return path or "the document"
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            here = f"{path}.{key}" if path else str(key)
+            if (found := _unencodable(key, here) or _unencodable(item, here)) is not None:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            if (found := _unencodable(item, f"{path}[{i}]")) is not None:
+                return found
+    return None
 
 
 def restore(services: Services, doc: MemoryExport | dict[str, Any] | bytes | str) -> str:
