@@ -711,6 +711,39 @@ def test_serve_options_are_checked_before_anything_starts(tmp_path, capsys):
     assert not (tmp_path / "never.db").exists()
 
 
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [([], None), (["--note-writer", "offline"], "offline"), (["--note-writer", "none"], None)],
+)
+def test_serve_passes_its_note_writer_to_the_engine(tmp_path, monkeypatch, given, expected):
+    """`--note-writer`: none (the upstream model writes its notes), offline or a URL, as
+    `fadeway.open` takes it."""
+    from fadeway.cli import commands
+    from fadeway.errors import UsageError
+
+    seen: dict = {}
+
+    def opened(db, **settings):
+        seen.update(settings)
+        raise UsageError("stopped before serving")
+
+    monkeypatch.setattr(commands, "open_store", opened)
+    argv = ["serve", "--upstream", "http://127.0.0.1:9/v1", "--db", str(tmp_path / "x.db")]
+    assert main([*argv, *given]) == 2
+    assert seen["note_writer"] == expected
+
+
+def test_a_bad_note_writer_is_refused_before_anything_starts(tmp_path, capsys):
+    db = tmp_path / "never.db"
+    argv = ["serve", "--upstream", "http://127.0.0.1:9/v1", "--db", str(db)]
+    assert main([*argv, "--note-writer", "gpt-4"]) == 2
+    assert (
+        "--note-writer 'gpt-4': allowed is offline, none or an http(s) URL"
+        in capsys.readouterr().err
+    )
+    assert not db.exists()
+
+
 def test_a_retry_that_changes_the_refused_message_is_a_history_conflict(proxy, upstream, small):
     """What design/serve.md says of a refused request: its new message stays stored, so a
     retry that changes it departs from the stored history and is refused by fadeway."""

@@ -434,10 +434,18 @@ def serve(args: argparse.Namespace) -> int:
     if not args.upstream.startswith(("http://", "https://")):
         raise UsageError(f"--upstream {args.upstream!r}: give an http:// or https:// API root")
     judge = _model_spec(args.judge, "--judge")
-    if args.judge_model is not None and judge == "offline":
-        raise UsageError("--judge-model names the model behind --judge URL; give one")
+    note_writer = _model_spec(args.note_writer, "--note-writer")
+    urls = [s for s in (judge, note_writer) if s not in (None, "offline")]
+    if args.judge_model is not None and not urls:
+        raise UsageError(
+            "--judge-model names the model behind --judge URL or --note-writer URL; give one"
+        )
     with open_store(
-        args.db, ceiling=args.ceiling, judge=judge, judge_model=args.judge_model
+        args.db,
+        ceiling=args.ceiling,
+        judge=judge,
+        judge_model=args.judge_model,
+        note_writer=note_writer,
     ) as engine:
         app = create_app(engine, args.upstream, memory_from=memory_from)
         # The socket is bound here, so the line below names the port even when the system

@@ -391,7 +391,16 @@ def _add_serve(sub: Commands) -> None:
         "--judge-model",
         default=None,
         metavar="M",
-        help="the model behind --judge URL (default: FADEWAY_JUDGE_MODEL)",
+        help="the model behind --judge URL and --note-writer URL (default: FADEWAY_JUDGE_MODEL)",
+    )
+    serve.add_argument(
+        "--note-writer",
+        default="none",
+        metavar="none|offline|URL",
+        help="who writes the notes: none (default: the model behind --upstream, asked through "
+        "the note ask and tool in its own requests), the offline extractive writer, or a model "
+        "at an OpenAI-compatible API root (key from FADEWAY_NOTE_WRITER_API_KEY, else "
+        "FADEWAY_JUDGE_API_KEY); with a writer the upstream model is never asked",
     )
     serve.set_defaults(run=commands.serve)
 
