@@ -7,9 +7,11 @@ import contextlib
 import json
 import os
 import shlex
+import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from importlib import resources
@@ -80,9 +82,9 @@ def say(*values: object, file: IO[str] | None = None) -> None:
     print(*(str(v).translate(_UNSAFE) for v in values), file=file)
 
 
-def _open_existing(db: str) -> Engine:
-    """The store at `db` for a command that only reads: one that is not there is an error,
-    not a new empty file."""
+def _open_existing(db: str, **settings: Any) -> Engine:
+    """The store at `db` for a command that only reads or works on what is there: one that is
+    not there is an error, not a new empty file."""
     path = db[len("sqlite:///") :] if db.startswith("sqlite:///") else db
     if (
         path not in ("", ":memory:")
@@ -91,7 +93,7 @@ def _open_existing(db: str) -> Engine:
         and not Path(path).exists()
     ):
         raise FileNotFoundError(f"no store at {path}")
-    return open_store(db, background=False)
+    return open_store(db, **{"background": False, **settings})
 
 
 def _summary_table(rows: list[MemorySummary], elapsed: float, new: int) -> str:
@@ -466,4 +468,38 @@ def serve(args: argparse.Namespace) -> int:
             # the caller: for a server that is the way to stop, not an interrupted run.
             with contextlib.suppress(KeyboardInterrupt):
                 server.run(sockets=[sock])
+    return 0
+
+
+def worker(args: argparse.Namespace) -> int:
+    """Run every memory's lane from this process until interrupted (Ctrl-C or SIGTERM stop it
+    once the jobs in flight are applied; exit 0)."""
+    judge = _model_spec(args.judge, "--judge")
+    note_writer = _model_spec(args.note_writer, "--note-writer")
+    if args.judge_model is not None and judge == "offline" and note_writer in (None, "offline"):
+        raise UsageError(
+            "--judge-model names the model behind --judge URL or --note-writer URL; give one"
+        )
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        with _open_existing(
+            args.db,
+            judge=judge,
+            judge_model=args.judge_model,
+            note_writer=note_writer,
+            background=True,
+            lane_threads=args.concurrency,
+        ):
+            say(
+                f"fadeway worker: running the lanes of {shown_url(args.db)} on "
+                f"{counted(args.concurrency, 'thread')}; Ctrl-C stops it",
+                file=sys.stderr,
+            )
+            with contextlib.suppress(KeyboardInterrupt):
+                while not stop.wait(1.0):
+                    pass
+            say("fadeway worker: stopping after the jobs in flight", file=sys.stderr)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return 0

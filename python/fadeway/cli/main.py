@@ -175,6 +175,7 @@ def _parser() -> argparse.ArgumentParser:
         _add_import,
         _add_demo,
         _add_serve,
+        _add_worker,
     ):
         add(sub)
     return parser
@@ -403,6 +404,47 @@ def _add_serve(sub: Commands) -> None:
         "FADEWAY_JUDGE_API_KEY); with a writer the upstream model is never asked",
     )
     serve.set_defaults(run=commands.serve)
+
+
+def _add_worker(sub: Commands) -> None:
+    worker = sub.add_parser(
+        "worker",
+        help="run the background lanes of every memory of a store",
+        description="Run the memories' lanes (cuts, scores, the graph, notes, embeddings, "
+        "the prepared walks) for every memory of --db until interrupted: jobs queued by any "
+        "process on any machine, one job of a memory at a time, in order, whichever worker "
+        "holds its lane. Apps then open their engines with background=False. Give the same "
+        "judge and note writer as the apps.",
+    )
+    _add_db(worker)
+    worker.add_argument(
+        "--concurrency",
+        type=_positive,
+        default=C.LANE_THREADS,
+        metavar="N",
+        help="lanes run at once, each on a thread (default: %(default)s)",
+    )
+    worker.add_argument(
+        "--judge",
+        default="offline",
+        metavar="offline|URL",
+        help="the judgment model: offline (default; no network), or an OpenAI-compatible API "
+        "root (key from FADEWAY_JUDGE_API_KEY)",
+    )
+    worker.add_argument(
+        "--judge-model",
+        default=None,
+        metavar="M",
+        help="the model behind --judge URL and --note-writer URL (default: FADEWAY_JUDGE_MODEL)",
+    )
+    worker.add_argument(
+        "--note-writer",
+        default="none",
+        metavar="none|offline|URL",
+        help="who writes the notes the apps' engines leave to the lane: none (default: the "
+        "decorated model), offline, or a model at an OpenAI-compatible API root",
+    )
+    worker.set_defaults(run=commands.worker)
 
 
 def main(argv: list[str] | None = None) -> int:
