@@ -418,6 +418,17 @@ def _model_spec(value: str, option: str) -> str | None:
     raise UsageError(f"{option} {value!r}: allowed is {allowed}")
 
 
+def _models(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """(judge, note writer) from --judge, --note-writer and --judge-model (`_add_models`)."""
+    judge = _model_spec(args.judge, "--judge")
+    note_writer = _model_spec(args.note_writer, "--note-writer")
+    if args.judge_model is not None and {judge, note_writer} <= {None, "offline"}:
+        raise UsageError(
+            "--judge-model names the model behind --judge URL or --note-writer URL; give one"
+        )
+    return judge, note_writer
+
+
 def serve(args: argparse.Namespace) -> int:
     """Run the proxy until interrupted: one engine for the process, its lane in background
     threads."""
@@ -435,13 +446,7 @@ def serve(args: argparse.Namespace) -> int:
     memory_from = MemoryIdSource.parse(args.memory_from)
     if not args.upstream.startswith(("http://", "https://")):
         raise UsageError(f"--upstream {args.upstream!r}: give an http:// or https:// API root")
-    judge = _model_spec(args.judge, "--judge")
-    note_writer = _model_spec(args.note_writer, "--note-writer")
-    urls = [s for s in (judge, note_writer) if s not in (None, "offline")]
-    if args.judge_model is not None and not urls:
-        raise UsageError(
-            "--judge-model names the model behind --judge URL or --note-writer URL; give one"
-        )
+    judge, note_writer = _models(args)
     with open_store(
         args.db,
         ceiling=args.ceiling,
@@ -474,12 +479,7 @@ def serve(args: argparse.Namespace) -> int:
 def worker(args: argparse.Namespace) -> int:
     """Run every memory's lane from this process until interrupted (Ctrl-C or SIGTERM stop it
     once the jobs in flight are applied; exit 0)."""
-    judge = _model_spec(args.judge, "--judge")
-    note_writer = _model_spec(args.note_writer, "--note-writer")
-    if args.judge_model is not None and judge == "offline" and note_writer in (None, "offline"):
-        raise UsageError(
-            "--judge-model names the model behind --judge URL or --note-writer URL; give one"
-        )
+    judge, note_writer = _models(args)
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:

@@ -381,29 +381,35 @@ def _add_serve(sub: Commands) -> None:
         metavar="T",
         help="context window assumed, in tokens (default: %(default)s)",
     )
-    serve.add_argument(
+    _add_models(
+        serve,
+        "who writes the notes: none (default: the model behind --upstream, asked through the "
+        "note ask and tool in its own requests), the offline extractive writer, or a model at "
+        "an OpenAI-compatible API root (key from FADEWAY_NOTE_WRITER_API_KEY, else "
+        "FADEWAY_JUDGE_API_KEY); with a writer the upstream model is never asked",
+    )
+    serve.set_defaults(run=commands.serve)
+
+
+def _add_models(parser: argparse.ArgumentParser, note_writer_help: str) -> None:
+    """The memory's own models, for a process that runs an engine: --judge, --judge-model and
+    --note-writer (none by default: the decorated model writes its notes)."""
+    parser.add_argument(
         "--judge",
         default="offline",
         metavar="offline|URL",
         help="the judgment model: offline (default; no network), or an OpenAI-compatible API "
         "root (key from FADEWAY_JUDGE_API_KEY)",
     )
-    serve.add_argument(
+    parser.add_argument(
         "--judge-model",
         default=None,
         metavar="M",
         help="the model behind --judge URL and --note-writer URL (default: FADEWAY_JUDGE_MODEL)",
     )
-    serve.add_argument(
-        "--note-writer",
-        default="none",
-        metavar="none|offline|URL",
-        help="who writes the notes: none (default: the model behind --upstream, asked through "
-        "the note ask and tool in its own requests), the offline extractive writer, or a model "
-        "at an OpenAI-compatible API root (key from FADEWAY_NOTE_WRITER_API_KEY, else "
-        "FADEWAY_JUDGE_API_KEY); with a writer the upstream model is never asked",
+    parser.add_argument(
+        "--note-writer", default="none", metavar="none|offline|URL", help=note_writer_help
     )
-    serve.set_defaults(run=commands.serve)
 
 
 def _add_worker(sub: Commands) -> None:
@@ -424,24 +430,9 @@ def _add_worker(sub: Commands) -> None:
         metavar="N",
         help="lanes run at once, each on a thread (default: %(default)s)",
     )
-    worker.add_argument(
-        "--judge",
-        default="offline",
-        metavar="offline|URL",
-        help="the judgment model: offline (default; no network), or an OpenAI-compatible API "
-        "root (key from FADEWAY_JUDGE_API_KEY)",
-    )
-    worker.add_argument(
-        "--judge-model",
-        default=None,
-        metavar="M",
-        help="the model behind --judge URL and --note-writer URL (default: FADEWAY_JUDGE_MODEL)",
-    )
-    worker.add_argument(
-        "--note-writer",
-        default="none",
-        metavar="none|offline|URL",
-        help="who writes the notes the apps' engines leave to the lane: none (default: the "
+    _add_models(
+        worker,
+        "who writes the notes the apps' engines leave to the lane: none (default: the "
         "decorated model), offline, or a model at an OpenAI-compatible API root",
     )
     worker.set_defaults(run=commands.worker)
