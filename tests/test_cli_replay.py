@@ -385,3 +385,13 @@ def test_a_run_stopped_between_a_reply_and_its_note_resumes_to_the_same_store(
     assert "walk" in pending, "the run did not stop with the reply's jobs pending"
     replay(db)
     assert export_all(db) == export_all(whole)
+
+
+@pytest.mark.both_stores
+def test_replay_spreads_memories_over_workers_on_either_store(two_memories, db, tmp_path):
+    """`fadeway replay --workers 2` on a store several processes write at once (issue 30, item
+    5): the same memories as one worker replaying into its own SQLite file, byte for byte."""
+    alone = tmp_path / "alone.db"
+    fadeway_cli("replay", two_memories, "--db", alone, "--ceiling", CEILING, "--workers", "1")
+    fadeway_cli("replay", two_memories, "--db", db, "--ceiling", CEILING, "--workers", "2")
+    assert export_all(db) == export_all(alone)
