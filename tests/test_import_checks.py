@@ -275,6 +275,10 @@ def test_a_document_fadeway_could_not_have_written_is_refused_before_writing(eng
                 "message", {"role": "user", "content": "x\udc00"}
             ),
         ),
+        (
+            "messages[0].message.'\\udfff'",  # a key: named so that the error can be printed
+            lambda d: d["messages"][0].__setitem__("message", {"role": "user", "\udfff": "x"}),
+        ),
     ],
 )
 def test_text_json_cannot_hold_is_refused_naming_where_it_is(engine, rich, path, mutate):

@@ -41,7 +41,7 @@ def _encoded(doc: Any) -> bytes:
     except RecursionError:
         raise InvalidExportError("the export is nested too deeply to be JSON") from None
     except (TypeError, ValueError, msgspec.EncodeError) as exc:
-        where = _unencodable(msgspec.to_builtins(doc) if isinstance(doc, MemoryExport) else doc)
+        where = _unencodable(doc)
         said = f"{where} holds text that is not valid Unicode" if where else "it"
         raise InvalidExportError(f"the export is not JSON: {said} ({exc})") from None
 
@@ -55,9 +55,12 @@ def _unencodable(value: Any, path: str = "") -> str | None:
         except UnicodeEncodeError:
             return path or "the document"
         return None
+    if isinstance(value, msgspec.Struct):
+        value = {f: getattr(value, f) for f in value.__struct_fields__}
     if isinstance(value, dict):
         for key, item in value.items():
-            here = f"{path}.{key}" if path else str(key)
+            name = key if _unencodable(key) is None else ascii(key)  # a path fit to print
+            here = f"{path}.{name}" if path else str(name)
             if (found := _unencodable(key, here) or _unencodable(item, here)) is not None:
                 return found
     elif isinstance(value, (list, tuple)):
