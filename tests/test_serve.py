@@ -76,6 +76,9 @@ class Upstream(ThreadingHTTPServer):
         self.lock = threading.Lock()
         #: When set, a stream holds its events after the first until the gate opens.
         self.gate: threading.Event | None = None
+        #: When set, a stream ends after this many events with an error event, as a provider
+        #: that fails mid-stream does.
+        self.fail_after: int | None = None
 
     @property
     def url(self) -> str:
@@ -100,6 +103,15 @@ class Upstream(ThreadingHTTPServer):
         # The proxy closing a stream its client left is the point of a test, not a failure.
         if not isinstance(sys.exc_info()[1], ConnectionError):
             super().handle_error(request, client_address)
+
+
+def _error_event(chat: bool) -> bytes:
+    """The event a provider sends when it fails mid-stream."""
+    if chat:
+        error = {"error": {"message": "The server had an error", "type": "server_error"}}
+        return f"data: {json.dumps(error)}\n\n".encode()
+    error = {"type": "error", "code": "server_error", "message": "The server had an error"}
+    return sse([error], done=False)
 
 
 class _UpstreamHandler(BaseHTTPRequestHandler):
@@ -138,6 +150,10 @@ class _UpstreamHandler(BaseHTTPRequestHandler):
         for n, event in enumerate(events):  # each its own write, relayed as they come
             if n == 1 and self.server.gate is not None:
                 self.server.gate.wait(10)
+            if n == self.server.fail_after:
+                self._chunk(_error_event(chat))
+                self.wfile.write(b"0\r\n\r\n")
+                return
             # Chat Completions events carry no `event:` line, Responses events do.
             self._chunk(
                 f"data: {json.dumps(event)}\n\n".encode() if chat else sse([event], done=False)
@@ -970,3 +986,23 @@ def test_serve_without_its_extra_says_what_to_install(tmp_path, monkeypatch, cap
     err = capsys.readouterr().err
     assert "uvicorn is missing" in err and "pip install 'fadeway[serve]'" in err
     assert not (tmp_path / "x.db").exists()
+
+
+@pytest.mark.parametrize("flavour", ["chat", "responses"])
+def test_an_error_event_mid_stream_reaches_the_client_and_no_reply_is_stored(
+    proxy, upstream, small, flavour
+):
+    """A provider that fails mid-stream sends an error event: the client gets it (the SDK
+    raises it for Chat Completions, yields it for Responses), and the memory stores no reply
+    (what came before the error is no answer)."""
+    upstream.fail_after = 2
+    with _client(proxy) as client:
+        if flavour == "chat":
+            with pytest.raises(openai.APIError, match="server had an error"):
+                list(client.chat.completions.create(**_chat_request("Hello"), stream=True))
+        else:
+            events = list(client.responses.create(model="gpt-4.1", input="Hello", stream=True))
+            assert events[-1].type == "error" and "server had an error" in events[-1].message
+            assert not any(e.type == "response.completed" for e in events)
+    stored = _stored(small.memory("agent"))
+    assert [m.get("role") for m in stored if m.get("role")] == ["user"]
