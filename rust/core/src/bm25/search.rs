@@ -96,18 +96,13 @@ impl TfBound {
 
 /// One distinct query term during a pruned search.
 struct Cursor<'a> {
-    term: u32,
     postings: &'a [(u32, u32)],
     at: usize,
-    idf: f64,
-    /// How many times the query holds the term.
-    count: f64,
-    /// `idf * count`: times the tf factor, the term's share of a partial score.
+    /// `idf * count` (count: how many times the query holds the term): times the tf factor,
+    /// the term's share of a partial score.
     weight: f64,
     /// `count` times the term's largest contribution: no document gets more from it.
     bound: f64,
-    /// The term's place among the query's distinct terms in first-seen order.
-    uid: usize,
 }
 
 impl Cursor<'_> {
@@ -248,44 +243,21 @@ impl Bm25Index {
         let (k1, b) = (self.k1, self.b);
         let avgdl = self.total_len as f64 / n as f64;
         // The query's known terms: `order` holds each token's distinct-term index, in order.
-        let mut cursors: Vec<Cursor> = Vec::new();
-        let mut order: Vec<usize> = Vec::new();
-        let mut buf = String::new();
-        for_each_token(query, self.analyzer, &mut buf, |t| {
-            let Some(&term) = self.term_ids.get(t) else { return };
-            let df = self.df[term as usize] as usize;
-            if df == 0 {
-                return;
-            }
-            if let Some(c) = cursors.iter_mut().find(|c| c.term == term) {
-                c.count += 1.0;
-                order.push(c.uid);
-                return;
-            }
-            let idf = idf(n, df);
-            let uid = cursors.len();
-            let bound = self.tf_bounds[term as usize].max_score(idf, avgdl, k1, b);
-            order.push(uid);
-            cursors.push(Cursor {
-                term,
-                postings: &self.postings[term as usize],
-                at: 0,
-                idf,
-                count: 1.0,
-                weight: 0.0,
-                bound,
-                uid,
-            });
-        });
-        if cursors.is_empty() {
+        let (known, order) = self.query_terms(query);
+        if known.is_empty() {
             return Vec::new();
         }
         // (term, idf) by distinct-term index, for the exact score.
-        let terms: Vec<(u32, f64)> = cursors.iter().map(|c| (c.term, c.idf)).collect();
-        for c in &mut cursors {
-            c.bound *= c.count;
-            c.weight = c.idf * c.count;
-        }
+        let terms: Vec<(u32, f64)> = known.iter().map(|&(term, idf, _)| (term, idf)).collect();
+        let mut cursors: Vec<Cursor> = known
+            .iter()
+            .map(|&(term, idf, count)| Cursor {
+                postings: &self.postings[term as usize],
+                at: 0,
+                weight: idf * count,
+                bound: self.tf_bounds[term as usize].max_score(idf, avgdl, k1, b) * count,
+            })
+            .collect();
         let factors = Factors::new(avgdl, k1, b);
         // Weakest bound first; `below[i]` bounds what terms `0..i` give any document together.
         cursors.sort_by(|x, y| x.bound.total_cmp(&y.bound));
