@@ -238,10 +238,10 @@ def fix_finals(
 def _unanswered(history: History, seq: int, arrived: int) -> bool:
     """Whether the user message at `seq` was followed by another, stored at `arrived` or
     later, with no reply between them."""
-    following = history.user_seqs[bisect.bisect_right(history.user_seqs, seq) :]
-    if not following or following[0] < arrived:
+    i = bisect.bisect_right(history.user_seqs, seq)
+    if i == len(history.user_seqs) or history.user_seqs[i] < arrived:
         return False
-    return "assistant" not in history.sides[seq + 1 : following[0]]
+    return "assistant" not in history.sides[seq + 1 : history.user_seqs[i]]
 
 
 def blocks_in_view(
