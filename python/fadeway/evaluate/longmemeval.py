@@ -93,7 +93,9 @@ def _conversation(item: dict[str, Any], label: str) -> Conversation:
             f"{label}a LongMemEval question_id must be a non-empty string, not {memory_id!r}"
         )
     place = f"{label}{memory_id}"
-    lines, turns, evidence = [], [], []
+    lines: list[ReplayLine] = []
+    turns: list[Turn] = []
+    evidence: list[int] = []
     for k, start, session in _sessions(item, place):
         if not isinstance(session, list):
             raise ReplayFormatError(f"{place} session {k + 1}: a session is a list of turns")
