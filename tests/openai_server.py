@@ -1,8 +1,9 @@
 """A real HTTP server on 127.0.0.1 that plays an OpenAI-compatible endpoint for tests.
 
 Each request takes the next scripted `Reply` (or the result of a scripted callable); with the
-script empty, `POST .../embeddings` answers deterministic vectors (hashing embeddings of each
-input, `dim` wide) listed in reverse order, so clients must reorder by `index`. Every request is
+script empty, the `fallback` callable answers when one is set, else `POST .../embeddings`
+answers deterministic vectors (hashing embeddings of each input, `dim` wide) listed in reverse
+order, so clients must reorder by `index`. Every request is
 recorded with its arrival times, path, headers and decoded body.
 """
 
@@ -68,8 +69,9 @@ def embeddings_reply(request: Recorded, dim: int) -> Reply:
 class OpenAIServer:
     """Start with `with OpenAIServer() as server:`; `server.url` is the API root (`.../v1`)."""
 
-    def __init__(self, dim: int = 16) -> None:
+    def __init__(self, dim: int = 16, fallback: Callable[[Recorded], Reply] | None = None) -> None:
         self.dim = dim
+        self.fallback = fallback
         self.requests: list[Recorded] = []
         self.in_flight = 0
         self.max_in_flight = 0
@@ -105,6 +107,8 @@ class OpenAIServer:
             self.requests.append(request)
             scripted = self._script.popleft() if self._script else None
         if scripted is None:
+            if self.fallback is not None:
+                return self.fallback(request)
             if request.path.endswith("/embeddings"):
                 return embeddings_reply(request, self.dim)
             return Reply(404, {"error": {"message": f"no route {request.path}"}})

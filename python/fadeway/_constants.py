@@ -493,3 +493,9 @@ REPLAY_LANE_LEASE_SECONDS = 3.0
 
 #: The demo's ceiling: small enough that the sample's history fades, seals and is recalled.
 DEMO_CEILING = 32_000
+
+#: `fadeway eval`'s ceiling: below a LoCoMo conversation's ~26k tokens, so the memory forgets
+#: most of it (the recall benches' ceiling).
+EVAL_CEILING = 8_000
+#: The answerer's window `fadeway eval` assumes: the full context's limit.
+EVAL_WINDOW = 128_000

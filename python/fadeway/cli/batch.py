@@ -31,7 +31,14 @@ from ..replay.sources import Batch, MemoryLines
 from ..usage import UsageSummary, summarise_usage
 from .stores import open_store
 
-__all__ = ["ReplaySettings", "MemorySummary", "open_for_replay", "run_batch", "summarize"]
+__all__ = [
+    "ReplaySettings",
+    "MemorySummary",
+    "die_with_parent",
+    "open_for_replay",
+    "run_batch",
+    "summarize",
+]
 
 #: How often a worker reports progress to the parent, in seconds.
 _PROGRESS_SECONDS = 0.2
@@ -50,6 +57,7 @@ class ReplaySettings:
     judge: str = "offline"  # "offline" or an endpoint URL
     judge_model: str | None = None  # the LLM judge's (and LLM note writer's) model
     limits: tuple[tuple[str, int], ...] = ()  # engine size limits set on the command line
+    embedder: str | None = None  # what facts and passages are embedded with (None: hashing)
 
 
 def open_for_replay(settings: ReplaySettings) -> Engine:
@@ -64,6 +72,7 @@ def open_for_replay(settings: ReplaySettings) -> Engine:
         lane_lease_seconds=C.REPLAY_LANE_LEASE_SECONDS,
         judge=settings.judge,
         judge_model=settings.judge_model,
+        embedder=settings.embedder,
         **dict(settings.limits),
     )
 
@@ -77,7 +86,8 @@ def _note_writer(settings: ReplaySettings) -> NoteWriter | None:
 _worker: dict[str, object] = {}
 
 
-def _die_with_parent(parent: int) -> None:
+def die_with_parent(parent: int) -> None:
+    """Have this worker process killed when `parent` dies (so no orphan goes on writing)."""
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -87,7 +97,7 @@ def _die_with_parent(parent: int) -> None:
 
 def _init_worker(settings: ReplaySettings, progress: multiprocessing.Queue, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
-    _die_with_parent(parent)
+    die_with_parent(parent)
     # Log records go to the parent with the progress, and are written there by its handlers
     # (above its progress bar); written here, they would cut through it.
     logging.root.handlers = [logging.handlers.QueueHandler(progress)]

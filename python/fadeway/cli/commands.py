@@ -503,3 +503,38 @@ def worker(args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def eval_(args: argparse.Namespace) -> int:
+    """Replay a benchmark, ask its questions three ways, and print the table (exit 1 when a
+    question failed at an endpoint: running the same command again asks it again)."""
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    from .evaluation import eval_run_from, progress_bars, run_eval
+
+    judge, note_writer = _models(args)
+    if note_writer is None:
+        raise UsageError(
+            "--note-writer none would leave the notes to the answerer; give offline or a URL"
+        )
+    assert judge is not None
+    run = eval_run_from(args, judge, note_writer)
+    try:
+        with logging_redirect_tqdm():
+            doc, failed = run_eval(run, progress_bars())
+    finally:
+        for endpoint in {id(e): e for e in (run.answerer, run.grader) if e}.values():
+            endpoint.close()
+    if args.json:
+        say(json.dumps(doc, indent=2, ensure_ascii=False))
+    else:
+        say((run.out / "report.md").read_text())
+        say(f"wrote {run.out / 'report.md'} and {run.out / 'report.json'}", file=sys.stderr)
+    if failed:
+        say(
+            f"fadeway eval: {counted(len(failed), 'question')} failed at an endpoint (the first: "
+            f"{failed[0]}); run the same command again to ask them again",
+            file=sys.stderr,
+        )
+        return 1
+    return 0

@@ -176,6 +176,7 @@ def _parser() -> argparse.ArgumentParser:
         _add_demo,
         _add_serve,
         _add_worker,
+        _add_eval,
     ):
         add(sub)
     return parser
@@ -436,6 +437,110 @@ def _add_worker(sub: Commands) -> None:
         "decorated model), offline, or a model at an OpenAI-compatible API root",
     )
     worker.set_defaults(run=commands.worker)
+
+
+def _add_eval(sub: Commands) -> None:
+    run = sub.add_parser(
+        "eval",
+        help="question answering on LoCoMo or LongMemEval, three ways on your own model",
+        description="Replay each conversation of the benchmark through decorate/report, then "
+        "ask each question as the next user message three ways on the same answerer: "
+        "fadeway's decorated request, the full context (oldest turns dropped to fit --window) "
+        "and BM25 over the turns at fadeway's token budget; grade the answers by the "
+        "benchmark's protocol and write report.md and report.json in --out. Killed, the same "
+        "command resumes it. With --no-answer, no model is asked: the evidence each context "
+        "carries is counted instead. The data is read from --data; nothing is bundled.",
+    )
+    run.add_argument("benchmark", choices=("locomo", "longmemeval"))
+    run.add_argument(
+        "--data", required=True, metavar="PATH", help="locomo10.json or a LongMemEval file"
+    )
+    run.add_argument(
+        "--answerer",
+        metavar="URL",
+        help="the answering model's OpenAI-compatible API root (default: "
+        "FADEWAY_ANSWERER_BASE_URL; key from FADEWAY_ANSWERER_API_KEY)",
+    )
+    run.add_argument(
+        "--answerer-model", metavar="M", help="its model (default: FADEWAY_ANSWERER_MODEL)"
+    )
+    run.add_argument(
+        "--grader",
+        metavar="URL",
+        help="the grading model's API root (default: FADEWAY_GRADER_BASE_URL, else the "
+        "answerer's; key from FADEWAY_GRADER_API_KEY)",
+    )
+    run.add_argument(
+        "--grader-model",
+        metavar="M",
+        help="its model (default: FADEWAY_GRADER_MODEL, else the answerer's)",
+    )
+    run.add_argument(
+        "--no-answer",
+        action="store_true",
+        help="ask no model: count the evidence turns each context carries (strict count)",
+    )
+    run.add_argument("--out", metavar="DIR", help="where the run lives (default: eval-BENCHMARK)")
+    run.add_argument(
+        "--ceiling",
+        type=_positive,
+        default=C.EVAL_CEILING,
+        metavar="T",
+        help="fadeway's context window, in tokens (default: %(default)s, below a LoCoMo "
+        "conversation's ~26k so that the memory must forget)",
+    )
+    run.add_argument(
+        "--window",
+        type=_positive,
+        default=C.EVAL_WINDOW,
+        metavar="T",
+        help="the answerer's window, the full context's limit (default: %(default)s)",
+    )
+    run.add_argument(
+        "--embedder",
+        default=None,
+        metavar="SPEC",
+        help="what facts and passages are embedded with: hashing (default; offline), an "
+        "OpenAI-compatible API root, or local:PATH",
+    )
+    _add_models(
+        run,
+        "who writes the memory's notes: offline (default) or a model at an OpenAI-compatible "
+        "API root",
+    )
+    run.set_defaults(note_writer="offline")
+    run.add_argument(
+        "--concurrency",
+        type=_positive,
+        default=4,
+        metavar="N",
+        help="questions asked at once (default: %(default)s)",
+    )
+    run.add_argument(
+        "--workers",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="processes replaying conversations (default: %(default)s)",
+    )
+    run.add_argument(
+        "--seed", type=int, default=0, metavar="N", help="the answerer's and grader's seed"
+    )
+    run.add_argument(
+        "--only",
+        action="append",
+        metavar="ID",
+        help="only this conversation (a LoCoMo sample_id, a LongMemEval question_id); repeatable",
+    )
+    run.add_argument(
+        "--questions",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="at most the first N questions of each conversation",
+    )
+    run.add_argument("--json", action="store_true", help="print the report as JSON")
+    run.set_defaults(run=commands.eval_)
 
 
 def main(argv: list[str] | None = None) -> int:
