@@ -408,3 +408,101 @@ def test_no_answer_reproduces_the_recall_bench_on_a_tuning_conversation(tmp_path
     mine = json.loads((out / "report.json").read_text())["ways"]["fadeway"]["overall"]
     assert mine["questions"] == len(bench.asked)
     assert mine["block_recall"] == round(recall_locomo.recall_of(bench.asked, "block"), 4)
+
+
+def _longmemeval_file(path: Path) -> Path:
+    rng = random.Random(3)
+    items = []
+    for i, (kind, abstain) in enumerate(
+        [
+            ("single-session-user", False),
+            ("temporal-reasoning", False),
+            ("single-session-user", True),
+        ]
+    ):
+        turns = [
+            {
+                "role": "user" if t % 2 == 0 else "assistant",
+                "content": _sentence(rng),
+                "has_answer": False,
+            }
+            for t in range(30)
+        ]
+        turns[4] = {"role": "user", "content": f"My locker code is Q{i}77x.", "has_answer": True}
+        items.append(
+            {
+                "question_id": f"q{i}" + ("_abs" if abstain else ""),
+                "question_type": kind,
+                "question": f"What is my locker code, number {i}?",
+                "answer": "It was never said." if abstain else f"Q{i}77x",
+                "question_date": "2023/05/30 (Tue) 10:00",
+                "haystack_dates": ["2023/05/20 (Sat) 08:00"],
+                "haystack_sessions": [turns],
+            }
+        )
+    path.write_text(json.dumps(items))
+    return path
+
+
+def test_longmemeval_graded_by_type_with_abstention_apart(tmp_path: Path) -> None:
+    data = _longmemeval_file(tmp_path / "lme.json")
+    golds = {i["question"]: i["answer"] for i in json.loads(data.read_text())}
+    prompts: list[str] = []
+
+    def answer(request: Recorded) -> Reply:
+        messages = request.body["messages"]
+        gold = golds[messages[-1]["content"]]
+        return _completion(gold if gold in _context_text(messages) else "I do not know.")
+
+    def grade(request: Recorded) -> Reply:
+        prompt = request.body["messages"][0]["content"]
+        prompts.append(prompt)
+        return _completion("no." if "I do not know" in prompt else "Yes")
+
+    out = tmp_path / "run"
+    with OpenAIServer(fallback=answer) as answerer, OpenAIServer(fallback=grade) as grader:
+        args = [
+            "eval",
+            "longmemeval",
+            "--data",
+            str(data),
+            "--out",
+            str(out),
+            "--answerer",
+            answerer.url,
+            "--grader",
+            grader.url,
+            "--ceiling",
+            "1500",
+        ]
+        assert main(args) == 0
+    assert len(prompts) == 9 and sum("off-by-one" in p for p in prompts) == 3
+    assert sum("unanswerable" in p for p in prompts) == 3
+    report = json.loads((out / "report.json").read_text())
+    full = report["ways"]["full"]["categories"]
+    assert set(full) == {"single-session-user", "temporal-reasoning", "abstention"}
+    assert full["abstention"]["questions"] == 1 and full["single-session-user"]["questions"] == 2
+    assert report["ways"]["full"]["overall"]["accuracy"] == round(2 / 3, 4)  # the gold of the
+    # abstention question is no turn's text: the scripted answerer says it does not know
+    assert "| abstention | 1 |" in (out / "report.md").read_text()
+
+
+def test_the_memorys_own_model_calls_are_reported(
+    data: Path, tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.setenv("FADEWAY_EMBEDDINGS_MODEL", "emb-1")
+    out = tmp_path / "run"
+    with OpenAIServer() as embeddings:
+        args = _args(data, out, "--no-answer", "--only", "conv-t0", "--embedder", embeddings.url)
+        assert main(args) == 0
+        calls = len(embeddings.requests)
+    spend = json.loads((out / "report.json").read_text())["memory_spend"]
+    replayed = sum(u["calls"] for u in spend["replay"])
+    asked = sum(u["calls"] for u in spend["questions"])
+    assert replayed > 0 and asked > 0
+    assert {u["model"] for u in spend["replay"] + spend["questions"]} == {"emb-1"}
+    # Every call the endpoint saw is counted once, but the harness's own for each of the 8
+    # questions: the embedder's dimension probe as the copy opens, and the two warm-up
+    # searches before decorate is timed.
+    assert calls == replayed + asked + 3 * 8
+    assert "| questions | embed" in (out / "report.md").read_text()

@@ -1,5 +1,9 @@
 """The run's figures, from its journal: a Markdown table and a JSON document.
 
+Rows are the benchmark's categories (LoCoMo's four, LongMemEval's question types), then
+"abstention" (LongMemEval's questions whose answer was never given, also counted in their
+type), then all.
+
 Accuracy is the share of questions graded right; a grade the grader's answer did not state
 readably counts as not right and is shown apart ("unreadable"). Evidence recall (`--no-answer`)
 is the mean, over questions with evidence, of the share of its evidence turns a context carries
@@ -87,13 +91,11 @@ def figures(
     ways: dict[str, Any] = {}
     for way in WAYS:
         mine = [e for e in entries if e["way"] == way]
+        groups = {c: [e for e in mine if e["category"] == c] for c in categories}
+        groups["abstention"] = [e for e in mine if e.get("abstention")]
         ways[way] = {
             "overall": summary(mine),
-            "categories": {
-                c: summary(group)
-                for c in categories
-                if (group := [e for e in mine if e["category"] == c])
-            },
+            "categories": {c: summary(group) for c, group in groups.items() if group},
         }
     asked = [e for e in entries if e["way"] == "fadeway"]
     spent: dict[tuple[str, str], list[int]] = {}
