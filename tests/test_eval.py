@@ -299,14 +299,17 @@ def test_a_killed_run_resumes_where_it_stopped(data: Path, tmp_path: Path) -> No
 def test_questions_run_concurrently_and_obey_retry_after(data: Path, tmp_path: Path) -> None:
     scripted = Scripted(_golds(data))
     lock = threading.Lock()
-    seen = [0]
+    seen: set[str] = set()
     refused: list[float] = []  # when each 429 left the server
 
     def limited(request: Recorded) -> Reply:
+        # Every third request is refused once (its retry is answered).
+        body = json.dumps(request.body, sort_keys=True)
         with lock:
-            seen[0] += 1
-            turn = seen[0]
-        if turn % 5 == 0:
+            first = body not in seen
+            seen.add(body)
+            refuse = first and len(seen) % 3 == 0
+        if refuse:
             refused.append(time.monotonic())
             return Reply(429, {"error": {"message": "slow down"}}, {"Retry-After": "0.3"})
         time.sleep(0.02)
@@ -506,3 +509,31 @@ def test_the_memorys_own_model_calls_are_reported(
     # searches before decorate is timed.
     assert calls == replayed + asked + 3 * 8
     assert "| questions | embed" in (out / "report.md").read_text()
+
+
+def test_a_question_an_endpoint_fails_is_asked_again_by_the_next_run(
+    data: Path, tmp_path: Path, capsys: Any
+) -> None:
+    scripted = Scripted(_golds(data))
+    down = [True]
+
+    def failing(request: Recorded) -> Reply:
+        if down[0] and "session 3?" in request.body["messages"][-1]["content"]:
+            return Reply(400, {"error": {"message": "context_length_exceeded"}})
+        return scripted.answer(request)
+
+    out = tmp_path / "run"
+    with (
+        OpenAIServer(fallback=failing) as answerer,
+        OpenAIServer(fallback=scripted.grade) as grader,
+    ):
+        endpoints = ["--answerer", answerer.url, "--grader", grader.url]
+        assert main(_args(data, out, *endpoints)) == 1
+        err = capsys.readouterr().err
+        assert "4 questions failed at an endpoint" in err and "run the same command again" in err
+        assert len({e["key"] for e in _journal(out)}) == 12  # the failed ones are not journaled
+        down[0] = False
+        before = len(answerer.requests)
+        assert main(_args(data, out, *endpoints)) == 0
+        assert len(answerer.requests) - before == 4 * 3  # only the 4 failed questions, 3 ways
+    assert len(_journal(out)) == 48

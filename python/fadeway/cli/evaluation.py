@@ -42,6 +42,10 @@ __all__ = ["EvalRun", "eval_run_from", "progress_bars", "run_eval", "store_path"
 
 log = logging.getLogger("fadeway.eval")
 
+#: Attempts at each answerer or grader call: a benchmark run is long, and a question that still
+#: fails is only asked again by the next run.
+_ATTEMPTS = 8
+
 
 def store_path(out: Path, memory_id: str) -> Path:
     """The store of one memory: a file named by a digest of its id (ids are untrusted text)."""
@@ -259,6 +263,7 @@ def _endpoint(url: str | None, model: str | None, prefix: str, concurrency: int)
         model=model or os.environ.get(f"{prefix}_MODEL", "").strip() or None,
         api_key=os.environ.get(f"{prefix}_API_KEY", "").strip() or None,
         max_concurrency=concurrency,
+        max_attempts=_ATTEMPTS,
     )
 
 
