@@ -1011,3 +1011,27 @@ def test_fitting_a_block_reckons_what_to_leave_out_as_one_render_per_item_would(
         reference = contents.copy()
         assert contents.fit(limit) == _fit_one_at_a_time(reference, limit), limit
         assert contents.shown() == reference.shown()
+
+
+def test_the_call_that_seals_a_models_note_recalls_what_it_seals(tmp_path, clock):
+    """A note the decorated model wrote acknowledges its turns; the next decorate seals them
+    out of view. They are cut into passages when the note is taken, so that decorate's own
+    recall finds them: before, they were neither in view nor searchable in that request."""
+    from conftest import open_small
+
+    opening = ["my locker code at the gym is Quillby7 and I keep forgetting it"]
+    with open_small(tmp_path / "s.db", clock) as eng:
+        mem = eng.memory("m")
+        history = converse_with_notes(eng, mem, clock, [[OTHER[0]]], settle=False, opening=opening)
+        leaving = [e for e in mem.episodes() if e.state == "leaving"]
+        assert leaving and leaving[0].first_turn == 1  # the opening turn awaits its sealing
+        hits = mem.search("locker code Quillby7", kind="passage", k=3)
+        assert any("Quillby7" in h.text for h in hits)
+        clock.advance(60)
+        question = {"role": "user", "content": "What was my locker code at the gym again?"}
+        request = mem.decorate({"model": "gpt-4.1", "messages": [*history, question]})
+        assert [e.state for e in mem.episodes() if e.n == leaving[0].n] == ["sealed"]
+    view = [m for m in request["messages"] if m.get("role") in ("user", "assistant")]
+    assert not any("Quillby7" in str(m.get("content")) for m in view[:-1])  # out of view
+    block = request["messages"][-2]["content"]
+    assert block.startswith(blocks.RECALL_OPEN) and "Quillby7" in block

@@ -93,7 +93,11 @@ def table(services: Services) -> Mapping[str, Job]:
             "a note taken, passages written, an import, a reindex (notes.taking.write_note, "
             "index.passages.PassagesJob, export.restore, Memory.reindex)",
         ),
-        JobKind.PASSAGES: Job(PassagesJob(), "a decorate that sealed episodes (decorate.assemble)"),
+        JobKind.PASSAGES: Job(
+            PassagesJob(),
+            "a decorate that sealed episodes or sent a note writer's leaving, a note taken "
+            "(decorate.assemble, notes.taking.write_note)",
+        ),
         JobKind.NOTE: Job(
             NoteJob(s.store, s.note_writer, s.limits),
             "a decorate that found episodes awaiting a note, for an engine with a note writer "

@@ -61,6 +61,10 @@ def write_note(
         facts,
         awaiting,
     )
+    # The acknowledged turns leave the view at the next decorate: cut into passages now, so
+    # that decorate's recall finds them as it seals them (else they would be neither in view
+    # nor searchable in that request).
+    tx.enqueue(JobKind.PASSAGES, b'{"leaving":true}', now)
     if facts:
         # The graph takes the facts first (merges and retirements), then they are scored
         # against the episodes remembered now and embedded for search.
