@@ -89,6 +89,14 @@ def _asked(eng, mem, clock):
     return history, mem.decorate({"model": "gpt-4.1", "messages": history})
 
 
+def _block_before(request, question):
+    """The text of the message before the user message `question` (its recall block), wherever
+    it stands (a note ask may follow it)."""
+    messages = request["messages"]
+    at = max(i for i, m in enumerate(messages) if m.get("content") == question)
+    return messages[at - 1]["content"]
+
+
 def _levels(scores):
     """A scripted walk: each fact's level by its text (unknown facts are unrelated)."""
     return lambda facts, dialogue: [scores.get(f.text, 0) for f in facts]
@@ -214,7 +222,7 @@ def test_a_walk_that_judged_a_fact_central_shows_it_ahead_of_unjudged_hits(
     with eng:
         texts = {f.n: f.text for f in eng.memory("m").export().facts}
         request, recalled = _after_a_prepared_walk(eng, eng.memory("m"), clock, history)
-        block = request["messages"][-2]["content"]
+        block = _block_before(request, "Who owns the checkout migration?")
         assert block == recalled.text and OWNER[0] in block  # the new topic's hit is there
         assert all(p[0] in block for p in PLANTS)  # five walked facts: more than an old cap of 4
         shown = [texts[n] for n in recalled.facts]
@@ -854,6 +862,7 @@ def test_a_lane_behind_skips_the_walk_and_distill_no_one_will_read(tmp_path, clo
     with _open(tmp_path / "r.db", clock, ScriptedJudge(distill=counting)) as eng:
         mem = eng.memory("m")
         history, request = _asked(eng, mem, clock)
+        distilled.clear()  # the talk before distilled its own turns' blocks
         reply = chat_reply("Let me check.")
         mem.report(request, reply)  # queues the turn's walk and distill; the lane waits
         with eng.store.read("m") as tx:

@@ -225,9 +225,15 @@ def test_a_word_index_another_process_saved_meanwhile_is_not_taken_for_the_state
         assert "passage.bm25" not in index.loaded
 
 
-def test_a_memory_with_facts_and_no_passages_yet_reopens_its_saved_indexes(tmp_path, clock):
-    """The note is taken while its episodes are still leaving: facts are indexed, passages
-    (cut when episodes seal) not yet. The saved state has nothing to fingerprint for passages."""
+def test_a_memory_with_facts_and_no_passages_yet_reopens_its_saved_indexes(
+    tmp_path, clock, monkeypatch
+):
+    """The note is taken and the lane has not cut its episodes into passages yet (they are
+    cut in a job after the note's): facts are indexed, passages not. The saved state has
+    nothing to fingerprint for passages."""
+    from fadeway.index.passages import PassagesJob
+
+    monkeypatch.setattr(PassagesJob, "apply", lambda self, tx, job, prepared: True)
     with _open(tmp_path / "s.db", clock) as eng:
         mem = eng.memory("m")
         converse_with_notes(eng, mem, clock, [VAULT], settle=False)

@@ -86,7 +86,8 @@ def locomo_conversations(samples: Sequence[dict[str, Any]], source: str = "") ->
         if not pairs:
             raise ReplayFormatError(f"{source}: sample {sample['sample_id']!r} has no turns")
         own = _own_texts(sample)
-        turns, index = [], {}
+        turns: list[Turn] = []
+        index: dict[str, int] = {}
         for dia, line in pairs:
             index[dia] = len(turns)
             turns.append(Turn(line.message["content"], own[dia], line.at))

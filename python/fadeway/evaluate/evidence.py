@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 __all__ = [
     "HEAD_CHARS",
@@ -42,6 +43,8 @@ __all__ = [
     "turn_key",
     "words",
 ]
+
+K = TypeVar("K", bound=Hashable)  # what names a turn: a dia_id, an index
 
 #: Characters of a turn's normalised text that must appear in the text received.
 HEAD_CHARS = 60
@@ -99,9 +102,7 @@ def carries(received: Received, key: TurnKey) -> bool:
     return not received.runs.isdisjoint(key.runs)
 
 
-def surfaced(
-    text: str | Received | None, keys: Mapping[str, TurnKey], ids: Iterable[str]
-) -> set[str]:
+def surfaced(text: str | Received | None, keys: Mapping[K, TurnKey], ids: Iterable[K]) -> set[K]:
     """The turns of `ids` (keys of `keys`) that `text` carries; none when there is no text."""
     if text is None:
         return set()
