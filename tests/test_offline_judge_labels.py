@@ -18,6 +18,7 @@ from fadeway.judge import FactText, OfflineJudge
 from fadeway.judge.offline import (
     distill_offline,
     levels_offline,
+    may_have_drawn_on,
     relate_offline,
     same_entity_offline,
 )
@@ -314,3 +315,22 @@ def test_distill_keeps_what_the_reply_drew_on():
     reply = "Dana does; she took it over after the reorg."
     assert distill_offline(facts, f"{question}\n{reply}") == [True, False, False, False]
     assert distill_offline(facts, question) == [False] * 4  # nothing followed: nothing drawn on
+
+
+def test_distill_lets_go_of_what_the_reply_only_thanked_or_named():
+    """A reply that shares only thanks, cheer and the speakers' names with a recalled excerpt
+    drew on nothing of it: the excerpt goes (before, "Thanks, Gina! Your support means a lot"
+    stayed in every later request beside replies that thank and support). One that shares a
+    word of its content keeps it."""
+    items = [
+        F("Jon: Thanks, Gina! Your support really means a lot to me.", "Jon", "Gina"),
+        F("Jon: Bye!", "Jon", "Gina"),
+        F("Jon: I signed the lease for the dance studio on Main Street.", "Jon", "dance studio"),
+    ]
+    message = "Jon: Guess what happened this week?"
+    thanked = f"{message}\nGina: Thanks Jon, your support means a lot, bye for now!"
+    assert distill_offline(items, thanked) == [False, False, False]
+    assert may_have_drawn_on([f.text for f in items], thanked) == [False, False, False]
+    studio = f"{message}\nGina: Congrats on the studio lease, Jon! Main Street is perfect."
+    assert distill_offline(items, studio) == [False, False, True]
+    assert may_have_drawn_on([f.text for f in items], studio) == [False, False, True]

@@ -298,11 +298,12 @@ def distill_offline(facts: Sequence[FactText], conversation: str) -> list[bool]:
     asked, followed = _content_words(message), _content_words(after)
     words = [_content_words(f.text) for f in facts]
     common = _common(words)
+    speakers = _speakers([*conversation.splitlines(), *(f.text for f in facts)])
     keep = []
     for fact, c, mine in zip(facts, cos.tolist(), words, strict=True):
         tokens = set(tokenize(fact.text))
         covered = len(tokens & said) / len(tokens) if tokens else 1.0
-        adds = mine - asked - common
+        adds = mine - asked - common - speakers - _PHATIC
         drawn_on = len(adds & followed) >= min(2, (len(adds) + 1) // 2) > 0
         keep.append(bool(c >= C.DISTILL_RELEVANT and drawn_on and covered < C.DISTILL_SAID))
     return keep
@@ -315,7 +316,8 @@ def may_have_drawn_on(texts: Sequence[str], conversation: str) -> list[bool]:
     other (`LLMJudge.distill`)."""
     message, _, after = conversation.partition("\n")
     asked, followed = _content_words(message), _content_words(after)
-    return [bool((_content_words(t) - asked) & followed) for t in texts]
+    idle = asked | _speakers([*conversation.splitlines(), *texts]) | _PHATIC
+    return [bool((_content_words(t) - idle) & followed) for t in texts]
 
 
 def _common(words: Sequence[frozenset[str]]) -> frozenset[str]:
@@ -666,3 +668,24 @@ def _relate_texts(new: str, held: str, *, same_pair: bool) -> Relation:
         return "unrelated"
     vectors = hash_embed([new, held], C.RELATE_EMBED_DIM)
     return "same" if float(vectors[0] @ vectors[1]) >= C.RELATE_SAME_THRESHOLD else "unrelated"
+
+
+#: Words of talk about talk (thanks, greetings, encouragement): a reply that shares only these
+#: with an item drew on nothing of it.
+_PHATIC = frozenset(
+    _stem(w)
+    for w in (
+        "thanks thank appreciate support supportive awesome great amazing glad hope sure good "
+        "nice cool wow yeah yes hey hi hello bye goodbye definitely really love happy proud "
+        "keep going gonna wanna totally absolutely congrats congratulations luck inspiring "
+        "means mean lot"
+    ).split()
+)
+_LABEL = re.compile(r"^\s*([A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,2}):\s")
+
+
+def _speakers(lines: Sequence[str]) -> frozenset[str]:
+    """The words of the names that label lines ("Gina: ..."): who speaks is no content."""
+    return frozenset(
+        w for line in lines if (m := _LABEL.match(line)) for w in _content_words(m.group(1))
+    )
