@@ -51,7 +51,7 @@ def decorate(
 ) -> dict[str, Any]:
     """Store what is new in `request` and return the request to send to the provider, at
     time `at` (None: the clock's); see `Memory.decorate`."""
-    parsed = wire.parse_request(request)
+    parsed = wire.parse_request(request, services.limits)
     _check_limits(services.limits, parsed)
     parsed.request = caller_tools(parsed.format, parsed.request)
     if not parsed.history and not parsed.instructions:

@@ -142,8 +142,7 @@ def new_entries(
     step: set[str] = set()  # ids the reply in progress (a run of assistant items) made
     for i in range(start, len(sent)):
         where = f"{label} {i}"
-        body = body_of(sent[i], where)
-        limits.check_body(body, where)
+        body = body_of(sent[i], where, size=limits.check_body)
         e = wire.entry(
             fmt, sent[i], where, known_call, body=body, digest=digests[i] if digests else None
         )

@@ -46,6 +46,7 @@ def report(
     """Store the provider's reply to a decorated `request` (see `Memory.report`)."""
     parsed = wire.parse_request(request)
     services.limits.check_count(wire.reply_items_sent(response), "the reply")  # before reading
+    services.limits.check_reply(response)
     reply = wire.parse_response(parsed.format, response)
     services.limits.check_count(len(reply.items), "the reply")
     now = services.now(at)

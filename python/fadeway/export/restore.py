@@ -76,8 +76,8 @@ def restore(services: Services, doc: MemoryExport | dict[str, Any] | bytes | str
     unknown = sorted({j.kind for j in export.jobs} - set(JobKind))
     if unknown:
         raise InvalidExportError(f"the export queues jobs of unknown kind {unknown}")
+    check_limits(export, services.limits)  # sizes first: a 50 MB message, read, took 0.5 s
     entries = check_export(export)
-    check_limits(export, services.limits)
     export = resealed(export)
     mirror = services.mirrors.get(export.memory_id)
     with mirror.lock, services.store.write(export.memory_id) as tx:
@@ -106,7 +106,7 @@ def check_limits(export: MemoryExport, limits: Limits) -> None:
     """Every message and note of `export` within the importing engine's limits (an export from
     an engine with larger ones may hold more); raises `ExportLimitError` naming the limit."""
     for i, m in enumerate(export.messages):
-        limits.check_body(bytes(m.message), f"exported message {i}", ExportLimitError)
+        limits.check_size(len(m.message), f"exported message {i}", ExportLimitError)
     facts: dict[int, int] = {}
     for f in export.facts:
         facts[f.note] = facts.get(f.note, 0) + 1

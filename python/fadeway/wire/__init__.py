@@ -8,6 +8,7 @@ instructions; everything after them is history.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, TypeGuard
 
 from .. import _constants as C
@@ -21,6 +22,7 @@ from ..errors import (
 from . import chat_completions, responses, streams
 from .base import Entry, Format, ParsedRequest, Reply, Side, media_tokens_and_texts
 from .canonical import body_of, digest_of, plain, to_plain
+from .limits import Limits
 
 __all__ = [
     "READ_FIELDS",
@@ -59,8 +61,9 @@ READ_FIELDS = (
 _SHAPE = (("role", str), ("type", str), ("tool_calls", list))
 
 
-def parse_request(request: Any) -> ParsedRequest:
-    """Split a caller's request into instructions and history; raise before anything is stored."""
+def parse_request(request: Any, limits: Limits | None = None) -> ParsedRequest:
+    """Split a caller's request into instructions and history; raise before anything is stored
+    (with `limits`, an instruction over max_message_bytes as soon as it is encoded)."""
     if not isinstance(request, Mapping):
         raise InvalidRequestError(f"a request must be a dict, not {type(request).__name__}")
     request = dict(request)
@@ -73,7 +76,7 @@ def parse_request(request: Any) -> ParsedRequest:
     model = request.get("model")
     if model is not None and not isinstance(model, str):
         raise InvalidRequestError(f"model must be a string, not {type(model).__name__}")
-    _check_read_fields(request)
+    _check_read_fields(request, limits)
     if "messages" in request and "input" in request:
         raise InvalidRequestError(
             "a request has either messages (Chat Completions) or input (Responses), not both"
@@ -84,23 +87,23 @@ def parse_request(request: Any) -> ParsedRequest:
             raise InvalidRequestError(f"messages must be a list, not {type(messages).__name__}")
         _check_shapes(messages, "messages")
         instructions, history = chat_completions.split(messages)
-        _check_instructions(instructions, "messages")
+        _check_instructions(instructions, "messages", limits)
         return ParsedRequest(Format.CHAT_COMPLETIONS, request, instructions, history, model)
     if "input" in request:
         items = responses.normalise_input(request["input"])
         _check_shapes(items, "input")
         instructions, history = responses.split(items)
-        _check_instructions(instructions, "input")
+        _check_instructions(instructions, "input", limits)
         return ParsedRequest(Format.RESPONSES, request, instructions, history, model)
     raise EmptyRequestError(
         "the request has neither messages (Chat Completions) nor input (Responses)"
     )
 
 
-def _check_read_fields(request: dict[str, Any]) -> None:
+def _check_read_fields(request: dict[str, Any], limits: Limits | None) -> None:
     """The model's name and the fields in READ_FIELDS are JSON fadeway can store and count:
     no lone surrogate (UTF-8 cannot carry it), no object JSON has no form for, no nesting past
-    MAX_JSON_DEPTH; `tools` a list."""
+    MAX_JSON_DEPTH, within `limits` when given; `tools` a list."""
     tools = request.get("tools")
     if tools is not None and not isinstance(tools, list):
         raise InvalidRequestError(f"tools must be a list, not {type(tools).__name__}")
@@ -112,7 +115,12 @@ def _check_read_fields(request: dict[str, Any]) -> None:
     for key in ("model", *READ_FIELDS):
         value = request.get(key)
         if value is not None and not (key == "response_format" and is_schema_class(value)):
-            body_of(value, key, InvalidRequestError)
+            size = None if limits is None else partial(_field_size, limits, key)
+            body_of(value, key, InvalidRequestError, size=size)
+
+
+def _field_size(limits: Limits, key: str, body: bytes, _where: str) -> None:
+    limits.check_body(body, f"the request's {key}")
 
 
 def is_schema_class(value: Any) -> TypeGuard[type]:
@@ -122,11 +130,12 @@ def is_schema_class(value: Any) -> TypeGuard[type]:
     return isinstance(value, type)
 
 
-def _check_instructions(instructions: list[Any], key: str) -> None:
-    """The leading system/developer messages are JSON fadeway can store (the history's messages
-    are checked one by one as they are stored)."""
+def _check_instructions(instructions: list[Any], key: str, limits: Limits | None) -> None:
+    """The leading system/developer messages are JSON fadeway can store, within `limits` when
+    given (the history's messages are checked one by one as they are stored)."""
+    size = limits.check_body if limits is not None else None
     for i, message in enumerate(instructions):
-        body_of(message, f"{key}[{i}]")
+        body_of(message, f"{key}[{i}]", size=size)
 
 
 def _check_object(value: Any, where: str) -> None:

@@ -15,6 +15,7 @@ import hashlib
 import itertools
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -114,9 +115,16 @@ def _too_deep(where: str, error: type[FadewayError]) -> FadewayError:
     )
 
 
-def body_of(obj: Any, where: str, error: type[InvalidRequestError] = InvalidMessageError) -> bytes:
+def body_of(
+    obj: Any,
+    where: str,
+    error: type[InvalidRequestError] = InvalidMessageError,
+    size: Callable[[bytes, str], None] | None = None,
+) -> bytes:
     """The JSON of `obj` as sent (key order kept); raises `error` (InvalidMessageError unless
-    told) if it is not JSON or nests deeper than MAX_JSON_DEPTH.
+    told) if it is not JSON or nests deeper than MAX_JSON_DEPTH. `size(body, where)` (a limit's
+    check) is told the JSON as soon as it is encoded, before the passes that read it whole: a
+    body over the limit is refused at the cost of one encoding.
 
     What JSON cannot carry as given is refused, not changed on the way: bytes (which would be
     stored as base64 text), non-finite numbers (stored as null), and lone surrogates (which
@@ -127,6 +135,8 @@ def body_of(obj: Any, where: str, error: type[InvalidRequestError] = InvalidMess
         raise _too_deep(where, error) from None
     except (TypeError, msgspec.EncodeError, ValueError) as exc:
         raise error(f"{where} is not JSON-serialisable: {exc}") from None
+    if size is not None:
+        size(body, where)
     check_depth(body, where, error)
     # Decoding is C and a plain message comes back equal; only one that does not is walked.
     odd = None if _plain_equal(body, obj) else _not_json(obj)
