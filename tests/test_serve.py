@@ -25,6 +25,7 @@ from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
@@ -79,6 +80,8 @@ class Upstream(ThreadingHTTPServer):
         #: When set, a stream ends after this many events with an error event, as a provider
         #: that fails mid-stream does.
         self.fail_after: int | None = None
+        #: When a file's content sent its second part (time.monotonic()).
+        self.second_sent: float | None = None
 
     @property
     def url(self) -> str:
@@ -128,6 +131,18 @@ class _UpstreamHandler(BaseHTTPRequestHandler):
         self._record(None)
         if self.path == "/v1/models":
             self._send(200, {"object": "list", "data": [{"id": "gpt-4.1", "object": "model"}]})
+        elif self.path == "/v1/files/file-1/content":  # a large body, sent in two writes
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self._chunk(b"first part;")
+            if self.server.gate is not None:
+                self.server.gate.wait(10)
+            with self.server.lock:
+                self.server.second_sent = time.monotonic()
+            self._chunk(b"second part")
+            self.wfile.write(b"0\r\n\r\n")
         else:
             self._send(404, {"error": {"message": "no such thing", "type": "not_found"}})
 
@@ -695,6 +710,26 @@ def test_other_endpoints_pass_through_unchanged(proxy, upstream):
     method, path, headers, _ = upstream.received[0]
     assert (method, path, headers["authorization"]) == ("GET", "/v1/models", f"Bearer {KEY}")
     assert upstream.received[1][1] == "/v1/embeddings"
+
+
+def test_another_endpoints_answer_reaches_the_client_as_it_comes(proxy, upstream):
+    """A file's content (or speech audio) is relayed as it arrives, not held whole: the first
+    part reaches the client before the upstream sends the second."""
+    upstream.gate = threading.Event()
+    with (
+        httpx.Client(timeout=30) as client,
+        client.stream(
+            "GET", f"{proxy}/files/file-1/content", headers={"Authorization": f"Bearer {KEY}"}
+        ) as answer,
+    ):
+        parts = answer.iter_raw()
+        first = next(parts)
+        got_first = time.monotonic()
+        upstream.gate.set()
+        rest = b"".join(parts)
+    assert answer.status_code == 200 and first + rest == b"first part;second part"
+    assert upstream.second_sent is not None and got_first < upstream.second_sent
+    assert upstream.received[0][2]["authorization"] == f"Bearer {KEY}"
 
 
 def test_a_stream_reaches_the_client_as_it_comes(proxy, upstream, small):

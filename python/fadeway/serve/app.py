@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from .. import _constants as C
@@ -31,7 +31,7 @@ from ..errors import FadewayError, InvalidMemoryIdError, InvalidRequestError
 from ..memory import Memory
 from ..records import ReportResult, check_memory_id
 from ..wire import Format
-from .answers import HOP_BY_HOP, error_code, openai_error, relayed, unreachable
+from .answers import HOP_BY_HOP, error_code, headers_down, openai_error, unreachable
 from .calls import HISTORY_KEY, MemoryCall, MemoryStream
 from .ids import MemoryIdSource
 
@@ -95,18 +95,23 @@ class _Proxy:
     # -- the routes ------------------------------------------------------------------------------
 
     async def passthrough(self, request: Request) -> Response:
-        """Any other endpoint (`/v1/models`, ...): forwarded as it came, answered as it went."""
+        """Any other endpoint (`/v1/models`, `/v1/audio/speech`, a file's content, ...):
+        forwarded as it came, its answer relayed as it arrives (a streamed or large answer is
+        never held whole). The request's body is read first: it goes up with its length."""
         assert self.client is not None
+        sent = self.client.build_request(
+            request.method,
+            self._url(request),
+            content=await request.body(),
+            headers=self._headers_up(request),
+        )
         try:
-            upstream = await self.client.request(
-                request.method,
-                self._url(request),
-                content=await request.body(),
-                headers=self._headers_up(request),
-            )
+            upstream = await self.client.send(sent, stream=True)
         except httpx.HTTPError as exc:
             return unreachable(self.upstream, exc)
-        return relayed(upstream, upstream.content)
+        return StreamingResponse(
+            _relayed_body(upstream), upstream.status_code, headers=headers_down(upstream)
+        )
 
     async def with_memory(self, request: Request, *, fmt: Format) -> Response:
         """POST /v1/chat/completions and /v1/responses: decorate, forward, report."""
@@ -224,3 +229,13 @@ def create_app(
         Route("/{path:path}", proxy.passthrough, methods=methods),
     ]
     return Starlette(routes=routes, lifespan=proxy.lifespan)
+
+
+async def _relayed_body(upstream: httpx.Response) -> AsyncIterator[bytes]:
+    """The upstream's body as it arrives; its connection closed however the relay ends (the
+    client may leave midway)."""
+    try:
+        async for chunk in upstream.aiter_bytes():
+            yield chunk
+    finally:
+        await upstream.aclose()
