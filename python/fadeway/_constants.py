@@ -149,8 +149,20 @@ LANE_THREADS = 2
 LANE_JUDGE_DEADLINE = 120.0
 #: How often a waiting drain looks again at lanes another worker holds (seconds).
 LANE_POLL_SECONDS = 0.05
-#: How often an idle background worker looks for jobs queued by other processes (seconds).
+#: How often an idle background worker looks for jobs queued by other processes (seconds). On
+#: PostgreSQL a notification wakes it at once (LANE_JOBS_CHANNEL); the poll is the safety net.
 LANE_IDLE_POLL_SECONDS = 5.0
+#: The PostgreSQL channel every transaction that queues jobs notifies (with no payload: a
+#: memory's id is not for other memories' workers to learn) and workers listen on.
+LANE_JOBS_CHANNEL = "fadeway_jobs"
+#: How long a listener waits for a notification before it looks whether it should stop
+#: (seconds): closing a worker waits at most about this long for it.
+LANE_LISTEN_WAIT_SECONDS = 0.5
+#: The first wait before a listener whose connection failed connects again (seconds); it doubles
+#: while connecting keeps failing, up to LANE_LISTEN_RETRY_MAX_SECONDS.
+LANE_LISTEN_RETRY_SECONDS = 1.0
+#: The longest wait between a listener's attempts to connect again (seconds).
+LANE_LISTEN_RETRY_MAX_SECONDS = 30.0
 
 # -- segmentation / embedding ---------------------------------------------------------------
 # Offline boundary scores (`fadeway.judge.cohesion`). Tuned on TIAGE train + dev only, by ranking

@@ -9,6 +9,7 @@ decorate, report or lane job.
 from __future__ import annotations
 
 import abc
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 
@@ -369,6 +370,15 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def memories_with_pending_jobs(self) -> list[str]:
         """Ids of the memories whose lanes hold pending jobs (ids only: for the lane workers)."""
+
+    @abc.abstractmethod
+    def listen_for_jobs(
+        self, wake: threading.Event, stop: threading.Event
+    ) -> threading.Thread | None:
+        """Set `wake` whenever another process (or engine) commits a transaction that queued
+        jobs, and once more each time listening (re)starts, until `stop` is set or the store
+        closes: the thread that listens, or None when the store has no notifications (then only
+        a poll finds jobs other processes queued)."""
 
     @abc.abstractmethod
     def close(self) -> None: ...

@@ -14,13 +14,17 @@ PostgreSQL's type names). What differs sits here:
   checks every row against: a second guard behind the queries' own `memory_id = ?`;
 - memory ids are stored as their UTF-8 bytes (BYTEA): an id may hold NUL, which PostgreSQL
   text cannot;
-- psycopg's errors are `StoreError`s naming the server by its URL without the password.
+- psycopg's errors are `StoreError`s naming the server by its URL without the password;
+- a transaction that queues jobs notifies `LANE_JOBS_CHANNEL` (delivered at its commit, nothing
+  when it rolls back, no payload), and a background worker's listener (`listen_for_jobs`: a
+  connection of its own, outside the pool) wakes it at once instead of at its next poll.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -41,7 +45,9 @@ from .schema import for_postgres, migrate
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["POSTGRES_SCHEMES", "PostgresStore", "shown_url", "to_pyformat"]
+__all__ = ["LISTENER_NAME", "POSTGRES_SCHEMES", "PostgresStore", "shown_url", "to_pyformat"]
+
+log = logging.getLogger("fadeway.store")
 
 #: The URL schemes that name a PostgreSQL server.
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
@@ -53,6 +59,12 @@ _CHANGING = ("INSERT", "UPDATE", "DELETE")
 #: (its id's UTF-8 bytes in hex: a setting cannot hold NUL), or that it spans every memory.
 _ONE_MEMORY = "SELECT set_config('fadeway.memory_id', %s, true)"
 _EVERY_MEMORY = "SELECT set_config('fadeway.every_memory', 'on', true)"
+#: Sent by a transaction that queued jobs: PostgreSQL delivers it to the listeners at commit
+#: (once, however often the transaction sent it), and drops it on rollback. No payload: ids are
+#: untrusted, and other memories' workers have no business learning them.
+_NOTIFY_JOBS = f"NOTIFY {C.LANE_JOBS_CHANNEL}"
+#: The `application_name` of a worker's listening connection (as `pg_stat_activity` shows it).
+LISTENER_NAME = "fadeway-listener"
 
 
 def _driver() -> tuple[ModuleType, ModuleType]:
@@ -157,9 +169,27 @@ class _PostgresTransaction(
         self._conn = conn
         self.memory_id = memory_id
         self._key = memory_key(memory_id)
+        self._notified = False
 
     def wrote(self) -> bool:
         return self._conn.changes > 0
+
+    def enqueue(self, kind: str, payload: bytes, created_at: float) -> int:
+        n = super().enqueue(kind, payload, created_at)
+        self._notify_jobs()
+        return n
+
+    def revive_jobs(self, now: float | None = None) -> int:
+        revived = super().revive_jobs(now)
+        if revived:
+            self._notify_jobs()
+        return revived
+
+    def _notify_jobs(self) -> None:
+        """Wake the listening workers when this transaction commits (once per transaction)."""
+        if not self._notified:
+            self._conn.execute(_NOTIFY_JOBS)
+            self._notified = True
 
 
 class PostgresStore(Store):
@@ -294,6 +324,59 @@ class PostgresStore(Store):
         return self._ids(
             "SELECT DISTINCT memory_id FROM jobs WHERE state = 'pending' ORDER BY memory_id"
         )
+
+    def listen_for_jobs(
+        self, wake: threading.Event, stop: threading.Event
+    ) -> threading.Thread | None:
+        thread = threading.Thread(
+            target=self._listen, args=(wake, stop), name="fadeway-listen", daemon=True
+        )
+        thread.start()
+        return thread
+
+    def _listen(self, wake: threading.Event, stop: threading.Event) -> None:
+        """`LISTEN` on a connection of its own (autocommit, outside the pool, named
+        LISTENER_NAME), setting `wake` on each notification, until `stop` is set or the store
+        closes, looking every LANE_LISTEN_WAIT_SECONDS. A failed connection (a server restart)
+        is logged and opened again after a wait that doubles while it keeps failing; `wake` is
+        set on each (re)connection for what was queued while no one listened."""
+        retry, failed = C.LANE_LISTEN_RETRY_SECONDS, False
+
+        def stopped() -> bool:
+            return stop.is_set() or self._closed
+
+        while not stopped():
+            try:
+                with self._psycopg.connect(
+                    self._url,
+                    autocommit=True,
+                    connect_timeout=C.POSTGRES_CONNECT_TIMEOUT_SECONDS,
+                    application_name=LISTENER_NAME,
+                ) as conn:
+                    conn.execute(f"LISTEN {C.LANE_JOBS_CHANNEL}")
+                    if failed:
+                        log.info("PostgreSQL store %s: listening for queued jobs again", self.shown)
+                    retry, failed = C.LANE_LISTEN_RETRY_SECONDS, False
+                    wake.set()
+                    while not stopped():
+                        for _ in conn.notifies(timeout=C.LANE_LISTEN_WAIT_SECONDS):
+                            wake.set()
+                            if stopped():
+                                break
+            except Exception as exc:  # keep listening; meanwhile the poll finds the jobs
+                if stopped():
+                    return
+                log.warning(
+                    "PostgreSQL store %s: listening for queued jobs failed (%s: %s); "
+                    "connecting again in %.3g s, polling meanwhile",
+                    self.shown,
+                    type(exc).__name__,
+                    _hidden(" ".join(str(exc).split()), self._url),
+                    retry,
+                )
+                failed = True
+                stop.wait(retry)
+                retry = min(retry * 2, C.LANE_LISTEN_RETRY_MAX_SECONDS)
 
     def close(self, wait: float = C.STORE_CLOSE_WAIT_SECONDS) -> None:
         """Close the store: calls already in a transaction finish it (their connections close

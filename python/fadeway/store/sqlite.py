@@ -244,6 +244,11 @@ class SQLiteStore(Store):
                 )
             ]
 
+    def listen_for_jobs(
+        self, wake: threading.Event, stop: threading.Event
+    ) -> threading.Thread | None:
+        return None  # SQLite has no notifications: workers of other processes poll
+
     def close(self, wait: float = C.STORE_CLOSE_WAIT_SECONDS) -> None:
         """Close the store: calls already in a transaction finish it (waited for up to `wait`
         seconds; a connection still in use then is closed when its call ends), later ones
