@@ -253,3 +253,158 @@ def test_the_same_conversation_exports_identically_on_both_stores(tmp_path, pg_s
                 docs.append(fadeway.dumps(engine.memory("m").export()))
     assert b'"facts":[{' in docs[0] and b'"state":"sealed"' in docs[0]
     assert docs[1] == docs[0]
+
+
+# -- wake-ups: LISTEN/NOTIFY ------------------------------------------------------------------
+
+WORDS = "the checkout migration moved to the new tax table after review".split()
+
+
+def _talk(engine, memory_id: str, clock, turns: int) -> None:
+    """`turns` exchanges of about 60 words each: enough closed history to queue lane jobs."""
+    from helpers import chat_reply
+
+    mem = engine.memory(memory_id)
+    history: list[dict] = []
+    for i in range(turns):
+        text = " ".join(WORDS[(i + j) % len(WORDS)] for j in range(60))
+        history.append({"role": "user", "content": f"turn {i}: {text}"})
+        request = mem.decorate({"model": "gpt-4.1", "messages": history})
+        reply = chat_reply(f"Noted {i}: {text}")
+        mem.report(request, reply)
+        history.append(reply["choices"][0]["message"])
+        clock.advance(60)
+
+
+def _until(predicate, seconds: float):
+    """`predicate()` once it is truthy, polled for up to `seconds` (else its last value)."""
+    deadline = time.monotonic() + seconds
+    while not (found := predicate()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return found
+
+
+def _listeners(db: str) -> list[int]:
+    """The backends of the workers' listeners that are listening (their pids)."""
+    import psycopg
+
+    from fadeway.store.postgres import LISTENER_NAME
+
+    with psycopg.connect(db, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s "
+            "AND query LIKE 'LISTEN%%'",
+            (LISTENER_NAME,),
+        ).fetchall()
+    return [pid for (pid,) in rows]
+
+
+def _drained(engine, memory_id: str, seconds: float) -> list:
+    """Waits up to `seconds` for the memory's lane to run dry: its jobs (none pending)."""
+
+    def jobs():
+        with engine.store.read(memory_id) as tx:
+            return tx.jobs()
+
+    _until(lambda: not engine.store.memories_with_pending_jobs(), seconds)
+    return jobs()
+
+
+@pytest.fixture
+def idle_poll_a_minute(monkeypatch):
+    """An idle worker polls once a minute: within a test, only a notification wakes it."""
+    from fadeway import _constants as C
+
+    monkeypatch.setattr(C, "LANE_IDLE_POLL_SECONDS", 60.0)
+
+
+@pytest.mark.parametrize("db", ["postgres"], indirect=True)
+@pytest.mark.postgres
+def test_a_worker_runs_the_jobs_another_engine_queues_at_once(db, clock, idle_poll_a_minute):
+    """An app (background=False) queues jobs; a worker engine idling on a minute's poll runs
+    them within seconds: the app's commits notified it."""
+    from conftest import open_small
+
+    with open_small(db, clock, background=True) as worker, open_small(db, clock) as app:
+        assert _until(lambda: _listeners(db), 10)
+        time.sleep(0.5)  # the worker's first look found nothing: it waits out its poll now
+        _talk(app, "m", clock, 12)
+        jobs = _drained(worker, "m", 10)
+        assert jobs and [j.state for j in jobs] == ["done"] * len(jobs)
+        with app.store.read("m") as tx:
+            assert tx.episodes()  # a cut ran, in the worker
+
+
+@pytest.mark.parametrize("db", ["postgres"], indirect=True)
+@pytest.mark.postgres
+def test_queued_jobs_notify_at_commit_with_no_payload_and_not_on_rollback(db, store):
+    import psycopg
+
+    wake, stop = threading.Event(), threading.Event()
+    thread = store.listen_for_jobs(wake, stop)
+    assert thread is not None
+    try:
+        with psycopg.connect(db, autocommit=True) as spy:
+            spy.execute("LISTEN fadeway_jobs")
+            assert wake.wait(10)  # set once listening, for what was queued before
+            wake.clear()
+            with pytest.raises(RuntimeError):
+                with store.write("a") as tx:
+                    tx.enqueue("cut", b"", 0.0)
+                    raise RuntimeError("rolled back")
+            assert not wake.wait(1.0)
+            assert list(spy.notifies(timeout=0.2)) == []
+            with store.write("a") as tx:
+                tx.enqueue("cut", b"", 0.0)
+                tx.enqueue("cut", b"", 0.0)
+                assert not wake.wait(0.5)  # not before the commit
+            assert wake.wait(5)
+            sent = list(spy.notifies(timeout=1.0))
+            assert [(n.channel, n.payload) for n in sent] == [("fadeway_jobs", "")]  # no id
+        with store.read("a") as tx:
+            assert [j.state for j in tx.jobs()] == ["pending", "pending"]
+    finally:
+        stop.set()
+        thread.join(5)
+    assert not thread.is_alive()
+
+
+@pytest.mark.parametrize("db", ["postgres"], indirect=True)
+@pytest.mark.postgres
+def test_closing_a_worker_stops_its_listener_at_once(db, clock, idle_poll_a_minute):
+    engine = fadeway.open(db, clock=clock, background=True)
+    try:
+        assert len(_until(lambda: _listeners(db), 10)) == 1
+    finally:
+        start = time.monotonic()
+        engine.close()
+        took = time.monotonic() - start
+    assert took < 2.0
+    assert _until(lambda: not _listeners(db), 5)
+
+
+@pytest.mark.parametrize("db", ["postgres"], indirect=True)
+@pytest.mark.postgres
+def test_a_listener_whose_connection_is_killed_listens_again(
+    db, clock, idle_poll_a_minute, monkeypatch, caplog
+):
+    """The server ends the listener's connection (as a restart would): a warning, a new
+    connection, and jobs queued after it still wake the worker."""
+    import psycopg
+
+    from conftest import open_small
+    from fadeway import _constants as C
+
+    monkeypatch.setattr(C, "LANE_LISTEN_RETRY_SECONDS", 0.2)
+    with open_small(db, clock, background=True) as worker, open_small(db, clock) as app:
+        [first] = _until(lambda: _listeners(db), 10)
+        with caplog.at_level("WARNING", logger="fadeway.store"):
+            with psycopg.connect(db, autocommit=True) as killer:
+                killer.execute("SELECT pg_terminate_backend(%s)", (first,))
+            again = _until(lambda: [p for p in _listeners(db) if p != first], 10)
+        assert len(again) == 1
+        assert "listening for queued jobs failed" in caplog.text
+        time.sleep(0.5)  # the wake-up of the new connection is spent
+        _talk(app, "m", clock, 12)
+        jobs = _drained(worker, "m", 10)
+        assert jobs and [j.state for j in jobs] == ["done"] * len(jobs)

@@ -334,7 +334,8 @@ _LOCAL_ERRORS = (
 class BackgroundWorker:
     """The in-process worker: threads that run lanes whenever jobs are queued (the lane
     queue's `wake` is set) and, every LANE_IDLE_POLL_SECONDS, for jobs other processes
-    queued."""
+    queued. On a store with notifications (PostgreSQL) a listener sets `wake` as soon as
+    another process commits jobs, and the poll is only the safety net."""
 
     def __init__(self, lane: Lane, threads: int = C.LANE_THREADS) -> None:
         self._lane = lane
@@ -346,6 +347,7 @@ class BackgroundWorker:
         ]
         for t in self._threads:
             t.start()
+        self._listener = lane.store.listen_for_jobs(self._wake, self._stop)
         self._wake.set()  # resume whatever a previous process left pending
 
     def _loop(self) -> None:
@@ -366,3 +368,7 @@ class BackgroundWorker:
         self._wake.set()
         for t in self._threads:
             t.join()
+        if self._listener is not None:
+            # It looks at `stop` every LANE_LISTEN_WAIT_SECONDS; one still connecting to a
+            # server that does not answer is left to end by itself (a daemon thread).
+            self._listener.join(C.LANE_LISTEN_WAIT_SECONDS * 4)
