@@ -7,6 +7,11 @@ largest single process (the parent or one worker), not their sum. Before a row i
 store is checked: every turn stored once, and the summary equal to the store's counts.
 
     python benches/replay_locomo.py            # writes benches/RESULTS-replay.md
+    python benches/replay_locomo.py --scaling  # 1, 2 and 4 workers at 8,000 tokens, SQLite
+                                               # and PostgreSQL: a section of RESULTS-replay.md
+
+With `--scaling` each store is fresh per row: a SQLite file, or a new database on the server of
+$FADEWAY_TEST_POSTGRES, else on a throwaway cluster (`tests/pg.py`) of the machine's PostgreSQL.
 
 LoCoMo is read from shared/data (or $FADEWAY_SHARED_DATA); it is never copied here.
 """
@@ -14,6 +19,7 @@ LoCoMo is read from shared/data (or $FADEWAY_SHARED_DATA); it is never copied he
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -33,7 +39,7 @@ ROWS = [(1, None), (2, None), (1, 8_000), (2, 8_000)]
 GOAL_SECONDS = 60.0
 
 
-def _run_one(locomo: Path, db: Path, workers: int, ceiling: int | None) -> dict:
+def _run_one(locomo: Path, db: Path | str, workers: int, ceiling: int | None) -> dict:
     """Replay in a child of a fresh Python, so `RUSAGE_CHILDREN` holds this row alone."""
     args = [
         sys.executable,
@@ -63,7 +69,7 @@ def _run_one(locomo: Path, db: Path, workers: int, ceiling: int | None) -> dict:
     return json.loads(out.stdout)
 
 
-def _check(db: Path, summary: dict, turns: int) -> None:
+def _check(db: Path | str, summary: dict, turns: int) -> None:
     rows = {r["memory_id"]: r for r in summary["memories"]}
     assert len(rows) == 10 and sum(r["messages"] for r in rows.values()) == turns, rows
     with fadeway.open(db, background=False) as engine:
@@ -86,9 +92,60 @@ def _check(db: Path, summary: dict, turns: int) -> None:
             assert row["new"] == row["messages"]
 
 
+#: (workers) of the scaling rows, at SCALING_CEILING, on each store.
+SCALING_WORKERS = (1, 2, 4)
+SCALING_CEILING = 8_000
+SCALING_MARKER = "<!-- scaling -->"
+
+
+def _scaling(locomo: Path, turns: int) -> str:
+    """Replay over 1, 2 and 4 workers on a fresh SQLite file and a fresh PostgreSQL database."""
+    import pg
+
+    lines = [
+        SCALING_MARKER,
+        "## Workers on one store (issue 30)",
+        "",
+        f"`python benches/replay_locomo.py --scaling`, {time.strftime('%Y-%m-%d')}, "
+        f"{os.cpu_count()} CPUs: the ten conversations at {SCALING_CEILING:,} tokens, a fresh "
+        "store per row; speed-up against 1 worker on the same store, in the same run.",
+        "",
+        "| store | workers | wall time | messages/s | speed-up |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    with contextlib.ExitStack() as stack:
+        why = pg.why_no_cluster() if not os.environ.get(pg.ENV_URL) else None
+        server = None if why else stack.enter_context(pg.server())
+        for store in ("SQLite", "PostgreSQL"):
+            if store == "PostgreSQL" and server is None:
+                lines.append(f"| PostgreSQL | - | not run: {why} | | |")
+                continue
+            first = None
+            for workers in SCALING_WORKERS:
+                with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as row:
+                    db: Path | str = (
+                        Path(tmp) / "locomo.db"
+                        if store == "SQLite"
+                        else row.enter_context(pg.fresh_database(server))
+                    )
+                    got = _run_one(locomo, db, workers, SCALING_CEILING)
+                    _check(db, got["summary"], turns)
+                first = first or got["wall"]
+                line = (
+                    f"| {store} | {workers} | {got['wall']:.1f} s | {turns / got['wall']:.0f} "
+                    f"| {first / got['wall']:.2f}x |"
+                )
+                print(line, flush=True)
+                lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-write", action="store_true", help="print, do not write RESULTS")
+    parser.add_argument(
+        "--scaling", action="store_true", help="workers on SQLite and PostgreSQL (a section)"
+    )
     args = parser.parse_args()
     locomo = shared_data("locomo/locomo10.json")
     if locomo is None:
@@ -101,6 +158,14 @@ def main() -> int:
         for k, v in s["conversation"].items()
         if k.startswith("session_") and isinstance(v, list)
     )
+    if args.scaling:
+        section = _scaling(locomo, turns)
+        if not args.no_write:
+            text = RESULTS.read_text()
+            kept = text.split(SCALING_MARKER)[0].rstrip("\n")
+            RESULTS.write_text(kept + "\n\n" + section)
+        print(section)
+        return 0
     lines = [
         "# Replay throughput: all ten LoCoMo conversations",
         "",
