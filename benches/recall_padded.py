@@ -67,7 +67,6 @@ import argparse
 import os
 import platform
 import re
-import shutil
 import sys
 import tempfile
 import time
@@ -109,6 +108,7 @@ from recall_locomo import (
 
 import fadeway
 from fadeway import blocks, tokens
+from fadeway.evaluate.contexts import copy_store
 from fadeway.recall.block import block_tokens
 from fadeway.replay.lines import ReplayLine
 from fadeway.replay.locomo import TURN_SECONDS, locomo_lines, read_locomo, session_start
@@ -169,20 +169,6 @@ def padded_lines(
 
 
 # -- the whole request, on a throwaway copy ---------------------------------------------------
-
-
-def copy_store(db: Path, into: Path) -> Path:
-    """A copy of the SQLite file `db` (with any -wal/-shm beside it) and its `.indexes/`
-    directory in `into`; returns the copy's path."""
-    target = into / db.name
-    for suffix in ("", "-wal", "-shm"):
-        source = db.with_name(db.name + suffix)
-        if source.exists():
-            shutil.copy2(source, target.with_name(target.name + suffix))
-    indexes = db.with_name(db.name + ".indexes")
-    if indexes.exists():
-        shutil.copytree(indexes, target.with_name(target.name + ".indexes"))
-    return target
 
 
 #: The parts of a decorated request, in the order they are reported.

@@ -163,3 +163,20 @@ def converse_with_notes(
         if not queue and (calls is None or not settle):
             return history
     raise AssertionError(f"{len(queue)} notes were never asked for in {turns} turns")
+
+
+TALK_WORDS = "the checkout migration moved to the new tax table after review".split()
+
+
+def talk(engine, memory_id: str, clock, turns: int) -> None:
+    """`turns` exchanges of about 60 words each: enough closed history to queue lane jobs."""
+    mem = engine.memory(memory_id)
+    history: list = []
+    for i in range(turns):
+        text = " ".join(TALK_WORDS[(i + j) % len(TALK_WORDS)] for j in range(60))
+        history.append({"role": "user", "content": f"{memory_id} turn {i}: {text}"})
+        request = mem.decorate({"model": "gpt-4.1", "messages": history})
+        reply = chat_reply(f"Noted {i}: {text}")
+        mem.report(request, reply)
+        history.append(reply["choices"][0]["message"])
+        clock.advance(60)

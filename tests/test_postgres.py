@@ -16,6 +16,7 @@ from fadeway.records import MessageRecord
 from fadeway.store import open_store
 from fadeway.store.postgres import lock_key, shown_url, to_pyformat
 from fadeway.store.schema import MIGRATIONS, SCHEMA_VERSION, for_postgres
+from helpers import talk
 
 
 def test_placeholders_are_translated_outside_quotes_only():
@@ -257,24 +258,6 @@ def test_the_same_conversation_exports_identically_on_both_stores(tmp_path, pg_s
 
 # -- wake-ups: LISTEN/NOTIFY ------------------------------------------------------------------
 
-WORDS = "the checkout migration moved to the new tax table after review".split()
-
-
-def _talk(engine, memory_id: str, clock, turns: int) -> None:
-    """`turns` exchanges of about 60 words each: enough closed history to queue lane jobs."""
-    from helpers import chat_reply
-
-    mem = engine.memory(memory_id)
-    history: list[dict] = []
-    for i in range(turns):
-        text = " ".join(WORDS[(i + j) % len(WORDS)] for j in range(60))
-        history.append({"role": "user", "content": f"turn {i}: {text}"})
-        request = mem.decorate({"model": "gpt-4.1", "messages": history})
-        reply = chat_reply(f"Noted {i}: {text}")
-        mem.report(request, reply)
-        history.append(reply["choices"][0]["message"])
-        clock.advance(60)
-
 
 def _until(predicate, seconds: float):
     """`predicate()` once it is truthy, polled for up to `seconds` (else its last value)."""
@@ -328,7 +311,7 @@ def test_a_worker_runs_the_jobs_another_engine_queues_at_once(db, clock, idle_po
     with open_small(db, clock, background=True) as worker, open_small(db, clock) as app:
         assert _until(lambda: _listeners(db), 10)
         time.sleep(0.5)  # the worker's first look found nothing: it waits out its poll now
-        _talk(app, "m", clock, 12)
+        talk(app, "m", clock, 12)
         jobs = _drained(worker, "m", 10)
         assert jobs and [j.state for j in jobs] == ["done"] * len(jobs)
         with app.store.read("m") as tx:
@@ -405,6 +388,6 @@ def test_a_listener_whose_connection_is_killed_listens_again(
         assert len(again) == 1
         assert "listening for queued jobs failed" in caplog.text
         time.sleep(0.5)  # the wake-up of the new connection is spent
-        _talk(app, "m", clock, 12)
+        talk(app, "m", clock, 12)
         jobs = _drained(worker, "m", 10)
         assert jobs and [j.state for j in jobs] == ["done"] * len(jobs)
