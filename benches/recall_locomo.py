@@ -36,6 +36,7 @@ sees it there, block or not).
     python benches/recall_locomo.py --split tuning --out      # writes benches/RESULTS-recall.md
     python benches/recall_locomo.py --only conv-30 --workers 1 --show 3   # examples per system
     python benches/recall_locomo.py --set RECALL_EXCERPTS=15 --set LEVEL_RECENT_WEIGHT=1.0
+    python benches/recall_locomo.py --decorated   # the block decorate returns (`fadeway eval`)
 
 Tune on the tuning split only (conv-26, 30, 41, 42, 43); the acceptance split (conv-44, 47,
 48, 49, 50) is reported, never tuned on (shared/data/README.md). LoCoMo is read from
@@ -82,13 +83,15 @@ from evidence import (
 import fadeway
 from fadeway import _constants as C
 from fadeway import tokens
+from fadeway.evaluate.contexts import fadeway_context
+from fadeway.evaluate.datasets import Question
 from fadeway.mirror.history import History
 from fadeway.notes.writers import OfflineNoteWriter
 from fadeway.recall.block import block_tokens
 from fadeway.recall.pipeline import recall
 from fadeway.recall.turns import recent_text
-from fadeway.replay.locomo import locomo_lines, read_locomo
-from fadeway.replay.runner import replay_memory
+from fadeway.replay.locomo import TURN_SECONDS, locomo_lines, read_locomo
+from fadeway.replay.runner import DEFAULT_MODEL, replay_memory
 from fadeway.wire import text_of
 from fadeway.wire.canonical import plain
 from helpers import shared_data
@@ -316,22 +319,28 @@ def ask_block(
     turns: Turns,
     keep: bool = True,
     hybrid: tuple[Any, np.ndarray] | None = None,
+    decorated: Callable[[str], str | None] | None = None,
 ) -> Asked:
     """One question recalled as the next user message (walk inline), its block counted against
     BM25 at the block's size, BM25's top 10 and, given (MiniLM, the turns' vectors), the
-    hybrid at the block's size."""
+    hybrid at the block's size. With `decorated` (question -> the block of the request
+    `decorate` returns for it), that block is counted instead: what the model sees."""
     question = str(qa["question"])
-    result = recall(
-        services,
-        memory_id,
-        question,
-        recent_text(replayed.history, question),
-        prepared_turn=None,
-    )
-    budget = block_tokens(result.block)
+    if decorated is not None:
+        block, walk = decorated(question), "decorated"
+    else:
+        result = recall(
+            services,
+            memory_id,
+            question,
+            recent_text(replayed.history, question),
+            prepared_turn=None,
+        )
+        block, walk = result.block, result.walk
+    budget = block_tokens(block)
     asked = Asked(qa["category"], question, evidence, replayed.in_view & set(evidence))
-    asked.walk = result.walk
-    asked.count("block", result.block, budget, turns.keys, keep)
+    asked.walk = walk
+    asked.count("block", block, budget, turns.keys, keep)
     order = turns.bm25(question)
     same = turns.text(turns.fill(order, budget, C.TOKENS_PER_MESSAGE))
     asked.count("bm25", same, block_tokens(same) if same else 0, turns.keys, keep)
@@ -350,8 +359,17 @@ def ask_block(
 
 
 def evaluate(
-    sample: dict[str, Any], ceiling: int, embedder: str | None, hybrid: bool
+    sample: dict[str, Any],
+    ceiling: int,
+    embedder: str | None,
+    hybrid: bool,
+    decorated: bool = False,
 ) -> Conversation:
+    """One conversation replayed and asked. `decorated`: each question's block is the one the
+    request `decorate` returns for it as the next user message, on a throwaway copy of the
+    store (`fadeway.evaluate.contexts.fadeway_context`, as `fadeway eval` reads it), not a
+    read-only `recall` with the walk inline: the same block but when that decorate seals
+    episodes (a note taken after the last reply) and refits it beside the new facts block."""
     lines = list(locomo_lines(sample))
     own = own_texts(sample)
     dia_of = [dia for dia, _ in lines]
@@ -378,9 +396,29 @@ def evaluate(
             done - started,
             0.0,
         )
+        block_of = None
+        if decorated:
+            engine.services.indexes.save()  # the copies read the saved indexes
+            settings = {"ceiling": ceiling, "embedder": embedder, "note_writer": "offline"}
+            asked_at = lines[-1][1].at + TURN_SECONDS
+
+            def block_of(question: str) -> str | None:
+                q = Question(question, memory_id, question, "", "", asked_at)
+                db = Path(tmp) / "recall.db"
+                return fadeway_context(db, settings, q, DEFAULT_MODEL).block
+
         for qa, evidence in questions(sample, dia_of):
             out.asked.append(
-                ask_block(engine.services, memory_id, replayed, qa, evidence, turns, hybrid=vectors)
+                ask_block(
+                    engine.services,
+                    memory_id,
+                    replayed,
+                    qa,
+                    evidence,
+                    turns,
+                    hybrid=vectors,
+                    decorated=block_of,
+                )
             )
         out.seconds_questions = time.perf_counter() - done
     out.ambiguous = ambiguous(turns, (d for a in out.asked for d in a.evidence))
@@ -740,6 +778,12 @@ def main() -> int:
     )
     add_settings_argument(parser)
     parser.add_argument(
+        "--decorated",
+        action="store_true",
+        help="count the block of the request decorate returns (as `fadeway eval` reads it) "
+        "instead of a read-only recall",
+    )
+    parser.add_argument(
         "--show",
         type=int,
         default=0,
@@ -774,7 +818,10 @@ def main() -> int:
         if args.only:
             chosen = [s for s in chosen if s["sample_id"] in args.only]
         started = time.perf_counter()
-        jobs = [(s, args.ceiling, args.embedder, not hybrid_note, settings) for s in chosen]
+        jobs = [
+            (s, args.ceiling, args.embedder, not hybrid_note, args.decorated, settings)
+            for s in chosen
+        ]
         conversations = run_pool(_evaluate_star, jobs, args.workers)
         seconds = time.perf_counter() - started
         embedder = f" --embedder {args.embedder}" if args.embedder else ""

@@ -392,7 +392,7 @@ def test_no_answer_reproduces_the_recall_bench_on_a_tuning_conversation(tmp_path
     finally:
         sys.path.remove(benches)
     sample = next(s for s in json.loads(LOCOMO.read_text()) if s["sample_id"] == "conv-30")
-    bench = recall_locomo.evaluate(sample, 8000, None, False)
+    bench = recall_locomo.evaluate(sample, 8000, None, False, decorated=True)
     out = tmp_path / "run"
     args = [
         "eval",

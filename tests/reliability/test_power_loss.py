@@ -90,8 +90,8 @@ def _goes_on(db: Path, history: list[dict]) -> None:
 
 
 @pytest.mark.parametrize("tier", TIERS)
-def test_power_loss_images_open_whole_and_go_on(tier, tmp_path):
-    logging.getLogger("fadeway").setLevel(logging.ERROR)  # over the small ceiling is expected
+def test_power_loss_images_open_whole_and_go_on(tier, tmp_path, caplog):
+    caplog.set_level(logging.ERROR, logger="fadeway")  # over the small ceiling is expected
     images, history = _converse(tmp_path / "live.db", tmp_path / "images")
     rng = random.Random(20261203)
     wanted = scaled(tier, 40, 1_000)
