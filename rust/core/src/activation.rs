@@ -543,7 +543,7 @@ fn log_order_validated(
     now: f64,
     groups: usize,
 ) -> Result<Vec<f64>, CoreError> {
-    let mut activation = vec![0.0; groups];
+    let mut activation = crate::error::zeros(groups, "an activation per group (n_groups)")?;
     let result = match path {
         LogOrderPath::OneThread => {
             run(isa, LogOrder { group, at, score, now, activation: &mut activation })
@@ -990,6 +990,18 @@ mod tests {
     use super::*;
 
     const NOW: f64 = 1_767_225_600.0;
+
+    /// Found writing the fuzz target `activation` (issue 33), which cannot itself ask for more
+    /// than libFuzzer's malloc limit: an n_groups Python can pass whose output cannot be
+    /// allocated panicked ("capacity overflow") or aborted the process.
+    #[test]
+    fn log_order_unallocatable_n_groups_is_an_error() {
+        for groups in [usize::MAX, usize::MAX / 8 + 1, 1 << 50] {
+            let got = activation_log_order(&[], &[], &[], NOW, groups);
+            assert!(matches!(got, Err(CoreError::InvalidArgument(_))), "{groups}: {got:?}");
+        }
+        assert_eq!(activation_log_order(&[], &[], &[], NOW, 3), Ok(vec![0.0; 3]));
+    }
 
     fn one(age_seconds: f64) -> f64 {
         let got = activation_grouped(&[0, 1], &[NOW - age_seconds], &[1.0], NOW).expect("valid");

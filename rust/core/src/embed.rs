@@ -263,7 +263,7 @@ pub fn embed_into<S: AsRef<str>>(
 /// The embeddings of `texts` as one row-major `texts.len() × dim` vector (see [`embed_into`]).
 pub fn embed<S: AsRef<str>>(texts: &[S], dim: usize) -> Result<Vec<f32>, CoreError> {
     let len = validate_embed(texts.len(), dim)?;
-    let mut out = vec![0.0; len];
+    let mut out = crate::error::zeros(len, "a hash embedding")?;
     embed_validated(texts, dim, &mut out);
     Ok(out)
 }
@@ -310,6 +310,18 @@ mod tests {
     use super::*;
 
     const DIM: usize = 256;
+
+    /// Found writing the fuzz target `embed` (issue 33), which cannot itself ask for more than
+    /// libFuzzer's malloc limit: `texts × dim` fitting in a usize but not in memory panicked
+    /// ("capacity overflow") or aborted the process instead of an error.
+    #[test]
+    fn unallocatable_dim_is_an_error() {
+        for dim in [usize::MAX, usize::MAX / 4 + 1, 1 << 50] {
+            let got = embed(&["a"], dim);
+            assert!(matches!(got, Err(CoreError::InvalidArgument(_))), "{dim}: {got:?}");
+        }
+        assert_eq!(embed(&["", ""], 1), Ok(vec![0.0; 2]));
+    }
 
     fn one(text: &str) -> Vec<f32> {
         embed(&[text], DIM).expect("dim is positive")

@@ -23,3 +23,18 @@ impl fmt::Display for CoreError {
 }
 
 impl std::error::Error for CoreError {}
+
+/// `n` zeros, or an error naming `what` when they cannot be allocated: a count that comes from
+/// the caller (Python can pass any int64) must not panic ("capacity overflow") or abort the
+/// process (allocation failure) where it asks for more than there is.
+pub(crate) fn zeros<T: Copy + Default>(n: usize, what: &str) -> Result<Vec<T>, CoreError> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(n).map_err(|_| {
+        CoreError::InvalidArgument(format!(
+            "{what} of {n} values of {} bytes does not fit in memory",
+            std::mem::size_of::<T>()
+        ))
+    })?;
+    out.resize(n, T::default());
+    Ok(out)
+}

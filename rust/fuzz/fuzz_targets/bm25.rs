@@ -10,12 +10,28 @@ use libfuzzer_sys::fuzz_target;
 
 #[derive(Arbitrary, Debug)]
 enum Op {
-    Add { ids: Vec<i64>, texts: Vec<String>, fit: bool },
+    Add {
+        ids: Vec<i64>,
+        texts: Vec<String>,
+        fit: bool,
+    },
     /// Adds `n` generated documents at once (enough to reach compaction after removals).
-    AddMany { first: i16, n: u16, words: u8 },
-    Remove { ids: Vec<i64> },
-    RemoveRange { first: i16, n: u16 },
-    Search { query: String, k: usize },
+    AddMany {
+        first: i16,
+        n: u16,
+        words: u8,
+    },
+    Remove {
+        ids: Vec<i64>,
+    },
+    RemoveRange {
+        first: i16,
+        n: u16,
+    },
+    Search {
+        query: String,
+        k: usize,
+    },
     RoundTrip,
 }
 
@@ -41,8 +57,8 @@ fn check_same(a: &Bm25Index, b: &Bm25Index, queries: &[String]) {
 }
 
 fuzz_target!(|input: Input| {
-    let stopwords = [Stopwords::None, Stopwords::Lucene, Stopwords::English]
-        [input.stopwords as usize % 3];
+    let stopwords =
+        [Stopwords::None, Stopwords::Lucene, Stopwords::English][input.stopwords as usize % 3];
     let analyzer = Analyzer { stopwords, stem: input.stem };
     let (k1, b) = if input.plain_params { (1.2, 0.75) } else { (input.k1, input.b) };
     let Ok(mut index) = Bm25Index::new(k1, b, analyzer) else {
@@ -76,7 +92,10 @@ fuzz_target!(|input: Input| {
                 let texts: Vec<String> = (0..n)
                     .map(|j| {
                         let w = usize::from(words % 8) + 1;
-                        (0..w).map(|i| WORDS[(j * 7 + i * 3) % WORDS.len()]).collect::<Vec<_>>().join(" ")
+                        (0..w)
+                            .map(|i| WORDS[(j * 7 + i * 3) % WORDS.len()])
+                            .collect::<Vec<_>>()
+                            .join(" ")
                     })
                     .collect();
                 let _ = index.add(&ids, &texts);

@@ -75,7 +75,10 @@ fuzz_target!(|input: Input| {
             assert!(left <= i128::from(input.landing), "stopped above the landing");
         }
         if let Some(&last) = picked.last() {
-            assert!(left + i128::from(sizes[last]) > i128::from(input.landing), "took one too many");
+            assert!(
+                left + i128::from(sizes[last]) > i128::from(input.landing),
+                "took one too many"
+            );
         }
     }
 });
