@@ -128,16 +128,3 @@ def test_a_name_takes_in_the_noun_it_opens_and_a_possessive_its_owner():
     assert "Lisbon climbing club" in objects  # not "Lisbon", and not "... yesterday"
     assert "40 routes" in objects  # a count keeps its noun
     assert "Biscuit" in objects and "Biscuit's" not in objects
-
-
-def test_thanks_and_cheer_are_no_fact():
-    """A sentence of nothing but thanks, greetings and cheer (the names spoken to aside) holds
-    no fact: before, "I appreciate your support. [Jon, support]" stood in the facts block."""
-    notes = write(
-        [
-            LeavingMessage(1, "user", "Jon: Thanks, Gina! Your support really means a lot."),
-            LeavingMessage(1, "assistant", "Gina: Wow, that's awesome! I appreciate your support."),
-            LeavingMessage(2, "user", "Jon: I signed the lease for the dance studio on Main."),
-        ]
-    )
-    assert [e.note for e in notes] == ["Jon: I signed the lease for the dance studio on Main."]

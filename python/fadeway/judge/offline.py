@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -682,14 +682,6 @@ _PHATIC = frozenset(
     ).split()
 )
 _LABEL = re.compile(r"^\s*([A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,2}):\s")
-
-
-def talk_about_talk(text: str, names: Collection[str] = ()) -> bool:
-    """Whether `text` says nothing but thanks, greetings and cheer (and `names`, those spoken
-    to or of): "Thanks, Gina! Your support means a lot." holds no fact."""
-    spoken = {w for name in names for w in _content_words(name)}
-    words = _content_words(text) - spoken
-    return bool(_content_words(text)) and words <= _PHATIC
 
 
 def _speakers(lines: Sequence[str]) -> frozenset[str]:

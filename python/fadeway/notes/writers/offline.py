@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ... import _constants as C
-from ...judge.offline import talk_about_talk
 from ..tool import Note, NoteEntry
 from .base import NO_CONTEXT, WIRE_ROLES, LeavingMessage, NoteContext, NoteWriter
 
@@ -643,8 +642,6 @@ class OfflineNoteWriter(NoteWriter):
                     continue  # too short to hold a fact, or too long to be one
                 if sentence.endswith("?"):
                     continue  # a question asks; it tells no fact
-                if talk_about_talk(sentence, words.names):
-                    continue  # thanks and cheer: no fact
                 entities = _entities(sentence, words)
                 if not entities and not _FIRST_PERSON.search(sentence):
                     continue  # names nothing, and says nothing of the speaker
