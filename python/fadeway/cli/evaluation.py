@@ -33,7 +33,7 @@ from ..evaluate.datasets import LOCOMO_CATEGORIES, Conversation, Question, read_
 from ..evaluate.journal import Journal, check_settings
 from ..evaluate.report import figures, markdown
 from ..http import Endpoint
-from ..notes.writers import note_writer_from
+from ..notes.writers import LLMNoteWriter, note_writer_from
 from ..replay.runner import DEFAULT_MODEL, replay_memory
 from ..usage import UsageSummary, sum_usage, summarise_usage
 from .batch import ReplaySettings, die_with_parent, open_for_replay
@@ -82,16 +82,17 @@ def _replay_one(settings: ReplaySettings, conversation: Conversation) -> list[Us
     """Replay one memory into its store (resuming after its last stored step); returns the
     memory's model calls so far."""
     memory_id = conversation.memory_id
-    with open_for_replay(settings) as engine:
-        replay_memory(
-            engine,
-            memory_id,
-            conversation.lines,
-            model=settings.model,
-            note_writer=note_writer_from(settings.note_writer, model=settings.judge_model),
-        )
-        with engine.services.store.read(memory_id) as tx:
-            return summarise_usage(tx.usage())
+    writer = note_writer_from(settings.note_writer, model=settings.judge_model)
+    try:
+        with open_for_replay(settings) as engine:
+            replay_memory(
+                engine, memory_id, conversation.lines, model=settings.model, note_writer=writer
+            )
+            with engine.services.store.read(memory_id) as tx:
+                return summarise_usage(tx.usage())
+    finally:
+        if isinstance(writer, LLMNoteWriter):
+            writer.close()  # its endpoint's connections and thread, one memory's worth
 
 
 def _replay_all(
