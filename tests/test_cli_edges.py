@@ -296,3 +296,25 @@ def test_replay_and_import_take_the_size_limits_from_the_command_line(tmp_path, 
     assert main(["import", exported, "--db", str(tmp_path / "copy.db")]) != 0
     assert "max_message_bytes" in capsys.readouterr().err
     assert main(["import", exported, "--db", str(tmp_path / "copy2.db"), *limit]) == 0
+
+
+def test_an_export_with_a_large_note_imports_with_the_note_limits_raised(tmp_path, capsys):
+    """A note of more entries than the importing engine's max_note_facts is refused naming the
+    setting; --max-note-facts (and --max-note-bytes) raise the limits for the import."""
+    from conftest import Clock, open_small
+    from helpers import converse_with_notes
+
+    entries = [(f"Fact number {i} holds.", "user", f"topic {i}", False) for i in range(30)]
+    source = tmp_path / "source.db"
+    with open_small(source, Clock(), max_note_facts=50) as engine:
+        converse_with_notes(engine, engine.memory("m"), Clock(), [entries], settle=False)
+    exported = str(tmp_path / "m.jsonl")
+    assert main(["export", "m", "--db", str(source), "-o", exported]) == 0
+    small = ["--max-note-facts", "10"]
+    capsys.readouterr()
+    assert main(["import", exported, "--db", str(tmp_path / "a.db"), *small]) == 2
+    assert "max_note_facts" in capsys.readouterr().err
+    assert main(["import", exported, "--db", str(tmp_path / "b.db"), "--max-note-bytes", "64"]) == 2
+    assert "max_note_bytes" in capsys.readouterr().err
+    raised = ["--max-note-facts", "40", "--max-note-bytes", "100000"]
+    assert main(["import", exported, "--db", str(tmp_path / "c.db"), *raised]) == 0

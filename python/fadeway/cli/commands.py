@@ -363,7 +363,7 @@ def _refuse_replay_inputs(path: Path, db: str) -> None:
 
 def _limits(args: argparse.Namespace) -> dict[str, int]:
     """The engine's size limits the command line set (`--max-message-bytes`, ...)."""
-    names = ("max_message_bytes", "max_request_messages")
+    names = ("max_message_bytes", "max_request_messages", "max_note_facts", "max_note_bytes")
     return {n: v for n in names if (v := getattr(args, n, None)) is not None}
 
 

@@ -153,6 +153,20 @@ def _add_limits(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="the most messages a request or reply may hold (default: 50,000)",
     )
+    parser.add_argument(
+        "--max-note-facts",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="the most entries a note may hold (default: 200)",
+    )
+    parser.add_argument(
+        "--max-note-bytes",
+        type=_positive,
+        default=None,
+        metavar="B",
+        help="the largest note's arguments, in bytes (default: 64 KiB)",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
