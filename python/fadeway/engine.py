@@ -123,6 +123,9 @@ class Engine:
                     continue
                 count = tx.message_count()
                 last = tx.messages(count - 1, count)[0] if count else None
+                # Episodes are numbered 1, 2, ... and never deleted: the last one's number counts
+                # them without reading them all.
+                episode = tx.last_episode()
                 out.append(
                     MemoryInfo(
                         memory_id=memory_id,
@@ -130,7 +133,7 @@ class Engine:
                         created_at=memory.created_at,
                         messages=count,
                         turns=last.turn if last is not None else 0,
-                        episodes=len(tx.episodes()),
+                        episodes=episode.n if episode is not None else 0,
                         last_at=last.at if last is not None else None,
                     )
                 )

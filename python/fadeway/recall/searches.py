@@ -21,8 +21,8 @@ __all__ = ["Found", "search"]
 
 #: Threads that run searches beside the recalling thread (shared by every recall).
 _SEARCHES = ThreadPoolExecutor(
-    max_workers=C.RECALL_SEARCH_THREADS - 1, thread_name_prefix="fadeway-search"
-)
+    max_workers=max(1, C.RECALL_SEARCH_THREADS - 1), thread_name_prefix="fadeway-search"
+)  # at least one: a pool of none is an error, and RECALL_SEARCH_THREADS 1 submits to none
 
 
 @dataclass(frozen=True, slots=True)
