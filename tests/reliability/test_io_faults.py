@@ -21,6 +21,7 @@ import pytest
 
 import fadeway
 from fadeway.errors import StoreError
+from fadeway.evaluate.contexts import copy_store
 from fadeway.store.sqlite import _SQLiteTransaction
 
 from .children import CEILING, MODEL, reply_message, user_message
@@ -107,16 +108,6 @@ def _reply(request: dict, turn: int) -> dict:
     return {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
 
 
-def _copy(source: Path, target: Path) -> None:
-    for suffix in ("", "-wal", "-shm"):
-        found = source.with_name(source.name + suffix)
-        if found.exists():
-            shutil.copy2(found, target.with_name(target.name + suffix))
-    indexes = source.with_name(source.name + ".indexes")
-    if indexes.exists():
-        shutil.copytree(indexes, target.with_name(target.name + ".indexes"))
-
-
 def _turn(db: Path, history: list[dict], what: str, at: int | None, cause: str) -> Outcome:
     """The next turn's decorate and report, the `at`th store call of `what` ("decorate" or
     "report") raising `cause`; after a fault, `what` is tried again unfaulted."""
@@ -176,15 +167,13 @@ def test_an_io_fault_at_any_statement_writes_nothing_names_its_cause_and_a_retry
     history = _before(base)
     clean = tmp_path / "clean"
     clean.mkdir()
-    _copy(base, clean / base.name)
-    unfaulted = _turn(clean / base.name, history, what, None, "")
+    unfaulted = _turn(copy_store(base, clean), history, what, None, "")
     faults = 0
     for at in range(1, unfaulted.statements + 1):
         for cause in CAUSES:
             here = tmp_path / f"{at}-{CAUSES.index(cause)}"
             here.mkdir()
-            _copy(base, here / base.name)
-            out = _turn(here / base.name, history, what, at, cause)
+            out = _turn(copy_store(base, here), history, what, at, cause)
             where = f"{cause} at statement {at} of {unfaulted.statements} of the {what}"
             assert out.error is not None and cause in str(out.error), where
             assert out.after == out.before, f"{where}: a partial write"

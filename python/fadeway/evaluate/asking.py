@@ -93,15 +93,15 @@ class Asker:
         started = time.perf_counter()
         mine = fadeway_context(self.stores[question.memory_id], self.settings, question, self.model)
         built = {"fadeway": (mine, time.perf_counter() - started)}
+        retriever = self._retriever(conversation)  # built once a conversation, not timed
         if "full" in ways:
             started = time.perf_counter()
             built["full"] = (
-                full_context(conversation, question, self.window),
+                full_context(retriever, question, self.window),
                 time.perf_counter() - started,
             )
         if "retrieval" in ways:
             started = time.perf_counter()
-            retriever = self._retriever(conversation)
             built["retrieval"] = (
                 retrieval_context(retriever, question, mine.tokens),
                 time.perf_counter() - started,

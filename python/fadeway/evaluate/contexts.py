@@ -189,12 +189,11 @@ def _turns_message(header: str, lines: Sequence[str]) -> dict[str, Any]:
     return {"role": "system", "content": "\n".join([header, *lines])}
 
 
-def full_context(conversation: Conversation, question: Question, window: int) -> Context:
+def full_context(turns: Retriever, question: Question, window: int) -> Context:
     """Every turn, oldest first, with the oldest dropped while the answerer's whole request
     (instructions, context, question) would pass `window` tokens."""
     encoding = tokens.encoding_for_model(None)
-    lines = [_line(conversation, i) for i in range(len(conversation.turns))]
-    sizes = tokens.count_texts(encoding, [line + "\n" for line in lines])
+    lines, sizes = turns.lines, turns.sizes
     fixed = sum(
         tokens.count_texts(encoding, [instructions(question.at), question.text, FULL_HEADER])
     )
@@ -208,7 +207,8 @@ def full_context(conversation: Conversation, question: Question, window: int) ->
 
 
 class Retriever:
-    """BM25 over one conversation's turns (each as "speaker: text", as replayed)."""
+    """One conversation's turns as the baselines show them ("[day] speaker: text", one a line)
+    with their tokens, counted once for every question, and BM25 over the turns as replayed."""
 
     def __init__(self, conversation: Conversation) -> None:
         self.conversation = conversation

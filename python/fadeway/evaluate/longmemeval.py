@@ -17,11 +17,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from ..errors import ReplayFormatError
 from ..replay.lines import ReplayLine
-from ..replay.locomo import TURN_SECONDS
+from ..replay.locomo import TURN_SECONDS, read_json
 from .datasets import Conversation, Question, Turn
 
 __all__ = ["FIELDS", "read_longmemeval", "longmemeval_conversations", "longmemeval_time"]
@@ -58,12 +56,7 @@ def longmemeval_time(text: object) -> float:
 
 def read_longmemeval(path: str | Path) -> list[dict[str, Any]]:
     """The items of a LongMemEval file (longmemeval_oracle.json, _s or _m)."""
-    with open(path, "rb") as fp:
-        raw = fp.read()
-    try:
-        data = msgspec.json.decode(raw)
-    except msgspec.DecodeError as exc:
-        raise ReplayFormatError(f"{path}: not complete JSON ({exc})") from None
+    data = read_json(path)
     shape = f"a LongMemEval file is a list of objects with {', '.join(FIELDS)}"
     if not isinstance(data, list):
         raise ReplayFormatError(f"{path}: not a list; {shape}")

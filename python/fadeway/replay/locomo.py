@@ -20,7 +20,7 @@ import msgspec
 from ..errors import ReplayFormatError
 from .lines import ReplayLine
 
-__all__ = ["TURN_SECONDS", "read_locomo", "locomo_lines", "session_start", "dia_ids"]
+__all__ = ["TURN_SECONDS", "read_json", "read_locomo", "locomo_lines", "session_start", "dia_ids"]
 
 #: Seconds between consecutive turns of a session.
 TURN_SECONDS = 30.0
@@ -91,16 +91,22 @@ def locomo_lines(sample: dict[str, Any], source: str = "") -> Iterator[tuple[str
             )
 
 
-def read_locomo(path: str | Path) -> list[dict[str, Any]]:
-    """The samples of a LoCoMo file (locomo10.json)."""
+def read_json(path: str | Path) -> Any:
+    """The JSON document in the file `path`; a `ReplayFormatError` naming the file and the line
+    where it stops being JSON."""
     with open(path, "rb") as fp:
         raw = fp.read()
     try:
-        data = msgspec.json.decode(raw)
+        return msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:
         raise ReplayFormatError(
             f"{path}:{_line_of(raw, str(exc))}: not complete JSON ({exc})"
         ) from None
+
+
+def read_locomo(path: str | Path) -> list[dict[str, Any]]:
+    """The samples of a LoCoMo file (locomo10.json)."""
+    data = read_json(path)
     if not isinstance(data, list) or not all(
         isinstance(s, dict) and "conversation" in s and "sample_id" in s for s in data
     ):
