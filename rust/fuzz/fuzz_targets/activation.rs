@@ -8,13 +8,9 @@ use arbitrary::Arbitrary;
 use fadeway_core::activation;
 use libfuzzer_sys::fuzz_target;
 
-#[derive(Arbitrary, Debug)]
-enum Offsets {
-    /// Any int64s: malformed offsets must be errors.
-    Raw(Vec<i64>),
-    /// Well-formed offsets from episode sizes.
-    Sizes(Vec<u8>),
-}
+#[path = "../common/offsets.rs"]
+mod offsets;
+use offsets::Offsets;
 
 #[derive(Arbitrary, Debug)]
 enum Float {
@@ -49,15 +45,7 @@ const MAX_GROUPS: u64 = 1 << 22;
 
 fuzz_target!(|input: Input| {
     let now = value(&input.now, 1.7e9);
-    let offsets: Vec<i64> = match &input.offsets {
-        Offsets::Raw(v) => v.clone(),
-        Offsets::Sizes(sizes) => std::iter::once(0)
-            .chain(sizes.iter().scan(0i64, |acc, &s| {
-                *acc += i64::from(s);
-                Some(*acc)
-            }))
-            .collect(),
-    };
+    let offsets = input.offsets.values(0);
     let mut at: Vec<f64> = input.at.iter().map(|f| value(f, now)).collect();
     let mut score: Vec<f64> = input.score.iter().map(|f| value(f, 0.0)).collect();
     if !input.mismatch {

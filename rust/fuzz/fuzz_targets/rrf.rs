@@ -7,11 +7,9 @@ use arbitrary::Arbitrary;
 use fadeway_core::fusion;
 use libfuzzer_sys::fuzz_target;
 
-#[derive(Arbitrary, Debug)]
-enum Offsets {
-    Raw(Vec<i64>),
-    Sizes(Vec<u8>),
-}
+#[path = "../common/offsets.rs"]
+mod offsets;
+use offsets::Offsets;
 
 #[derive(Arbitrary, Debug)]
 struct Input {
@@ -27,15 +25,7 @@ struct Input {
 }
 
 fuzz_target!(|input: Input| {
-    let offsets: Vec<i64> = match &input.offsets {
-        Offsets::Raw(v) => v.clone(),
-        Offsets::Sizes(sizes) => std::iter::once(0)
-            .chain(sizes.iter().scan(0i64, |acc, &s| {
-                *acc += i64::from(s % 16);
-                Some(*acc)
-            }))
-            .collect(),
-    };
+    let offsets = input.offsets.values(16);
     let mut ids = input.ids;
     let mut weights = input.weights;
     if !input.mismatch {
