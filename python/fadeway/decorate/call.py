@@ -98,14 +98,14 @@ def decorate(
 
 
 def _check_limits(limits: Limits, parsed: ParsedRequest) -> None:
-    """The request's list holds no more messages than max_request_messages, and neither its
-    instructions nor its other fields (tools, response_format, ...) are over max_message_bytes
-    (its history's messages are checked as they are encoded to be aligned, `digests_of_sent`)."""
+    """The request's list holds no more messages than max_request_messages, and its other
+    fields (metadata, ...) are not over max_message_bytes. Its instructions, model and
+    `wire.READ_FIELDS` (tools, response_format, ...) were measured as `wire.parse_request`
+    encoded them, its history's messages are as they are encoded to be aligned."""
     key = "messages" if parsed.format is Format.CHAT_COMPLETIONS else "input"
     count = len(parsed.instructions) + len(parsed.history)
     limits.check_count(count, f"the request's {key} list")
-    limits.check_messages(parsed.instructions, key)
-    limits.check_fields(parsed.request, {key})
+    limits.check_fields(parsed.request, {key, "model", *wire.READ_FIELDS})
 
 
 class _CutFirst(Exception):

@@ -9,7 +9,7 @@ message comes near it.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -61,22 +61,6 @@ class Limits:
         if size > self.max_message_bytes:
             over = Over("max_message_bytes", size, self.max_message_bytes, "bytes of JSON")
             raise over.error(where, error)
-
-    def check_messages(self, messages: Sequence[Any], key: str, first: int = 0) -> None:
-        """Raise when a message of `messages` (a request's `key` list from index `first`) is over
-        max_message_bytes. One encoding of the whole list clears the usual request at once."""
-        try:
-            whole = encode_json(messages)
-        except _NOT_JSON:
-            return  # not JSON: the message's own check says where
-        if len(whole) <= self.max_message_bytes:
-            return
-        for i, message in enumerate(messages):
-            try:
-                body = encode_json(message)
-            except _NOT_JSON:
-                continue
-            self.check_body(body, f"{key}[{first + i}]")
 
     def check_reply(self, response: Any) -> None:
         """Raise when an item of a plain-dict reply (a chat completion's first choice's message,
