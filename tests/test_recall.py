@@ -23,10 +23,11 @@ from fadeway.engine import Engine
 from fadeway.index.indexes import Indexes
 from fadeway.judge import OfflineJudge, ScriptedJudge
 from fadeway.memory import Memory
-from fadeway.recall.block import block_tokens, window
+from fadeway.recall.block import block_tokens, excerpts_of, window
 from fadeway.recall.grouping import group_facts
 from fadeway.recall.pipeline import _by_speaker, recall
 from fadeway.recall.snapshot import Snapshot
+from fadeway.records import PassageRecord
 from helpers import chat_reply, converse_with_notes, note_call
 from reference import window_reference
 
@@ -939,6 +940,40 @@ def test_a_window_is_its_slow_twins(words, query):
     want = window_reference(text, asked, C.EXCERPT_MAX_WORDS, C.EXCERPT_WINDOW_WORDS)
     assert window(text, asked) == want
     assert window(text, asked) == want
+
+
+_PASSAGE_WORDS = st.sampled_from(["Gina", "refund", "line", "legal", "the", "w1", "café", "…"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(_PASSAGE_WORDS, min_size=1, max_size=40),
+    st.integers(min_value=1, max_value=60),
+    st.integers(min_value=0, max_value=1000),
+)
+def test_excerpts_stop_only_where_a_block_of_the_room_could_show_no_more(words, count, room):
+    """Recall makes excerpts only while a block of its size could still show them: what it
+    leaves out is the end of the list, and a block showing those it made takes more than the
+    room already."""
+    passages = [
+        PassageRecord(
+            n=i,
+            episode=1,
+            seq=i,
+            part=0,
+            turn=i,
+            at=1.7e9 + i,
+            role="user",
+            text="user: " + " ".join(words[i % len(words) :] + words[: i % len(words)]),
+        )
+        for i in range(count)
+    ]
+    snap = SimpleNamespace(merged_into=dict)  # no facts ranked: none under an excerpt
+    whole, _ = excerpts_of(snap, passages, {}, query="the refund line")
+    made, _ = excerpts_of(snap, passages, {}, query="the refund line", room=room)
+    assert made == whole[: len(made)]
+    if len(made) < len(whole):
+        assert block_tokens(blocks.recall_block([], [], made)) > room
 
 
 def test_a_fact_an_excerpt_says_is_not_repeated_until_the_excerpt_gives_way(tmp_path, clock):

@@ -31,6 +31,7 @@ __all__ = [
     "block_limit",
     "excerpts_searched",
     "block_tokens",
+    "excerpt_sizes",
     "excerpts_of",
     "said_by",
     "window",
@@ -180,7 +181,7 @@ class BlockContents:
 
     def _fit(self, limit: float) -> str | None:
         encoding = tokens.encoding_for_model(None)
-        sizes = tokens.count_texts(encoding, [blocks.excerpt_text(e) for e in self.excerpts])
+        sizes = excerpt_sizes(self.excerpts)
         excerpts_size = sum(sizes) + len(sizes) + _EXCERPTS_HEADING
         # The rest of the block is rendered and counted only when its size may matter: when
         # the excerpts alone are past the limit, the block cannot fit as it is.
@@ -311,6 +312,8 @@ class BlockContents:
 
 # What the block's size may differ from the sum of its items' sizes (group headings, joins).
 _RECKONING_SLACK = 64
+# Excerpts made before their sizes are counted (one Rust call) to see whether more may fit.
+_MEASURED_AT_ONCE = 8
 # The excerpts' heading and the blank line before it.
 _EXCERPTS_HEADING = 6
 
@@ -342,6 +345,7 @@ def excerpts_of(
     fact_rank: dict[int, int],
     shown: Sequence[int] = (),
     query: str | None = None,
+    room: float = math.inf,
 ) -> tuple[list[blocks.Excerpt], list[int]]:
     """Excerpts of the found passages, each with those of its episode's facts that `fact_rank`
     holds (the message's own fact hits; for distill, the facts it kept), best first. Never a
@@ -349,13 +353,25 @@ def excerpts_of(
     excerpt. (Before: the episode's first facts, so two excerpts of one episode repeated the
     same three facts, mostly about something else; on the LoCoMo tuning split that spent a
     third of the block for almost nothing.) Given the `query`, a long passage is shown as the
-    window of it that matches the query best (`window`)."""
+    window of it that matches the query best (`window`).
+
+    Excerpts stop where those before them, even without their facts, take more than `room`
+    tokens: a block of that size could show none of the rest, as it gives excerpts up from the
+    last. (Recall searches more passages than a block holds, and windowing and measuring the
+    ones it could never show was half the block stage's time.)"""
     out: list[blocks.Excerpt] = []
     facts_shown: list[int] = []
     seen = set(shown)
     wanted = frozenset(tokenize(query)) if query is not None else None
     ranked = _ranked_by_episode(snap, fact_rank)
-    for p in passages:
+    least = _EXCERPTS_HEADING  # the fewest tokens the excerpts so far may take in a block
+    for i, p in enumerate(passages):
+        if i and i % _MEASURED_AT_ONCE == 0 and room < math.inf:
+            # A token less for each: joined, one may share a token with the next.
+            made = [replace(e, facts=()) for e in out[-_MEASURED_AT_ONCE:]]
+            least += sum(excerpt_sizes(made)) - len(made)
+            if least > room:
+                break
         own = [n for n in ranked.get(p.episode, ()) if n not in seen]
         own.sort(key=fact_rank.__getitem__)
         facts = own[: C.RECALL_EXCERPT_FACTS]
@@ -375,6 +391,26 @@ def excerpts_of(
             )
         )
     return out, facts_shown
+
+
+def excerpt_sizes(excerpts: Sequence[blocks.Excerpt]) -> list[int]:
+    """Each excerpt's tokens as the block shows it (`blocks.excerpt_text`), without its line
+    break. Counted once per excerpt: fitting and `excerpts_of` ask for the same ones, and one
+    topic's next messages quote many of them again."""
+    sizes = {e: _SIZES.get(e) for e in excerpts}
+    missing = [e for e, size in sizes.items() if size is None]
+    if missing:
+        counted = tokens.count_texts(
+            tokens.encoding_for_model(None), [blocks.excerpt_text(e) for e in missing]
+        )
+        if len(_SIZES) + len(missing) > C.RECALL_TEXT_CACHE:
+            _SIZES.clear()
+        _SIZES.update(zip(missing, counted, strict=True))
+        sizes.update(zip(missing, counted, strict=True))
+    return [sizes[e] for e in excerpts]  # type: ignore[misc]  # every one counted now
+
+
+_SIZES: dict[blocks.Excerpt, int] = {}
 
 
 def _ranked_by_episode(snap: Snapshot, fact_rank: dict[int, int]) -> dict[int, list[int]]:

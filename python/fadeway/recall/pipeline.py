@@ -101,7 +101,7 @@ def recall(
     held_back = list(
         dict.fromkeys(r for n in found.message if (r := snap.graph.root(n)) in in_facts_block)
     )
-    contents = _contents(services, memory_id, snap, parts, found, (candidates, kept))
+    contents = _contents(services, memory_id, snap, parts, found, (candidates, kept), limit)
     contents.held_back = held_back
     contents.facts_room = limit * C.RECALL_FACTS_SHARE
     block = contents.fit(limit)
@@ -155,9 +155,11 @@ def _contents(
     parts: Sequence[Part],
     found: Found,
     walked: tuple[Sequence[int], dict[int, int]],
+    limit: float,
 ) -> BlockContents:
-    """What the block shows: the grouped facts, each part's section, and the excerpts.
-    `walked` holds the walk's candidates and the levels it kept."""
+    """What the block shows: the grouped facts, each part's section, and the excerpts (as
+    many as a block of `limit` tokens may show). `walked` holds the walk's candidates and the
+    levels it kept."""
     candidates, kept = walked
     # Facts only a part found are shown under that part, not in the groups.
     only_parts = {m for hits in found.parts for m in hits} - set(found.message)
@@ -183,7 +185,9 @@ def _contents(
         fact_rank,
         shown=[*grouped, *section_facts],
         query=query,
+        room=limit,
     )
+    quoted = quoted[: len(excerpts)]
     firm = frozenset(n for n in grouped if kept[n] > C.KEEP_LEVEL)
     said = said_by(snap, grouped, [(n, e.text) for n, e in zip(quoted, excerpts, strict=True)])
     return BlockContents(
