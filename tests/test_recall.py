@@ -24,8 +24,9 @@ from fadeway.index.indexes import Indexes
 from fadeway.judge import OfflineJudge, ScriptedJudge
 from fadeway.memory import Memory
 from fadeway.recall.block import block_tokens, excerpts_of, window
+from fadeway.recall.dates import named_spans
 from fadeway.recall.grouping import group_facts
-from fadeway.recall.pipeline import _by_speaker, recall
+from fadeway.recall.pipeline import _lifted, recall
 from fadeway.recall.snapshot import Snapshot
 from fadeway.records import PassageRecord
 from helpers import chat_reply, converse_with_notes, note_call
@@ -1003,13 +1004,35 @@ def test_passages_said_by_someone_the_message_names_rank_higher(monkeypatch):
     weaker matches but not past every better one; the order stands when no one is named."""
     monkeypatch.setattr(C, "RECALL_SPEAKER_LIFT", 3.0)
     said = {
-        n: SimpleNamespace(role="user", text=f"user: Jon: The studio, part {n}.") for n in range(9)
+        n: SimpleNamespace(role="user", text=f"user: Jon: The studio, part {n}.", at=0.0)
+        for n in range(9)
     }
-    said[2] = SimpleNamespace(role="assistant", text="assistant: Gina: I opened my store.")
-    said[3] = SimpleNamespace(role="Gina", text="Gina: The store opening went well.")
+    said[2] = SimpleNamespace(role="assistant", text="assistant: Gina: I opened my store.", at=0.0)
+    said[3] = SimpleNamespace(role="Gina", text="Gina: The store opening went well.", at=0.0)
     order = [1, 4, 2, 5, 6, 7, 8, 3]  # Gina's at places 3 and 8: as if at 0.75 and 2
-    assert _by_speaker(order, said, "When did Gina open her store?") == [2, 1, 4, 3, 5, 6, 7, 8]
-    assert _by_speaker(order, said, "When does the studio open?") == order
+    assert _lifted(order, said, "When did Gina open her store?", []) == [2, 1, 4, 3, 5, 6, 7, 8]
+    assert _lifted(order, said, "When does the studio open?", []) == order
+
+
+def test_passages_said_on_a_day_the_message_names_rank_higher(monkeypatch):
+    """A passage said on a day the message names (or a few days after) is lifted in place as
+    a speaker's is; named and said on the day, it is lifted by both."""
+    monkeypatch.setattr(C, "RECALL_SPEAKER_LIFT", 3.0)
+    monkeypatch.setattr(C, "RECALL_DATE_LIFT", 3.0)
+    monkeypatch.setattr(C, "RECALL_DATE_AFTER_DAYS", 3)
+    may_8 = datetime(2023, 5, 8, 15, tzinfo=UTC).timestamp()
+    said = {
+        n: SimpleNamespace(role="user", text=f"user: part {n}.", at=may_8 - 30 * 86_400)
+        for n in range(9)
+    }
+    said[5] = SimpleNamespace(role="user", text="user: part 5.", at=may_8)
+    said[7] = SimpleNamespace(role="user", text="user: part 7.", at=may_8 + 2 * 86_400)
+    said[8] = SimpleNamespace(role="Gina", text="Gina: part 8.", at=may_8 + 5 * 86_400)
+    order = [1, 2, 3, 4, 5, 6, 7, 8]
+    spans = named_spans("What did Gina do on 8 May 2023?")
+    # 5 and 7 as if at places 1.25 and 1.75; Gina's 8, too late for the day, at 2.
+    assert _lifted(order, said, "What did Gina do?", spans) == [1, 5, 7, 2, 8, 3, 4, 6]
+    assert _lifted(order, said, "What did they do?", []) == order
 
 
 def _fit_one_at_a_time(contents, limit):
@@ -1079,3 +1102,42 @@ def test_the_call_that_seals_a_models_note_recalls_what_it_seals(tmp_path, clock
     assert not any("Quillby7" in str(m.get("content")) for m in view[:-1])  # out of view
     block = request["messages"][-2]["content"]
     assert block.startswith(blocks.RECALL_OPEN) and "Quillby7" in block
+
+
+_DAYS = ["planted basil", "pruned roses", "mulched beds", "sowed carrots", "staked beans"]
+
+
+class _DayClock:
+    """A clock a day ahead at every `advance` (a conversation of one exchange a day)."""
+
+    def __init__(self) -> None:
+        self.now = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += 86_400
+
+
+@pytest.mark.both_stores
+def test_a_day_the_message_names_brings_back_what_was_said_that_day(db, monkeypatch):
+    """Each day's turn shares the message's words alike ("garden"); only its day tells them
+    apart. Named in the message, a day brings its own turn to the top of the excerpts: two
+    messages alike but for the day they name bring two turns."""
+    clock = _DayClock()
+    said = [f"In the garden today I {_DAYS[d % len(_DAYS)]}." for d in range(40)]
+    with _open(db, clock) as eng:
+        mem = eng.memory("m")
+        _with_facts(eng, mem, clock, [[LEAVE], [OWNER], [*OTHER]], opening=said)
+        sealed = {p.turn: p for p in mem.export().passages if p.text.startswith("user: Turn")}
+        assert len(sealed) >= 4  # days out of view
+        monkeypatch.setattr(C, "RECALL_BLOCK_SHARE", 0.06)  # a few excerpts
+        for turn in sorted(sealed)[1], sorted(sealed)[-1]:
+            day = datetime.fromtimestamp(sealed[turn].at, UTC)
+            asked = f"What did I do in the garden on {day:%B} {day.day}, {day.year}?"
+            dated = _recall(eng, "m", asked)
+            assert dated.passages[0] == sealed[turn].n, asked
+            # Said a day later, "on Monday, January 5" still finds the turn of the 5th.
+            later = _recall(eng, "m", f"What did I do in the garden on {day:%A, %B} {day.day}?")
+            assert later.passages[0] == sealed[turn].n

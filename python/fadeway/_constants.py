@@ -276,10 +276,19 @@ RECALL_FACTS_SHARE = 0.15
 EXCERPT_MAX_WORDS = 25
 EXCERPT_WINDOW_WORDS = 20
 #: A passage said by someone the message names ranks as if its place among the passages found
-#: were divided by 1 + RECALL_SPEAKER_LIFT (`recall.pipeline._by_speaker`): on the LoCoMo tuning
+#: were divided by 1 + RECALL_SPEAKER_LIFT (`recall.pipeline._lifted`): on the LoCoMo tuning
 #: split 3 gave .644, none .619. (Fused in by reciprocal rank instead, every named
 #: passage went ahead of every other, the best word match included.)
 RECALL_SPEAKER_LIFT = 3.0
+#: A passage said on a day the message names (`recall.dates`), or up to
+#: RECALL_DATE_BEFORE_DAYS before it or RECALL_DATE_AFTER_DAYS after (what was done one day is
+#: often told a few days on), ranks as if its place were divided by 1 + RECALL_DATE_LIFT.
+RECALL_DATE_LIFT = 3.0
+RECALL_DATE_BEFORE_DAYS = 1
+RECALL_DATE_AFTER_DAYS = 3
+#: The passages of such days are also ranked by the message's words as a search of their own,
+#: when a day names at most this many (a year or a busy month picks out too little).
+RECALL_DATE_PASSAGES = 400
 #: A grouped fact is left out while an excerpt shown carries this share of its words or more
 #: (a fact quoting its own turn says nothing the excerpt does not: with facts that quote their
 #: turns, .592 to .605 as above).

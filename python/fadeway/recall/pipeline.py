@@ -7,7 +7,8 @@ A staged pipeline, each stage in its own module:
    windowed (Rust).
 2. Searches (`searches`): the graph by words and by meaning for the message and for the recent
    conversation ending with it; the graph by meaning for each part; passages of sealed
-   conversation by words and by meaning for each part; each fused by reciprocal rank (Rust).
+   conversation by words and by meaning for each part, and those said on a day the message
+   names (`dates`) by its words; each fused by reciprocal rank (Rust).
 3. The walk (`walk`): the judge scores candidate facts on four levels against the recent
    dialogue; a fact at LEAD_LEVEL or above leads on to the facts on the far side of its
    entities. The lane prepares a walk after each reply (`WalkJob`); the new message's own hits
@@ -32,6 +33,7 @@ from .._core import tokenize
 from .._services import Services
 from ..records import PassageRecord
 from .block import BlockContents, RecallResult, block_limit, excerpts_of, excerpts_searched, said_by
+from .dates import Span, named_spans, said_on, without_dates
 from .parts import Part, message_parts
 from .searches import Found, search
 from .snapshot import Snapshot
@@ -75,9 +77,11 @@ def recall(
     inline walk by a model runs its own loop (`run_sync`)."""
     lap = _Laps()
     index = services.indexes.get(memory_id)
+    spans = named_spans(message)
     with services.store.read(memory_id) as tx:
         index.sync(tx)
         snap = Snapshot(tx, index.cache, prepared_turn)
+        dated = said_on(tx, spans, C.RECALL_DATE_PASSAGES)
     in_facts_block = set(snap.block_facts)
     snap.block_facts.update(leave_out)
     lap("read")
@@ -91,7 +95,15 @@ def recall(
     vectors = services.embedder.embed_sync(texts, deadline=deadline)
     lap("embed")
     limit = block_limit(services.ceiling)
-    found = search(index, message, recent, parts, texts, vectors, excerpts_searched(limit))
+    found = search(
+        index,
+        message,
+        recent,
+        parts,
+        (texts, vectors),
+        (dated, without_dates(message)),
+        excerpts_searched(limit),
+    )
     lap("search")
     candidates = snap.shown([*found.message, *(n for hits in found.parts for n in hits)])
     kept, how = walked(services.judge, snap, recent, candidates, deadline)
@@ -101,7 +113,9 @@ def recall(
     held_back = list(
         dict.fromkeys(r for n in found.message if (r := snap.graph.root(n)) in in_facts_block)
     )
-    contents = _contents(services, memory_id, snap, parts, found, (candidates, kept), limit)
+    contents = _contents(
+        services, memory_id, snap, (parts, spans), found, (candidates, kept), limit
+    )
     contents.held_back = held_back
     contents.facts_room = limit * C.RECALL_FACTS_SHARE
     block = contents.fit(limit)
@@ -110,18 +124,29 @@ def recall(
     return RecallResult(block, shown, quoted, how, lap.timings, contents)
 
 
-def _by_speaker(order: list[int], passages: dict[int, PassageRecord], query: str) -> list[int]:
-    """The passages in `order`, those said by someone the `query` names moved up: each ranks as
-    if its place were divided by 1 + RECALL_SPEAKER_LIFT. Who said it is what BM25 over the
-    words weighs least (a speaker's name is in half the turns of a conversation of two); a
-    lift in place, not a fusion, keeps the best word matches ahead of a named passage that
-    matches little else."""
+def _lifted(
+    order: list[int], passages: dict[int, PassageRecord], query: str, spans: Sequence[Span]
+) -> list[int]:
+    """The passages in `order`, those said by someone the `query` names, and those said on a
+    day it names, moved up: each ranks as if its place were divided by 1 + RECALL_SPEAKER_LIFT
+    and by 1 + RECALL_DATE_LIFT. Who said it is what BM25 over the words weighs least (a
+    speaker's name is in half the turns of a conversation of two), and when is in no word of
+    the text at all; a lift in place, not a fusion, keeps the best word matches ahead of a
+    named passage that matches little else. The days are those `spans` name (the message's)."""
     asked = set(tokenize(query))
-    lift = 1.0 + C.RECALL_SPEAKER_LIFT
-    place = {
-        n: (i + 1) / lift if asked & _speakers(passages[n]) else i + 1 for i, n in enumerate(order)
-    }
-    return sorted(order, key=place.__getitem__)
+    speaker, day = 1.0 + C.RECALL_SPEAKER_LIFT, 1.0 + C.RECALL_DATE_LIFT
+    before, after = C.RECALL_DATE_BEFORE_DAYS, C.RECALL_DATE_AFTER_DAYS
+
+    def place(i: int, n: int) -> float:
+        at = float(i + 1)
+        if asked & _speakers(passages[n]):
+            at /= speaker
+        if any(span.holds(passages[n].at, before, after) for span in spans):
+            at /= day
+        return at
+
+    places = {n: place(i, n) for i, n in enumerate(order)}
+    return sorted(order, key=places.__getitem__)
 
 
 def _speakers(passage: PassageRecord) -> frozenset[str]:
@@ -152,15 +177,15 @@ def _contents(
     services: Services,
     memory_id: str,
     snap: Snapshot,
-    parts: Sequence[Part],
+    asked: tuple[Sequence[Part], Sequence[Span]],
     found: Found,
     walked: tuple[Sequence[int], dict[int, int]],
     limit: float,
 ) -> BlockContents:
     """What the block shows: the grouped facts, each part's section, and the excerpts (as
     many as a block of `limit` tokens may show). `walked` holds the walk's candidates and the
-    levels it kept."""
-    candidates, kept = walked
+    levels it kept; `asked` the message's parts and the days it names."""
+    (parts, spans), (candidates, kept) = asked, walked
     # Facts only a part found are shown under that part, not in the groups.
     only_parts = {m for hits in found.parts for m in hits} - set(found.message)
     grouped = [n for n in _ranked(kept, candidates) if n not in only_parts]
@@ -173,7 +198,7 @@ def _contents(
     with services.store.read(memory_id) as tx:
         passages = {p.n: p for p in tx.passages_at(found.passages)}
     query = " ".join(p.text for p in parts)
-    quoted = _by_speaker([n for n in found.passages if n in passages], passages, query)
+    quoted = _lifted([n for n in found.passages if n in passages], passages, query, spans)
     # Under an excerpt, only what the walk kept: the message's other hits are what it judged
     # unrelated (shown there, they took an excerpt's tokens: .609 of the evidence without them
     # on the LoCoMo tuning split, .593 with one under each excerpt).

@@ -40,19 +40,23 @@ def search(
     message: str,
     recent: str,
     parts: Sequence[Part],
-    texts: Sequence[str],
-    vectors: np.ndarray,
+    embedded: tuple[Sequence[str], np.ndarray],
+    dated: tuple[Sequence[int], str],
     quotes: int,
 ) -> Found:
-    """Run every search of one recall over `index` (synced). `texts` are the distinct texts
-    embedded as `vectors` (row by row): the message, the recent conversation and the parts.
-    Passages are searched `quotes` deep: as many as the block may quote.
+    """Run every search of one recall over `index` (synced). `embedded` holds the distinct
+    texts and their vectors (row by row): the message, the recent conversation and the parts.
+    Passages are searched `quotes` deep: as many as the block may quote. `dated` holds the
+    passages said on a day the message names and the message without its dates: they are
+    ranked by its words as one more list, so that what was said that day comes up though the
+    message shares few words with it.
 
     Every search releases the GIL (BM25 in Rust, hnswlib in C++); the recalling thread and the
     search threads take them in turn, longest first, so that both cores stay busy to the end
     whatever the number of parts (`_share`). Vector searches of one index go in one batch: the
     index takes them one at a time anyway (`VectorIndex` locks around hnswlib)."""
     k, floor = C.RECALL_SEARCH_HITS, C.RECALL_MIN_SIMILARITY
+    texts, vectors = embedded
     row = {t: i for i, t in enumerate(texts)}
     part_texts = list(dict.fromkeys(p.text for p in parts))
     same = recent == message  # the first message of a memory: searched once
@@ -79,6 +83,9 @@ def search(
         for words, meaning in zip(passage_words, passage_meaning, strict=True)
         for ids in (words, meaning)
     ]
+    on_days, undated = dated
+    if on_days:
+        passage_lists.append(index.ranked_by_words("passage", undated, on_days)[:quotes])
     return Found(
         message=fused(message_lists, k),
         parts=[by_meaning[p.text][: C.RECALL_PART_FACTS] for p in parts],

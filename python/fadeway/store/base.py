@@ -247,6 +247,15 @@ class Transaction(abc.ABC):
         """The passages numbered `ns` (those that exist), in order."""
 
     @abc.abstractmethod
+    def passages_between(self, start: float, end: float, most: int) -> list[int]:
+        """The numbers of at most `most` passages said from `start` to before `end` (Unix
+        seconds), the earliest first."""
+
+    @abc.abstractmethod
+    def passage_times(self) -> tuple[float, float] | None:
+        """When the first and the last passage were said, None when there are none."""
+
+    @abc.abstractmethod
     def passage_count(self) -> int:
         """The highest passage number (passages are numbered 1, 2, ...), 0 when none."""
 

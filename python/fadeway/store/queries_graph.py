@@ -119,6 +119,22 @@ class GraphQueries:
         )
         return [_passage(row) for row in select_in(self._conn, sql, self._key, sorted(set(ns)))]
 
+    def passages_between(self, start: float, end: float, most: int) -> list[int]:
+        return [
+            n
+            for (n,) in self._conn.execute(
+                "SELECT n FROM passages WHERE memory_id = ? AND at >= ? AND at < ? "
+                "ORDER BY at, n LIMIT ?",
+                (self._key, start, end, most),
+            )
+        ]
+
+    def passage_times(self) -> tuple[float, float] | None:
+        first, last = self._conn.execute(
+            "SELECT MIN(at), MAX(at) FROM passages WHERE memory_id = ?", (self._key,)
+        ).fetchone()
+        return None if first is None else (first, last)
+
     def passage_count(self) -> int:
         (top,) = self._conn.execute(
             "SELECT MAX(n) FROM passages WHERE memory_id = ?", (self._key,)

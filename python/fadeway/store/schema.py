@@ -490,6 +490,8 @@ MIGRATIONS: list[Migration] = [
         append_only=("emitted",),
         isolated=("emitted",),
     ),
+    # 11: passages by the time they were said, for recall's passages of a day a message names.
+    Migration(["CREATE INDEX passages_by_time ON passages (memory_id, at)"]),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

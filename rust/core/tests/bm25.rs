@@ -381,3 +381,39 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// `scores` gives each id the score the exhaustive search gives it, to the bit, and 0 to
+    /// an id that search does not return (removed, unknown, or matching no token).
+    #[test]
+    fn scores_are_the_search_scores(
+        batches in churn(),
+        queries in prop::collection::vec((any::<u64>(), 0usize..30), 1..6),
+        k1 in 0.0f64..3.0, b in 0.0f64..=1.0,
+    ) {
+        let mut idx = Bm25Index::new(k1, b, PLAIN).expect("valid");
+        let mut next = 0i64;
+        for (docs, gone) in batches {
+            let ids: Vec<i64> = (next..next + docs.len() as i64).collect();
+            next += docs.len() as i64;
+            let texts: Vec<String> = docs.iter().map(|&(seed, n)| zipf_text(seed, n)).collect();
+            idx.add(&ids, &texts).expect("fresh ids");
+            let gone: Vec<i64> = gone.iter().map(|&g| g as i64).collect();
+            idx.remove(&gone);
+        }
+        let asked: Vec<i64> = (-1..next + 1).rev().collect(); // unknown ids at both ends
+        for (seed, n) in queries {
+            let q = format!("{} w999", zipf_text(seed, n));
+            let found: std::collections::HashMap<i64, f64> =
+                idx.search_exhaustive(&q, usize::MAX).into_iter().collect();
+            let scores = idx.scores(&q, &asked);
+            prop_assert_eq!(scores.len(), asked.len());
+            for (id, score) in asked.iter().zip(scores) {
+                let want = found.get(id).copied().unwrap_or(0.0);
+                prop_assert_eq!(score.to_bits(), want.to_bits(), "id {}", id);
+            }
+        }
+    }
+}

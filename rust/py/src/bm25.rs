@@ -110,6 +110,20 @@ impl Bm25Index {
         Ok((ids.into_pyarray(py), scores.into_pyarray(py)))
     }
 
+    /// Each of `ids`' scores for `query`, in their order (0 for an unknown id or no match).
+    fn scores<'py>(
+        &self,
+        py: Python<'py>,
+        query: PyBackedStr,
+        ids: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let ids = array_arg::<i64>(ids, "ids")?;
+        let ids = contiguous(&ids, "ids")?;
+        let scores =
+            py.detach(|| Ok::<_, PyErr>(self.inner.read().map_err(poisoned)?.scores(&query, ids)))?;
+        Ok(scores.into_pyarray(py))
+    }
+
     fn __len__(&self) -> PyResult<usize> {
         Ok(self.inner.read().map_err(poisoned)?.len())
     }

@@ -1,0 +1,95 @@
+"""The days a message names (`fadeway.recall.dates`), as recall reads them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fadeway.recall.dates import Span, named_spans
+
+
+def _day(year, month, day):
+    return Span(year, (month, day), (month, day))
+
+
+def _month(year, month):
+    return Span(year, (month, 1), (month, 31))
+
+
+@pytest.mark.parametrize(
+    ("text", "spans"),
+    [
+        ("What did Gina find on 1 February, 2023?", [_day(2023, 2, 1)]),
+        ("What did Tim finish reading on 8th December, 2023?", [_day(2023, 12, 8)]),
+        ("Where was the photo shared on December 1,2023 taken?", [_day(2023, 12, 1)]),
+        ("What did Joanna watch on October 13, 2023?", [_day(2023, 10, 13)]),
+        ("notes from 2023-05-08", [_day(2023, 5, 8)]),
+        ("What happened in April 2022?", [_month(2022, 4)]),
+        ("Sept. 2021 and Jan 2020", [_month(2021, 9), _month(2020, 1)]),
+        ("When did Melanie go camping in June?", [_month(None, 6)]),
+        ("What did we plan for May 3?", [_day(None, 5, 3)]),
+        ("How often did she swim in 2023?", [Span(2023, (1, 1), (12, 31))]),
+        ("Where was John between August 11 and August 15 2023?", [Span(2023, (8, 11), (8, 15))]),
+        ("from May 3 to May 9", [Span(None, (5, 3), (5, 9))]),
+        # Two days, not a stretch: the year of the one that has it goes to the other.
+        ("on May 3 and May 9, 2023", [_day(2023, 5, 3), _day(2023, 5, 9)]),
+        # Not dates: "may" the verb, a bare number, a day no month has, a lone lower-case
+        # abbreviation.
+        ("It may rain; you may go.", []),
+        ("I have 2000 dollars and 12 may come", []),
+        ("on February 30, 2023", []),
+        ("on February 29, 2023", []),
+        ("on February 29, 2024", [_day(2024, 2, 29)]),
+        ("a dec of cards, mar the wall", []),
+    ],
+)
+def test_the_days_a_message_names(text, spans):
+    assert named_spans(text) == spans
+
+
+_SPANS = st.builds(
+    lambda year, month, day, length: Span(
+        year, (month, day), ((month, min(day + length, 31)) if length >= 0 else (month, day))
+    ),
+    st.one_of(st.none(), st.integers(2019, 2027)),
+    st.integers(1, 12),
+    st.integers(1, 31),
+    st.integers(0, 40),
+)
+
+
+@given(
+    _SPANS,
+    st.floats(1.55e9, 1.8e9, allow_nan=False),
+    st.integers(0, 3),
+    st.integers(0, 10),
+)
+def test_a_span_holds_the_times_its_stretches_cover(span, at, before, after):
+    """What `holds` reads of one time, `stretches` gives as ranges to search the store by:
+    a time is in a stretch (start included, end not) exactly when the span holds it."""
+    year = datetime.fromtimestamp(at, UTC).year
+    stretches = span.stretches(range(year - 1, year + 2), before, after)
+    assert span.holds(at, before, after) == any(s <= at < e for s, e in stretches)
+
+
+def test_a_day_holds_its_own_times_and_the_days_after_it_allows():
+    day = _day(2023, 5, 8)
+    start = datetime(2023, 5, 8, tzinfo=UTC)
+    assert day.holds(start.timestamp(), 0, 0)
+    assert day.holds((start + timedelta(hours=23, minutes=59)).timestamp(), 0, 0)
+    assert not day.holds((start + timedelta(days=1)).timestamp(), 0, 0)
+    assert day.holds((start + timedelta(days=3, hours=12)).timestamp(), 0, 3)
+    assert not day.holds((start + timedelta(days=4)).timestamp(), 0, 3)
+    assert day.holds((start - timedelta(hours=1)).timestamp(), 1, 0)
+    # A day of any year holds it in every year.
+    assert _day(None, 5, 8).holds(datetime(2031, 5, 8, 12, tzinfo=UTC).timestamp(), 0, 0)
+
+
+def test_without_dates_keeps_every_other_word():
+    from fadeway.recall.dates import without_dates
+
+    asked = "What did I plant on January 3, 2026 and in May? It may rain."
+    assert without_dates(asked).split() == "What did I plant on and in ? It may rain.".split()
