@@ -10,12 +10,13 @@ the five tuning conversations, 128 sessions and 2,760 turns:
   at i / n, and sessions are sorted by that position; on a tie the anchor comes last and the
   others keep the order of the file. So every conversation's last session is at 1.0 and the
   anchor's is the memory's very last session, right before its questions, as in LoCoMo.
-- Dates: every session is re-dated. The k-th session of that order (k from 0) starts at the
-  anchor's first session's date plus k x 2 days, so sessions are two days apart start to start
-  (more than 24 hours of silence between any two, so each session's first user message sleeps
-  first, as after most LoCoMo session gaps); within a session the turns are 30 s apart, as
-  the LoCoMo replay maps them. The turns' words are untouched (a temporal answer's date is
-  then not the session's, but its evidence turns are the same).
+- Dates: the anchor's sessions keep their own dates (the days its questions name, and the
+  turns 30 s apart, as the LoCoMo replay maps them); the padding's sessions are re-dated, spread
+  evenly between the anchor's sessions around them (and two days apart start to start before
+  the anchor's first), their turns 30 s apart. The turns' words are untouched. (Until
+  2026-12-03 every session was re-dated, two days apart start to start from the anchor's first:
+  every day a question names then fell on some other session, so the figures before recall read
+  named days are by that dating.)
 - Speakers: each conversation's turns are mapped as the LoCoMo replay maps them (its speaker_a
   is `user`, speaker_b `assistant`; content "speaker: text", with " [image: caption]"), so the
   memory holds ten speakers in two roles (conv-41 and conv-43 each have a John).
@@ -64,6 +65,7 @@ Conversational Memory of LLM Agents", ACL 2024, CC BY-NC 4.0.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import platform
 import re
@@ -111,7 +113,7 @@ from fadeway import blocks, tokens
 from fadeway.evaluate.contexts import copy_store
 from fadeway.recall.block import block_tokens
 from fadeway.replay.lines import ReplayLine
-from fadeway.replay.locomo import TURN_SECONDS, locomo_lines, read_locomo, session_start
+from fadeway.replay.locomo import TURN_SECONDS, locomo_lines, read_locomo
 from fadeway.replay.runner import DEFAULT_MODEL
 from fadeway.wire import text_of
 from helpers import shared_data
@@ -157,14 +159,36 @@ def padded_lines(
         for i, (_, turns) in enumerate(found, start=1):
             placed.append((i / len(found), rank, sample["sample_id"], own, turns))
     placed.sort(key=lambda p: (p[0], p[1]))
-    anchor_sample = next(s for s in samples if s["sample_id"] == anchor)
-    start = session_start(anchor_sample["conversation"]["session_1_date_time"])
+    starts = _session_starts([(sample_id == anchor, turns) for _, _, sample_id, _, turns in placed])
     out = []
-    for k, (_, _, sample_id, own, turns) in enumerate(placed):
+    for (_, _, sample_id, own, turns), at in zip(placed, starts, strict=True):
         for j, (dia, line) in enumerate(turns):
-            at = start + k * SESSION_SPACING + j * TURN_SECONDS
-            moved = msgspec.structs.replace(line, memory_id=memory_id, at=at)
+            moved = msgspec.structs.replace(
+                line, memory_id=memory_id, at=line.at if at is None else at + j * TURN_SECONDS
+            )
             out.append((f"{sample_id}:{dia}", own[dia], moved))
+    return out
+
+
+def _session_starts(placed: Sequence[tuple[bool, Sequence[tuple[str, ReplayLine]]]]) -> list:
+    """When each session of `placed` ((of the anchor?, its turns), in order) starts: None for
+    the anchor's, which keep their own dates (the days its questions name); the padding's
+    between the anchor's sessions around them, evenly, and SESSION_SPACING apart before its
+    first."""
+    anchor_at = [i for i, (mine, _) in enumerate(placed) if mine]
+    out: list[float | None] = [None] * len(placed)
+    first = anchor_at[0]
+    for i in range(first):
+        out[i] = placed[first][1][0][1].at - (first - i) * SESSION_SPACING
+    for a, b in itertools.pairwise([*anchor_at, None]):
+        a_turns = placed[a][1]
+        after = a_turns[-1][1].at + TURN_SECONDS
+        between = range(a + 1, b if b is not None else len(placed))
+        until = (
+            placed[b][1][0][1].at if b is not None else after + (len(between) + 1) * SESSION_SPACING
+        )
+        for r, i in enumerate(between, start=1):
+            out[i] = after + (until - after) * r / (len(between) + 1)
     return out
 
 
@@ -437,7 +461,8 @@ def report(
             f"process{'es' if workers > 1 else ''}, {seconds:.0f} s in all. {provenance()}.",
             "",
             f"Settings: {settings_line(ceiling)}; embedder {embedder or 'hashing (offline)'}; "
-            "offline judge and note writer; sessions two days apart start to start; the "
+            "offline judge and note writer; the anchor's sessions on their own dates, the "
+            "padding's spread between them; the "
             f"questions decorated at the last turn's time + {TURN_SECONDS:.0f} s.",
             "",
             "### The recall block against BM25",
