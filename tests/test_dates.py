@@ -93,3 +93,15 @@ def test_without_dates_keeps_every_other_word():
 
     asked = "What did I plant on January 3, 2026 and in May? It may rain."
     assert without_dates(asked).split() == "What did I plant on and in ? It may rain.".split()
+
+
+def test_a_message_of_many_dates_is_read_for_its_first_few():
+    """A hostile message naming thousands of dates costs no more than reading it: only the
+    first MOST_DATES are kept (each costs recall a read of the store), and "between" is looked
+    for just before a date, not over all the text before it."""
+    from fadeway.recall.dates import MOST_DATES, without_dates
+
+    text = "between Jan 1 and Jan 2 " * 20_000
+    spans = named_spans(text)
+    assert spans == [Span(None, (1, 1), (1, 2))] * (MOST_DATES // 2)
+    assert without_dates(text).count("Jan") == 2 * 20_000 - MOST_DATES

@@ -116,7 +116,9 @@ def _between(tx: Transaction, stretches: Sequence[tuple[float, float]], most: in
 
 def named_spans(text: str) -> list[Span]:
     """The days `text` names, in the order it names them (see the module's docstring); "between
-    A and B" or "from A to B" is one span from A to B."""
+    A and B" or "from A to B" is one span from A to B. At most the first MOST_DATES dates are
+    read: a message that names more is no question about a day (and each costs recall a read
+    of the store)."""
     found: list[tuple[int | None, int | None, int | None]] = []  # (year, month, day)
     places: list[tuple[int, int]] = []
     for match, read in _dates(text):
@@ -148,14 +150,24 @@ def without_dates(text: str) -> str:
 
 
 def _dates(text: str) -> Iterator[tuple[re.Match[str], tuple[int | None, int | None, int | None]]]:
-    """Each date `text` names, as it is written and as (year, month, day)."""
+    """Each date `text` names, as it is written and as (year, month, day): the first
+    MOST_DATES."""
+    read_so_far = 0
     for match in _DATES.finditer(text):
         read = _read(match)
         if read is not None:
             yield match, read
+            read_so_far += 1
+            if read_so_far == MOST_DATES:
+                return
+
+
+#: The most dates read of one message.
+MOST_DATES = 8
 
 
 _FROM = re.compile(r"\b(?:between|from)\s+$", re.IGNORECASE)
+_FROM_REACH = 40  # characters before a date where its "between" may be
 _TO = re.compile(r"\s*(?:and|to|until|till|through|-|\u2013)\s*", re.IGNORECASE)
 
 
@@ -169,7 +181,7 @@ def _joined(text: str, spans: list[Span], places: list[tuple[int, int]]) -> list
         if i + 1 < len(spans):
             b, (_, a_end), (b_start, _) = spans[i + 1], places[i], places[i + 1]
             if (
-                _FROM.search(text, 0, places[i][0])
+                _FROM.search(text, max(0, places[i][0] - _FROM_REACH), places[i][0])
                 and _TO.fullmatch(text, a_end, b_start)
                 and a.year == b.year
                 and a.first <= b.last
