@@ -111,6 +111,10 @@ class BlockContents:
     _fitting: dict[tuple[int, int, int, bool], str | None] | None = field(
         default=None, repr=False, compare=False
     )
+    # While `fit` runs, the size of the block without its excerpts, by the state it read.
+    _bare_sizes: dict[tuple[int, int, tuple[int, ...]], int] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def copy(self) -> BlockContents:
         return BlockContents(
@@ -173,11 +177,11 @@ class BlockContents:
         tokens (the order is the module's). What to leave out is first reckoned from each
         item's own size (one render per item given up made fitting most of recall's time),
         then checked on the block: the result is what giving up one item at a time shows."""
-        self._fitting = {}
+        self._fitting, self._bare_sizes = {}, {}
         try:
             return self._fit(limit)
         finally:
-            self._fitting = None
+            self._fitting, self._bare_sizes = None, {}
 
     def _fit(self, limit: float) -> str | None:
         encoding = tokens.encoding_for_model(None)
@@ -253,13 +257,20 @@ class BlockContents:
         enough(gone)
 
     def _without_excerpts(self) -> int:
-        """The tokens of the block but its excerpts (the facts they carry still left out)."""
+        """The tokens of the block but its excerpts (the facts they carry still left out);
+        while fitting, counted once for each state of the facts and sections."""
+        state = (len(self.grouped), len(self.sections), tuple(self.quoted))
+        if self._fitting is not None and state in self._bare_sizes:
+            return self._bare_sizes[state]
         fitting, excerpts = self._fitting, self.excerpts
         self._fitting, self.excerpts = None, []  # not a state `fit` passes through
         try:
-            return block_tokens(self.render())
+            size = block_tokens(self.render())
         finally:
             self._fitting, self.excerpts = fitting, excerpts
+        if fitting is not None:
+            self._bare_sizes[state] = size
+        return size
 
     def _fewer_excerpts(
         self, over: float, limit: float, fact_size: dict[int, int], sizes: list[int]
@@ -365,11 +376,11 @@ def excerpts_of(
     wanted = frozenset(tokenize(query)) if query is not None else None
     ranked = _ranked_by_episode(snap, fact_rank)
     least = _EXCERPTS_HEADING  # the fewest tokens the excerpts so far may take in a block
+    bare: list[blocks.Excerpt] = []  # each excerpt without its facts
     for i, p in enumerate(passages):
         if i and i % _MEASURED_AT_ONCE == 0 and room < math.inf:
             # A token less for each: joined, one may share a token with the next.
-            made = [replace(e, facts=()) for e in out[-_MEASURED_AT_ONCE:]]
-            least += sum(excerpt_sizes(made)) - len(made)
+            least += sum(excerpt_sizes(bare[-_MEASURED_AT_ONCE:])) - _MEASURED_AT_ONCE
             if least > room:
                 break
         own = [n for n in ranked.get(p.episode, ()) if n not in seen]
@@ -381,14 +392,9 @@ def excerpts_of(
         text = p.text[len(prefix) :] if p.text.startswith(prefix) else p.text
         if wanted is not None:
             text = _window(text, wanted)
+        bare.append(blocks.Excerpt(turn=p.turn, role=p.role, at=p.at, text=text))
         out.append(
-            blocks.Excerpt(
-                turn=p.turn,
-                role=p.role,
-                at=p.at,
-                text=text,
-                facts=[snap.recalled(n) for n in facts],
-            )
+            replace(bare[-1], facts=[snap.recalled(n) for n in facts]) if facts else bare[-1]
         )
     return out, facts_shown
 
