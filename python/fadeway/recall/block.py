@@ -111,10 +111,6 @@ class BlockContents:
     _fitting: dict[tuple[int, int, int, bool], str | None] | None = field(
         default=None, repr=False, compare=False
     )
-    # While `fit` runs, the size of the block without its excerpts, by the state it read.
-    _bare_sizes: dict[tuple[int, int, tuple[int, ...]], int] = field(
-        default_factory=dict, repr=False, compare=False
-    )
 
     def copy(self) -> BlockContents:
         return BlockContents(
@@ -177,11 +173,11 @@ class BlockContents:
         tokens (the order is the module's). What to leave out is first reckoned from each
         item's own size (one render per item given up made fitting most of recall's time),
         then checked on the block: the result is what giving up one item at a time shows."""
-        self._fitting, self._bare_sizes = {}, {}
+        self._fitting = {}
         try:
             return self._fit(limit)
         finally:
-            self._fitting, self._bare_sizes = None, {}
+            self._fitting = None
 
     def _fit(self, limit: float) -> str | None:
         encoding = tokens.encoding_for_model(None)
@@ -257,20 +253,13 @@ class BlockContents:
         enough(gone)
 
     def _without_excerpts(self) -> int:
-        """The tokens of the block but its excerpts (the facts they carry still left out);
-        while fitting, counted once for each state of the facts and sections."""
-        state = (len(self.grouped), len(self.sections), tuple(self.quoted))
-        if self._fitting is not None and state in self._bare_sizes:
-            return self._bare_sizes[state]
+        """The tokens of the block but its excerpts (the facts they carry still left out)."""
         fitting, excerpts = self._fitting, self.excerpts
         self._fitting, self.excerpts = None, []  # not a state `fit` passes through
         try:
-            size = block_tokens(self.render())
+            return block_tokens(self.render())
         finally:
             self._fitting, self.excerpts = fitting, excerpts
-        if fitting is not None:
-            self._bare_sizes[state] = size
-        return size
 
     def _fewer_excerpts(
         self, over: float, limit: float, fact_size: dict[int, int], sizes: list[int]
