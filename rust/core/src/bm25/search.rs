@@ -22,7 +22,7 @@
 
 use std::collections::BinaryHeap;
 
-use super::{for_each_token, idf, term_score, Bm25Index, DEAD};
+use super::{for_each_token, idf, term_score, Bm25Index, Doc, DEAD};
 
 thread_local! {
     /// The per-slot score accumulator of the exhaustive search, kept per thread between
@@ -108,6 +108,40 @@ struct Cursor<'a> {
 impl Cursor<'_> {
     fn slot(&self) -> u32 {
         self.postings.get(self.at).map_or(u32::MAX, |p| p.0)
+    }
+}
+
+/// A document's exact score for one query, from the forward index: each distinct term's
+/// contribution, summed over the query's tokens in order, as the exhaustive search sums them
+/// (so the pruned, counted and chosen-document scores equal its own to the bit).
+struct Exact<'a> {
+    /// `(term, idf)` by distinct-term index.
+    terms: &'a [(u32, f64)],
+    /// Each query token's distinct-term index, in order.
+    order: &'a [usize],
+    avgdl: f64,
+    k1: f64,
+    b: f64,
+    contribution: Vec<f64>,
+}
+
+impl<'a> Exact<'a> {
+    fn new(terms: &'a [(u32, f64)], order: &'a [usize], avgdl: f64, k1: f64, b: f64) -> Self {
+        Exact { terms, order, avgdl, k1, b, contribution: vec![0.0; terms.len()] }
+    }
+
+    fn score(&mut self, doc: &Doc) -> f64 {
+        let len = f64::from(doc.len);
+        for (u, &(term, idf)) in self.terms.iter().enumerate() {
+            self.contribution[u] = match doc.terms.binary_search_by_key(&term, |p| p.0) {
+                Ok(at) => {
+                    let tf = f64::from(doc.terms[at].1);
+                    term_score(idf, tf, len, self.avgdl, self.k1, self.b)
+                }
+                Err(_) => 0.0,
+            };
+        }
+        self.order.iter().fold(0.0, |acc, &u| acc + self.contribution[u])
     }
 }
 
@@ -243,22 +277,14 @@ impl Bm25Index {
         if n == 0 || ids.is_empty() {
             return vec![0.0; ids.len()];
         }
-        let (k1, b) = (self.k1, self.b);
         let avgdl = self.total_len as f64 / n as f64;
-        let (terms, order) = self.query_terms(query);
-        let mut contribution = vec![0.0; terms.len()];
+        let (known, order) = self.query_terms(query);
+        let terms: Vec<(u32, f64)> = known.iter().map(|&(term, idf, _)| (term, idf)).collect();
+        let mut exact = Exact::new(&terms, &order, avgdl, self.k1, self.b);
         ids.iter()
-            .map(|id| {
-                let Some(&slot) = self.slot_of.get(id) else { return 0.0 };
-                let doc = &self.docs[slot as usize];
-                let len = f64::from(doc.len);
-                for (u, &(term, idf, _)) in terms.iter().enumerate() {
-                    contribution[u] = match doc.terms.binary_search_by_key(&term, |p| p.0) {
-                        Ok(at) => term_score(idf, f64::from(doc.terms[at].1), len, avgdl, k1, b),
-                        Err(_) => 0.0,
-                    };
-                }
-                order.iter().fold(0.0, |acc, &u| acc + contribution[u])
+            .map(|id| match self.slot_of.get(id) {
+                Some(&slot) => exact.score(&self.docs[slot as usize]),
+                None => 0.0,
             })
             .collect()
     }
@@ -296,7 +322,7 @@ impl Bm25Index {
         }
         let check = Bound::new(order.len());
         let mut top = TopK::new(k);
-        let mut contribution = vec![0.0; cursors.len()];
+        let mut exact = Exact::new(&terms, &order, avgdl, k1, b);
         let slots = self.docs.len() as u32;
         let mut survivors: Vec<(u32, f64)> = Vec::new();
         WINDOW_SCRATCH.with_borrow_mut(|acc| {
@@ -360,19 +386,7 @@ impl Bm25Index {
                 }
                 for &(slot, _) in &survivors {
                     let doc = &self.docs[slot as usize];
-                    let len = f64::from(doc.len);
-                    for (u, &(term, idf)) in terms.iter().enumerate() {
-                        contribution[u] = match doc.terms.binary_search_by_key(&term, |p| p.0) {
-                            Ok(at) => {
-                                let tf = f64::from(doc.terms[at].1);
-                                term_score(idf, tf, len, avgdl, k1, b)
-                            }
-                            Err(_) => 0.0,
-                        };
-                    }
-                    // The exact score: the query's tokens in order, as the exhaustive search
-                    // sums them.
-                    let score = order.iter().fold(0.0, |acc, &u| acc + contribution[u]);
+                    let score = exact.score(doc);
                     if check.reaches(score, top.threshold) {
                         top.offer(doc.id, score);
                     }
@@ -430,7 +444,8 @@ impl Bm25Index {
             }
             let threshold = close.threshold;
             let mut top = TopK::new(k);
-            let mut contribution = vec![0.0; terms.len()];
+            let idfs: Vec<(u32, f64)> = terms.iter().map(|&(term, idf, _)| (term, idf)).collect();
+            let mut exact = Exact::new(&idfs, &order, avgdl, k1, b);
             for &slot in &touched {
                 let score = std::mem::take(&mut acc[slot as usize]);
                 // Both the close and the exact score may be off by the slack: twice over.
@@ -438,14 +453,7 @@ impl Bm25Index {
                     continue;
                 }
                 let doc = &self.docs[slot as usize];
-                let len = f64::from(doc.len);
-                for (u, &(term, idf, _)) in terms.iter().enumerate() {
-                    contribution[u] = match doc.terms.binary_search_by_key(&term, |p| p.0) {
-                        Ok(at) => term_score(idf, f64::from(doc.terms[at].1), len, avgdl, k1, b),
-                        Err(_) => 0.0,
-                    };
-                }
-                top.offer(doc.id, order.iter().fold(0.0, |acc, &u| acc + contribution[u]));
+                top.offer(doc.id, exact.score(doc));
             }
             top.into_sorted()
         })
