@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+import calendar
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from hypothesis import given
@@ -67,12 +68,25 @@ _SPANS = st.builds(
     st.integers(0, 3),
     st.integers(0, 10),
 )
-def test_a_span_holds_the_times_its_stretches_cover(span, at, before, after):
-    """What `holds` reads of one time, `stretches` gives as ranges to search the store by:
-    a time is in a stretch (start included, end not) exactly when the span holds it."""
-    year = datetime.fromtimestamp(at, UTC).year
-    stretches = span.stretches(range(year - 1, year + 2), before, after)
-    assert span.holds(at, before, after) == any(s <= at < e for s, e in stretches)
+def test_a_span_holds_the_days_it_names_read_as_dates(span, at, before, after):
+    """`holds` (a time against the span's stretches of Unix seconds, as the store is searched)
+    says what the calendar says: the time's UTC day lies from `before` days before the span's
+    first day to `after` days after its last, in the span's year or, for a span of any year, in
+    the time's year or a year either side of it."""
+    day = datetime.fromtimestamp(at, UTC).date()
+    years = [span.year] if span.year is not None else [day.year - 1, day.year, day.year + 1]
+    want = any(
+        _date(year, *span.first) - timedelta(days=before)
+        <= day
+        <= _date(year, *span.last) + timedelta(days=after)
+        for year in years
+    )
+    assert span.holds(at, before, after) == want
+
+
+def _date(year, month, day):
+    """The date, a day past the month's end read as its last (a month's span ends on 31)."""
+    return date(year, month, min(day, calendar.monthrange(year, month)[1]))
 
 
 def test_a_day_holds_its_own_times_and_the_days_after_it_allows():

@@ -73,15 +73,10 @@ class Span:
 
     def holds(self, at: float, before: int, after: int) -> bool:
         """Whether the time `at` (Unix seconds) falls on these days, or up to `before` days
-        before them or `after` days after (what was said of a day is often said a few days on:
-        "last week ...")."""
-        day = _date(at)
-        years = (self.year,) if self.year is not None else (day.year - 1, day.year, day.year + 1)
-        for year in years:
-            first, last = _day(year, *self.first), _day(year, *self.last)
-            if first - timedelta(days=before) <= day <= last + timedelta(days=after):
-                return True
-        return False
+        before them or `after` days after (what was done one day is often told a few days
+        on: "last week ...")."""
+        year = _date(at).year
+        return any(s <= at < e for s, e in self.stretches(range(year - 1, year + 2), before, after))
 
 
 def said_on(tx: Transaction, spans: Sequence[Span], most: int) -> list[int]:
