@@ -193,6 +193,8 @@ def _read(match: re.Match[str]) -> tuple[int | None, int | None, int | None] | N
     """(year, month, day) of one date, None where it names none; None when it is no date
     ("may" as a verb, "February 30")."""
     g = match.groupdict()
+    year: int | None
+    day: int | None
     if g["iso_y"]:
         year, month, day = int(g["iso_y"]), int(g["iso_m"]), int(g["iso_d"])
     elif g["dm_d"]:
