@@ -119,3 +119,41 @@ def test_a_message_of_many_dates_is_read_for_its_first_few():
     spans = named_spans(text)
     assert spans == [Span(None, (1, 1), (1, 2))] * (MOST_DATES // 2)
     assert without_dates(text).count("Jan") == 2 * 20_000 - MOST_DATES
+
+
+# A Friday, 15:00 UTC.
+_FRIDAY = datetime(2026, 1, 2, 15, tzinfo=UTC).timestamp()
+
+
+@pytest.mark.parametrize(
+    ("text", "spans"),
+    [
+        ("What did we decide yesterday?", [_day(2026, 1, 1)]),
+        ("and today?", [_day(2026, 1, 2)]),
+        ("three days ago", [_day(2025, 12, 30)]),
+        ("10 days ago", [_day(2025, 12, 23)]),
+        ("a week ago", [Span(2025, (12, 23), (12, 29))]),
+        # From last week's Monday to yesterday, across the new year: a span for each year.
+        ("last week", [Span(2025, (12, 22), (12, 31)), _day(2026, 1, 1)]),
+        ("this week", [Span(2025, (12, 29), (12, 31)), Span(2026, (1, 1), (1, 2))]),
+        ("last month", [_month(2025, 12)]),
+        ("2 months ago", [Span(2025, (11, 1), (11, 30))]),
+        ("last Friday", [_day(2025, 12, 26)]),
+        ("on Monday", [_day(2025, 12, 29)]),
+        ("on Friday", [_day(2026, 1, 2)]),
+        ("last year", [Span(2025, (1, 1), (12, 31))]),
+        # Written-out dates first, then the days named from now.
+        ("yesterday, or on 8 May 2023", [_day(2023, 5, 8), _day(2026, 1, 1)]),
+    ],
+)
+def test_the_days_a_message_names_from_its_time(text, spans):
+    assert named_spans(text, _FRIDAY) == spans
+    assert named_spans(text) == [s for s in spans if s == _day(2023, 5, 8)]  # no time, none
+
+
+def test_without_dates_leaves_out_the_days_named_from_now_only_given_now():
+    from fadeway.recall.dates import without_dates
+
+    asked = "What did we plant yesterday and last week?"
+    assert without_dates(asked, _FRIDAY).split() == "What did we plant and ?".split()
+    assert without_dates(asked) == asked

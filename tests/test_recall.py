@@ -1015,8 +1015,9 @@ def test_passages_said_by_someone_the_message_names_rank_higher(monkeypatch):
 
 
 def test_passages_said_on_a_day_the_message_names_rank_higher(monkeypatch):
-    """A passage said on a day the message names (or a few days after) is lifted in place as
-    a speaker's is; named and said on the day, it is lifted by both."""
+    """A passage said on a day the message names is lifted in place as a speaker's is (one
+    said a few days after is not: the day's own search reaches those); named and said on the
+    day, it is lifted by both."""
     monkeypatch.setattr(C, "RECALL_SPEAKER_LIFT", 3.0)
     monkeypatch.setattr(C, "RECALL_DATE_LIFT", 3.0)
     monkeypatch.setattr(C, "RECALL_DATE_AFTER_DAYS", 3)
@@ -1030,8 +1031,8 @@ def test_passages_said_on_a_day_the_message_names_rank_higher(monkeypatch):
     said[8] = SimpleNamespace(role="Gina", text="Gina: part 8.", at=may_8 + 5 * 86_400)
     order = [1, 2, 3, 4, 5, 6, 7, 8]
     spans = named_spans("What did Gina do on 8 May 2023?")
-    # 5 and 7 as if at places 1.25 and 1.75; Gina's 8, too late for the day, at 2.
-    assert _lifted(order, said, "What did Gina do?", spans) == [1, 5, 7, 2, 8, 3, 4, 6]
+    # 5 as if at place 1.25; 7, two days on, where it was; Gina's 8, too late for the day, at 2.
+    assert _lifted(order, said, "What did Gina do?", spans) == [1, 5, 2, 8, 3, 4, 6, 7]
     assert _lifted(order, said, "What did they do?", []) == order
 
 
@@ -1141,3 +1142,27 @@ def test_a_day_the_message_names_brings_back_what_was_said_that_day(db, monkeypa
             # Said a day later, "on Monday, January 5" still finds the turn of the 5th.
             later = _recall(eng, "m", f"What did I do in the garden on {day:%A, %B} {day.day}?")
             assert later.passages[0] == sealed[turn].n
+
+
+def test_a_day_named_from_the_message_s_time_brings_back_that_day(tmp_path, monkeypatch):
+    """Decorate reads the days a message names from the time it is said: "N days ago" finds
+    the turn said then, among turns alike but for their day."""
+    clock = _DayClock()
+    said = [f"In the garden today I {_DAYS[d % len(_DAYS)]}." for d in range(40)]
+    with _open(tmp_path / "r.db", clock) as eng:
+        mem = eng.memory("m")
+        history = _with_facts(eng, mem, clock, [[LEAVE], [OWNER], [*OTHER]], opening=said)
+        sealed = {p.turn: p for p in mem.export().passages if p.text.startswith("user: Turn")}
+        monkeypatch.setattr(C, "RECALL_BLOCK_SHARE", 0.06)  # a few excerpts
+        for turn in sorted(sealed)[1], sorted(sealed)[-1]:
+            ago = round((clock.now - sealed[turn].at) / 86_400)
+            asked = {"role": "user", "content": f"What did I do in the garden {ago} days ago?"}
+            request = mem.decorate({"model": "gpt-4.1", "messages": [*history, asked]})
+            at = [m.get("content") for m in request["messages"]].index(asked["content"])
+            block = request["messages"][at - 1]["content"]
+            assert block.startswith("[assistant_recent_memories]")
+            first = block.split("Conversation excerpts:\n", 1)[1].splitlines()[0]
+            assert first.startswith(f"- [Turn {turn} "), (asked, first)
+            reply = chat_reply("You did some gardening.")
+            mem.report(request, reply)
+            history += [asked, reply["choices"][0]["message"]]

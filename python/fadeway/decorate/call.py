@@ -67,7 +67,7 @@ def decorate(
     now = services.now(at)
     encoding = tokens.encoding_for_model(parsed.model)
     with mirror.lock, collecting() as used:
-        pending, sent = _recall(services, mirror, memory_id, parsed)
+        pending, sent = _recall(services, mirror, memory_id, parsed, now)
         planned: Planned | None = None
         for attempt in range(1, C.CUT_RETRIES + 1):
             mark = mirror.mark()
@@ -129,11 +129,12 @@ class _Sent:
 
 
 def _recall(
-    services: Services, mirror: History, memory_id: str, parsed: ParsedRequest
+    services: Services, mirror: History, memory_id: str, parsed: ParsedRequest, now: float
 ) -> tuple[list[Pending], _Sent]:
-    """Recall for each of the request's new user messages, before they join the history and
-    before the write transaction (the embedder and an inline walk may take a moment). The new
-    messages are those the sent history holds past what is stored, as alignment finds them."""
+    """Recall for each of the request's new user messages (said at `now`), before they join
+    the history and before the write transaction (the embedder and an inline walk may take a
+    moment). The new messages are those the sent history holds past what is stored, as
+    alignment finds them."""
     with services.store.read(memory_id) as tx:
         sync(mirror, tx)
         mirror.episodes.sync(tx)
@@ -144,7 +145,7 @@ def _recall(
     view = shown_seqs(services, mirror)
     start = align(sent.history, sent.digests, mirror, through, view)
     new = sent.history[start:]
-    pending = recall_for(services, memory_id, mirror, new, sent.digests[start:])
+    pending = recall_for(services, memory_id, mirror, new, sent.digests[start:], now)
     return pending, sent
 
 

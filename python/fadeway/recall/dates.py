@@ -2,8 +2,9 @@
 2023"), so that recall can lift the passages said on them (MECHANISM: "Recall": what is relevant
 comes back; a question about a day is about what was said that day).
 
-Only dates written out are read: "yesterday" or "last week" need the message's own time, which
-recall is not given. A day or month named without a year takes the year of the nearest date
+Dates written out are read; days named from the message's own time ("yesterday", "last week",
+"3 days ago", "last Friday") when that time is given (decorate gives it). A day or month named
+without a year takes the year of the nearest date
 the message names with one ("between August 11 and August 15 2023"), else it stands for that
 day or month in any year. "may" in lower case is read as a month only beside a year ("it may
 rain" names no day), and a bare year only after a word that sets a time ("in
@@ -109,11 +110,18 @@ def _between(tx: Transaction, stretches: Sequence[tuple[float, float]], most: in
     return found
 
 
-def named_spans(text: str) -> list[Span]:
+def named_spans(text: str, now: float | None = None) -> list[Span]:
     """The days `text` names, in the order it names them (see the module's docstring); "between
-    A and B" or "from A to B" is one span from A to B. At most the first MOST_DATES dates are
-    read: a message that names more is no question about a day (and each costs recall a read
-    of the store)."""
+    A and B" or "from A to B" is one span from A to B. Given the message's time `now`, also
+    the days it names from there ("yesterday", "last week", `_RELATIVE`). At most the first
+    MOST_DATES dates of each kind are read: a message that names more is no question about a
+    day (and each costs recall a read of the store)."""
+    relative = [span for _, spans in _relative(text, now) for span in spans]
+    return _absolute(text) + relative
+
+
+def _absolute(text: str) -> list[Span]:
+    """The days `text` names by their dates."""
     found: list[tuple[int | None, int | None, int | None]] = []  # (year, month, day)
     places: list[tuple[int, int]] = []
     for match, read in _dates(text):
@@ -134,14 +142,103 @@ def named_spans(text: str) -> list[Span]:
     return _joined(text, spans, places)
 
 
-def without_dates(text: str) -> str:
-    """`text` with the dates it names left out: the words to rank a day's passages by (its
-    date's own numbers would match any passage that says "3" or "2026")."""
+def without_dates(text: str, now: float | None = None) -> str:
+    """`text` with the dates it names left out (those from `now` too, given it): the words to
+    rank a day's passages by (its date's own numbers would match any passage that says "3" or
+    "2026", and "yesterday" any that says yesterday)."""
+    places = [m.span() for m, _ in _dates(text)] + [m.span() for m, _ in _relative(text, now)]
     kept, at = [], 0
-    for match, _ in _dates(text):
-        kept.append(text[at : match.start()])
-        at = match.end()
+    for start, end in sorted(places):
+        kept.append(text[at:start])
+        at = max(at, end)
     return " ".join([*kept, text[at:]])
+
+
+_WEEKDAYS = tuple(name.lower() for name in calendar.day_name)
+_COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+_RELATIVE = re.compile(
+    rf"""
+    \b(?P<today>today|tonight|this\s+(?:morning|afternoon|evening))\b
+    | \b(?P<yesterday>yesterday|last\s+night)\b
+    | \b(?P<count>\d{{1,3}}|{"|".join(_COUNTS)})\s+(?P<unit>day|week|month)s?\s+ago\b
+    | \b(?P<which>last|this)\s+(?P<what>week|month|year|{"|".join(_WEEKDAYS)})\b
+    | \bon\s+(?P<weekday>{"|".join(_WEEKDAYS)})\b
+    """,
+    re.IGNORECASE | re.VERBOSE,
+)
+
+
+def _relative(text: str, now: float | None) -> list[tuple[re.Match[str], list[Span]]]:
+    """Each day `text` names from the time `now` (UTC days), as written and as spans: today;
+    yesterday; N days, weeks (that day and three either side) or months ago; last or this
+    week (from Monday; last week runs up to yesterday), month or year; last Monday (the one
+    before today); on Monday (the last one, today included). None without `now`."""
+    if now is None:
+        return []
+    today = _date(now)
+    out = []
+    for match in _RELATIVE.finditer(text):
+        g = match.groupdict()
+        if g["today"]:
+            first, last = today, today
+        elif g["yesterday"]:
+            first = last = today - timedelta(days=1)
+        elif g["count"]:
+            n = _COUNTS.get(g["count"].lower()) or int(g["count"])
+            unit = g["unit"].lower()
+            if unit == "day":
+                first = last = today - timedelta(days=n)
+            elif unit == "week":
+                first, last = today - timedelta(days=7 * n + 3), today - timedelta(days=7 * n - 3)
+            else:
+                first, last = _month_span(today, n)
+        elif g["what"]:
+            first, last = _this_or_last(today, g["which"].lower(), g["what"].lower())
+        else:
+            back = (today.weekday() - _WEEKDAYS.index(g["weekday"].lower())) % 7
+            first = last = today - timedelta(days=back)
+        if first.year < 1:
+            continue
+        out.append((match, _spans_between(first, min(last, today))))
+        if len(out) == MOST_DATES:
+            break
+    return out
+
+
+def _this_or_last(today: date, which: str, what: str) -> tuple[date, date]:
+    """The days "this week", "last month", "last Friday" ... name, seen from `today`."""
+    if what in _WEEKDAYS:
+        back = (today.weekday() - _WEEKDAYS.index(what)) % 7
+        day = today - timedelta(days=back or (7 if which == "last" else 0))
+        return day, day
+    if what == "week":
+        monday = today - timedelta(days=today.weekday())
+        if which == "this":
+            return monday, today
+        return monday - timedelta(days=7), today - timedelta(days=1)
+    if what == "month":
+        return _month_span(today, 0 if which == "this" else 1)
+    year = today.year - (0 if which == "this" else 1)
+    return date(year, 1, 1), date(year, 12, 31)
+
+
+def _month_span(today: date, back: int) -> tuple[date, date]:
+    """The first and last day of the calendar month `back` months before today's."""
+    months = today.year * 12 + today.month - 1 - back
+    year, month = divmod(months, 12)
+    return date(year, month + 1, 1), _day(year, month + 1, 31)
+
+
+def _spans_between(first: date, last: date) -> list[Span]:
+    """The days from `first` to `last` as spans, one for each year they reach."""
+    return [
+        Span(
+            year,
+            (first.month, first.day) if year == first.year else (1, 1),
+            (last.month, last.day) if year == last.year else (12, 31),
+        )
+        for year in range(first.year, last.year + 1)
+    ]
 
 
 def _dates(text: str) -> Iterator[tuple[re.Match[str], tuple[int | None, int | None, int | None]]]:

@@ -64,12 +64,14 @@ def recall(
     prepared_turn: int | None = None,
     deadline: float | None = None,
     leave_out: Collection[int] = (),
+    now: float | None = None,
 ) -> RecallResult:
     """The recall block for `message` (the new user message), `recent` being the conversation
     ending with it. The walk the lane prepared after turn `prepared_turn` (the turn the new
     message follows) is used when it is there. The facts `leave_out` (another block of the same
     request shows them) are left out as those of the facts block are. The block takes at most
-    `block_limit` tokens. Reads the store and the indexes; writes nothing but
+    `block_limit` tokens. `now` is when the message was said: the days it names from there
+    ("yesterday") are read only given it. Reads the store and the indexes; writes nothing but
     index caches.
 
     Synchronous: on decorate's usual path (a local embedder, a prepared walk) nothing waits on
@@ -77,7 +79,7 @@ def recall(
     inline walk by a model runs its own loop (`run_sync`)."""
     lap = _Laps()
     index = services.indexes.get(memory_id)
-    spans = named_spans(message)
+    spans = named_spans(message, now)
     with services.store.read(memory_id) as tx:
         index.sync(tx)
         snap = Snapshot(tx, index.cache, prepared_turn)
@@ -101,7 +103,7 @@ def recall(
         recent,
         parts,
         (texts, vectors),
-        (dated, without_dates(message)),
+        (dated, without_dates(message, now)),
         excerpts_searched(limit),
     )
     lap("search")
@@ -128,20 +130,20 @@ def _lifted(
     order: list[int], passages: dict[int, PassageRecord], query: str, spans: Sequence[Span]
 ) -> list[int]:
     """The passages in `order`, those said by someone the `query` names, and those said on a
-    day it names, moved up: each ranks as if its place were divided by 1 + RECALL_SPEAKER_LIFT
-    and by 1 + RECALL_DATE_LIFT. Who said it is what BM25 over the words weighs least (a
-    speaker's name is in half the turns of a conversation of two), and when is in no word of
-    the text at all; a lift in place, not a fusion, keeps the best word matches ahead of a
-    named passage that matches little else. The days are those `spans` name (the message's)."""
+    day it names (that very day), moved up: each ranks as if its place were divided by 1 +
+    RECALL_SPEAKER_LIFT and by 1 + RECALL_DATE_LIFT. Who said it is what BM25 over the words
+    weighs least (a speaker's name is in half the turns of a conversation of two), and when is
+    in no word of the text at all; a lift in place, not a fusion, keeps the best word matches
+    ahead of a named passage that matches little else. The days are those `spans` name (the
+    message's)."""
     asked = set(tokenize(query))
     speaker, day = 1.0 + C.RECALL_SPEAKER_LIFT, 1.0 + C.RECALL_DATE_LIFT
-    before, after = C.RECALL_DATE_BEFORE_DAYS, C.RECALL_DATE_AFTER_DAYS
 
     def place(i: int, n: int) -> float:
         at = float(i + 1)
         if asked & _speakers(passages[n]):
             at /= speaker
-        if any(span.holds(passages[n].at, before, after) for span in spans):
+        if any(span.holds(passages[n].at, 0, 0) for span in spans):
             at /= day
         return at
 

@@ -79,6 +79,7 @@ def preview(services: Services, memory_id: str, message: str) -> RecallResult:
         recent_text(history, message),
         prepared_turn=history.turn,
         deadline=time.monotonic() + C.RECALL_DEADLINE,
+        now=services.now(),
     )
 
 
@@ -88,9 +89,11 @@ def recall_for(
     history: History,
     new: Sequence[Any],
     digests: Sequence[bytes],
+    now: float | None = None,
 ) -> list[Pending]:
     """Run recall for each user message among `new`, the messages of a request not stored yet
-    (in order, fadeway's additions stripped; `digests` theirs), before they join the history.
+    (in order, fadeway's additions stripped; `digests` theirs, said at `now`), before they join
+    the history.
     `history` is the memory's mirror, synced. A message without text gets none. The pending
     recalls come back in the messages' order.
 
@@ -129,6 +132,7 @@ def recall_for(
             history.turn + k,  # the turn it follows, whose walk is prepared after its reply
             time.monotonic() + C.RECALL_DEADLINE if last else earlier,
             shown,
+            now,
         )
         # A recall with no block is kept when hits were held back for the facts block: a seal
         # or fade in this decorate may let them go (`RecallResult.beside`).
@@ -148,6 +152,7 @@ def _recall_one(
     prepared_turn: int,
     deadline: float,
     shown: set[int],
+    now: float | None,
 ) -> RecallResult | None:
     """One message's recall; None when it failed (logged): the turn goes on without a block
     rather than fail, since the caller's message is stored and answered all the same."""
@@ -160,6 +165,7 @@ def _recall_one(
             prepared_turn=prepared_turn,
             deadline=deadline,
             leave_out=shown,
+            now=now,
         )
     except (EndpointError, EmbedderMismatchError, JudgeTimeout, TimeoutError) as exc:
         # mem.search raises the same error, for whoever looks.
