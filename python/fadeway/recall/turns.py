@@ -92,10 +92,9 @@ def recall_for(
     now: float | None = None,
 ) -> list[Pending]:
     """Run recall for each user message among `new`, the messages of a request not stored yet
-    (in order, fadeway's additions stripped; `digests` theirs, said at `now`), before they join
-    the history.
-    `history` is the memory's mirror, synced. A message without text gets none. The pending
-    recalls come back in the messages' order.
+    (in order, fadeway's additions stripped; `digests` theirs), said at `now`, before they join
+    the history. `history` is the memory's mirror, synced. A message without text gets none.
+    The pending recalls come back in the messages' order.
 
     Each message is recalled as if it had come alone after the ones before it: its recent
     conversation ends with the new messages before it (replies included), the walk prepared for
