@@ -318,3 +318,26 @@ def test_an_export_with_a_large_note_imports_with_the_note_limits_raised(tmp_pat
     assert "max_note_bytes" in capsys.readouterr().err
     raised = ["--max-note-facts", "40", "--max-note-bytes", "100000"]
     assert main(["import", exported, "--db", str(tmp_path / "c.db"), *raised]) == 0
+
+
+def test_recall_at_a_time_reads_the_days_named_from_it(tmp_path, capsys):
+    """`fadeway recall --at TIME`: "yesterday" is the day before TIME, and the block quotes
+    what was said that day first, though the message has no other word to search by."""
+    from datetime import UTC, datetime, timedelta
+
+    db = str(tmp_path / "r.db")
+    sample = str(resources.files("fadeway") / "samples" / "launch-week.jsonl")
+    assert main(["replay", sample, "--db", db, "--ceiling", "6000"]) == 0
+    with fadeway.open(db, background=False) as engine:
+        said = {p.n: p.at for p in engine.memory("launch-week").export().passages}
+    days = sorted({datetime.fromtimestamp(at, UTC).date() for at in said.values()})
+    assert len(days) >= 3  # sealed history over several days
+    for day in days[1], days[-2]:
+        at = datetime.combine(day + timedelta(days=1), datetime.min.time(), UTC) + timedelta(
+            hours=12
+        )
+        capsys.readouterr()
+        argv = ["recall", "launch-week", "What did we do yesterday?", "--db", db, "--json"]
+        assert main([*argv, "--at", at.isoformat()]) == 0
+        quoted = json.loads(capsys.readouterr().out)["passages"]
+        assert quoted and datetime.fromtimestamp(said[quoted[0]], UTC).date() == day

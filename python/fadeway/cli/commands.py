@@ -264,7 +264,7 @@ def recall(args: argparse.Namespace) -> int:
             "would see it"
         )
     with _open_existing(args.db) as engine:
-        result = preview(engine.services, args.memory, args.message)
+        result = preview(engine.services, args.memory, args.message, args.at)
     timings = {stage: round(seconds * 1e3, 3) for stage, seconds in result.timings.items()}
     if args.json:
         say(

@@ -307,6 +307,13 @@ def _add_recall(sub: Commands) -> None:
     recall.add_argument("memory", metavar="MEMORY")
     recall.add_argument("message", metavar="MESSAGE")
     _add_db(recall)
+    recall.add_argument(
+        "--at",
+        type=_seconds,
+        metavar="TIME",
+        help="when the message is said (ISO 8601 with zone, or Unix seconds; default now): "
+        "the days it names from there, such as yesterday, are read from this time",
+    )
     recall.add_argument("--json", action="store_true", help="print JSON for scripts")
     recall.set_defaults(run=commands.recall)
 

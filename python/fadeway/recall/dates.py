@@ -83,9 +83,9 @@ class Span:
 def said_on(tx: Transaction, spans: Sequence[Span], most: int) -> list[int]:
     """The passages said on the days `spans` name, then those said up to
     RECALL_DATE_BEFORE_DAYS before them or RECALL_DATE_AFTER_DAYS after, each the earliest
-    first; at most `most` for each span. A span with more (a year, a busy month) gives none:
-    its days pick out too little to be worth a search of their own (its passages are still
-    lifted among those found)."""
+    first. A span of more than `most` passages (a year, a busy month) gives none: its days pick
+    out too little to be worth a search of their own (its passages are still lifted among
+    those found); days around it of more than `most` give only the span's own."""
     times = tx.passage_times() if spans else None
     if times is None:
         return []
@@ -93,10 +93,12 @@ def said_on(tx: Transaction, spans: Sequence[Span], most: int) -> list[int]:
     near = (C.RECALL_DATE_BEFORE_DAYS, C.RECALL_DATE_AFTER_DAYS)
     on, around = dict[int, None](), dict[int, None]()
     for span in spans:
-        found = _between(tx, span.stretches(years, *near), most + 1)
-        if len(found) <= most:
-            on.update(dict.fromkeys(_between(tx, span.stretches(years, 0, 0), most)))
-            around.update(dict.fromkeys(found))
+        days = _between(tx, span.stretches(years, 0, 0), most + 1)
+        if len(days) <= most:
+            on.update(dict.fromkeys(days))
+            near_days = _between(tx, span.stretches(years, *near), most + 1)
+            if len(near_days) <= most:
+                around.update(dict.fromkeys(near_days))
     return list(on | around)
 
 

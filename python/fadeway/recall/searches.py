@@ -48,8 +48,8 @@ def search(
     texts and their vectors (row by row): the message, the recent conversation and the parts.
     Passages are searched `quotes` deep: as many as the block may quote. `dated` holds the
     passages said on a day the message names and the message without its dates: they are
-    ranked by its words as one more list, so that what was said that day comes up though the
-    message shares few words with it.
+    ranked by its words as one more list (those it matches first), so that what was said that
+    day comes up though the message shares few words with it.
 
     Every search releases the GIL (BM25 in Rust, hnswlib in C++); the recalling thread and the
     search threads take them in turn, longest first, so that both cores stay busy to the end
@@ -85,7 +85,10 @@ def search(
     ]
     on_days, undated = dated
     if on_days:
-        passage_lists.append(index.ranked_by_words("passage", undated, on_days)[:quotes])
+        # Those the words match first, then the rest in their order (the day itself first): a
+        # message of no other words ("what did we do yesterday?") is all about the day.
+        ranked = index.ranked_by_words("passage", undated, on_days)
+        passage_lists.append(list(dict.fromkeys([*ranked, *on_days]))[:quotes])
     return Found(
         message=fused(message_lists, k),
         parts=[by_meaning[p.text][: C.RECALL_PART_FACTS] for p in parts],

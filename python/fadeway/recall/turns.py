@@ -64,9 +64,12 @@ def recent_text(history: History, message: str) -> str:
     return "\n".join([*lines, message])[-C.RECALL_RECENT_CHARS :]
 
 
-def preview(services: Services, memory_id: str, message: str) -> RecallResult:
-    """The recall the next decorate would run for a user `message` (nothing is written but the
-    memory's index caches). Raises MemoryNotFoundError for a memory the store does not hold."""
+def preview(
+    services: Services, memory_id: str, message: str, at: float | None = None
+) -> RecallResult:
+    """The recall the next decorate would run for a user `message` said at `at` (None: the
+    clock's time); nothing is written but the memory's index caches. Raises
+    MemoryNotFoundError for a memory the store does not hold."""
     with services.store.read(memory_id) as tx:
         if tx.memory() is None:
             raise MemoryNotFoundError(f"the store holds no memory {memory_id!r}")
@@ -79,7 +82,7 @@ def preview(services: Services, memory_id: str, message: str) -> RecallResult:
         recent_text(history, message),
         prepared_turn=history.turn,
         deadline=time.monotonic() + C.RECALL_DEADLINE,
-        now=services.now(),
+        now=services.now(at),
     )
 
 
