@@ -157,3 +157,17 @@ def test_without_dates_leaves_out_the_days_named_from_now_only_given_now():
     asked = "What did we plant yesterday and last week?"
     assert without_dates(asked, _FRIDAY).split() == "What did we plant and ?".split()
     assert without_dates(asked) == asked
+
+
+def test_days_at_the_calendar_s_ends_are_left_out_not_raised():
+    """A memory may be told any time from year 1 to 9999: a day named past the calendar's
+    first or last day names nothing, and recall goes on."""
+    first = datetime(1, 1, 2, 12, tzinfo=UTC).timestamp()
+    assert named_spans("three days ago", first) == []
+    assert named_spans("yesterday", first) == [_day(1, 1, 1)]
+    assert named_spans("2 months ago and last year", first) == []
+    assert Span(1, (1, 1), (1, 1)).stretches([1], 1, 3) == []
+    assert Span(9999, (12, 31), (12, 31)).stretches([9999], 1, 3) == []
+    assert Span(None, (1, 1), (1, 1)).stretches([1, 2], 1, 0) == Span(2, (1, 1), (1, 1)).stretches(
+        [], 1, 0
+    )

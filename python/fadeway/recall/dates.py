@@ -67,8 +67,11 @@ class Span:
         Unix seconds, end excluded: once, or once in each of `years` for a span of any year."""
         out = []
         for year in (self.year,) if self.year is not None else years:
-            first = _day(year, *self.first) - timedelta(days=before)
-            last = _day(year, *self.last) + timedelta(days=after + 1)
+            try:
+                first = _day(year, *self.first) - timedelta(days=before)
+                last = _day(year, *self.last) + timedelta(days=after + 1)
+            except (OverflowError, ValueError):
+                continue  # past the calendar's first or last day (year 1, year 9999)
             out.append((_seconds(first), _seconds(last)))
         return out
 
@@ -180,31 +183,34 @@ def _relative(text: str, now: float | None) -> list[tuple[re.Match[str], list[Sp
     today = _date(now)
     out = []
     for match in _RELATIVE.finditer(text):
-        g = match.groupdict()
-        if g["today"]:
-            first, last = today, today
-        elif g["yesterday"]:
-            first = last = today - timedelta(days=1)
-        elif g["count"]:
-            n = _COUNTS.get(g["count"].lower()) or int(g["count"])
-            unit = g["unit"].lower()
-            if unit == "day":
-                first = last = today - timedelta(days=n)
-            elif unit == "week":
-                first, last = today - timedelta(days=7 * n + 3), today - timedelta(days=7 * n - 3)
-            else:
-                first, last = _month_span(today, n)
-        elif g["what"]:
-            first, last = _this_or_last(today, g["which"].lower(), g["what"].lower())
-        else:
-            back = (today.weekday() - _WEEKDAYS.index(g["weekday"].lower())) % 7
-            first = last = today - timedelta(days=back)
-        if first.year < 1:
-            continue
+        try:
+            first, last = _days_from(today, match.groupdict())
+        except (OverflowError, ValueError):
+            continue  # before the calendar's first day (a time in year 1)
         out.append((match, _spans_between(first, min(last, today))))
         if len(out) == MOST_DATES:
             break
     return out
+
+
+def _days_from(today: date, g: dict[str, str | None]) -> tuple[date, date]:
+    """The first and last day one match of `_RELATIVE` (its groups `g`) names from `today`."""
+    if g["today"]:
+        return today, today
+    if g["yesterday"]:
+        return today - timedelta(days=1), today - timedelta(days=1)
+    if g["count"] and g["unit"]:
+        n = _COUNTS.get(g["count"].lower()) or int(g["count"])
+        unit = g["unit"].lower()
+        if unit == "day":
+            return today - timedelta(days=n), today - timedelta(days=n)
+        if unit == "week":
+            return today - timedelta(days=7 * n + 3), today - timedelta(days=7 * n - 3)
+        return _month_span(today, n)
+    if g["which"] and g["what"]:
+        return _this_or_last(today, g["which"].lower(), g["what"].lower())
+    back = (today.weekday() - _WEEKDAYS.index((g["weekday"] or "").lower())) % 7
+    return today - timedelta(days=back), today - timedelta(days=back)
 
 
 def _this_or_last(today: date, which: str, what: str) -> tuple[date, date]:
