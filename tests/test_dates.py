@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fadeway.recall.dates import Span, named_spans
+from fadeway.recall.dates import Span, named_spans, on_the_days
 
 
 def _day(year, month, day):
@@ -69,19 +69,29 @@ _SPANS = st.builds(
     st.integers(0, 10),
 )
 def test_a_span_holds_the_days_it_names_read_as_dates(span, at, before, after):
-    """`holds` (a time against the span's stretches of Unix seconds, as the store is searched)
-    says what the calendar says: the time's UTC day lies from `before` days before the span's
-    first day to `after` days after its last, in the span's year or, for a span of any year, in
-    the time's year or a year either side of it."""
+    """A span's stretches (Unix seconds, as the store is searched) hold a time as the calendar
+    says: the time's UTC day lies from `before` days before the span's first day to `after`
+    days after its last, in the span's year or, for a span of any year, in the time's year or a
+    year either side of it. `on_the_days` (no days around) says the same."""
     day = datetime.fromtimestamp(at, UTC).date()
     years = [span.year] if span.year is not None else [day.year - 1, day.year, day.year + 1]
-    want = any(
-        _date(year, *span.first) - timedelta(days=before)
-        <= day
-        <= _date(year, *span.last) + timedelta(days=after)
-        for year in years
-    )
-    assert span.holds(at, before, after) == want
+
+    def want(before, after):
+        return any(
+            _date(year, *span.first) - timedelta(days=before)
+            <= day
+            <= _date(year, *span.last) + timedelta(days=after)
+            for year in years
+        )
+
+    assert _holds(span, at, before, after) == want(before, after)
+    assert on_the_days([span], [at]) == [want(0, 0)]
+
+
+def _holds(span, at, before, after):
+    """Whether one of `span`'s stretches, in the time's year or a year either side, holds `at`."""
+    year = datetime.fromtimestamp(at, UTC).year
+    return any(s <= at < e for s, e in span.stretches(range(year - 1, year + 2), before, after))
 
 
 def _date(year, month, day):
@@ -92,14 +102,19 @@ def _date(year, month, day):
 def test_a_day_holds_its_own_times_and_the_days_after_it_allows():
     day = _day(2023, 5, 8)
     start = datetime(2023, 5, 8, tzinfo=UTC)
-    assert day.holds(start.timestamp(), 0, 0)
-    assert day.holds((start + timedelta(hours=23, minutes=59)).timestamp(), 0, 0)
-    assert not day.holds((start + timedelta(days=1)).timestamp(), 0, 0)
-    assert day.holds((start + timedelta(days=3, hours=12)).timestamp(), 0, 3)
-    assert not day.holds((start + timedelta(days=4)).timestamp(), 0, 3)
-    assert day.holds((start - timedelta(hours=1)).timestamp(), 1, 0)
-    # A day of any year holds it in every year.
-    assert _day(None, 5, 8).holds(datetime(2031, 5, 8, 12, tzinfo=UTC).timestamp(), 0, 0)
+    assert _holds(day, start.timestamp(), 0, 0)
+    assert _holds(day, (start + timedelta(hours=23, minutes=59)).timestamp(), 0, 0)
+    assert not _holds(day, (start + timedelta(days=1)).timestamp(), 0, 0)
+    assert _holds(day, (start + timedelta(days=3, hours=12)).timestamp(), 0, 3)
+    assert not _holds(day, (start + timedelta(days=4)).timestamp(), 0, 3)
+    assert _holds(day, (start - timedelta(hours=1)).timestamp(), 1, 0)
+    # A day of any year holds it in every year, and on the first of a year the last's too.
+    assert _holds(_day(None, 5, 8), datetime(2031, 5, 8, 12, tzinfo=UTC).timestamp(), 0, 0)
+    new_year = datetime(2031, 1, 1, 0, 30, tzinfo=UTC).timestamp()
+    assert on_the_days([_day(None, 12, 31), _day(None, 1, 1)], [new_year, new_year - 3600]) == [
+        True,
+        True,
+    ]
 
 
 def test_without_dates_keeps_every_other_word():

@@ -328,12 +328,12 @@ class MemoryIndex:
         return ids.tolist()
 
     def ranked_by_words(self, kind: str, query: str, ids: Sequence[int]) -> list[int]:
-        """Those of `ids` that match `query`'s words, best first (ties in their order)."""
+        """`ids` by how well they match `query`'s words, best first: ties, and those it does
+        not match, in their order."""
         if kind not in self.words or not ids:
-            return []
+            return list(ids)
         scores = self.words[kind].scores(query, np.asarray(ids, dtype=np.int64))
-        order = np.argsort(-scores, kind="stable")
-        return [ids[i] for i in order.tolist() if scores[i] > 0]
+        return [ids[i] for i in np.argsort(-scores, kind="stable").tolist()]
 
     def by_meaning(
         self, kind: str, vector: np.ndarray, k: int, min_similarity: float = -1.0

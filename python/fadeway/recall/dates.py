@@ -4,11 +4,10 @@ comes back; a question about a day is about what was said that day).
 
 Dates written out are read; days named from the message's own time ("yesterday", "last week",
 "3 days ago", "last Friday") when that time is given (decorate gives it). A day or month named
-without a year takes the year of the nearest date
-the message names with one ("between August 11 and August 15 2023"), else it stands for that
-day or month in any year. "may" in lower case is read as a month only beside a year ("it may
-rain" names no day), and a bare year only after a word that sets a time ("in
-2023", "since 2021"), not as any four-digit number.
+without a year takes the year of the nearest date the message names with one ("between August
+11 and August 15 2023"), else it stands for that day or month in any year. "may" in lower case
+is read as a month only beside a year ("it may rain" names no day), and a bare year only after a
+word that sets a time ("in 2023", "since 2021"), not as any four-digit number.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from datetime import UTC, date, datetime, timedelta
 from .. import _constants as C
 from ..store import Transaction
 
-__all__ = ["Span", "named_spans", "said_on", "without_dates"]
+__all__ = ["Span", "named_spans", "on_the_days", "said_on", "without_dates"]
 
 _MONTHS = {
     name: i
@@ -30,10 +29,8 @@ _MONTHS = {
     for name in (calendar.month_name[i].lower(), calendar.month_abbr[i].lower())
 }
 _MONTHS["sept"] = 9
-_MONTH = (
-    r"(?:january|february|march|april|may|june|july|august|september|october|november|december"
-    r"|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?"
-)
+# Longest first: "september" before "sept" before "sep".
+_MONTH = rf"(?:{'|'.join(sorted(_MONTHS, key=len, reverse=True))})\.?"
 _DAY = r"(?:[12]\d|3[01]|0?[1-9])(?:st|nd|rd|th)?"
 _YEAR = r"(?:1[89]|2\d)\d\d"
 _SETS_A_TIME = (
@@ -75,12 +72,16 @@ class Span:
             out.append((_seconds(first), _seconds(last)))
         return out
 
-    def holds(self, at: float, before: int, after: int) -> bool:
-        """Whether the time `at` (Unix seconds) falls on these days, or up to `before` days
-        before them or `after` days after (what was done one day is often told a few days
-        on: "last week ...")."""
-        year = _date(at).year
-        return any(s <= at < e for s, e in self.stretches(range(year - 1, year + 2), before, after))
+
+def on_the_days(spans: Sequence[Span], times: Sequence[float]) -> list[bool]:
+    """For each time (Unix seconds), whether it falls on a day `spans` name (that very day).
+    The spans' stretches are reckoned once, for the years the times fall in (a span of any
+    year holds a time near a new year in the next or last)."""
+    if not spans:
+        return [False] * len(times)
+    years = {year for at in times for year in range(_date(at).year - 1, _date(at).year + 2)}
+    days = [stretch for span in spans for stretch in span.stretches(sorted(years), 0, 0)]
+    return [any(start <= at < end for start, end in days) for at in times]
 
 
 def said_on(tx: Transaction, spans: Sequence[Span], most: int) -> list[int]:
@@ -209,15 +210,14 @@ def _days_from(today: date, g: dict[str, str | None]) -> tuple[date, date]:
         return _month_span(today, n)
     if g["which"] and g["what"]:
         return _this_or_last(today, g["which"].lower(), g["what"].lower())
-    back = (today.weekday() - _WEEKDAYS.index((g["weekday"] or "").lower())) % 7
-    return today - timedelta(days=back), today - timedelta(days=back)
+    day = _weekday(today, (g["weekday"] or "").lower(), before_today=False)
+    return day, day
 
 
 def _this_or_last(today: date, which: str, what: str) -> tuple[date, date]:
     """The days "this week", "last month", "last Friday" ... name, seen from `today`."""
     if what in _WEEKDAYS:
-        back = (today.weekday() - _WEEKDAYS.index(what)) % 7
-        day = today - timedelta(days=back or (7 if which == "last" else 0))
+        day = _weekday(today, what, before_today=which == "last")
         return day, day
     if what == "week":
         monday = today - timedelta(days=today.weekday())
@@ -228,6 +228,12 @@ def _this_or_last(today: date, which: str, what: str) -> tuple[date, date]:
         return _month_span(today, 0 if which == "this" else 1)
     year = today.year - (0 if which == "this" else 1)
     return date(year, 1, 1), date(year, 12, 31)
+
+
+def _weekday(today: date, name: str, *, before_today: bool) -> date:
+    """The last day named `name` ("monday") up to today, or before today."""
+    back = (today.weekday() - _WEEKDAYS.index(name)) % 7
+    return today - timedelta(days=back or (7 if before_today else 0))
 
 
 def _month_span(today: date, back: int) -> tuple[date, date]:

@@ -33,7 +33,7 @@ from .._core import tokenize
 from .._services import Services
 from ..records import PassageRecord
 from .block import BlockContents, RecallResult, block_limit, excerpts_of, excerpts_searched, said_by
-from .dates import Span, named_spans, said_on, without_dates
+from .dates import Span, named_spans, on_the_days, said_on, without_dates
 from .parts import Part, message_parts
 from .searches import Found, search
 from .snapshot import Snapshot
@@ -138,12 +138,13 @@ def _lifted(
     message's)."""
     asked = set(tokenize(query))
     speaker, day = 1.0 + C.RECALL_SPEAKER_LIFT, 1.0 + C.RECALL_DATE_LIFT
+    on_a_day = on_the_days(spans, [passages[n].at for n in order])
 
     def place(i: int, n: int) -> float:
         at = float(i + 1)
         if asked & _speakers(passages[n]):
             at /= speaker
-        if any(span.holds(passages[n].at, 0, 0) for span in spans):
+        if on_a_day[i]:
             at /= day
         return at
 

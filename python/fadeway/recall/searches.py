@@ -87,8 +87,7 @@ def search(
     if on_days:
         # Those the words match first, then the rest in their order (the day itself first): a
         # message of no other words ("what did we do yesterday?") is all about the day.
-        ranked = index.ranked_by_words("passage", undated, on_days)
-        passage_lists.append(list(dict.fromkeys([*ranked, *on_days]))[:quotes])
+        passage_lists.append(index.ranked_by_words("passage", undated, on_days)[:quotes])
     return Found(
         message=fused(message_lists, k),
         parts=[by_meaning[p.text][: C.RECALL_PART_FACTS] for p in parts],
