@@ -610,12 +610,14 @@ def test_two_memories_through_one_proxy_never_mix(proxy, upstream, small, clock)
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["complete", "stream"])
-@pytest.mark.parametrize("status", [400, 429])
-def test_a_refused_request_passes_through_and_no_reply_is_stored(
+@pytest.mark.parametrize("status", [400, 429, "unreachable"])
+def test_a_refused_request_passes_through_and_stores_nothing(
     proxy, upstream, small, status, stream
 ):
-    """The upstream's status and body reach the client as sent; nothing of the refused call's
-    reply is stored (there is none), and the retry the SDK makes stores nothing twice."""
+    """The upstream's status and body reach the client as sent, and nothing of the refused
+    request is stored, neither on a new memory nor on one with history: the client may then
+    send the refused message changed (shortened after a context_length_exceeded, say), which
+    the memory takes as new, not as an edited history."""
     refusal = {
         "error": {
             "message": "Rate limit reached" if status == 429 else "Invalid 'temperature'",
@@ -624,26 +626,67 @@ def test_a_refused_request_passes_through_and_no_reply_is_stored(
             "code": "rate_limit_exceeded" if status == 429 else "invalid_value",
         }
     }
-    upstream.script[CHAT].append(lambda body: (status, refusal))
-    messages = [{"role": "user", "content": "Plan my week"}]
+
+    def refuse(body: dict[str, Any]) -> tuple[int, Any]:
+        if status == "unreachable":
+            raise ConnectionResetError  # the upstream drops the connection
+        return status, refusal
+
     with _client(proxy) as client:
-        with pytest.raises(openai.APIStatusError) as refused:
-            request = _chat_request("Plan my week", stream=stream)
-            reply = client.chat.completions.create(**request)
-            list(reply) if stream else None
-        assert refused.value.status_code == status
-        assert refused.value.body == refusal["error"]
-        if status == 429:
-            assert refused.value.response.headers["retry-after"] == "7"
+        first = client.chat.completions.create(model="gpt-4.1", messages=[_user("Hello")])
+        history = [_user("Hello"), _dump(first.choices[0].message)]
         mem = small.memory("agent")
-        # decorate stored the request's new message before the upstream answered (it cannot
-        # be undone); no reply, and the decorated request stays unanswered.
-        assert _stored(mem) == messages
-        assert [r.replied for r in mem.export().requests] == [False]
-        # The caller retries with the same history: aligned, nothing stored twice.
-        completion = client.chat.completions.create(model="gpt-4.1", messages=messages)
-    assert _stored(mem) == [*messages, _dump(completion.choices[0].message)]
-    assert len(upstream.bodies(CHAT)) == 2
+        before = fadeway.dumps(mem.export())
+        for memory in ("agent", "new"):
+            upstream.script[CHAT].append(refuse)
+            with _client(proxy, memory) as other, pytest.raises(openai.APIStatusError) as refused:
+                messages = [*history, _user("Plan my week " * 50)] if memory == "agent" else []
+                request = _chat_request("Plan my week", stream=stream)
+                request["messages"] = messages or request["messages"]
+                reply = other.chat.completions.create(**request)
+                list(reply) if stream else None
+            if status == "unreachable":
+                assert refused.value.status_code == 502
+            else:
+                assert refused.value.status_code == status
+                assert refused.value.body == refusal["error"]
+            if status == 429:
+                assert refused.value.response.headers["retry-after"] == "7"
+        assert fadeway.dumps(mem.export()) == before
+        assert "new" not in small.memory_ids()
+        # The message sent again, changed: taken as new.
+        history.append(_user("Plan my week"))
+        completion = client.chat.completions.create(model="gpt-4.1", messages=history)
+    assert _stored(mem) == [*history, _dump(completion.choices[0].message)]
+
+
+def _user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["complete", "stream"])
+def test_a_request_that_cannot_be_stored_once_accepted_still_answers(
+    proxy, upstream, small, stream, monkeypatch, caplog
+):
+    """The upstream took the request but the store fails to keep it: the client gets the
+    reply all the same (the call was made and paid for), the failure is logged, and nothing
+    of the request or its reply is stored."""
+
+    def failing(self: fadeway.Memory, prepared: Any) -> dict[str, Any]:
+        raise fadeway.errors.StoreError("the disk is full")
+
+    monkeypatch.setattr(fadeway.Memory, "commit", failing)
+    with _client(proxy) as client:
+        reply = client.chat.completions.create(**_chat_request("Hello", stream=stream))
+        chunks = list(reply) if stream else None
+    text = (
+        "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        if chunks is not None
+        else reply.choices[0].message.content
+    )
+    assert text == "Answer to: Hello"
+    assert "the request was not stored" in caplog.text
+    assert "agent" not in small.memory_ids()
 
 
 @pytest.mark.parametrize("fmt", [CHAT, RESPONSES])
@@ -795,42 +838,6 @@ def test_a_bad_note_writer_is_refused_before_anything_starts(tmp_path, capsys):
     assert not db.exists()
 
 
-def test_a_retry_that_changes_the_refused_message_is_a_history_conflict(proxy, upstream, small):
-    """What design/serve.md says of a refused request: its new message stays stored, so a
-    retry that changes it departs from the stored history and is refused by fadeway."""
-    with _client(proxy) as client:
-        client.chat.completions.create(**_chat_request("Hello"))
-        upstream.script[CHAT].append(
-            lambda body: (400, {"error": {"message": "too long", "type": "invalid_request_error"}})
-        )
-        history = [
-            {"role": "user", "content": "Hello"},
-            {"role": "assistant", "content": "Answer to: Hello"},
-        ]
-        with pytest.raises(openai.BadRequestError):
-            client.chat.completions.create(
-                model="gpt-4.1", messages=[*history, {"role": "user", "content": "A long one"}]
-            )
-        with pytest.raises(openai.BadRequestError) as conflict:
-            client.chat.completions.create(
-                model="gpt-4.1", messages=[*history, {"role": "user", "content": "A short one"}]
-            )
-        assert conflict.value.response.json()["error"]["code"] == "history_conflict"
-        # Sent as a new message after the stored one, the changed message goes through.
-        client.chat.completions.create(
-            model="gpt-4.1",
-            messages=[*history, {"role": "user", "content": "A long one"}]
-            + [{"role": "user", "content": "A short one"}],
-        )
-    assert [m["content"] for m in _stored(small.memory("agent"))] == [
-        "Hello",
-        "Answer to: Hello",
-        "A long one",
-        "A short one",
-        "Answer to: A short one",
-    ]
-
-
 def test_a_client_that_leaves_mid_stream_frees_its_memory(proxy, upstream, small):
     """What came before the client left is reported as a stream cut off, and the memory's next
     request is served (its lock was released)."""
@@ -920,8 +927,8 @@ def test_an_upstream_that_does_not_answer_is_a_502(small):
     assert failed.value.status_code == 502
     error = failed.value.response.json()["error"]
     assert (error["type"], error["code"]) == ("upstream_error", "upstream_unreachable")
-    # decorate stored the message before the upstream was tried; no reply.
-    assert _stored(small.memory("agent")) == [{"role": "user", "content": "Hello"}]
+    # Nothing is stored of a request the upstream did not take.
+    assert "agent" not in small.memory_ids()
 
 
 def _note_and_weather(fmt: str, body: dict[str, Any]) -> tuple[int, Any]:

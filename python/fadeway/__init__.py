@@ -16,6 +16,7 @@ from typing import Any
 
 from . import errors
 from ._version import __version__
+from .decorate.call import Prepared
 from .embed import Embedder, EndpointEmbedder, HashingEmbedder
 from .engine import Engine, open
 from .export.document import dumps, loads, read_jsonl, write_jsonl
@@ -51,6 +52,7 @@ __all__ = [
     "NoteWriter",
     "OfflineJudge",
     "OfflineNoteWriter",
+    "Prepared",
     "ReportResult",
     "ScriptedJudge",
     "SearchHit",

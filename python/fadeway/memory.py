@@ -12,7 +12,7 @@ from . import _constants as C
 from . import tokens, wire
 from ._aio import run_sync
 from ._services import Services
-from .decorate.call import decorate
+from .decorate.call import Prepared, commit, decorate, discard, prepare
 from .decorate.ingest import sync, writing
 from .decorate.report import answer_ask, report
 from .episodes.cut import commit_cut, prepare_cut
@@ -65,6 +65,37 @@ class Memory:
         stored conversations.
         """
         return decorate(self._services, self._mirror, self.memory_id, request, at)
+
+    def prepare(self, request: dict[str, Any], *, at: When = None) -> Prepared:
+        """Decorate `request` without storing anything yet: `prepared.request` is what to send
+        to the provider; `commit(prepared)` once it accepted it (then `report` the reply
+        against what `commit` returns), `discard(prepared)` if it refused it. What the
+        provider refuses so leaves no trace of the request in the memory.
+
+        `commit` stores exactly what was sent when nothing else changed the memory meanwhile
+        (another caller, the lane); otherwise it decorates the request again, with the same
+        recall, and returns that request (its blocks may differ from what was sent).
+        """
+        return prepare(self._services, self._mirror, self.memory_id, request, at)
+
+    def commit(self, prepared: Prepared) -> dict[str, Any]:
+        """Store a request `prepare` decorated; returns the request as stored, the one to
+        `report` the reply against."""
+        self._check_own(prepared)
+        return commit(self._services, self._mirror, prepared)
+
+    def discard(self, prepared: Prepared) -> None:
+        """Drop a request `prepare` decorated (its provider refused it). Nothing of it is
+        stored but the cost of the model calls its recall made, in `usage()`."""
+        self._check_own(prepared)
+        discard(self._services, prepared)
+
+    def _check_own(self, prepared: Prepared) -> None:
+        if prepared.memory_id != self.memory_id:
+            raise ValueError(
+                f"this request was prepared by memory {prepared.memory_id!r}, "
+                f"not {self.memory_id!r}"
+            )
 
     def report(self, request: dict[str, Any], response: Any, *, at: When = None) -> ReportResult:
         """Store the provider's reply to a decorated `request`; `response` is an SDK object or a
@@ -207,6 +238,18 @@ class Memory:
     async def adecorate(self, request: dict[str, Any], *, at: When = None) -> dict[str, Any]:
         """`decorate`, off the event loop."""
         return await asyncio.to_thread(self.decorate, request, at=at)
+
+    async def aprepare(self, request: dict[str, Any], *, at: When = None) -> Prepared:
+        """`prepare`, off the event loop."""
+        return await asyncio.to_thread(self.prepare, request, at=at)
+
+    async def acommit(self, prepared: Prepared) -> dict[str, Any]:
+        """`commit`, off the event loop."""
+        return await asyncio.to_thread(self.commit, prepared)
+
+    async def adiscard(self, prepared: Prepared) -> None:
+        """`discard`, off the event loop."""
+        await asyncio.to_thread(self.discard, prepared)
 
     async def areport(
         self, request: dict[str, Any], response: Any, *, at: When = None

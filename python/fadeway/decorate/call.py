@@ -7,15 +7,21 @@ moment). Then one transaction stores what is new, takes notes, forgets and assem
 is all or nothing. When a fade needs history cut and the cut was not planned yet, the
 transaction rolls back, the judge plans the cut while the store's write lock is free, and the
 decorate runs again with the plan.
+
+`prepare` decorates in a transaction it rolls back, keeping its writes; `commit` makes them
+once the provider accepted the request, in a short transaction, when the memory is as it was
+(its `version`), and otherwise decorates again with the same recall (design: docs/design/
+serve.md, "What is stored, and when").
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from .. import _constants as C
 from .. import tokens, wire
@@ -30,6 +36,7 @@ from ..notes.tool import caller_tools
 from ..recall.turns import Pending, place_recall, recall_for, store_recall
 from ..records import RequestRecord
 from ..store import Transaction
+from ..store.recording import Recording, Write, replay
 from ..usage import UsageRecord, collecting
 from ..wire import Format, ParsedRequest
 from ..wire.canonical import encode_json, plain
@@ -39,7 +46,9 @@ from .assemble import Assembled, Key, forget_and_assemble, shown_seqs
 from .ingest import append, new_entries, open_memory, sync, take_notes, writing
 from .view import block_digest, emitted_blocks, strip_own_additions
 
-__all__ = ["decorate"]
+__all__ = ["Prepared", "commit", "decorate", "discard", "prepare"]
+
+log = logging.getLogger("fadeway.decorate")
 
 
 def decorate(
@@ -51,6 +60,122 @@ def decorate(
 ) -> dict[str, Any]:
     """Store what is new in `request` and return the request to send to the provider, at
     time `at` (None: the clock's); see `Memory.decorate`."""
+    start = _start(services, memory_id, request, at)
+    with mirror.lock, collecting() as used:
+        recalled = _recall(services, mirror, memory_id, start.parsed, start.now)
+        out = _attempts(services, mirror, memory_id, start, recalled, used)
+    if out.queued:
+        services.lane.queued()
+    return out.request
+
+
+@dataclass(frozen=True, slots=True)
+class _Start:
+    """A request parsed and checked, when it is decorated and the encoding it is counted in."""
+
+    parsed: ParsedRequest
+    now: float
+    encoding: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """A decorate made and rolled back: what it started from, its recall, the model calls it
+    made, its writes, the memory's version they were made on, whether it queued jobs, and the
+    digests of the blocks it returned."""
+
+    start: _Start
+    recalled: tuple[list[Pending], _Sent]
+    used: list[UsageRecord]
+    writes: list[Write]
+    version: int | None
+    queued: bool
+    emitted: list[bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A request decorated from memory `memory_id` as it stood, not stored yet (`prepare`):
+    `request` is what to send to the provider; `commit` stores it, `discard` drops it."""
+
+    memory_id: str
+    request: dict[str, Any]
+    _plan: _Plan = field(repr=False)
+
+
+def prepare(
+    services: Services,
+    mirror: History,
+    memory_id: str,
+    request: dict[str, Any],
+    at: float | datetime | None,
+) -> Prepared:
+    """Decorate `request` as `decorate` does, in a transaction rolled back: nothing is stored
+    until `commit`; see `Memory.prepare`."""
+    start = _start(services, memory_id, request, at)
+    with mirror.lock, collecting() as used:
+        recalled = _recall(services, mirror, memory_id, start.parsed, start.now)
+        mark = mirror.mark()
+        try:
+            _attempts(services, mirror, memory_id, start, recalled, used, record=True)
+        except _Recorded as done:
+            mirror.roll_back(mark)
+            out, emitted = done.out, [block_digest(text) for text in done.out.blocks]
+            plan = _Plan(
+                start, recalled, list(used), done.writes, done.version, out.queued, emitted
+            )
+            return Prepared(memory_id, out.request, plan)
+    raise AssertionError("unreachable: a recorded decorate ends in _Recorded")
+
+
+def commit(services: Services, mirror: History, prepared: Prepared) -> dict[str, Any]:
+    """Store `prepared` and return the request as stored: `prepared.request` when the memory is
+    as it was decorated from (its writes are made again, in one short transaction); else it is
+    decorated again with the same recall and time (another caller or the lane changed the
+    memory meanwhile), which may show other blocks (those sent are recorded as fadeway's own
+    all the same, should the caller send them back)."""
+    plan, memory_id = prepared._plan, prepared.memory_id
+    with mirror.lock:
+        with writing(services.store, mirror, memory_id) as tx:
+            same = tx.version() == plan.version
+            if same:
+                replay(tx, plan.writes)
+        if same:
+            request, queued = prepared.request, plan.queued
+        else:
+            log.info("memory %r changed since its request was prepared: decorated again", memory_id)
+            with collecting() as used:
+                used += plan.used
+                out = _attempts(
+                    services,
+                    mirror,
+                    memory_id,
+                    plan.start,
+                    plan.recalled,
+                    used,
+                    emitted=plan.emitted,
+                )
+            request, queued = out.request, out.queued
+    if queued:
+        services.lane.queued()
+    return request
+
+
+def discard(services: Services, prepared: Prepared) -> None:
+    """Drop `prepared` (its provider refused it): only the model calls its recall made are
+    stored (in the memory's usage), as they were paid for."""
+    plan = prepared._plan
+    if not plan.used:
+        return
+    with services.store.write(prepared.memory_id) as tx:
+        if tx.memory() is not None:  # a memory never stored has no usage to hold them
+            tx.insert_usage(plan.used, plan.start.now)
+
+
+def _start(
+    services: Services, memory_id: str, request: dict[str, Any], at: float | datetime | None
+) -> _Start:
+    """`request` parsed and checked (nothing new is refused for a memory with no history)."""
     parsed = wire.parse_request(request, services.limits)
     _check_limits(services.limits, parsed)
     parsed.request = caller_tools(parsed.format, parsed.request)
@@ -64,36 +189,46 @@ def decorate(
                     f"the request's {key} list is empty and memory {memory_id!r} holds no "
                     "history yet: there is nothing to send"
                 )
-    now = services.now(at)
-    encoding = tokens.encoding_for_model(parsed.model)
-    with mirror.lock, collecting() as used:
-        pending, sent = _recall(services, mirror, memory_id, parsed, now)
-        planned: Planned | None = None
-        for attempt in range(1, C.CUT_RETRIES + 1):
-            mark = mirror.mark()
-            attempt_parsed = replace(parsed, request=dict(parsed.request))
-            try:
-                # The last attempt cuts inline if the history changed under every plan.
-                out = _decorate_once(
-                    services,
-                    mirror,
-                    memory_id,
-                    attempt_parsed,
-                    (encoding, now),
-                    (pending, sent),
-                    used,
-                    planned,
-                    inline=attempt == C.CUT_RETRIES,
-                )
-            except _CutFirst as first:
-                mirror.roll_back(mark)
-                deadline = time.monotonic() + C.INLINE_CUT_DEADLINE
-                plan = plan_read_cut(services.judge, services.cut_settings, first.read, deadline)
-                planned = Planned(first.read, run_sync(plan))
-                continue
-            if out.queued:
-                services.lane.queued()
-            return out.request
+    return _Start(parsed, services.now(at), tokens.encoding_for_model(parsed.model))
+
+
+def _attempts(
+    services: Services,
+    mirror: History,
+    memory_id: str,
+    start: _Start,
+    recalled: tuple[list[Pending], _Sent],
+    used: list[UsageRecord],
+    *,
+    record: bool = False,
+    emitted: Sequence[bytes] = (),
+) -> Assembled:
+    """The decorate's transaction, tried again with a planned cut while the fade needs one
+    (`record`, `emitted`: see `_decorate_once`)."""
+    planned: Planned | None = None
+    for attempt in range(1, C.CUT_RETRIES + 1):
+        mark = mirror.mark()
+        parsed = replace(start.parsed, request=dict(start.parsed.request))
+        try:
+            # The last attempt cuts inline if the history changed under every plan.
+            return _decorate_once(
+                services,
+                mirror,
+                memory_id,
+                parsed,
+                (start.encoding, start.now),
+                recalled,
+                used,
+                planned,
+                inline=attempt == C.CUT_RETRIES,
+                record=record,
+                sent_blocks=emitted,
+            )
+        except _CutFirst as first:
+            mirror.roll_back(mark)
+            deadline = time.monotonic() + C.INLINE_CUT_DEADLINE
+            plan = plan_read_cut(services.judge, services.cut_settings, first.read, deadline)
+            planned = Planned(first.read, run_sync(plan))
     raise AssertionError("unreachable: the last attempt cuts inline")
 
 
@@ -115,6 +250,15 @@ class _CutFirst(Exception):
     def __init__(self, read: Any) -> None:
         super().__init__("history to cut before the fade")
         self.read = read
+
+
+class _Recorded(Exception):
+    """Leaves a recorded `_decorate_once`'s transaction by its rollback, with what it
+    assembled, its writes and the memory's version they were made on."""
+
+    def __init__(self, out: Assembled, writes: list[Write], version: int | None) -> None:
+        super().__init__("a decorate recorded")
+        self.out, self.writes, self.version = out, writes, version
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,12 +321,18 @@ def _decorate_once(
     used: list[UsageRecord],
     planned: Planned | None,
     inline: bool,
+    record: bool = False,
+    sent_blocks: Sequence[bytes] = (),
 ) -> Assembled:
     """One attempt at the decorate's transaction; `measured` is the request's encoding and
     the call's time, `recalled` the recalls run for its new user messages and the sent
-    history they were found in."""
+    history they were found in. With `record`, the transaction is rolled back and left by
+    `_Recorded`, the mirror as it stands (the caller rolls it back). `sent_blocks` are digests
+    of other blocks to record as fadeway's own (those of a prepared request sent)."""
     (encoding, now), (pending, sent) = measured, recalled
-    with writing(services.store, mirror, memory_id, keep=_CutFirst) as tx:
+    with writing(services.store, mirror, memory_id, keep=(_CutFirst, _Recorded)) as store_tx:
+        version = store_tx.version() if record else None
+        tx = cast(Transaction, Recording(store_tx)) if record else store_tx
         memory = open_memory(tx, memory_id, parsed.format, now)
         sync(mirror, tx)
         emitted = emitted_blocks(tx, memory, parsed.instructions)
@@ -221,9 +371,12 @@ def _decorate_once(
             raise _CutFirst(out.read)
         store_recall(tx, mirror, out.recalls, now)
         # What fadeway adds to the request is its own when the caller sends it back.
-        tx.insert_emitted([block_digest(text) for text in out.blocks])
+        tx.insert_emitted([*sent_blocks, *(block_digest(text) for text in out.blocks)])
         _record_request(tx, mirror, parsed, encoding, now, used, out.key)
-    return out._replace(queued=out.queued or took)
+        out = out._replace(queued=out.queued or took)
+        if record:
+            raise _Recorded(out, cast(Recording, tx).writes, version)
+    return out
 
 
 def _record_request(

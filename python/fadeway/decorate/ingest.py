@@ -30,7 +30,10 @@ __all__ = ["append", "check_format", "new_entries", "open_memory", "take_notes",
 
 @contextmanager
 def writing(
-    store: Store, mirror: History, memory_id: str, keep: type[BaseException] | None = None
+    store: Store,
+    mirror: History,
+    memory_id: str,
+    keep: tuple[type[BaseException], ...] = (),
 ) -> Iterator[Transaction]:
     """A write transaction on a memory, under its mirror's lock (the caller holds it). If it
     fails after writing, the mirror is reset: it may hold what was rolled back. After a `keep`
@@ -40,7 +43,7 @@ def writing(
         with store.write(memory_id) as tx:
             yield tx
     except BaseException as exc:
-        if tx is not None and tx.wrote() and not (keep is not None and isinstance(exc, keep)):
+        if tx is not None and tx.wrote() and not isinstance(exc, keep):
             mirror.reset()
         raise
 

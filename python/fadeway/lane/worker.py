@@ -114,6 +114,7 @@ class Lane:
                 return applied
             applied += done
         with self.store.write(memory_id) as tx:  # stopped: the next worker need not wait
+            tx.bookkeeping = True
             tx.release_lane(owner)
         return applied
 
@@ -131,9 +132,11 @@ class Lane:
         `revive`, parked jobs whose wait has passed are queued again first, in their places."""
         now = time.time()
         with self.store.write(memory_id) as tx:
+            tx.bookkeeping = True  # unless a job's state changes (decorate reads them)
             if not tx.claim_lane(owner, now, now + self.queue.lease_seconds, gone=gone):
                 return False, None
             if revive and (revived := tx.revive_jobs(now)):
+                tx.bookkeeping = False
                 log.info("memory %r: %d parked jobs queued again", memory_id, revived)
             while (job := tx.pending_job()) is not None:
                 if job.retry_at is not None and job.retry_at > now:
@@ -144,6 +147,7 @@ class Lane:
                 if not cast(Skippable, kind.handler).stale(tx, job):
                     return True, job
                 tx.finish_job(job.n, "done")
+                tx.bookkeeping = False
                 log.debug("memory %r: job %d (%s) skipped: never read", memory_id, job.n, job.kind)
             tx.release_lane(owner)  # done, or waiting out its service's outage
             return True, None
@@ -164,6 +168,7 @@ class Lane:
                         job.n,
                     )
                     tx.insert_usage(used, job.created_at)  # spent all the same
+                    tx.bookkeeping = True
                     return None
                 current = tx.pending_job()
                 if current is None or current.n != job.n:
@@ -193,6 +198,7 @@ class Lane:
                 try:
                     now = time.time()
                     with self.store.write(memory_id) as tx:
+                        tx.bookkeeping = True
                         if not tx.claim_lane(owner, now, now + lease):
                             return
                 except FadewayError:  # the store closed, or is failing: the lease just lapses
@@ -236,6 +242,7 @@ class Lane:
                 count, limit = waits, retry.outages if retry else C.JOB_MAX_TRANSIENT_ATTEMPTS
             else:
                 count, limit = attempts - waits, retry.failures if retry else C.JOB_MAX_ATTEMPTS
+            tx.bookkeeping = count < limit  # a parked job is one decorate may supersede
             if count >= limit:
                 park = self.park_wait(job.parked + 1)
                 tx.park_job(job.n, error, time.time() + park)

@@ -5,11 +5,20 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import AsyncIterator
 
 import httpx
 from starlette.responses import JSONResponse, Response
 
-__all__ = ["HOP_BY_HOP", "error_code", "headers_down", "openai_error", "relayed", "unreachable"]
+__all__ = [
+    "HOP_BY_HOP",
+    "error_code",
+    "headers_down",
+    "openai_error",
+    "relayed",
+    "relayed_body",
+    "unreachable",
+]
 
 log = logging.getLogger("fadeway.serve")
 
@@ -67,3 +76,13 @@ def unreachable(url: str, exc: httpx.HTTPError) -> Response:
         kind="upstream_error",
         code="upstream_unreachable",
     )
+
+
+async def relayed_body(upstream: httpx.Response) -> AsyncIterator[bytes]:
+    """The upstream's body as it arrives; its connection closed however the relay ends (the
+    client may leave midway)."""
+    try:
+        async for chunk in upstream.aiter_bytes():
+            yield chunk
+    finally:
+        await upstream.aclose()

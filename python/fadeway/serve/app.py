@@ -2,10 +2,11 @@
 decorates each Chat Completions and Responses request with its memory, forwards it with the
 caller's own key, and reports the reply (design: docs/design/serve.md).
 
-Starlette on uvicorn serves; one `httpx.AsyncClient` calls the upstream. The engine's async
-twins (`adecorate`, `areport`) run the memory's calls off the event loop. One memory's requests
-run one at a time (decorate, upstream call, report), so each reply is reported against the
-request it answers; requests of different memories run side by side.
+Starlette on uvicorn serves; one `httpx.AsyncClient` calls the upstream. The memory's async
+calls (`aprepare`, `acommit`, `areport`) run off the event loop: a request is decorated, sent,
+and stored only once the upstream accepted it, so a refused request leaves nothing. One
+memory's requests run one at a time (decorate, upstream call, report), so each reply is
+reported against the request it answers; requests of different memories run side by side.
 """
 
 from __future__ import annotations
@@ -26,12 +27,20 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from .. import _constants as C
+from ..decorate.call import Prepared
 from ..engine import Engine
 from ..errors import FadewayError, InvalidMemoryIdError, InvalidRequestError
 from ..memory import Memory
 from ..records import ReportResult, check_memory_id
 from ..wire import Format
-from .answers import HOP_BY_HOP, error_code, headers_down, openai_error, unreachable
+from .answers import (
+    HOP_BY_HOP,
+    error_code,
+    headers_down,
+    openai_error,
+    relayed_body,
+    unreachable,
+)
 from .calls import HISTORY_KEY, MemoryCall, MemoryStream
 from .ids import MemoryIdSource
 
@@ -110,7 +119,7 @@ class _Proxy:
         except httpx.HTTPError as exc:
             return unreachable(self.upstream, exc)
         return StreamingResponse(
-            _relayed_body(upstream), upstream.status_code, headers=headers_down(upstream)
+            relayed_body(upstream), upstream.status_code, headers=headers_down(upstream)
         )
 
     async def with_memory(self, request: Request, *, fmt: Format) -> Response:
@@ -130,17 +139,17 @@ class _Proxy:
         await lock.acquire()
         streaming = None
         try:
-            decorated = await self.decorate(mem, body)
-            if isinstance(decorated, Response):
-                return decorated
+            prepared = await self.prepare(mem, body)
+            if isinstance(prepared, Response):
+                return prepared
             target = (self._url(request), self._headers_up(request))
             call = MemoryCall(self, self.client, mem, fmt, body, target)
             if body.get("stream"):
-                answer = await call.stream(decorated, lock)
+                answer = await call.stream(prepared, lock)
                 if isinstance(answer, MemoryStream):
                     streaming = answer  # it releases the lock once its reply is reported
                 return answer
-            return await call.complete(decorated)
+            return await call.complete(prepared)
         finally:
             if streaming is None:
                 lock.release()
@@ -184,16 +193,34 @@ class _Proxy:
 
     # -- the hooks of a call (`calls.Hooks`) ------------------------------------------------------
 
-    async def decorate(self, mem: Memory, body: dict[str, Any]) -> dict[str, Any] | Response:
-        """`adecorate`; what it refuses is a 400 in OpenAI's shape, a failure a 500."""
+    async def prepare(self, mem: Memory, body: dict[str, Any]) -> Prepared | Response:
+        """`aprepare`; what it refuses is a 400 in OpenAI's shape, a failure a 500."""
         try:
-            return await mem.adecorate(body)
+            return await mem.aprepare(body)
         except InvalidRequestError as exc:
             log.info("memory %r: request refused: %s", mem.memory_id, exc)
             return openai_error(400, str(exc), kind="invalid_request_error", code=error_code(exc))
         except FadewayError as exc:
             log.exception("memory %r: decorate failed", mem.memory_id)
             return openai_error(500, f"fadeway: {exc}", kind="server_error", code=error_code(exc))
+
+    async def commit(self, mem: Memory, prepared: Prepared) -> dict[str, Any] | None:
+        """`acommit`: the request as stored; None when it could not be (logged: the client
+        gets the upstream's answer all the same, and its reply is not stored)."""
+        try:
+            return await mem.acommit(prepared)
+        except FadewayError:
+            log.exception("memory %r: the request was not stored", mem.memory_id)
+            return None
+
+    async def discard(self, mem: Memory, prepared: Prepared) -> None:
+        """`adiscard`; a failure to store what its recall spent is logged."""
+        try:
+            await mem.adiscard(prepared)
+        except FadewayError as exc:
+            log.warning(
+                "memory %r: the usage of a refused request was not stored: %s", mem.memory_id, exc
+            )
 
     async def report(self, mem: Memory, decorated: dict[str, Any], reply: Any) -> ReportResult:
         """`areport`; a reply it cannot store is logged (the client gets it all the same)."""
@@ -229,13 +256,3 @@ def create_app(
         Route("/{path:path}", proxy.passthrough, methods=methods),
     ]
     return Starlette(routes=routes, lifespan=proxy.lifespan)
-
-
-async def _relayed_body(upstream: httpx.Response) -> AsyncIterator[bytes]:
-    """The upstream's body as it arrives; its connection closed however the relay ends (the
-    client may leave midway)."""
-    try:
-        async for chunk in upstream.aiter_bytes():
-            yield chunk
-    finally:
-        await upstream.aclose()

@@ -16,10 +16,11 @@ from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from .. import _constants as C
+from ..decorate.call import Prepared
 from ..memory import Memory
 from ..records import ReportResult
 from ..wire import Format
-from .answers import headers_down, relayed, unreachable
+from .answers import headers_down, relayed, relayed_body, unreachable
 from .hiding import NoteFilter, without_notes
 from .sse import Event, EventSplitter, encode_event
 
@@ -32,12 +33,17 @@ HISTORY_KEY = {Format.CHAT_COMPLETIONS: "messages", Format.RESPONSES: "input"}
 
 
 class Hooks(Protocol):
-    """What a call needs of the proxy: its decorate and report (errors turned into answers and
-    log lines), a place to run work past the response, and the upstream's root."""
+    """What a call needs of the proxy: its prepare, commit, discard and report (errors turned
+    into answers and log lines), a place to run work past the response, and the upstream's
+    root."""
 
     upstream: str
 
-    async def decorate(self, mem: Memory, body: dict[str, Any]) -> dict[str, Any] | Response: ...
+    async def prepare(self, mem: Memory, body: dict[str, Any]) -> Prepared | Response: ...
+
+    async def commit(self, mem: Memory, prepared: Prepared) -> dict[str, Any] | None: ...
+
+    async def discard(self, mem: Memory, prepared: Prepared) -> None: ...
 
     async def report(self, mem: Memory, decorated: dict[str, Any], reply: Any) -> ReportResult: ...
 
@@ -45,7 +51,9 @@ class Hooks(Protocol):
 
 
 class MemoryCall:
-    """One decorated request of memory `mem`, sent to `url` with the caller's `headers`."""
+    """One decorated request of memory `mem`, sent to `url` with the caller's `headers`. A
+    request is stored (committed) once the upstream accepted it, and discarded when it
+    refused it or could not be reached: a refused request leaves nothing in the memory."""
 
     def __init__(
         self,
@@ -59,10 +67,18 @@ class MemoryCall:
         self.hooks, self.client, self.mem, self.fmt, self.body = hooks, client, mem, fmt, body
         self.url, self.headers = target[0], dict(target[1])
 
-    async def again(self) -> dict[str, Any] | Response:
+    async def again(self) -> Prepared | Response:
         """The request for the call again: nothing new, so the memory's view, with fadeway's
         answer to its note call (the instructions are the memory's latest)."""
-        return await self.hooks.decorate(self.mem, {**self.body, HISTORY_KEY[self.fmt]: []})
+        return await self.hooks.prepare(self.mem, {**self.body, HISTORY_KEY[self.fmt]: []})
+
+    async def settle(self, prepared: Prepared, accepted: bool) -> dict[str, Any] | None:
+        """Store `prepared` when the upstream `accepted` it, and return the request as stored
+        (None: it could not be, logged); drop it otherwise (None)."""
+        if accepted:
+            return await self.hooks.commit(self.mem, prepared)
+        await self.hooks.discard(self.mem, prepared)
+        return None
 
     async def send(self, decorated: dict[str, Any], *, stream: bool) -> httpx.Response | Response:
         """POST `decorated` upstream; a 502 answer when the upstream does not answer."""
@@ -74,13 +90,15 @@ class MemoryCall:
         except httpx.HTTPError as exc:
             return unreachable(self.hooks.upstream, exc)
 
-    async def complete(self, decorated: dict[str, Any]) -> Response:
+    async def complete(self, prepared: Prepared) -> Response:
         """The reply, reported, the note's call taken out; the upstream's refusal as it came."""
         for round_ in range(C.SERVE_NOTE_ROUNDS + 1):
-            upstream = await self.send(decorated, stream=False)
+            upstream = await self.send(prepared.request, stream=False)
+            accepted = isinstance(upstream, httpx.Response) and upstream.is_success
+            stored = await self.settle(prepared, accepted)
             if isinstance(upstream, Response):
                 return upstream
-            if not upstream.is_success:
+            if not accepted:
                 log.info(
                     "memory %r: upstream answered %d", self.mem.memory_id, upstream.status_code
                 )
@@ -90,34 +108,46 @@ class MemoryCall:
             except ValueError:
                 log.warning("memory %r: the upstream's answer is not JSON", self.mem.memory_id)
                 return relayed(upstream, upstream.content)
-            result = await self.hooks.report(self.mem, decorated, reply)
+            if stored is None:  # the request could not be stored (logged): nor can its reply
+                break
+            result = await self.hooks.report(self.mem, stored, reply)
             if not result.call_again or round_ == C.SERVE_NOTE_ROUNDS:
                 break
             again = await self.again()
             if isinstance(again, Response):
                 return again
-            decorated = again
+            prepared = again
         assert isinstance(upstream, httpx.Response)  # the loop returned any other answer
         shown = without_notes(self.fmt, reply)
         return relayed(upstream, upstream.content if shown is reply else json.dumps(shown).encode())
 
-    async def stream(self, decorated: dict[str, Any], lock: asyncio.Lock) -> Response:
+    async def stream(self, prepared: Prepared, lock: asyncio.Lock) -> Response:
         """A `MemoryStream` of the upstream's events, which releases `lock` once its reply is
         reported; an answer that is no stream (a refusal, an upstream that ignored `stream`) is
         relayed whole, and `lock` is the caller's to release."""
-        upstream = await self.send(decorated, stream=True)
+        upstream = await self.send(prepared.request, stream=True)
         if isinstance(upstream, Response):
+            await self.settle(prepared, accepted=False)
             return upstream
-        if not upstream.is_success or not _is_event_stream(upstream):
+        try:
+            stored = await self.settle(prepared, upstream.is_success)
+        except BaseException:
+            await upstream.aclose()
+            raise
+        if upstream.is_success and stored is None:  # its reply cannot be stored: relayed
+            return StreamingResponse(
+                relayed_body(upstream), upstream.status_code, headers=headers_down(upstream)
+            )
+        if stored is None or not _is_event_stream(upstream):
             try:
                 content = await upstream.aread()
             finally:
                 await upstream.aclose()
-            if upstream.is_success:
+            if stored is not None:
                 with contextlib.suppress(ValueError):
-                    await self.hooks.report(self.mem, decorated, json.loads(content))
+                    await self.hooks.report(self.mem, stored, json.loads(content))
             return relayed(upstream, content)
-        return MemoryStream(_Relay(self, decorated, upstream, lock), upstream)
+        return MemoryStream(_Relay(self, stored, upstream, lock), upstream)
 
 
 class _Relay:
@@ -172,22 +202,29 @@ class _Relay:
         """Open the call again's stream in place of this round's; False to end the stream as
         it was (a decorate refused, the upstream refused or did not answer: logged)."""
         call = self.call
-        decorated = await call.again()
-        upstream = (
-            None if isinstance(decorated, Response) else await call.send(decorated, stream=True)
-        )
-        if (
-            isinstance(upstream, httpx.Response)
-            and upstream.is_success
-            and _is_event_stream(upstream)
-        ):
-            assert not isinstance(decorated, Response)
-            self.decorated, self.upstream = decorated, upstream
-            return True
-        if isinstance(upstream, httpx.Response):
-            await upstream.aclose()
-        log.warning("memory %r: the call again after a note failed", call.mem.memory_id)
-        return False
+        prepared = await call.again()
+        opened = None if isinstance(prepared, Response) else await self._open(prepared)
+        if opened is None:
+            log.warning("memory %r: the call again after a note failed", call.mem.memory_id)
+            return False
+        self.decorated, self.upstream = opened
+        return True
+
+    async def _open(self, prepared: Prepared) -> tuple[dict[str, Any], httpx.Response] | None:
+        """The call again's request as stored and its stream; None (nothing stored) when the
+        upstream refused it, did not answer, or answered with no stream."""
+        call = self.call
+        upstream = await call.send(prepared.request, stream=True)
+        if isinstance(upstream, Response):
+            await call.settle(prepared, accepted=False)
+            return None
+        accepted, stored = upstream.is_success and _is_event_stream(upstream), None
+        try:
+            stored = await call.settle(prepared, accepted)
+        finally:
+            if not accepted or stored is None:
+                await upstream.aclose()
+        return None if stored is None else (stored, upstream)
 
     def _shown(self, event: Event, notes: NoteFilter) -> bytes | None:
         """The bytes the client gets for `event` (None: none), after keeping its data for

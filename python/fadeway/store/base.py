@@ -35,7 +35,7 @@ from ..records import (
 )
 from ..usage import UsageRecord
 
-__all__ = ["SYNCHRONOUS", "Store", "Transaction", "check_synchronous"]
+__all__ = ["SYNCHRONOUS", "WRITES", "Store", "Transaction", "check_synchronous"]
 
 #: The durability settings a store takes (SQLite's names; PostgreSQL maps them).
 SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
@@ -53,10 +53,26 @@ class Transaction(abc.ABC):
     """Reads and writes of one memory inside one transaction."""
 
     memory_id: str
+    #: Set by a transaction that only keeps the lane's books (its lease, a job's attempts or a
+    #: job skipped): it leaves the memory's `version` as it was.
+    bookkeeping: bool = False
 
     @abc.abstractmethod
     def wrote(self) -> bool:
         """Whether this transaction has written anything yet."""
+
+    @abc.abstractmethod
+    def version(self) -> int | None:
+        """How many write transactions have changed the memory (None: no such memory yet)."""
+
+    @abc.abstractmethod
+    def bump_version(self) -> None: ...
+
+    def settle(self) -> None:
+        """Run by the store just before it commits: a transaction that changed the memory
+        counts in its `version`."""
+        if self.wrote() and not self.bookkeeping:
+            self.bump_version()
 
     @abc.abstractmethod
     def memory(self) -> MemoryRecord | None:
@@ -359,6 +375,42 @@ class Transaction(abc.ABC):
 
     @abc.abstractmethod
     def release_lane(self, owner: str) -> None: ...
+
+
+#: The `Transaction` methods that write (the rest only read): what a recorded decorate makes
+#: again when its request is stored (`decorate.call.commit`).
+WRITES = frozenset(
+    {
+        "create_memory",
+        "set_instructions",
+        "set_decorated_through",
+        "insert_messages",
+        "insert_request",
+        "record_report",
+        "insert_emitted",
+        "insert_episodes",
+        "append_traces",
+        "set_episode_states",
+        "insert_note",
+        "set_facts_order",
+        "set_facts_block",
+        "insert_graph",
+        "insert_passages",
+        "insert_vectors",
+        "insert_recall",
+        "insert_block_text",
+        "insert_walk",
+        "insert_usage",
+        "enqueue",
+        "finish_job",
+        "record_attempt",
+        "park_job",
+        "revive_jobs",
+        "claim_lane",
+        "release_lane",
+        "bump_version",
+    }
+)
 
 
 class Store(abc.ABC):

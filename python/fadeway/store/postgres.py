@@ -284,7 +284,9 @@ class PostgresStore(Store):
                     "SELECT pg_advisory_xact_lock(%s), set_config('fadeway.memory_id', %s, true)",
                     (lock_key(memory_id), memory_key(memory_id).hex()),
                 )
-                yield _PostgresTransaction(_Executor(conn), memory_id)
+                tx = _PostgresTransaction(_Executor(conn), memory_id)
+                yield tx
+                tx.settle()
                 conn.execute("COMMIT")
             except BaseException:
                 self._roll_back(conn)

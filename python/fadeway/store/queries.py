@@ -142,6 +142,17 @@ class MemoryQueries:
             blocks_tracked=bool(tracked),
         )
 
+    def version(self) -> int | None:
+        row = self._conn.execute(
+            "SELECT version FROM memories WHERE memory_id = ?", (self._key,)
+        ).fetchone()
+        return None if row is None else row[0]
+
+    def bump_version(self) -> None:
+        self._conn.execute(
+            "UPDATE memories SET version = version + 1 WHERE memory_id = ?", (self._key,)
+        )
+
     def create_memory(
         self, fmt: str, created_at: float, *, blocks_tracked: bool = True
     ) -> MemoryRecord:

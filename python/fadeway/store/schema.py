@@ -492,6 +492,10 @@ MIGRATIONS: list[Migration] = [
     ),
     # 11: passages by the time they were said, for recall's passages of a day a message names.
     Migration(["CREATE INDEX passages_by_time ON passages (memory_id, at)"]),
+    # 12: a per-memory count of the write transactions that changed it (the lane's bookkeeping
+    # of its jobs and lease aside), so a request decorated and stored later (`Memory.prepare`)
+    # is stored only onto the memory it was decorated from.
+    Migration(["ALTER TABLE memories ADD COLUMN version INTEGER NOT NULL DEFAULT 0"]),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -215,7 +215,9 @@ class SQLiteStore(Store):
         with self._using_connection() as conn, _store_errors(self.path, "write"):
             conn.execute("BEGIN IMMEDIATE")
             try:
-                yield _SQLiteTransaction(conn, memory_id)
+                tx = _SQLiteTransaction(conn, memory_id)
+                yield tx
+                tx.settle()
                 conn.execute("COMMIT")
             except BaseException:
                 _roll_back(conn)
