@@ -20,7 +20,7 @@ from ..decorate.call import Prepared
 from ..memory import Memory
 from ..records import ReportResult
 from ..wire import Format
-from .answers import headers_down, relayed, relayed_body, unreachable
+from .answers import headers_down, relayed, unreachable
 from .hiding import NoteFilter, without_notes
 from .sse import Event, EventSplitter, encode_event
 
@@ -108,9 +108,9 @@ class MemoryCall:
             except ValueError:
                 log.warning("memory %r: the upstream's answer is not JSON", self.mem.memory_id)
                 return relayed(upstream, upstream.content)
-            if stored is None:  # the request could not be stored (logged): nor can its reply
-                break
-            result = await self.hooks.report(self.mem, stored, reply)
+            # A request that could not be stored (logged) leaves its reply unstored: its report
+            # fails and is logged too, and the reply reaches the client all the same.
+            result = await self.hooks.report(self.mem, stored or prepared.request, reply)
             if not result.call_again or round_ == C.SERVE_NOTE_ROUNDS:
                 break
             again = await self.again()
@@ -134,20 +134,19 @@ class MemoryCall:
         except BaseException:
             await upstream.aclose()
             raise
-        if upstream.is_success and stored is None:  # its reply cannot be stored: relayed
-            return StreamingResponse(
-                relayed_body(upstream), upstream.status_code, headers=headers_down(upstream)
-            )
-        if stored is None or not _is_event_stream(upstream):
+        # A request that could not be stored once accepted (logged) is reported all the same:
+        # the report fails (logged), and the client gets the reply, the note's call taken out.
+        decorated = stored or prepared.request
+        if not upstream.is_success or not _is_event_stream(upstream):
             try:
                 content = await upstream.aread()
             finally:
                 await upstream.aclose()
-            if stored is not None:
+            if upstream.is_success:
                 with contextlib.suppress(ValueError):
-                    await self.hooks.report(self.mem, stored, json.loads(content))
+                    await self.hooks.report(self.mem, decorated, json.loads(content))
             return relayed(upstream, content)
-        return MemoryStream(_Relay(self, stored, upstream, lock), upstream)
+        return MemoryStream(_Relay(self, decorated, upstream, lock), upstream)
 
 
 class _Relay:
