@@ -58,8 +58,11 @@ FACTS = [
     FactText("The pricing page launches on 2026-03-14.", "pricing page", "2026-03-14"),
     FactText("Legal reviews every refund term.", "legal", "refund term"),
 ]
-#: An exchange whose reply names something of every fact (distill asks about no other).
-EXCHANGE = "What is on the board?\nDana, the pricing page launch and the legal refund terms."
+#: An exchange whose reply names what each fact adds (distill asks about no other).
+EXCHANGE = (
+    "What is on the board?\nDana's checkout migration, the pricing page launch and the legal "
+    "refund terms."
+)
 
 
 # -- valid answers ----------------------------------------------------------------------------
@@ -698,11 +701,12 @@ def test_a_facts_entities_cannot_start_a_line_of_the_prompt():
 
 
 def test_distill_asks_only_about_what_the_reply_names(server, make_judge):
-    """An item what followed the message names nothing of is dropped unasked; a reply that
-    names nothing of any makes no call."""
+    """An item what followed the message names nothing of is dropped unasked (so is one it
+    names too little of: `may_have_drawn_on`); a reply that names nothing of any makes no
+    call."""
     server.script(lambda r: answer(r.body, {"facts": [{"id": 1}]}))
     judge = make_judge()
-    exchange = "Who owns the checkout migration?\nDana does, with the legal team."
+    exchange = "Who owns the checkout migration?\nDana does; the legal team has the refund terms."
     assert run(judge.distill(FACTS, exchange)) == [True, False, False]
     [asked] = server.requests
     items = user_text(asked.body).split("Recalled items:\n", 1)[1]

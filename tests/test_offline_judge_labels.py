@@ -334,3 +334,19 @@ def test_distill_lets_go_of_what_the_reply_only_thanked_or_named():
     studio = f"{message}\nGina: Congrats on the studio lease, Jon! Main Street is perfect."
     assert distill_offline(items, studio) == [False, False, True]
     assert may_have_drawn_on([f.text for f in items], studio) == [False, False, True]
+
+
+def test_an_item_the_turn_shares_one_word_with_is_not_asked_about():
+    """What followed the message must carry what an item adds to it (half of its own content
+    words, two at most) for the item to be one the turn may have drawn on: a tool output or a
+    reply that shares a single word with most of a block (an agent's turn) no longer has the
+    LLM judge reread the whole block (distill read about 60% of it on the bundled sample)."""
+    items = [
+        F("The checkout migration moved to the new tax table after the review.", "checkout", "tax"),
+        F("Dana reviews refunds on Thursdays.", "Dana", "refunds"),
+    ]
+    message = "What is left for this week?"
+    one_word = f"{message}\nThe tax report is due on Friday."
+    assert may_have_drawn_on([f.text for f in items], one_word) == [False, False]
+    two_words = f"{message}\nThe tax table is done; refunds wait for Dana on Thursdays."
+    assert may_have_drawn_on([f.text for f in items], two_words) == [True, True]

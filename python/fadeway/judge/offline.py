@@ -294,30 +294,27 @@ def distill_offline(facts: Sequence[FactText], conversation: str) -> list[bool]:
         return []
     cos = _similarities(facts, conversation)
     said = set(tokenize(conversation))
-    message, _, after = conversation.partition("\n")
-    asked, followed = _content_words(message), _content_words(after)
-    words = [_content_words(f.text) for f in facts]
-    common = _common(words)
-    speakers = _speakers([*conversation.splitlines(), *(f.text for f in facts)])
+    drawn_on = may_have_drawn_on([f.text for f in facts], conversation)
     keep = []
-    for fact, c, mine in zip(facts, cos.tolist(), words, strict=True):
+    for fact, c, drawn in zip(facts, cos.tolist(), drawn_on, strict=True):
         tokens = set(tokenize(fact.text))
         covered = len(tokens & said) / len(tokens) if tokens else 1.0
-        adds = mine - asked - common - speakers - _PHATIC
-        drawn_on = len(adds & followed) >= min(2, (len(adds) + 1) // 2) > 0
-        keep.append(bool(c >= C.DISTILL_RELEVANT and drawn_on and covered < C.DISTILL_SAID))
+        keep.append(bool(c >= C.DISTILL_RELEVANT and drawn and covered < C.DISTILL_SAID))
     return keep
 
 
 def may_have_drawn_on(texts: Sequence[str], conversation: str) -> list[bool]:
-    """Whether what followed the message (the conversation's lines after its first) names
-    something of each text that the message does not: a turn that drew on an item says
-    something of it. `distill_offline` keeps only such items; the LLM judge asks about no
-    other (`LLMJudge.distill`)."""
+    """Whether what followed the message (the conversation's lines after its first) carries
+    what each text adds to the message: half of its content words the message lacks, two at
+    most, leaving out words most of the texts share, speakers' names and words of thanks. A
+    turn that drew on an item says something of its own of it. `distill_offline` keeps only
+    such items; the LLM judge asks about no other (`LLMJudge.distill`: one shared word asked
+    about 60% of an agent's block, tool outputs sharing a word with most items)."""
     message, _, after = conversation.partition("\n")
     asked, followed = _content_words(message), _content_words(after)
-    idle = asked | _speakers([*conversation.splitlines(), *texts]) | _PHATIC
-    return [bool((_content_words(t) - idle) & followed) for t in texts]
+    words = [_content_words(t) for t in texts]
+    idle = asked | _common(words) | _speakers([*conversation.splitlines(), *texts]) | _PHATIC
+    return [len((adds := w - idle) & followed) >= min(2, (len(adds) + 1) // 2) > 0 for w in words]
 
 
 def _common(words: Sequence[frozenset[str]]) -> frozenset[str]:
