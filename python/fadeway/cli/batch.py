@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .. import _constants as C
+from .._blas import one_thread_for_process
 from ..engine import Engine
 from ..export.files import import_file
 from ..notes.writers import NoteWriter, note_writer_from
@@ -98,6 +99,7 @@ def die_with_parent(parent: int) -> None:
 def _init_worker(settings: ReplaySettings, progress: multiprocessing.Queue, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
     die_with_parent(parent)
+    one_thread_for_process()
     # Log records go to the parent with the progress, and are written there by its handlers
     # (above its progress bar); written here, they would cut through it.
     logging.root.handlers = [logging.handlers.QueueHandler(progress)]
@@ -146,7 +148,10 @@ def _replay_in_workers(
     progress: multiprocessing.Queue = context.Queue()
     pool = context.Pool(workers, _init_worker, (settings, progress, os.getpid()))
     try:
-        results = pool.map_async(_replay_in_worker, memories, chunksize=1)
+        # Longest first: the memories started last are short, so the workers end together
+        # (in the given order one worker could be left replaying the longest alone).
+        longest_first = sorted(memories, key=lambda m: len(m.lines), reverse=True)
+        results = pool.map_async(_replay_in_worker, longest_first, chunksize=1)
         while not results.ready():
             try:
                 _forward(progress.get(timeout=_PROGRESS_SECONDS), advance)

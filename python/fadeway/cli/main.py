@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from .. import _constants as C
+from .._blas import one_thread_for_process
 from .._version import __version__
 from ..errors import (
     FadewayError,
@@ -566,6 +567,7 @@ def _add_eval(sub: Commands) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    one_thread_for_process()
     try:
         return args.run(args)
     except KeyboardInterrupt:
