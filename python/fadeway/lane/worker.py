@@ -161,6 +161,7 @@ class Lane:
         now = time.time()
         try:
             with self.store.write(memory_id) as tx:
+                tx.bookkeeping = True  # until the job's result is applied
                 if not tx.claim_lane(owner, now, now + self.queue.lease_seconds):
                     log.info(
                         "memory %r: lane taken over during job %d; result discarded",
@@ -168,12 +169,12 @@ class Lane:
                         job.n,
                     )
                     tx.insert_usage(used, job.created_at)  # spent all the same
-                    tx.bookkeeping = True
                     return None
                 current = tx.pending_job()
                 if current is None or current.n != job.n:
                     return 0  # another worker finished it while our lease had lapsed
                 tx.insert_usage(used, job.created_at)  # spent even when the result is stale
+                tx.bookkeeping = False
                 try:
                     done = self._job(job).handler.apply(tx, job, prepared)
                 except Exception as exc:
