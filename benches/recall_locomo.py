@@ -353,6 +353,7 @@ def ask_block(
         fused = rrf([order[:HYBRID_DEPTH], by_meaning[:HYBRID_DEPTH]])
         text = turns.text(turns.fill(fused, budget, C.TOKENS_PER_MESSAGE))
         asked.count("hybrid", text, block_tokens(text) if text else 0, turns.keys, keep)
+        asked.with_view("hybrid")
     asked.with_view("block")
     asked.with_view("bm25")
     return asked
@@ -615,7 +616,7 @@ def show_examples(
 
 
 #: The settings recall and distill read, by the prefix of their names in `_constants`.
-_RECALL_SETTINGS = ("RECALL_", "LEVEL_", "KEEP_LEVEL", "LEAD_LEVEL", "DISTILL_")
+_RECALL_SETTINGS = ("RECALL_", "DENSE_", "LEVEL_", "KEEP_LEVEL", "LEAD_LEVEL", "DISTILL_")
 
 
 def settings_line(ceiling: int) -> str:
@@ -692,7 +693,20 @@ COLUMNS: list[Column] = [
     ("bm25_top", "BM25 top-10", "top-10 tokens"),
     ("block+view", "block or view", ""),
     ("bm25+view", "BM25 or view", ""),
+    ("hybrid+view", "hybrid or view", ""),
 ]
+
+
+def _hybrid_verdicts(asked: Sequence[Asked]) -> list[str]:
+    """The block against BM25 + MiniLM, alone and with the view, where the hybrid ran."""
+    if not all("hybrid" in a.hits for a in asked):
+        return []
+    return [
+        verdict(asked, "block", "hybrid", "Recall block >= BM25 + MiniLM at the same budget"),
+        "",
+        verdict(asked, "block+view", "hybrid+view", "With the view, against the hybrid's"),
+        "",
+    ]
 
 
 def summary(conversations: Sequence[Conversation]) -> str:
@@ -749,6 +763,7 @@ def report(
                 "the same way)",
             ),
             "",
+            *_hybrid_verdicts(asked),
             summary(conversations),
             "",
             walks(asked),

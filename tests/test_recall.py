@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import msgspec
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,6 +20,7 @@ import fadeway
 from fadeway import _constants as C
 from fadeway import blocks
 from fadeway._aio import run_ready
+from fadeway.embed import HashingEmbedder
 from fadeway.engine import Engine
 from fadeway.index.indexes import Indexes
 from fadeway.judge import OfflineJudge, ScriptedJudge
@@ -578,6 +580,35 @@ def test_a_prepared_walk_never_shows_a_fact_now_in_the_facts_block(tmp_path, clo
     assert result.walk == "prepared"
     assert number[LEAVE[0]] in result.facts and number[OWNER[0]] not in result.facts
     assert OWNER[0] not in (result.block or "") and LEAVE[0] in result.block
+
+
+class _OneDirection(HashingEmbedder):
+    """Every text the same vector, so every search by meaning finds everything at cosine 1;
+    recall takes them as hits only above `floor`, this embedder's `min_similarity`."""
+
+    def __init__(self, floor: float) -> None:
+        super().__init__(8)
+        self.floor = floor
+
+    @property
+    def min_similarity(self) -> float:
+        return self.floor
+
+    def embed_sync(self, texts, *, deadline=None):
+        rows = np.zeros((len(texts), 8), dtype=np.float32)
+        rows[:, 0] = 1.0
+        return rows
+
+
+@pytest.mark.parametrize(("floor", "found"), [(0.5, True), (1.5, False)])
+def test_hits_by_meaning_count_from_the_embedders_own_floor(tmp_path, clock, floor, found):
+    """A message that shares no word with any fact finds them only by meaning, and only where
+    the embedder's `min_similarity` lets its cosines count."""
+    keeps = ScriptedJudge(levels=lambda facts, dialogue: [C.KEEP_LEVEL] * len(facts))
+    with _open(tmp_path / "r.db", clock, embedder=_OneDirection(floor)) as eng:
+        _with_facts(eng, eng.memory("m"), clock, [[OWNER, *OTHER]])
+        result = _recall(eng, "m", "Zebras hum quietly.", judge=keeps)
+    assert (OWNER[0] in (result.block or "")) is found
 
 
 def test_a_failing_embedder_costs_the_turn_its_block_not_the_turn(tmp_path, clock, caplog):

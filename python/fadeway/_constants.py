@@ -315,10 +315,13 @@ RECALL_BLOCK_TOKENS = 2_000
 RECALL_BLOCK_LEAST = 1_000
 RECALL_BLOCK_SCALE = 0.125
 RECALL_BLOCK_SHARE = 0.25
-#: A hit by meaning below this cosine is no hit (a vector search always returns its k nearest).
-#: 0.35 on the LoCoMo tuning split: hashing-embedding hits below it only displaced better BM25
-#: hits (passage recall@4 .38 fused at 0.15, .43 at 0.35, the same as BM25 alone).
+#: A hit by meaning below its embedder's floor (`Embedder.min_similarity`) is no hit: a vector
+#: search always returns its k nearest, and each model has its own scale of cosines. The hashing
+#: embedder's, 0.35 on the LoCoMo tuning split: its hits below it only displaced better BM25
+#: hits (passage recall@4 .38 fused at 0.15, .43 at 0.35, the same as BM25 alone). A dense
+#: model's (sentence-transformers, an endpoint's): DENSE_MIN_SIMILARITY, tuned with MiniLM.
 RECALL_MIN_SIMILARITY = 0.35
+DENSE_MIN_SIMILARITY = 0.2
 #: The walk: facts at KEEP_LEVEL or above are shown, at LEAD_LEVEL or above they lead on to the
 #: facts on the far side of their entities, at most WALK_DEPTH steps and WALK_FANOUT new facts
 #: a step.

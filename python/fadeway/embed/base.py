@@ -2,7 +2,8 @@
 
 An embedder turns texts into float32 rows of unit length, one per text, all of its `dim`. Its
 `name` is stored with the vectors it made (`"hashing-512"`, `"openai:text-embedding-3-small"`),
-so an index built by one embedder is never searched with another's vectors.
+so an index built by one embedder is never searched with another's vectors. Its `min_similarity`
+is the cosine below which recall counts a nearest neighbour as no hit.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
+
+from .. import _constants as C
 
 __all__ = ["Embedder", "l2_normalise", "texts_list"]
 
@@ -26,6 +29,14 @@ class Embedder(abc.ABC):
     @abc.abstractmethod
     def dim(self) -> int:
         """The length of every vector this embedder makes."""
+
+    @property
+    def min_similarity(self) -> float:
+        """The cosine below which recall counts a nearest neighbour as no hit (a vector search
+        always returns its k nearest). Models differ in their scale of cosines: this one,
+        `DENSE_MIN_SIMILARITY`, was tuned with all-MiniLM-L6-v2; a subclass for a model whose
+        scale differs overrides it."""
+        return C.DENSE_MIN_SIMILARITY
 
     @abc.abstractmethod
     async def embed(

@@ -32,6 +32,10 @@ class HashingEmbedder(Embedder):
     def dim(self) -> int:
         return self._dim
 
+    @property
+    def min_similarity(self) -> float:
+        return C.RECALL_MIN_SIMILARITY
+
     async def embed(
         self, texts: Sequence[str], *, deadline: float | None = None
     ) -> npt.NDArray[np.float32]:

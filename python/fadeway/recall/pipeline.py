@@ -105,6 +105,7 @@ def recall(
         (texts, vectors),
         (dated, without_dates(message, now)),
         excerpts_searched(limit),
+        services.embedder.min_similarity,
     )
     lap("search")
     candidates = snap.shown([*found.message, *(n for hits in found.parts for n in hits)])

@@ -43,19 +43,21 @@ def search(
     embedded: tuple[Sequence[str], np.ndarray],
     dated: tuple[Sequence[int], str],
     quotes: int,
+    floor: float,
 ) -> Found:
     """Run every search of one recall over `index` (synced). `embedded` holds the distinct
     texts and their vectors (row by row): the message, the recent conversation and the parts.
     Passages are searched `quotes` deep: as many as the block may quote. `dated` holds the
     passages said on a day the message names and the message without its dates: they are
     ranked by its words as one more list (those it matches first), so that what was said that
-    day comes up though the message shares few words with it.
+    day comes up though the message shares few words with it. A hit by meaning under `floor`
+    (the embedder's `min_similarity`) is no hit.
 
     Every search releases the GIL (BM25 in Rust, hnswlib in C++); the recalling thread and the
     search threads take them in turn, longest first, so that both cores stay busy to the end
     whatever the number of parts (`_share`). Vector searches of one index go in one batch: the
     index takes them one at a time anyway (`VectorIndex` locks around hnswlib)."""
-    k, floor = C.RECALL_SEARCH_HITS, C.RECALL_MIN_SIMILARITY
+    k = C.RECALL_SEARCH_HITS
     texts, vectors = embedded
     row = {t: i for i, t in enumerate(texts)}
     part_texts = list(dict.fromkeys(p.text for p in parts))

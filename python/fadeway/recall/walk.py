@@ -122,7 +122,7 @@ class WalkJob:
             for h in fuse(
                 [
                     index.by_words("fact", dialogue, k),
-                    index.by_meaning("fact", vector, k, C.RECALL_MIN_SIMILARITY),
+                    index.by_meaning("fact", vector, k, self.embedder.min_similarity),
                 ],
                 k,
             )
