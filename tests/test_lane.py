@@ -548,3 +548,75 @@ def test_a_lease_is_gone_only_when_its_process_of_this_host_no_longer_runs():
     assert not gone(f"{host}:{dead.pid}:1")  # an older fadeway's host:pid:thread
     assert not gone("")
     assert os.getpid() != dead.pid
+
+
+def test_a_workers_threads_pass_by_a_lane_another_of_its_threads_runs(db, clock):
+    """Woken while one of its threads has a memory's job in hand, the worker's other threads
+    leave that lane alone, asking the store nothing (a claim is a write transaction)."""
+    import asyncio
+
+    from fadeway.lane.worker import BackgroundWorker
+
+    started, release = threading.Event(), threading.Event()
+
+    class Blocking:
+        async def prepare(self, memory_id, job):
+            started.set()
+            await asyncio.to_thread(release.wait, 10)
+
+        def apply(self, tx, job, prepared):
+            return True
+
+    quiet = fadeway.open(db, clock=clock, background=False)
+    _queue(quiet, "m", "blocking", 1)
+    lane = Lane(
+        quiet.store, quiet.services.lane, {**_jobs_of(quiet), "blocking": Job(Blocking(), "t")}
+    )
+    runs: list[str] = []
+    run = lane.run
+    lane.run = lambda memory_id, *args, **kw: runs.append(memory_id) or run(memory_id, *args, **kw)
+    worker = BackgroundWorker(lane, threads=4)
+    try:
+        assert started.wait(10)
+        for _ in range(5):
+            quiet.services.lane.queued()  # wakes every thread
+            time.sleep(0.05)
+        assert runs == ["m"]
+    finally:
+        release.set()
+        worker.close()
+        quiet.close()
+
+
+def test_a_job_queued_as_a_lane_is_let_go_is_run_by_the_thread_letting_it_go(db, clock):
+    """A thread woken while another of the worker's threads finishes a lane passes it by; the
+    finishing thread then runs the lane again, so the job queued meanwhile does not wait for the
+    worker's next poll."""
+    from fadeway.lane.worker import BackgroundWorker
+
+    APPLIED.clear()
+    quiet = fadeway.open(db, clock=clock, background=False)
+    _queue(quiet, "m", "probe", 1)
+    lane = lane_of(quiet)
+    run, calls = lane.run, []
+
+    def run_then_queue(memory_id, *args, **kw):
+        done = run(memory_id, *args, **kw)
+        calls.append(memory_id)
+        if len(calls) == 1:  # the lane is let go: a job comes, and the other threads wake
+            with quiet.store.write(memory_id) as tx:
+                tx.enqueue("probe", b"{}", 0.0)
+            quiet.services.lane.queued()
+            time.sleep(0.3)
+        return done
+
+    lane.run = run_then_queue
+    worker = BackgroundWorker(lane, threads=3)
+    try:
+        deadline = time.monotonic() + 3  # well within the worker's 5 s poll
+        while len(APPLIED) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert [n for _, n in APPLIED] == [1, 2]
+    finally:
+        worker.close()
+        quiet.close()

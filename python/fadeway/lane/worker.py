@@ -349,6 +349,14 @@ class BackgroundWorker:
         self._lane = lane
         self._wake = lane.queue.wake
         self._stop = threading.Event()
+        # The memories this worker's threads are running: another of its threads passes them
+        # by without asking the store (a claim is a write transaction, and on a busy store
+        # every thread asked for every lane the others held), noting it in `_missed`, and the
+        # running thread looks at the lane again before it lets go (a job may have come after
+        # its last look).
+        self._running: set[str] = set()
+        self._missed: set[str] = set()
+        self._running_lock = threading.Lock()
         self._threads = [
             threading.Thread(target=self._loop, name=f"fadeway-lane-{i}", daemon=True)
             for i in range(threads)
@@ -366,10 +374,33 @@ class BackgroundWorker:
                 for memory_id in self._lane.store.memories_with_pending_jobs():
                     if self._stop.is_set():
                         break
-                    self._lane.run(memory_id, stop=self._stop)
+                    self._run(memory_id)
             except Exception:  # keep the worker alive; the store is the truth, jobs stay pending
                 log.exception("background lane worker error")
                 time.sleep(C.LANE_POLL_SECONDS)
+
+    def _run(self, memory_id: str) -> None:
+        """Run the memory's lane unless another thread of this worker is running it; that
+        thread then runs it once more before it lets go."""
+        with self._running_lock:
+            if memory_id in self._running:
+                self._missed.add(memory_id)
+                return
+            self._running.add(memory_id)
+        try:
+            while True:
+                self._lane.run(memory_id, stop=self._stop)
+                with self._running_lock:
+                    if memory_id not in self._missed or self._stop.is_set():
+                        self._running.discard(memory_id)
+                        self._missed.discard(memory_id)
+                        return
+                    self._missed.discard(memory_id)
+        except BaseException:
+            with self._running_lock:
+                self._running.discard(memory_id)
+                self._missed.discard(memory_id)
+            raise
 
     def close(self) -> None:
         self._stop.set()
