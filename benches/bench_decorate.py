@@ -1,17 +1,23 @@
-"""decorate + report overhead per call, with the full history resent each time.
+"""decorate + report overhead per call, with the full history resent each time, on SQLite and
+on PostgreSQL (a fresh database on `$FADEWAY_TEST_POSTGRES`, else on a throwaway cluster of the
+machine's PostgreSQL, `tests/pg.py`; skipped, saying why, when there is none).
 
 Run: python -m pytest benches/bench_decorate.py --benchmark-enable
 Goal (issue 2): under 5 ms at 1k stored messages and under 50 ms at 10k (measured below the
-ceiling: recognising, storing, measuring and assembling, without a fade).
+ceiling: recognising, storing, measuring and assembling, without a fade), on SQLite; PostgreSQL
+beside it (issue 30), each call's statements being round trips to the server.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
+from collections.abc import Iterator
 
 import pytest
 
 import fadeway
+import pg
 
 SYSTEM = {"role": "system", "content": "You help the web team ship the pricing page. Be brief."}
 
@@ -85,11 +91,33 @@ def _reply(text: str, prompt_tokens: int) -> dict:
     }
 
 
+@pytest.fixture(scope="module")
+def pg_server() -> Iterator[str]:
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        pytest.skip("psycopg is not installed: pip install 'fadeway[postgres]'")
+    why = None if os.environ.get(pg.ENV_URL) else pg.why_no_cluster()
+    if why:
+        pytest.skip(why)
+    with pg.server() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request, tmp_path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield str(tmp_path / "bench.db")
+        return
+    with pg.fresh_database(request.getfixturevalue("pg_server")) as url:
+        yield url
+
+
 @pytest.mark.parametrize("stored", [1_000, 10_000])
-def test_decorate_report_full_history(benchmark, tmp_path, stored):
-    # Defaults (WAL, synchronous=FULL), with a ceiling the 10k history stays under: this measures
-    # the per-call overhead of recognising and storing, not a fade.
-    engine = fadeway.open(tmp_path / "bench.db", ceiling=10_000_000)
+def test_decorate_report_full_history(benchmark, db, stored):
+    # Defaults (SQLite: WAL, synchronous=FULL), with a ceiling the 10k history stays under: this
+    # measures the per-call overhead of recognising and storing, not a fade.
+    engine = fadeway.open(db, ceiling=10_000_000)
     mem = engine.memory("bench")
     history = _history(stored)
     mem.decorate({"model": "gpt-4.1", "messages": [SYSTEM, *history]})

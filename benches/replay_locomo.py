@@ -102,23 +102,25 @@ def _scaling(locomo: Path, turns: int) -> str:
     """Replay over 1, 2 and 4 workers on a fresh SQLite file and a fresh PostgreSQL database."""
     import pg
 
+    cores = os.cpu_count() or 1  # a worker past the cores shares one
     lines = [
         SCALING_MARKER,
         "## Workers on one store (issue 30)",
         "",
         f"`python benches/replay_locomo.py --scaling`, {time.strftime('%Y-%m-%d')}, "
         f"{os.cpu_count()} CPUs: the ten conversations at {SCALING_CEILING:,} tokens, a fresh "
-        "store per row; speed-up against 1 worker on the same store, in the same run.",
+        "store per row; speed-up against 1 worker on the same store, in the same run; per "
+        "core: messages/s over the cores the workers can use (one each, at most all).",
         "",
-        "| store | workers | wall time | messages/s | speed-up |",
-        "| --- | --- | --- | --- | --- |",
+        "| store | workers | wall time | messages/s | messages/s per core | speed-up |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     with contextlib.ExitStack() as stack:
         why = pg.why_no_cluster() if not os.environ.get(pg.ENV_URL) else None
         server = None if why else stack.enter_context(pg.server())
         for store in ("SQLite", "PostgreSQL"):
             if store == "PostgreSQL" and server is None:
-                lines.append(f"| PostgreSQL | - | not run: {why} | | |")
+                lines.append(f"| PostgreSQL | - | not run: {why} | | | |")
                 continue
             first = None
             for workers in SCALING_WORKERS:
@@ -133,6 +135,7 @@ def _scaling(locomo: Path, turns: int) -> str:
                 first = first or got["wall"]
                 line = (
                     f"| {store} | {workers} | {got['wall']:.1f} s | {turns / got['wall']:.0f} "
+                    f"| {turns / got['wall'] / min(workers, cores):.0f} "
                     f"| {first / got['wall']:.2f}x |"
                 )
                 print(line, flush=True)
