@@ -11,7 +11,6 @@ beside it (issue 30), each call's statements being round trips to the server.
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Iterator
 
 import pytest
@@ -93,14 +92,7 @@ def _reply(text: str, prompt_tokens: int) -> dict:
 
 @pytest.fixture(scope="module")
 def pg_server() -> Iterator[str]:
-    try:
-        import psycopg  # noqa: F401
-    except ImportError:
-        pytest.skip("psycopg is not installed: pip install 'fadeway[postgres]'")
-    why = None if os.environ.get(pg.ENV_URL) else pg.why_no_cluster()
-    if why:
-        pytest.skip(why)
-    with pg.server() as url:
+    with pg.server_or_skip() as url:
         yield url
 
 

@@ -7,10 +7,7 @@ is marked `postgres` and skips, saying why, when no server can be had.
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Iterator
-from contextlib import ExitStack
 
 import pytest
 
@@ -30,19 +27,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pg_server() -> Iterator[str]:
     """The URL of a PostgreSQL server for this session (`FADEWAY_TEST_POSTGRES`, else a
     throwaway cluster), or a skip saying why there is none."""
-    try:
-        import psycopg  # noqa: F401
-    except ImportError:
-        pytest.skip("psycopg is not installed: pip install 'fadeway[postgres]'")
-    why = None if os.environ.get(pg.ENV_URL) else pg.why_no_cluster()
-    if why:
-        pytest.skip(why)
-    with ExitStack() as stack:
-        try:
-            url = stack.enter_context(pg.server())
-        except (OSError, subprocess.CalledProcessError) as exc:
-            detail = (getattr(exc, "stderr", None) or b"").decode(errors="replace").strip()
-            pytest.skip(f"cannot start a throwaway PostgreSQL: {exc} {detail}")
+    with pg.server_or_skip() as url:
         yield url
 
 

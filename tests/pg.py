@@ -9,6 +9,7 @@ prints its URL; `python3 tests/pg.py stop DIR` stops it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -116,6 +117,28 @@ def server() -> Iterator[str]:
         yield start(root)
     finally:
         stop(root)
+
+
+@contextmanager
+def server_or_skip() -> Iterator[str]:
+    """`server()` for a test or a bench: skips it, saying why, when psycopg is not installed or
+    no server can be started."""
+    import pytest
+
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        pytest.skip("psycopg is not installed: pip install 'fadeway[postgres]'")
+    why = None if os.environ.get(ENV_URL) else why_no_cluster()
+    if why:
+        pytest.skip(why)
+    with contextlib.ExitStack() as stack:
+        try:
+            url = stack.enter_context(server())
+        except (OSError, subprocess.CalledProcessError) as exc:
+            detail = (getattr(exc, "stderr", None) or b"").decode(errors="replace").strip()
+            pytest.skip(f"cannot start a throwaway PostgreSQL: {exc} {detail}")
+        yield url
 
 
 def with_database(url: str, name: str) -> str:
