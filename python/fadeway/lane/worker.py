@@ -396,7 +396,7 @@ class BackgroundWorker:
                         self._missed.discard(memory_id)
                         return
                     self._missed.discard(memory_id)
-        except BaseException:
+        except BaseException:  # not a `finally`: once let go above, the lane may be another's
             with self._running_lock:
                 self._running.discard(memory_id)
                 self._missed.discard(memory_id)
