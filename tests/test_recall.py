@@ -430,6 +430,36 @@ def test_distill_reads_the_turns_tool_outputs_as_said(tmp_path, clock):
     assert OWNER[0] not in (distilled.text or "")
 
 
+def test_distill_rereads_an_excerpt_as_the_block_showed_it(tmp_path, clock):
+    """A long passage the block showed as a window is reread as that window, not whole: the
+    turn read no more of it (whole passages of an agent's turns were most of what an LLM
+    judge's distill read)."""
+    calls: list = []
+
+    def judged(items, conversation):
+        calls.append(items)
+        return [True] * len(items)
+
+    with _open(tmp_path / "r.db", clock, ScriptedJudge(distill=judged)) as eng:
+        mem = eng.memory("m")
+        history = _with_facts(eng, mem, clock, [[OWNER, *OTHER]])
+        question = "What came of w5_12 and w1_25?"
+        history.append({"role": "user", "content": question})
+        request = mem.decorate({"model": "gpt-4.1", "messages": history})
+        block = _block_before(request, question)
+        mem.report(request, chat_reply("Nothing came of w5_12 or w1_25 yet."))
+        eng.drain()
+        export = mem.export()
+    [recalled] = [r for r in export.recalls if r.turn == max(r.turn for r in export.recalls)]
+    texts = {p.n: p.text for p in export.passages}
+    quoted = [i for i in calls[-1] if not i.object]  # the excerpts (a fact has an object)
+    assert len(quoted) == len(recalled.passages) >= 2
+    for item, n in zip(quoted, sorted(recalled.passages), strict=True):
+        shown = item.text.removeprefix(f"{item.subject}: ")
+        assert f"\n{shown}\n" in block  # the excerpt's line, as the block showed it
+        assert len(shown) < len(texts[n])  # a window of a longer passage
+
+
 @pytest.mark.parametrize("keep", ["all", "every other"])
 def test_distill_rewrites_a_block_to_what_it_kept_and_nothing_more(tmp_path, clock, keep):
     """A rewrite shows only the facts and excerpts distill kept, so it never grows the block it

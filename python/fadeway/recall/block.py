@@ -34,6 +34,7 @@ __all__ = [
     "excerpt_sizes",
     "excerpts_of",
     "said_by",
+    "shown_text",
     "window",
 ]
 
@@ -377,15 +378,24 @@ def excerpts_of(
         facts = own[: C.RECALL_EXCERPT_FACTS]
         seen.update(facts)
         facts_shown += facts
-        prefix = f"{p.role}: "
-        text = p.text[len(prefix) :] if p.text.startswith(prefix) else p.text
-        if wanted is not None:
-            text = _window(text, wanted)
+        text = _shown(p, wanted)
         bare.append(blocks.Excerpt(turn=p.turn, role=p.role, at=p.at, text=text))
         out.append(
             replace(bare[-1], facts=[snap.recalled(n) for n in facts]) if facts else bare[-1]
         )
     return out, facts_shown
+
+
+def shown_text(passage: Any, query: str) -> str:
+    """A passage's text as an excerpt of a block recalled for `query` shows it: without its
+    speaker's prefix (the header names them), a long one windowed (`window`)."""
+    return _shown(passage, frozenset(tokenize(query)))
+
+
+def _shown(passage: Any, wanted: frozenset[str] | None) -> str:
+    prefix = f"{passage.role}: "
+    text = passage.text[len(prefix) :] if passage.text.startswith(prefix) else passage.text
+    return text if wanted is None else _window(text, wanted)
 
 
 def excerpt_sizes(excerpts: Sequence[blocks.Excerpt]) -> list[int]:

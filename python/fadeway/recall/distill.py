@@ -16,7 +16,7 @@ from .. import blocks
 from ..judge.base import FactText, Judge
 from ..records import BlockText, JobRecord
 from ..store import Store, Transaction
-from .block import block_tokens, excerpts_of
+from .block import block_tokens, excerpts_of, shown_text
 from .grouping import group_facts
 from .snapshot import Snapshot
 
@@ -49,7 +49,15 @@ class DistillJob:
         record = found[0]
         facts = [n for n in record.facts if n in snap.facts]
         items = [snap.fact_text(n) for n in facts]
-        items += [FactText(p.text, p.role, "") for p in passages]
+        # An excerpt as the block showed it (a long passage windowed by the message): what
+        # the turn read, and what a judge rereads (whole passages of an agent's turns were
+        # most of what distill read).
+        message = conversation.partition("\n")[0]
+        for p in passages:
+            shown = shown_text(p, message)
+            items.append(
+                FactText(p.text if p.text.endswith(shown) else f"{p.role}: {shown}", p.role, "")
+            )
         keep = await self.judge.distill(
             items, conversation, deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE
         )
