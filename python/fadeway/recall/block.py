@@ -22,6 +22,7 @@ from typing import Any
 from .. import _constants as C
 from .. import blocks, tokens
 from .._core import tokenize
+from ..records import PassageRecord
 from .grouping import group_facts
 from .snapshot import Snapshot
 
@@ -386,13 +387,13 @@ def excerpts_of(
     return out, facts_shown
 
 
-def shown_text(passage: Any, query: str) -> str:
+def shown_text(passage: PassageRecord, query: str) -> str:
     """A passage's text as an excerpt of a block recalled for `query` shows it: without its
     speaker's prefix (the header names them), a long one windowed (`window`)."""
     return _shown(passage, frozenset(tokenize(query)))
 
 
-def _shown(passage: Any, wanted: frozenset[str] | None) -> str:
+def _shown(passage: PassageRecord, wanted: frozenset[str] | None) -> str:
     prefix = f"{passage.role}: "
     text = passage.text[len(prefix) :] if passage.text.startswith(prefix) else passage.text
     return text if wanted is None else _window(text, wanted)
