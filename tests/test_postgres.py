@@ -123,6 +123,47 @@ def test_writers_of_one_memory_queue_and_of_two_memories_do_not(store):
         assert [m.seq for m in tx.messages()] == [0, 1]
 
 
+def _round_trips(store, monkeypatch) -> list[int]:
+    """Round trips of each transaction `store` opens from now on (the server's ReadyForQuery
+    messages in libpq's trace of its connection), the pool's own check left out."""
+    import contextlib
+    import tempfile
+
+    counts: list[int] = []
+    real = store._connection
+
+    @contextlib.contextmanager
+    def traced(doing):
+        with real(doing) as conn, tempfile.TemporaryFile() as log:
+            conn.pgconn.trace(log.fileno())
+            try:
+                yield conn
+            finally:
+                conn.pgconn.untrace()
+                log.seek(0)
+                counts.append(log.read().decode().count("ReadyForQuery"))
+
+    monkeypatch.setattr(store, "_connection", traced)
+    return counts
+
+
+@pytest.mark.parametrize("db", ["postgres"], indirect=True)
+@pytest.mark.postgres
+def test_a_transaction_opens_in_one_round_trip(store, monkeypatch):
+    """BEGIN, the batch's asynchronous commit, the memory's lock and its row-level setting go
+    to the server together: a write that changes nothing takes two round trips (open, commit),
+    a read two (open, roll back); they took three each (four with asynchronous commit), each
+    a wait on a remote server."""
+    counts = _round_trips(store, monkeypatch)
+    with store.write("a") as tx:
+        pass
+    with store.read("a") as tx:
+        assert tx.memory() is not None  # the setting holds: row-level security lets it read
+    with store.write("a") as tx:
+        tx.insert_messages([_message(0)])  # one statement, and the version's
+    assert counts == [2, 3, 4]
+
+
 @pytest.mark.parametrize("db", ["postgres"], indirect=True)
 @pytest.mark.postgres
 def test_a_read_is_one_snapshot(store):

@@ -27,7 +27,7 @@ import hashlib
 import logging
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -212,6 +212,7 @@ class PostgresStore(Store):
         self._async_commit = synchronous in ("OFF", "NORMAL")
         self._lock = threading.Lock()
         self._closed = False
+        self._pipelines = self._psycopg.Pipeline.is_supported()
         connect = {"autocommit": True, "connect_timeout": C.POSTGRES_CONNECT_TIMEOUT_SECONDS}
         try:
             with self._psycopg.connect(url, **connect) as conn:
@@ -276,14 +277,16 @@ class PostgresStore(Store):
     @contextmanager
     def write(self, memory_id: str) -> Iterator[Transaction]:
         with self._connection("write") as conn:
-            conn.execute("BEGIN")
             try:
-                if self._async_commit:
-                    conn.execute("SET LOCAL synchronous_commit = off")
-                conn.execute(
-                    "SELECT pg_advisory_xact_lock(%s), set_config('fadeway.memory_id', %s, true)",
-                    (lock_key(memory_id), memory_key(memory_id).hex()),
-                )
+                with self._together(conn):
+                    conn.execute("BEGIN")
+                    if self._async_commit:
+                        conn.execute("SET LOCAL synchronous_commit = off")
+                    conn.execute(
+                        "SELECT pg_advisory_xact_lock(%s), "
+                        "set_config('fadeway.memory_id', %s, true)",
+                        (lock_key(memory_id), memory_key(memory_id).hex()),
+                    )
                 tx = _PostgresTransaction(_Executor(conn), memory_id)
                 yield tx
                 tx.settle()
@@ -295,12 +298,20 @@ class PostgresStore(Store):
     @contextmanager
     def read(self, memory_id: str) -> Iterator[Transaction]:
         with self._connection("read") as conn:
-            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             try:
-                conn.execute(_ONE_MEMORY, (memory_key(memory_id).hex(),))
+                with self._together(conn):
+                    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    conn.execute(_ONE_MEMORY, (memory_key(memory_id).hex(),))
                 yield _PostgresTransaction(_Executor(conn), memory_id)
             finally:
                 self._roll_back(conn)
+
+    def _together(self, conn: psycopg.Connection) -> AbstractContextManager[object]:
+        """The statements that open a transaction sent in one round trip (libpq's pipeline
+        mode), not one each: a transaction of a decorate or a lane job makes a few queries,
+        and on a server a round trip each was most of a replay's time. Without pipeline
+        support (libpq before 14), one at a time."""
+        return conn.pipeline() if self._pipelines else nullcontext()
 
     def _roll_back(self, conn: psycopg.Connection) -> None:
         # A lost connection cannot roll back: the server already has, and the pool drops it.
