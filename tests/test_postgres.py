@@ -166,6 +166,54 @@ def test_a_transaction_opens_in_one_round_trip(store, monkeypatch):
 
 @pytest.mark.parametrize("db", ["postgres"], indirect=True)
 @pytest.mark.postgres
+def test_a_connection_back_within_the_idle_window_is_lent_unchecked(store, monkeypatch):
+    """The pool checks a connection (a round trip) only when it has been idle for
+    POSTGRES_CHECK_IDLE_SECONDS or more; one the server dropped meanwhile fails one call with a
+    StoreError, and the next call gets another."""
+    from types import SimpleNamespace
+
+    import psycopg
+
+    from fadeway import _constants as C
+
+    checked = []
+    real = store._pool_class.check_connection
+    monkeypatch.setattr(
+        store,
+        "_pool_class",
+        SimpleNamespace(check_connection=lambda c: (checked.append(c), real(c))),
+    )
+    for _ in range(2 * C.POSTGRES_POOL_SIZE):  # every connection the pool holds back once
+        with store.read("a") as tx:
+            tx.memory()
+    before = len(checked)
+    for _ in range(3):
+        with store.read("a") as tx:
+            tx.memory()
+    assert len(checked) == before  # back within the window: no check
+    monkeypatch.setattr(C, "POSTGRES_CHECK_IDLE_SECONDS", 0.0)
+    for _ in range(3):
+        with store.read("a") as tx:
+            tx.memory()
+    assert len(checked) == before + 3  # idle past the window: checked each time
+
+    monkeypatch.setattr(C, "POSTGRES_CHECK_IDLE_SECONDS", 3600.0)
+    with psycopg.connect(store._url, autocommit=True) as killer:  # as a restart would
+        killer.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+    time.sleep(0.2)
+    with pytest.raises(StoreError, match="the read failed"):
+        with store.read("a") as tx:
+            tx.memory()
+    for _ in range(2 * C.POSTGRES_POOL_SIZE):  # the others are checked, and replaced
+        with store.read("a") as tx:
+            assert tx.memory() is not None
+
+
+@pytest.mark.parametrize("db", ["postgres"], indirect=True)
+@pytest.mark.postgres
 def test_a_read_is_one_snapshot(store):
     with store.read("a") as snapshot:
         assert snapshot.message_count() == 0

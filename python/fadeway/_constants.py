@@ -100,6 +100,10 @@ POSTGRES_POOL_SIZE = 16
 #: before failing (seconds).
 POSTGRES_WAIT_SECONDS = 30.0
 POSTGRES_CONNECT_TIMEOUT_SECONDS = 10
+#: A pooled connection back from a call less than this long ago is lent again without a check
+#: (an empty query, a round trip: about a tenth of a replay's statements); one idle longer is
+#: checked, and replaced if the server dropped it. HikariCP skips its check within 0.5 s alike.
+POSTGRES_CHECK_IDLE_SECONDS = 1.0
 
 # -- episodes -------------------------------------------------------------------------------
 

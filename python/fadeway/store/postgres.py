@@ -26,6 +26,8 @@ import functools
 import hashlib
 import logging
 import threading
+import time
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from types import ModuleType
@@ -213,6 +215,12 @@ class PostgresStore(Store):
         self._lock = threading.Lock()
         self._closed = False
         self._pipelines = self._psycopg.Pipeline.is_supported()
+        self._pool_class = pool.ConnectionPool
+        # When each pooled connection last came back from a call (`_check`).
+        self._back: weakref.WeakKeyDictionary[psycopg.Connection, float] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lost_at = 0.0  # when a call last lost its connection (`_check`)
         connect = {"autocommit": True, "connect_timeout": C.POSTGRES_CONNECT_TIMEOUT_SECONDS}
         try:
             with self._psycopg.connect(url, **connect) as conn:
@@ -226,11 +234,29 @@ class PostgresStore(Store):
             min_size=1,
             max_size=pool_size,
             kwargs=connect,
-            check=pool.ConnectionPool.check_connection,
+            check=self._check,
+            reset=self._returned,
             timeout=wait_seconds,
             name="fadeway",
             open=True,
         )
+
+    def _returned(self, conn: psycopg.Connection) -> None:
+        """The pool took `conn` back from a call, in a good state."""
+        self._back[conn] = time.monotonic()
+
+    def _check(self, conn: psycopg.Connection) -> None:
+        """Check `conn` before the pool lends it, unless it came back from a call less than
+        POSTGRES_CHECK_IDLE_SECONDS ago. A server restarted within that window fails one call
+        with a StoreError (its transaction rolled back; the caller can retry); then every
+        connection back before that failure is checked before its next call."""
+        back = self._back.get(conn)
+        if (
+            back is None
+            or back <= self._lost_at  # back before a call lost its connection: a restart?
+            or time.monotonic() - back >= C.POSTGRES_CHECK_IDLE_SECONDS
+        ):
+            self._pool_class.check_connection(conn)
 
     def _unreachable(self, exc: Exception) -> str:
         first = " ".join(str(exc).strip().split("\n", 1)[0].split())  # libpq's hint follows
@@ -267,6 +293,8 @@ class PostgresStore(Store):
             with self._pool.connection() as conn:
                 yield conn
         except self._psycopg.Error as exc:
+            if isinstance(exc, self._psycopg.OperationalError):
+                self._lost_at = time.monotonic()
             if self._closed:
                 raise StoreError(f"PostgreSQL store {self.shown} is closed") from exc
             raise StoreError(
