@@ -191,6 +191,22 @@ class RetirementRecord(msgspec.Struct, frozen=True, kw_only=True):
     at: float  # when the newer fact was written
 
 
+class Marks(msgspec.Struct, frozen=True, kw_only=True):
+    """How far each of a memory's append-only tables reaches: the highest number each holds
+    (0 for none), and how many retirements. A sync reads a table only past what it holds, and
+    not at all when its mark says there is nothing past it (`Transaction.marks`)."""
+
+    facts: int
+    entities: int
+    edges: int  # the highest fact with an edge
+    retirements: int  # a count: retirements are read whole
+    episodes: int
+    acks: int  # the highest note with an acknowledgement
+    passages: int
+    fact_vectors: int  # of the embedder asked about
+    passage_vectors: int
+
+
 class PassageRecord(msgspec.Struct, frozen=True, kw_only=True):
     """A searchable piece of sealed conversation: a whole message, or a window of a long one."""
 

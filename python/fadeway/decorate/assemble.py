@@ -103,7 +103,7 @@ def forget_and_assemble(
     user messages, by seq. A fade that finds history uncut cuts it as `fade_if_needed` says,
     or returns `CutFirst` with what to plan the cut from."""
     known = mirror.cache  # facts, the graph and acknowledgements, kept in step
-    known.sync(tx)
+    known.sync(tx, tx.marks(services.embedder.name))
     acked = {e for e, _ in known.acks}
     sealed_before = {e.n for e in episodes if e.state in ("sealed", "forgotten")}
     leaving_before = {e.n for e in episodes if e.state == "leaving"}

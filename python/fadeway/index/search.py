@@ -31,7 +31,7 @@ from .._core import Bm25Index, rrf
 from ..embed.base import Embedder
 from ..errors import EndpointError
 from ..mirror.facts import MemoryCache
-from ..records import FactRecord, SearchHit
+from ..records import FactRecord, Marks, SearchHit
 from ..store import Store, Transaction
 from .vectors import VectorIndex, write_atomic
 
@@ -135,10 +135,12 @@ class MemoryIndex:
             opening = self._identity != memory.created_at
             if opening:
                 self._open(tx, memory.created_at)
+            marks = tx.marks(self.embedder.name)  # what to read: only the tables that grew
             for kind in KINDS:
-                self._dirty |= self._sync_words(tx, kind, check=opening)
-                self._dirty |= self._sync_meaning(tx, kind, check=opening)
-            self.cache.sync(tx)
+                documents_mark, vectors_mark = _marks_of(marks, kind)
+                self._dirty |= self._sync_words(tx, kind, check=opening, mark=documents_mark)
+                self._dirty |= self._sync_meaning(tx, kind, check=opening, mark=vectors_mark)
+            self.cache.sync(tx, marks)
             if self._dirty and time.monotonic() - self._saved_at >= C.INDEX_SAVE_SECONDS:
                 self._save()
 
@@ -212,9 +214,13 @@ class MemoryIndex:
             deadline = time.monotonic() + C.RECALL_DEADLINE
             return int(run_sync(self.embedder.embed([], deadline=deadline)).shape[1])
 
-    def _sync_words(self, tx: Transaction, kind: str, *, check: bool) -> bool:
+    def _sync_words(self, tx: Transaction, kind: str, *, check: bool, mark: int | None) -> bool:
+        """Index the `kind` documents past those indexed; `mark` is the highest the store
+        holds (None: unknown, read to see)."""
         if check and self.through[kind] > _top(tx, kind):
             return self._rebuild_words(tx, kind)  # saved for a longer history: not ours
+        if not check and mark is not None and mark <= self.through[kind]:
+            return False
         docs = documents(tx, kind, self.through[kind])
         if not docs:
             return False
@@ -232,10 +238,11 @@ class MemoryIndex:
         )
         self.words[kind], self.through[kind] = _word_index(), 0
         self.loaded.discard(f"{kind}.bm25")
-        self._sync_words(tx, kind, check=False)
+        self._sync_words(tx, kind, check=False, mark=None)
         return True
 
-    def _sync_meaning(self, tx: Transaction, kind: str, *, check: bool) -> bool:
+    def _sync_meaning(self, tx: Transaction, kind: str, *, check: bool, mark: int | None) -> bool:
+        """Add the `kind` vectors past those held; `mark` is the highest the store holds."""
         index = self.meaning[kind]
         if check:  # every stored vector, against what the saved index holds
             stored = tx.vector_ns(kind, self.embedder.name)
@@ -257,7 +264,10 @@ class MemoryIndex:
                 if n in wanted
             ]
         else:  # vectors are written in order of n: what is new lies above the largest held
-            rows = tx.vectors(kind, self.embedder.name, index.max_id if len(index) else 0)
+            after = index.max_id if len(index) else 0
+            if mark is not None and mark <= after:
+                return False
+            rows = tx.vectors(kind, self.embedder.name, after)
             rows = [(n, v) for n, v in rows if n not in index]
             if not rows:
                 return False
@@ -391,6 +401,13 @@ def _rrf(
     flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=int(offsets[-1]))
     w = np.ones(len(lists)) if weights is None else np.asarray(weights, dtype=np.float64)
     return rrf(offsets, flat, w, float(C.RRF_K), k)
+
+
+def _marks_of(marks: Marks, kind: str) -> tuple[int, int]:
+    """The highest `kind` document and vector the store holds."""
+    if kind == "fact":
+        return marks.facts, marks.fact_vectors
+    return marks.passages, marks.passage_vectors
 
 
 def _top(tx: Transaction, kind: str) -> int:

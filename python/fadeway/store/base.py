@@ -23,6 +23,7 @@ from ..records import (
     EpisodeRecord,
     FactRecord,
     JobRecord,
+    Marks,
     MemoryRecord,
     MessageRecord,
     NoteRecord,
@@ -288,6 +289,11 @@ class Transaction(abc.ABC):
 
     @abc.abstractmethod
     def vector_ns(self, kind: str, embedder: str) -> set[int]: ...
+
+    @abc.abstractmethod
+    def marks(self, embedder: str) -> Marks:
+        """How far each append-only table of the memory reaches, in one query (`Marks`; the
+        vectors are `embedder`'s)."""
 
     @abc.abstractmethod
     def insert_vectors(self, kind: str, embedder: str, rows: Sequence[tuple[int, bytes]]) -> None:

@@ -13,6 +13,7 @@ from ..records import (
     BlockText,
     EdgeRecord,
     EntityRecord,
+    Marks,
     PassageRecord,
     RecallRecord,
     RetirementRecord,
@@ -31,6 +32,35 @@ def _passage(row: tuple) -> PassageRecord:
     return PassageRecord(
         n=n, episode=episode, seq=seq, part=part, turn=turn, at=at, role=role, text=text
     )
+
+
+_MARK_NAMES = (
+    "facts",
+    "entities",
+    "edges",
+    "retirements",
+    "episodes",
+    "acks",
+    "passages",
+    "fact_vectors",
+    "passage_vectors",
+)
+# Each an index lookup on the table's primary key (the vectors' leads with kind and embedder).
+_MARKS = "SELECT " + ", ".join(
+    [
+        "(SELECT MAX(n) FROM facts WHERE memory_id = ?)",
+        "(SELECT MAX(n) FROM entities WHERE memory_id = ?)",
+        "(SELECT MAX(fact) FROM edges WHERE memory_id = ?)",
+        "(SELECT COUNT(*) FROM retirements WHERE memory_id = ?)",
+        "(SELECT MAX(n) FROM episodes WHERE memory_id = ?)",
+        "(SELECT MAX(note) FROM acks WHERE memory_id = ?)",
+        "(SELECT MAX(n) FROM passages WHERE memory_id = ?)",
+        *(
+            f"(SELECT MAX(n) FROM vectors WHERE memory_id = ? AND kind = '{kind}' AND embedder = ?)"
+            for kind in ("fact", "passage")
+        ),
+    ]
+)
 
 
 class GraphQueries:
@@ -169,6 +199,10 @@ class GraphQueries:
                 (self._key, kind, embedder, after),
             )
         ]
+
+    def marks(self, embedder: str) -> Marks:
+        row = self._conn.execute(_MARKS, (self._key,) * 7 + (self._key, embedder) * 2).fetchone()
+        return Marks(**{name: value or 0 for name, value in zip(_MARK_NAMES, row, strict=True)})
 
     def vector_ns(self, kind: str, embedder: str) -> set[int]:
         return {
