@@ -152,8 +152,9 @@ def _round_trips(store, monkeypatch) -> list[int]:
 def test_a_transaction_opens_in_one_round_trip(store, monkeypatch):
     """BEGIN, the batch's asynchronous commit, the memory's lock and its row-level setting go
     to the server together: a write that changes nothing takes two round trips (open, commit),
-    a read two (open, roll back); they took three each (four with asynchronous commit), each
-    a wait on a remote server."""
+    a read of one query three (open, query, roll back), a write of one statement four (with
+    the version's); each took one more (a write two more with asynchronous commit), each a
+    wait on a remote server."""
     counts = _round_trips(store, monkeypatch)
     with store.write("a") as tx:
         pass
