@@ -130,6 +130,16 @@ def note_call(call_id: str, entries: list[tuple[str, str, str, bool]]) -> dict:
     return call(call_id, "note", json.dumps({"notes": notes}))
 
 
+#: Engine settings under which `converse_with_notes` is soon asked for notes: a small ceiling,
+#: small episodes, history cut early.
+NOTE_ASKING = {
+    "ceiling": 3_000,
+    "episode_min_tokens": 100,
+    "episode_max_tokens": 400,
+    "cut_after_tokens": 600,
+}
+
+
 def converse_with_notes(
     engine,
     memory,

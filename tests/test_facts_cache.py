@@ -22,7 +22,7 @@ from fadeway.records import (
     JobRecord,
     RetirementRecord,
 )
-from helpers import chat_reply
+from helpers import NOTE_ASKING, chat_reply
 from reference import facts_of_reference
 
 STATES = ("live", "leaving", "sealed", "forgotten")
@@ -164,15 +164,7 @@ def _note(call_id, text):
 
 @pytest.fixture
 def engine(tmp_path, clock):
-    eng = fadeway.open(
-        tmp_path / "m.db",
-        clock=clock,
-        background=False,
-        ceiling=3_000,
-        episode_min_tokens=100,
-        episode_max_tokens=400,
-        cut_after_tokens=600,
-    )
+    eng = fadeway.open(tmp_path / "m.db", clock=clock, background=False, **NOTE_ASKING)
     yield eng
     eng.close()
 

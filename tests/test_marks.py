@@ -9,7 +9,7 @@ import pytest
 import fadeway
 from fadeway.mirror.facts import MemoryCache
 from fadeway.records import EdgeRecord, FactRecord, Marks, NoteRecord, RetirementRecord
-from helpers import converse_with_notes, talk
+from helpers import NOTE_ASKING, converse_with_notes, talk
 
 NOTES = [
     [
@@ -35,15 +35,7 @@ class _Counting:
 
 
 def _opened(db, clock):
-    return fadeway.open(
-        db,
-        clock=clock,
-        background=False,
-        ceiling=3_000,
-        episode_min_tokens=100,
-        episode_max_tokens=400,
-        cut_after_tokens=600,
-    )
+    return fadeway.open(db, clock=clock, background=False, **NOTE_ASKING)
 
 
 @pytest.mark.both_stores

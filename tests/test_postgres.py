@@ -171,18 +171,15 @@ def test_a_connection_back_within_the_idle_window_is_lent_unchecked(store, monke
     """The pool checks a connection (a round trip) only when it has been idle for
     POSTGRES_CHECK_IDLE_SECONDS or more; one the server dropped meanwhile fails one call with a
     StoreError, and the next call gets another."""
-    from types import SimpleNamespace
-
     import psycopg
 
     from fadeway import _constants as C
 
     checked = []
-    real = store._pool_class.check_connection
+    pool = type(store._pool)
+    real = pool.check_connection
     monkeypatch.setattr(
-        store,
-        "_pool_class",
-        SimpleNamespace(check_connection=lambda c: (checked.append(c), real(c))),
+        pool, "check_connection", staticmethod(lambda c: (checked.append(c), real(c)))
     )
     for _ in range(2 * C.POSTGRES_POOL_SIZE):  # every connection the pool holds back once
         with store.read("a") as tx:

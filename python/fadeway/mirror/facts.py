@@ -62,23 +62,19 @@ class MemoryCache:
         (read in the same transaction), a table with nothing past it is not read: most syncs
         find nothing new in most tables, and on a server each read is a round trip."""
 
-        def past(mark: int, held: int) -> bool:
-            return marks is None or mark > held
+        def grew(table: str, held: int) -> bool:
+            return marks is None or getattr(marks, table) > held
 
         last_entity = self.entities[-1].n if self.entities else 0
         last_edge = self.edges[-1].fact if self.edges else 0
         last_ack = self.acks[-1][1] if self.acks else 0
-        facts = tx.facts(self._last_fact) if past(_mark(marks, "facts"), self._last_fact) else []
-        entities = tx.entities(last_entity) if past(_mark(marks, "entities"), last_entity) else []
-        edges = tx.edges(last_edge) if past(_mark(marks, "edges"), last_edge) else []
+        facts = tx.facts(self._last_fact) if grew("facts", self._last_fact) else []
+        entities = tx.entities(last_entity) if grew("entities", last_entity) else []
+        edges = tx.edges(last_edge) if grew("edges", last_edge) else []
         same = marks is not None and marks.retirements == len(self.retirements)
         retirements = self.retirements if same and not entities and not edges else tx.retirements()
-        episodes = (
-            tx.episodes(self._last_episode)
-            if past(_mark(marks, "episodes"), self._last_episode)
-            else []
-        )
-        acks = tx.acks(last_ack) if past(_mark(marks, "acks"), last_ack) else []
+        episodes = tx.episodes(self._last_episode) if grew("episodes", self._last_episode) else []
+        acks = tx.acks(last_ack) if grew("acks", last_ack) else []
         job = tx.pending_job(JobKind.GRAPH)
         self.awaiting = None if job is None else int(msgspec.json.decode(job.payload)["note"])
         if entities or edges or len(retirements) != len(self.retirements):
@@ -133,7 +129,3 @@ class MemoryCache:
                 merged.setdefault(graph.root(fact), []).append(fact)
         self._merged = (graph, merged)
         return merged
-
-
-def _mark(marks: Marks | None, table: str) -> int:
-    return 0 if marks is None else int(getattr(marks, table))

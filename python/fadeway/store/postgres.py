@@ -215,7 +215,6 @@ class PostgresStore(Store):
         self._lock = threading.Lock()
         self._closed = False
         self._pipelines = self._psycopg.Pipeline.is_supported()
-        self._pool_class = pool.ConnectionPool
         # When each pooled connection last came back from a call (`_check`).
         self._back: weakref.WeakKeyDictionary[psycopg.Connection, float] = (
             weakref.WeakKeyDictionary()
@@ -256,7 +255,7 @@ class PostgresStore(Store):
             or back <= self._lost_at  # back before a call lost its connection: a restart?
             or time.monotonic() - back >= C.POSTGRES_CHECK_IDLE_SECONDS
         ):
-            self._pool_class.check_connection(conn)
+            self._pool.check_connection(conn)
 
     def _unreachable(self, exc: Exception) -> str:
         first = " ".join(str(exc).strip().split("\n", 1)[0].split())  # libpq's hint follows
