@@ -89,6 +89,54 @@ def test_write_takes_the_write_lock_at_begin(tmp_path):
     store.close()
 
 
+def test_a_queued_writer_gets_the_lock_once_the_other_commits(tmp_path):
+    """A writer behind another connection's write transaction waits for it (trying again, not
+    through SQLite's busy handler), writes once it commits, and keeps its busy timeout."""
+    path = tmp_path / "a.db"
+    store = SQLiteStore(path, busy_timeout_ms=10_000)
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    waiting, done = threading.Event(), []
+
+    def write() -> None:
+        waiting.set()
+        with store.write("m") as tx:
+            tx.create_memory("chat_completions", 0.0)
+        done.append(True)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    waiting.wait()
+    writer.join(timeout=0.3)
+    assert writer.is_alive() and not done  # queued behind the other transaction
+    other.execute("COMMIT")
+    writer.join(timeout=10)
+    assert done == [True]
+    with store.read("m") as tx:
+        assert tx.memory() is not None
+    assert store.settings()["busy_timeout_ms"] == 10_000
+    other.close()
+    store.close()
+
+
+def test_a_writer_held_up_past_the_busy_timeout_fails_and_writes_nothing(tmp_path):
+    from fadeway.errors import StoreError
+
+    path = tmp_path / "a.db"
+    store = SQLiteStore(path, busy_timeout_ms=200)
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    with pytest.raises(StoreError, match="locked"):
+        with store.write("m") as tx:
+            tx.create_memory("chat_completions", 0.0)
+    other.execute("ROLLBACK")
+    with store.read("m") as tx:
+        assert tx.memory() is None
+    assert store.settings()["busy_timeout_ms"] == 200
+    other.close()
+    store.close()
+
+
 def test_sqlite_url_form(tmp_path, clock):
     with fadeway.open(f"sqlite:///{tmp_path / 'b.db'}", clock=clock) as eng:
         eng.memory("m").decorate({"messages": [{"role": "user", "content": "hi"}]})

@@ -88,6 +88,11 @@ HISTORY_CACHE_BYTES = 512 * 2**20
 
 #: How long a writer waits for another to finish before giving up, in milliseconds.
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+#: A writer queued behind another's write transaction tries again after this many seconds,
+#: doubling up to SQLITE_WRITER_POLL_MAX (SQLite's own busy handler sleeps 1, 2, 5, 10 ... 100
+#: ms between tries, several times the millisecond most write transactions take).
+SQLITE_WRITER_POLL_FIRST = 0.00005
+SQLITE_WRITER_POLL_MAX = 0.001
 #: How much of the SQLite file each connection reads through a memory map rather than read()
 #: calls. Recall looks up a few passages scattered over a large file on every turn; through
 #: read() each page is a system call (8 passages of a 100k-passage store: 0.26 ms p95 with the
