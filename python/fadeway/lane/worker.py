@@ -36,13 +36,16 @@ from .._aio import run_sync
 from .._services import LaneQueue
 from ..errors import EndpointError, FadewayError
 from ..records import JobRecord
-from ..store import Store
+from ..store import Store, Transaction
 from ..usage import UsageRecord, collecting
 from .jobs import Job, Skippable
 
 __all__ = ["BackgroundWorker", "Lane", "transient"]
 
 log = logging.getLogger("fadeway.lane")
+
+#: A lane claimed or not, and its job that may run now (None: nothing may run).
+_Claim = tuple[bool, JobRecord | None]
 
 
 def _pid_namespace() -> str:
@@ -95,9 +98,10 @@ class Lane:
         """
         owner = owner or _owner()
         applied, revive = 0, True
+        claimed: _Claim | None = None  # the next job, claimed as the last one was applied
         while stop is None or not stop.is_set():
-            held, job = self._claim(memory_id, owner, revive=revive)
-            revive = False  # once a run: a job parked again waits for a later run
+            held, job = claimed or self._claim(memory_id, owner, revive=revive)
+            claimed, revive = None, False  # revived once a run: a job parked again waits
             if not held:
                 return None if applied == 0 else applied
             if job is None:
@@ -109,7 +113,7 @@ class Lane:
             except Exception as exc:  # a failing job must not stop the worker; it is retried
                 self._failed_attempt(memory_id, job, exc, used)
                 continue
-            done = self._apply(memory_id, owner, job, prepared, used)
+            done, claimed = self._apply(memory_id, owner, job, prepared, used)
             if done is None:
                 return applied
             applied += done
@@ -124,12 +128,10 @@ class Lane:
             raise LookupError(f"no handler for job kind {job.kind!r}")
         return found
 
-    def _claim(
-        self, memory_id: str, owner: str, *, revive: bool = False
-    ) -> tuple[bool, JobRecord | None]:
+    def _claim(self, memory_id: str, owner: str, *, revive: bool = False) -> _Claim:
         """Take the lane for `owner` (False: another worker holds it) and its oldest job that
-        may run now, after skipping what a lane behind may skip (None: nothing may run). With
-        `revive`, parked jobs whose wait has passed are queued again first, in their places."""
+        may run now (`_next`). With `revive`, parked jobs whose wait has passed are queued
+        again first, in their places."""
         now = time.time()
         with self.store.write(memory_id) as tx:
             tx.bookkeeping = True  # unless a job's state changes (decorate reads them)
@@ -138,26 +140,32 @@ class Lane:
             if revive and (revived := tx.revive_jobs(now)):
                 tx.bookkeeping = False
                 log.info("memory %r: %d parked jobs queued again", memory_id, revived)
-            while (job := tx.pending_job()) is not None:
-                if job.retry_at is not None and job.retry_at > now:
-                    break  # waiting out its service's outage
-                kind = self.jobs.get(job.kind)
-                if kind is None or not kind.skippable:
-                    return True, job
-                if not cast(Skippable, kind.handler).stale(tx, job):
-                    return True, job
-                tx.finish_job(job.n, "done")
-                tx.bookkeeping = False
-                log.debug("memory %r: job %d (%s) skipped: never read", memory_id, job.n, job.kind)
-            tx.release_lane(owner)  # done, or waiting out its service's outage
-            return True, None
+            return self._next(tx, memory_id, owner, now)
+
+    def _next(self, tx: Transaction, memory_id: str, owner: str, now: float) -> _Claim:
+        """In `tx`, which holds the lane for `owner`: its oldest job that may run now, after
+        skipping what a lane behind may skip, or None (nothing may run: the lane is released)."""
+        while (job := tx.pending_job()) is not None:
+            if job.retry_at is not None and job.retry_at > now:
+                break  # waiting out its service's outage
+            kind = self.jobs.get(job.kind)
+            if kind is None or not kind.skippable:
+                return True, job
+            if not cast(Skippable, kind.handler).stale(tx, job):
+                return True, job
+            tx.finish_job(job.n, "done")
+            tx.bookkeeping = False
+            log.debug("memory %r: job %d (%s) skipped: never read", memory_id, job.n, job.kind)
+        tx.release_lane(owner)  # done, or waiting out its service's outage
+        return True, None
 
     def _apply(
         self, memory_id: str, owner: str, job: JobRecord, prepared: Any, used: list[UsageRecord]
-    ) -> int | None:
-        """Apply a prepared job in the transaction that marks it done: how many jobs were
-        applied (0 when another worker finished it, or its snapshot was stale), or None when
-        the lane was taken over meanwhile."""
+    ) -> tuple[int | None, _Claim | None]:
+        """Apply a prepared job in the transaction that marks it done and claims the next
+        (`_next`: one transaction a job, not two): how many jobs were applied (0 when another
+        worker finished it, or its snapshot was stale; None when the lane was taken over
+        meanwhile), and the next job claimed (None: claim it anew)."""
         now = time.time()
         try:
             with self.store.write(memory_id) as tx:
@@ -169,10 +177,11 @@ class Lane:
                         job.n,
                     )
                     tx.insert_usage(used, job.created_at)  # spent all the same
-                    return None
+                    return None, None
                 current = tx.pending_job()
                 if current is None or current.n != job.n:
-                    return 0  # another worker finished it while our lease had lapsed
+                    # another worker finished it while our lease had lapsed
+                    return 0, self._next(tx, memory_id, owner, now)
                 tx.insert_usage(used, job.created_at)  # spent even when the result is stale
                 tx.bookkeeping = False
                 try:
@@ -181,10 +190,10 @@ class Lane:
                     raise _ApplyFailed(exc) from exc
                 if done:
                     tx.finish_job(job.n, "done")
-                return int(done)
+                return int(done), self._next(tx, memory_id, owner, now)
         except _ApplyFailed as failed:  # rolled back whole; counted like a failed prepare
             self._failed_attempt(memory_id, job, failed.cause, used)
-            return 0
+            return 0, None
 
     @contextlib.contextmanager
     def _holding(self, memory_id: str, owner: str) -> Iterator[None]:
