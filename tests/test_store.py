@@ -75,6 +75,33 @@ def test_write_rolls_back_on_error(db, clock):
     store.close()
 
 
+@pytest.mark.both_stores
+def test_a_transaction_reads_its_memory_once_and_sees_its_own_writes(db, monkeypatch):
+    """The memory's record is read once a transaction (a round trip to PostgreSQL each time a
+    call asked), and read again after any write to it."""
+    from fadeway.store.queries import MemoryQueries
+
+    store = open_store(db)
+    reads = []
+    real = MemoryQueries._read_memory
+    monkeypatch.setattr(MemoryQueries, "_read_memory", lambda tx: reads.append(1) or real(tx))
+    with store.write("m") as tx:
+        assert tx.memory() is None
+        tx.create_memory("chat_completions", 0.0)
+        assert tx.memory().decorated_through == 0
+        assert tx.memory() == tx.memory()
+        tx.set_decorated_through(3)
+        tx.set_instructions(b"{}")
+        assert tx.memory().decorated_through == 3 and tx.memory().instructions == b"{}"
+        tx.set_facts_block("facts")
+        tx.set_facts_order("[1]")
+        assert (tx.memory().facts_block, tx.memory().facts_order) == ("facts", "[1]")
+    assert len(reads) == 4
+    with store.read("m") as tx:
+        assert tx.memory().facts_order == "[1]"
+    store.close()
+
+
 def test_write_takes_the_write_lock_at_begin(tmp_path):
     """BEGIN IMMEDIATE: a second writer waits for the first instead of failing mid-way."""
     path = tmp_path / "a.db"

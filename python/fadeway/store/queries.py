@@ -5,7 +5,7 @@ and the key each query is bound to (the memory id, as the backend stores it)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import msgspec
 
@@ -40,6 +40,10 @@ _REQUEST_COLUMNS = (
 )
 #: How many values one `IN (...)` lists at most (SQLite's oldest limit on variables is 999).
 IN_CHUNK = 500
+
+#: A transaction's memory record not read yet, or written since it was (`MemoryQueries.memory`).
+UNREAD = object()
+
 _encode_calls = msgspec.json.encode
 _decode_calls = msgspec.json.Decoder(tuple[str, ...]).decode
 
@@ -121,8 +125,17 @@ class MemoryQueries:
     _conn: Executor
     _key: object
     memory_id: str
+    #: The memory's record as this transaction last read it (a call reads it several times;
+    #: each read is a round trip to PostgreSQL), until the transaction writes it.
+    _memory_record: MemoryRecord | None | object = UNREAD
 
     def memory(self) -> MemoryRecord | None:
+        if self._memory_record is not UNREAD:
+            return cast(MemoryRecord | None, self._memory_record)
+        self._memory_record = self._read_memory()
+        return cast(MemoryRecord | None, self._memory_record)
+
+    def _read_memory(self) -> MemoryRecord | None:
         row = self._conn.execute(
             "SELECT format, created_at, instructions, decorated_through, facts_order, facts_block, "
             "blocks_tracked FROM memories WHERE memory_id = ?",
@@ -156,6 +169,7 @@ class MemoryQueries:
     def create_memory(
         self, fmt: str, created_at: float, *, blocks_tracked: bool = True
     ) -> MemoryRecord:
+        self._memory_record = UNREAD
         self._conn.execute(
             "INSERT INTO memories (memory_id, format, created_at, blocks_tracked) "
             "VALUES (?, ?, ?, ?)",
@@ -194,12 +208,14 @@ class MemoryQueries:
         ]
 
     def set_instructions(self, instructions: bytes | None) -> None:
+        self._memory_record = UNREAD
         self._conn.execute(
             "UPDATE memories SET instructions = ? WHERE memory_id = ?",
             (instructions, self._key),
         )
 
     def set_decorated_through(self, count: int) -> None:
+        self._memory_record = UNREAD
         self._conn.execute(
             "UPDATE memories SET decorated_through = ? WHERE memory_id = ?", (count, self._key)
         )

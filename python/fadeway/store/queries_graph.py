@@ -20,7 +20,7 @@ from ..records import (
     WalkRecord,
 )
 from ..usage import UsageRecord
-from .queries import Executor, select_in
+from .queries import UNREAD, Executor, select_in
 
 __all__ = ["GraphQueries"]
 
@@ -66,6 +66,7 @@ _MARKS = "SELECT " + ", ".join(
 class GraphQueries:
     _conn: Executor
     _key: object
+    _memory_record: object  # see MemoryQueries.memory
     memory_id: str
 
     def entities(self, after: int = 0) -> list[EntityRecord]:
@@ -221,6 +222,7 @@ class GraphQueries:
         )
 
     def set_facts_block(self, text: str | None) -> None:
+        self._memory_record = UNREAD
         self._conn.execute(
             "UPDATE memories SET facts_block = ? WHERE memory_id = ?", (text, self._key)
         )

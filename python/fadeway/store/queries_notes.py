@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..records import FactRecord, NoteRecord
-from .queries import Executor, select_in
+from .queries import UNREAD, Executor, select_in
 
 __all__ = ["NoteQueries"]
 
@@ -25,6 +25,7 @@ class NoteQueries:
 
     _conn: Executor
     _key: object
+    _memory_record: object  # see MemoryQueries.memory
     memory_id: str
 
     def notes(self) -> list[NoteRecord]:
@@ -94,6 +95,7 @@ class NoteQueries:
         ]
 
     def set_facts_order(self, order: str | None) -> None:
+        self._memory_record = UNREAD
         self._conn.execute(
             "UPDATE memories SET facts_order = ? WHERE memory_id = ?", (order, self._key)
         )
