@@ -12,6 +12,7 @@ store is checked: every turn stored once, and the summary equal to the store's c
 
 With `--scaling` each store is fresh per row: a SQLite file, or a new database on the server of
 $FADEWAY_TEST_POSTGRES, else on a throwaway cluster (`tests/pg.py`) of the machine's PostgreSQL.
+The new section goes first; the runs before stay below it, the last one's notes with it.
 
 LoCoMo is read from shared/data (or $FADEWAY_SHARED_DATA); it is never copied here.
 """
@@ -23,6 +24,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -143,6 +145,19 @@ def _scaling(locomo: Path, turns: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _with_scaling(text: str, section: str) -> str:
+    """`text` with `section` where its scaling section was, the runs before kept below it (the
+    last one's heading now "The run before", its notes as they were)."""
+    kept, _, before = text.partition(SCALING_MARKER)
+    head, _, rest = before.strip("\n").partition("\n")
+    if head.startswith("## Workers on one store"):  # the last run's own heading and date line
+        intro, _, rest = rest.strip("\n").partition("\n")
+        date = re.search(r"\d{4}-\d{2}-\d{2}", intro)
+        head = f"## The run before ({date.group(0)})" if date else "## The run before"
+    earlier = f"\n{head}\n\n{rest.strip(chr(10))}\n" if before.strip() else ""
+    return kept.rstrip("\n") + "\n\n" + section + earlier
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-write", action="store_true", help="print, do not write RESULTS")
@@ -164,9 +179,7 @@ def main() -> int:
     if args.scaling:
         section = _scaling(locomo, turns)
         if not args.no_write:
-            text = RESULTS.read_text()
-            kept = text.split(SCALING_MARKER)[0].rstrip("\n")
-            RESULTS.write_text(kept + "\n\n" + section)
+            RESULTS.write_text(_with_scaling(RESULTS.read_text(), section))
         print(section)
         return 0
     lines = [
