@@ -146,6 +146,40 @@ def test_a_queued_writer_gets_the_lock_once_the_other_commits(tmp_path):
     store.close()
 
 
+def test_a_threads_writer_waits_its_turn_in_the_process_not_at_sqlites_lock(tmp_path, monkeypatch):
+    """Threads of one store take turns before SQLite's lock: one behind another's write
+    transaction tries BEGIN only once that commits (each polling SQLite, a lane's 16 threads
+    behind a long transaction would wake thousands of times a second)."""
+    from fadeway.store import sqlite as backend
+
+    store = SQLiteStore(tmp_path / "a.db")
+    committed, began_after_commit = threading.Event(), []
+    real = backend._begin_writing
+
+    def begin(conn, *timeouts):
+        if threading.current_thread().name == "second":
+            began_after_commit.append(committed.is_set())
+        real(conn, *timeouts)
+
+    def write() -> None:
+        with store.write("m") as tx:
+            tx.set_decorated_through(1)
+
+    monkeypatch.setattr(backend, "_begin_writing", begin)
+    second = threading.Thread(target=write, name="second")
+    with store.write("m") as tx:
+        tx.create_memory("chat_completions", 0.0)
+        second.start()
+        second.join(timeout=0.3)
+        assert second.is_alive() and began_after_commit == []
+        committed.set()
+    second.join(timeout=10)
+    assert began_after_commit == [True]
+    with store.read("m") as tx:
+        assert tx.memory().decorated_through == 1
+    store.close()
+
+
 def test_a_writer_held_up_past_the_busy_timeout_fails_and_writes_nothing(tmp_path):
     from fadeway.errors import StoreError
 
