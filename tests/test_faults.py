@@ -23,7 +23,7 @@ from conftest import Clock
 from fadeway import _constants as C
 from fadeway.judge import ScriptedJudge
 from fadeway.store.sqlite import _SQLiteTransaction
-from helpers import call, chat_reply
+from helpers import NOTE_ASKING, call, chat_reply
 
 
 class Fault(Exception):
@@ -107,11 +107,8 @@ def converse(path: Path, script: list[tuple[int, float, int]], faults: Faults) -
         path,
         clock=clock,
         background=False,
-        ceiling=3_000,
         judge=ScriptedJudge(),
-        episode_min_tokens=100,
-        episode_max_tokens=400,
-        cut_after_tokens=600,
+        **NOTE_ASKING,
     )
     history: list[dict] = []
     try:

@@ -15,7 +15,7 @@ from fadeway.graph.held import Graph, normalise_name
 from fadeway.judge import FactText, OfflineJudge, ScriptedJudge
 from fadeway.judge.offline import relate_offline
 from fadeway.records import EdgeRecord, EntityRecord, RetirementRecord
-from helpers import chat_reply, converse_with_notes, note_call
+from helpers import NOTE_ASKING, chat_reply, converse_with_notes, note_call
 
 # The spec's pricing-page facts, then a second note that restates two of them under other names,
 # moves the launch date, and adds an unrelated fact.
@@ -307,11 +307,8 @@ def test_a_judge_that_says_no_keeps_entities_and_facts_apart(tmp_path, clock):
         tmp_path / "n.db",
         clock=clock,
         background=False,
-        ceiling=3_000,
         judge=judge,
-        episode_min_tokens=100,
-        episode_max_tokens=400,
-        cut_after_tokens=600,
+        **NOTE_ASKING,
     ) as eng:
         mem = eng.memory("m")
         converse_with_notes(eng, mem, clock, [FIRST, SECOND])

@@ -31,7 +31,7 @@ from fadeway.recall.grouping import group_facts
 from fadeway.recall.pipeline import _lifted, recall
 from fadeway.recall.snapshot import Snapshot
 from fadeway.records import PassageRecord
-from helpers import chat_reply, converse_with_notes, note_call
+from helpers import NOTE_ASKING, chat_reply, converse_with_notes, note_call
 from reference import window_reference
 
 OWNER = ("Dana owns the checkout migration.", "Dana", "checkout migration", False)
@@ -61,11 +61,8 @@ def _open(path, clock, judge=None, **settings):
         path,
         clock=clock,
         background=False,
-        ceiling=3_000,
         judge=judge or ScriptedJudge(),
-        episode_min_tokens=100,
-        episode_max_tokens=400,
-        cut_after_tokens=600,
+        **NOTE_ASKING,
         **settings,
     )
 

@@ -15,7 +15,7 @@ from fadeway.index.passages import passages_of, windows
 from fadeway.index.paths import index_dir
 from fadeway.judge import ScriptedJudge
 from fadeway.records import EpisodeRecord, MessageRecord
-from helpers import call, chat_reply, converse_with_notes, note_call
+from helpers import NOTE_ASKING, call, chat_reply, converse_with_notes, note_call
 
 VAULT = [("The vault code is 4417.", "vault", "code 4417", False)]
 SHARED = [("Dana owns the checkout migration.", "Dana", "checkout migration", False)]
@@ -26,11 +26,8 @@ def _open(path, clock, **settings):
         path,
         clock=clock,
         background=False,
-        ceiling=3_000,
         judge=ScriptedJudge(),
-        episode_min_tokens=100,
-        episode_max_tokens=400,
-        cut_after_tokens=600,
+        **NOTE_ASKING,
         **settings,
     )
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import fadeway
 from fadeway.mirror.trace_log import TraceLog
 from fadeway.records import EpisodeRecord, TraceRecord
+from helpers import NOTE_ASKING
 from reference import activation_reference, significance_reference
 
 NOW = 1_767_225_600.0
@@ -105,11 +106,8 @@ def test_the_stores_trace_columns_are_its_trace_records(tmp_path, clock) -> None
         tmp_path / "t.db",
         clock=clock,
         background=False,
-        ceiling=3_000,
         judge=ScriptedJudge(),
-        episode_min_tokens=100,
-        episode_max_tokens=400,
-        cut_after_tokens=600,
+        **NOTE_ASKING,
     ) as engine:
         converse_with_notes(
             engine,

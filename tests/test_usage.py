@@ -8,7 +8,7 @@ from fadeway import tokens, usage
 from fadeway.embed import EndpointEmbedder
 from fadeway.http import Endpoint
 from fadeway.judge import ScriptedJudge
-from helpers import chat_reply, converse_with_notes
+from helpers import NOTE_ASKING, chat_reply, converse_with_notes
 from openai_server import OpenAIServer
 
 FACTS = [("Dana owns the checkout migration.", "Dana", "checkout migration", False)]
@@ -35,11 +35,8 @@ def test_usage_is_recorded_per_memory_and_exported_without_latency(tmp_path, clo
         tmp_path / "u.db",
         clock=clock,
         background=False,
-        ceiling=3_000,
         judge=MeteredJudge(),
-        episode_min_tokens=100,
-        episode_max_tokens=400,
-        cut_after_tokens=600,
+        **NOTE_ASKING,
     ) as eng:
         a, b = eng.memory("a"), eng.memory("b")
         history = converse_with_notes(eng, a, clock, [FACTS])
@@ -103,12 +100,9 @@ def test_every_embedding_request_is_counted_with_the_memory_it_served(tmp_path, 
             tmp_path / "u.db",
             clock=clock,
             background=False,
-            ceiling=3_000,
             embedder=embedder,
             judge=ScriptedJudge(),
-            episode_min_tokens=100,
-            episode_max_tokens=400,
-            cut_after_tokens=600,
+            **NOTE_ASKING,
         ) as eng:
             a, b = eng.memory("a"), eng.memory("b")
             history = converse_with_notes(eng, a, clock, [FACTS])
