@@ -74,7 +74,11 @@ def shown_seqs(services: Services, mirror: History) -> list[int]:
     with a note writer, leaving episodes are out of view too: the writer reads their turns
     from the store, and no request need carry them while their note is pending."""
     writer = services.note_writer is not None
-    return view_seqs(len(mirror), mirror.episodes.columns().hidden(leaving=writer))
+    key = ("view", len(mirror), writer)
+    if (seqs := mirror.episodes.derived.get(key)) is None:
+        seqs = view_seqs(len(mirror), mirror.episodes.columns().hidden(leaving=writer))
+        mirror.episodes.derived[key] = seqs
+    return list(seqs)
 
 
 def _placed(recalled: Shown, current: dict[int, RecallResult]) -> Shown:

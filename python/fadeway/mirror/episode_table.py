@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -71,6 +72,9 @@ class EpisodeTable:
         self._records: list[EpisodeRecord] = []
         self._position: dict[int, int] = {}  # episode number → index
         self._columns: EpisodeColumns | None = None
+        #: What callers derive from the episodes as they stand (the view's seqs, asked for
+        #: several times a decorate), emptied whenever they change.
+        self.derived: dict[Any, Any] = {}
 
     def __len__(self) -> int:
         return len(self._records)
@@ -101,6 +105,7 @@ class EpisodeTable:
         return self._columns
 
     def _apply(self, changed: list[EpisodeRecord]) -> None:
+        self.derived.clear()
         cols, new = self._columns, []
         for e in changed:
             i = self._position.get(e.n)
