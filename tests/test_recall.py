@@ -1224,3 +1224,36 @@ def test_a_day_named_from_the_message_s_time_brings_back_that_day(tmp_path, monk
             reply = chat_reply("You did some gardening.")
             mem.report(request, reply)
             history += [asked, reply["choices"][0]["message"]]
+
+
+def test_a_decorate_reads_the_recall_blocks_in_view_once(tmp_path, clock, monkeypatch):
+    """Fixing earlier turns' final texts and showing the blocks in view share one read of the
+    recall blocks and one of their finals (each a round trip to PostgreSQL); the finals are
+    as before: a turn's final is stored once, and what the view shows is it."""
+    from fadeway.store.sqlite import _SQLiteTransaction
+
+    with _open(tmp_path / "v.db", clock) as eng:
+        mem = eng.memory("m")
+        history = _with_facts(eng, mem, clock, [[OWNER, *OTHER]])
+        for text in ("Who owns w5_12?", "And w1_25?"):
+            history.append({"role": "user", "content": text})
+            request = mem.decorate({"model": "gpt-4.1", "messages": history})
+            reply = chat_reply(f"About {text}")
+            mem.report(request, reply)
+            history.append(reply["choices"][0]["message"])
+            eng.drain()
+        reads: list[str] = []
+        for name in ("recalls", "block_texts"):
+            real = getattr(_SQLiteTransaction, name)
+            monkeypatch.setattr(
+                _SQLiteTransaction,
+                name,
+                lambda tx, *a, _r=real, _n=name, **k: reads.append(_n) or _r(tx, *a, **k),
+            )
+        history.append({"role": "user", "content": "What about w5_12 now?"})
+        mem.decorate({"model": "gpt-4.1", "messages": history})
+        decorated = list(reads)
+        export = mem.export()
+    assert decorated.count("recalls") == 1 and decorated.count("block_texts") <= 2
+    finals = [b.turn for b in export.recall_finals]
+    assert finals and len(finals) == len(set(finals))  # each earlier turn's final fixed once

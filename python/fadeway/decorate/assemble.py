@@ -29,7 +29,7 @@ from ..mirror.history import History, note_arguments
 from ..notes import tool as notes
 from ..notes.ask import ask_spans
 from ..recall.block import RecallResult, block_limit
-from ..recall.turns import blocks_in_view, fix_finals
+from ..recall.turns import blocks_in_view
 from ..records import EpisodeRecord, JobKind, MemoryRecord
 from ..store import Transaction
 from ..wire import ParsedRequest
@@ -115,9 +115,8 @@ def forget_and_assemble(
     episodes, changed = sealed or episodes, sealed is not None
     shown = shown_seqs(services, mirror)
     since = mirror.turns[shown[0]] if shown else mirror.turn
-    fix_finals(tx, mirror, since, call.now, call.before)
     current = dict(current)  # this call's blocks, stored once the request is built
-    recalled = _placed(blocks_in_view(tx, mirror, shown, since), current)
+    recalled = _placed(blocks_in_view(tx, mirror, shown, since, call.now, call.before), current)
     leaving = any(e.state == "leaving" for e in episodes)
     # One fade at a time, while the leaving turns stand in view for the model to note. Those a
     # note writer answers for are out of view: while its note is pending, a history over its

@@ -1,7 +1,7 @@
 """Distill (MECHANISM: "Recall"): when the next message arrives, a turn's recall block is reread
 against the conversation around it, keeping the facts that were relevant and not already said,
 and rewritten to those or removed. Prepared in the lane after the reply (Contracts: "Cache
-stability"); `recall.turns.fix_finals` applies it.
+stability"); `recall.turns.blocks_in_view` applies it.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class DistillJob:
     """The lane job that rereads a turn's recall block against the turn (its message and
     reply): keep the facts and excerpts that were relevant and not already said, and rewrite
     the block to those (None: removed; `JobKind.DISTILL`). Applied when the next message
-    arrives (`recall.turns.fix_finals` fixes the turn's final text)."""
+    arrives (`recall.turns.blocks_in_view` fixes the turn's final text)."""
 
     def __init__(self, store: Store, judge: Judge) -> None:
         self.store, self.judge = store, judge

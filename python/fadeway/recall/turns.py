@@ -36,7 +36,6 @@ __all__ = [
     "preview",
     "place_recall",
     "store_recall",
-    "fix_finals",
     "blocks_in_view",
     "queue_after_reply",
 ]
@@ -216,23 +215,57 @@ def store_recall(
             )
 
 
-def fix_finals(
-    tx: Transaction, history: History, since_turn: int, now: float, arrived: int
-) -> None:
-    """Fix the final text of every earlier turn's block that has none yet (from `since_turn`
-    on): the distilled rewrite when the lane has prepared it; else removed when the turn's
-    next user message came in this call (its first new seq is `arrived`) with no reply
+def blocks_in_view(
+    tx: Transaction,
+    history: History,
+    seqs: Sequence[int],
+    since_turn: int,
+    now: float,
+    arrived: int,
+) -> dict[int, tuple[str, int]]:
+    """The recall blocks to show, by the seq of the user message they stand before: a past
+    turn's final text, the current turn's block as recalled. First the final text of every
+    earlier turn's block that has none yet (from `since_turn` on) is fixed (`_fix_finals`);
+    `arrived` is this call's first new seq. One read of the blocks and one of their finals
+    (their distilled rewrites too, when a final is missing) serve both."""
+    recalls = tx.recalls(since_turn)
+    if not recalls:
+        return {}
+    finals = {b.turn: b for b in tx.block_texts("recall_finals", recalls[0].turn)}
+    finals.update(_fix_finals(tx, history, recalls, finals, now, arrived))
+    visible = set(seqs)
+    out: dict[int, tuple[str, int]] = {}
+    for r in recalls:
+        if r.seq not in visible:
+            continue
+        if r.turn < history.turn and r.turn in finals:
+            final = finals[r.turn]
+            if final.text is not None:
+                out[r.seq] = (final.text, final.tokens)
+        else:
+            out[r.seq] = (r.text, r.tokens)
+    return out
+
+
+def _fix_finals(
+    tx: Transaction,
+    history: History,
+    recalls: Sequence[RecallRecord],
+    finals: dict[int, BlockText],
+    now: float,
+    arrived: int,
+) -> dict[int, BlockText]:
+    """The final texts fixed (and stored) for the earlier turns' `recalls` that `finals` does
+    not hold: the distilled rewrite when the lane has prepared it; else removed when the
+    turn's next user message came in this call (its first new seq is `arrived`) with no reply
     between them (nothing drew on the block: distill would keep none of it); else the block
     as it was."""
-    current = history.turn
-    recalls = [r for r in tx.recalls(since_turn) if r.turn < current]
-    if not recalls:
-        return
-    finals = {b.turn for b in tx.block_texts("recall_finals", recalls[0].turn)}
-    distills = {b.turn: b for b in tx.block_texts("distills", recalls[0].turn)}
-    for r in recalls:
-        if r.turn in finals:
-            continue
+    missing = [r for r in recalls if r.turn < history.turn and r.turn not in finals]
+    if not missing:
+        return {}
+    distills = {b.turn: b for b in tx.block_texts("distills", missing[0].turn)}
+    fixed: dict[int, BlockText] = {}
+    for r in missing:
         d = distills.get(r.turn)
         if d is not None:
             final = BlockText(turn=r.turn, at=now, text=d.text, tokens=d.tokens)
@@ -241,6 +274,8 @@ def fix_finals(
         else:
             final = BlockText(turn=r.turn, at=now, text=r.text, tokens=r.tokens)
         tx.insert_block_text("recall_finals", final)
+        fixed[r.turn] = final
+    return fixed
 
 
 def _unanswered(history: History, seq: int, arrived: int) -> bool:
@@ -250,27 +285,6 @@ def _unanswered(history: History, seq: int, arrived: int) -> bool:
     if i == len(history.user_seqs) or history.user_seqs[i] < arrived:
         return False
     return "assistant" not in history.sides[seq + 1 : history.user_seqs[i]]
-
-
-def blocks_in_view(
-    tx: Transaction, history: History, seqs: Sequence[int], since_turn: int
-) -> dict[int, tuple[str, int]]:
-    """The recall blocks to show, by the seq of the user message they stand before: a past
-    turn's final text, the current turn's block as recalled."""
-    visible = set(seqs)
-    recalls = [r for r in tx.recalls(since_turn) if r.seq in visible]
-    if not recalls:
-        return {}
-    finals = {b.turn: b for b in tx.block_texts("recall_finals", recalls[0].turn)}
-    out: dict[int, tuple[str, int]] = {}
-    for r in recalls:
-        if r.turn < history.turn and r.turn in finals:
-            final = finals[r.turn]
-            if final.text is not None:
-                out[r.seq] = (final.text, final.tokens)
-        else:
-            out[r.seq] = (r.text, r.tokens)
-    return out
 
 
 def queue_after_reply(tx: Transaction, history: History, now: float) -> bool:
