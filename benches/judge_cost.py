@@ -14,8 +14,11 @@ boundary score, every walk level 2 so every fact leads on, every distilled item 
 leaving user message), so no judgment the mechanism names is skipped: the worst case, for the
 walk and distill above all, since a model lists only the facts that bear on the turn. With
 `--answers selective` the walk's levels, distill, `relate` and `same_entity` are answered as the
-offline judge would answer them, read back from the LLM judge's own prompts (`selective`): a
-model that finds most recalled facts unrelated and keeps little. It counts the tokens of each
+offline judge would answer them, read back from the LLM judge's own prompts (`selective`), and
+notes as the offline note writer writes them from the leaving turns (`selective_note`): a model
+that finds most recalled facts unrelated, keeps little, and writes facts of a sentence each (the
+worst case's facts are every leaving message's first 200 characters, JSON of tool calls and
+outputs included, which no model writes). It counts the tokens of each
 call (fadeway's own estimate of the request and of its answer) and reports them as the call's
 usage, so the tokens are what a real endpoint would count for these prompts. The figures come
 from `mem.usage()`, as a user reads them; the conversation's own text is its messages' text
@@ -31,6 +34,7 @@ LoCoMo is read from shared/data (or $FADEWAY_SHARED_DATA); it is never copied he
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import re
 import sys
@@ -41,6 +45,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fadeway import tokens  # noqa: E402
@@ -55,13 +61,15 @@ from fadeway.judge.offline import (  # noqa: E402
     relate_offline,
     same_entity_offline,
 )
+from fadeway.notes.writers.base import LeavingMessage  # noqa: E402
+from fadeway.notes.writers.offline import OfflineNoteWriter  # noqa: E402
 from fadeway.replay.lines import ReplayLine, read_replay  # noqa: E402
 from fadeway.replay.locomo import locomo_lines, read_locomo  # noqa: E402
 from fadeway.replay.runner import replay_memory  # noqa: E402
 from fadeway.wire import text_of  # noqa: E402
 from helpers import shared_data  # noqa: E402
 from judge_answers import answer as answer_as_asked  # noqa: E402
-from judge_answers import everything, judgment, user_text  # noqa: E402
+from judge_answers import completion, everything, judgment, user_text  # noqa: E402
 from openai_server import OpenAIServer, Recorded, Reply  # noqa: E402
 
 RESULTS = Path(__file__).with_name("RESULTS-judge-cost.md")
@@ -200,6 +208,30 @@ def selective(body: dict) -> dict:
     raise ValueError(f"no selective answer for {name!r}")
 
 
+_TOOL_OUTPUT = re.compile(r"^\[([^\]\s]+) output\] ")
+
+
+def _leaving(message: dict) -> LeavingMessage:
+    """A note request's message as the leaving message it was made from (`_chat_message` in
+    reverse, as far as it goes: a tool output is marked, a speaker's name stays in the text)."""
+    text = message["content"]
+    if message["role"] == "assistant" and (tool := _TOOL_OUTPUT.match(text)):
+        return LeavingMessage(0, "tool", text[tool.end() :], tool.group(1))
+    return LeavingMessage(0, message["role"], text)
+
+
+def selective_note(body: dict) -> Reply:
+    """The note the offline note writer writes from a note request's leaving turns (the
+    messages between the context and the ask): facts of a sentence each, as a model writes
+    them, where `everything` makes one of every leaving message's first 200 characters."""
+    messages = body["messages"][:-1]
+    if messages and messages[0]["content"].startswith(NOTE_CONTEXT_HEADER):
+        messages = messages[1:]
+    ask = body["messages"][-1]["content"]
+    note = asyncio.run(OfflineNoteWriter().write(ask, [_leaving(m) for m in messages]))
+    return Reply(body=completion(tool=("note", msgspec.json.encode(note).decode())))
+
+
 class Counter:
     """Answers every request (see the module docstring) with usage set to fadeway's estimate of
     the request and of the answer, and counts them by kind, call by call. `model`:
@@ -217,6 +249,8 @@ class Counter:
         kind = "note" if is_note else f"judge:{judgment(body)[0]}"
         if kind == "judge:about":
             reply = answer_as_asked(body, _about_yeses(body))
+        elif self.model == "selective" and is_note:
+            reply = selective_note(body)
         elif self.model == "selective" and kind in _SELECTIVE:
             reply = answer_as_asked(body, selective(body))
         else:

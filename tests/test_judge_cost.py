@@ -80,3 +80,35 @@ def test_the_selective_model_answers_as_the_offline_judge_through_the_llm_judge_
             assert [no[name] if a is None else a for a in llm] == expected, name
             assert len(set(expected)) >= 2, name  # a yes and a no at least
         judge.close()
+
+
+def test_the_selective_model_notes_as_the_offline_note_writer_through_the_llm_prompt():
+    """A selective model's note is the offline note writer's, read back from the LLM note
+    writer's request (its context and ask left out, a tool output marked as one)."""
+    import asyncio
+
+    from fadeway.http import Endpoint
+    from fadeway.notes.writers.base import LeavingMessage, NoteContext
+    from fadeway.notes.writers.llm import LLMNoteWriter
+    from fadeway.notes.writers.offline import OfflineNoteWriter
+    from openai_server import OpenAIServer
+
+    messages = [
+        LeavingMessage(1, "user", "Caroline: I went to the LGBTQ support group in Boston."),
+        LeavingMessage(1, "assistant", "Melanie: The support group sounds great for you."),
+        LeavingMessage(2, "user", "Who owns the checkout migration now?"),
+        LeavingMessage(
+            2, "tool", "Dana Whitfield owns the checkout migration since March.", "lookup"
+        ),
+        LeavingMessage(2, "assistant", "Dana Whitfield owns it; the launch moved to 16 April."),
+    ]
+    context = NoteContext(instructions="Be brief.", names=("Dana Whitfield",), facts=("x",))
+    ask = "Write the facts of the turns above."
+    expected = asyncio.run(OfflineNoteWriter().write(ask, messages))
+    with OpenAIServer() as server:
+        server.script(bench.Counter("selective"))
+        writer = LLMNoteWriter(Endpoint(server.url, backoff_initial=0.01), model=bench.MODEL)
+        note = asyncio.run(writer.write(ask, messages, context=context))
+        writer.close()
+    assert note == expected
+    assert len(note.notes) >= 3 and any("Dana Whitfield" in n.note for n in note.notes)
