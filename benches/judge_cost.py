@@ -54,6 +54,7 @@ from fadeway import wire as formats  # noqa: E402
 from fadeway._constants import TOKENS_PER_MESSAGE  # noqa: E402
 from fadeway.blocks import NOTE_CONTEXT_HEADER  # noqa: E402
 from fadeway.cli.batch import ReplaySettings, _note_writer, open_for_replay  # noqa: E402
+from fadeway.judge import prompts  # noqa: E402
 from fadeway.judge.base import FactText  # noqa: E402
 from fadeway.judge.offline import (  # noqa: E402
     distill_offline,
@@ -160,9 +161,26 @@ _PAIR = re.compile(r"^\[(\d+)\] new (F\d+), held (F\d+)$", re.MULTILINE)
 _NAMES = re.compile(r'^\[(\d+)\] (".*") \| (".*")$', re.MULTILINE)
 
 
+#: Each line the walk's prompts showed -> its fact: a line leaves out the entities its sentence
+#: names (`prompts.walk_line`), and the offline levels read them too.
+_WALK_LINES: dict[str, FactText] = {}
+_walk_line = prompts.walk_line
+
+
+def _recorded_walk_line(fact: FactText) -> str:
+    line = _walk_line(fact)
+    _WALK_LINES[line] = fact
+    return line
+
+
+prompts.walk_line = _recorded_walk_line
+
+
 def _facts(text: str, pattern: re.Pattern[str] = _FACT_LINE) -> dict[Any, FactText]:
     return {
         (int(k) if k.isdigit() else k): FactText(t, s or "", o or "")
+        if s or o
+        else _WALK_LINES.get(t, FactText(t, "", ""))
         for k, t, s, o in pattern.findall(text)
     }
 

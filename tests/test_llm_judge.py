@@ -20,7 +20,7 @@ from fadeway.errors import EndpointError, JudgeTimeout
 from fadeway.http import Endpoint
 from fadeway.judge import BatchSizes, FactText, LLMJudge, OfflineJudge, UnitText, judge_from
 from fadeway.judge.base import Answer
-from fadeway.judge.prompts import pieces
+from fadeway.judge.prompts import pieces, walk_line
 from helpers import chat_reply
 from judge_answers import answer, asked_ids, completion, items_for, judgment, user_text, valid
 from openai_server import OpenAIServer, Recorded, Reply
@@ -87,8 +87,22 @@ def test_levels_ask_with_a_strict_json_schema_and_read_each_id(server, make_judg
     assert body["messages"][0]["role"] == "system"
     text = user_text(body)
     assert "who owns checkout?" in text
-    assert "[1] Dana owns the checkout migration. [Dana; checkout migration]" in text
+    # Each fact's sentence names its entities: the call does not send them again.
+    assert "\n[1] Dana owns the checkout migration.\n" in text
+    assert "[Dana; checkout migration]" not in text
     assert asked_ids(body) == [1, 2, 3]
+
+
+def test_the_walk_names_a_facts_entities_only_where_its_sentence_does_not():
+    assert walk_line(FACTS[2]) == "Legal reviews every refund term."  # names match, any case
+    assert walk_line(FactText("She owns the migration.", "Dana", "checkout migration")) == (
+        "She owns the migration. [Dana; checkout migration]"
+    )
+    # One entity unnamed is enough: the pair is shown whole, as the other judgments show it.
+    assert walk_line(FactText("Dana owns it.", "Dana", "checkout migration")) == (
+        "Dana owns it. [Dana; checkout migration]"
+    )
+    assert walk_line(FactText("Dana owns it.", "", "")) == "Dana owns it."
 
 
 def test_every_judgment_batched_and_answered_in_order(server, make_judge):

@@ -589,6 +589,45 @@ def test_a_tie_names_the_group_by_its_first_facts_subject_whatever_the_hash_seed
     assert sorted(g.name for g in groups) == sorted(subjects)
 
 
+def test_the_walk_leads_on_through_a_bridge_but_not_through_a_hub():
+    """A lead fact's far side is the next step, except through an entity most facts touch (a
+    speaker of the conversation): what a step took of those would be happenstance."""
+    from fadeway.graph.held import Graph
+    from fadeway.judge.base import FactText
+    from fadeway.recall.walk import walk
+    from fadeway.records import EdgeRecord, EntityRecord
+
+    names = ["Dana", "checkout migration", *(f"topic {i}" for i in range(40))]
+    # Fact 0 joins Dana and the migration; 1-2 are about the migration only; 3-42 about Dana.
+    ends = [(0, 1), (2, 1), (3, 1), *((0, 4 + i) for i in range(40))]
+    graph = Graph(
+        [EntityRecord(n=n, name=name, at=0.0) for n, name in enumerate(names)],
+        [],
+        [EdgeRecord(fact=n, subject=s, object=o, at=0.0) for n, (s, o) in enumerate(ends)],
+        [],
+    )
+    asked: list[list[str]] = []
+
+    def levels(facts, dialogue):
+        asked.append([f.text for f in facts])
+        return [2] * len(facts)
+
+    snap = SimpleNamespace(
+        graph=graph,
+        facts=dict.fromkeys(range(len(ends))),
+        block_facts=set(),
+        shown=graph.shown,
+        fact_text=lambda n: FactText(f"fact {n}", names[ends[n][0]], names[ends[n][1]]),
+    )
+    levels_of = run_ready(
+        walk(ScriptedJudge(levels=levels), snap, "who owns it?", [0], deadline=None)
+    )
+    assert asked[0] == ["fact 0"]
+    assert asked[1] == ["fact 1", "fact 2"]  # the migration's far side; Dana's 41 facts are not
+    assert sorted(levels_of) == [0, 1, 2]
+    assert graph.held == len(ends) and len(graph.touching(0)) > C.WALK_FANOUT
+
+
 def test_a_prepared_walk_never_shows_a_fact_now_in_the_facts_block(tmp_path, clock):
     from fadeway.records import WalkRecord
 

@@ -54,8 +54,11 @@ class Graph:
         self.edges = {e.fact: e for e in edges}
         self.retired = {r.fact: r for r in retirements}
         self._touching: dict[int, list[int]] = {}
+        #: Facts held as themselves (merged restatements left out).
+        self.held = 0
         for e in edges:
             if e.merged_into is None:
+                self.held += 1
                 self._touching.setdefault(e.subject, []).append(e.fact)
                 if e.object != e.subject:
                     self._touching.setdefault(e.object, []).append(e.fact)

@@ -323,7 +323,7 @@ class LLMJudge(StrictAnswers, Judge):
             self.batch.levels,
             lambda items: {
                 "dialogue": recent,
-                "facts": "\n".join(f"[{i}] {P.fact_line(f)}" for i, f in items),
+                "facts": "\n".join(f"[{i}] {P.walk_line(f)}" for i, f in items),
             },
             lambda item: item.level,
             deadline,

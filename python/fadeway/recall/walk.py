@@ -33,9 +33,12 @@ log = logging.getLogger("fadeway.recall")
 async def walk(
     judge: Judge, snap: Snapshot, dialogue: str, seeds: Sequence[int], *, deadline: float | None
 ) -> dict[int, int]:
-    """Levels of the seeds and of the facts the walk reaches from them (MECHANISM: "The walk")."""
+    """Levels of the seeds and of the facts the walk reaches from them (MECHANISM: "The walk").
+    A hub (an entity more than WALK_HUB_SHARE of the held facts touch, and more than a step
+    takes) leads nowhere: which of its facts a step took would be happenstance."""
     levels: dict[int, int] = {}
     frontier = snap.shown(seeds)
+    hub = max(C.WALK_FANOUT, C.WALK_HUB_SHARE * snap.graph.held)
     for _ in range(C.WALK_DEPTH + 1):
         if not frontier:
             break
@@ -52,6 +55,8 @@ async def walk(
             if levels[n] < C.LEAD_LEVEL or edge is None:
                 continue
             for entity in (edge.subject, edge.object):
+                if len(snap.graph.touching(entity)) > hub:
+                    continue
                 for m in snap.graph.touching(entity):
                     if m not in levels and m in snap.facts and m not in snap.block_facts:
                         reached.setdefault(m, None)
