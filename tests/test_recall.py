@@ -1267,8 +1267,8 @@ def test_a_day_named_from_the_message_s_time_brings_back_that_day(tmp_path, monk
 
 def test_a_decorate_reads_the_recall_blocks_in_view_once(tmp_path, clock, monkeypatch):
     """Fixing earlier turns' final texts and showing the blocks in view share one read of the
-    recall blocks and one of their finals (each a round trip to PostgreSQL); the finals are
-    as before: a turn's final is stored once, and what the view shows is it."""
+    recall blocks with their finals (a round trip to PostgreSQL); the finals are as before: a
+    turn's final is stored once, and what the view shows is it."""
     from fadeway.store.sqlite import _SQLiteTransaction
 
     with _open(tmp_path / "v.db", clock) as eng:
@@ -1282,7 +1282,7 @@ def test_a_decorate_reads_the_recall_blocks_in_view_once(tmp_path, clock, monkey
             history.append(reply["choices"][0]["message"])
             eng.drain()
         reads: list[str] = []
-        for name in ("recalls", "block_texts"):
+        for name in ("recalls", "recall_blocks", "block_texts"):
             real = getattr(_SQLiteTransaction, name)
             monkeypatch.setattr(
                 _SQLiteTransaction,
@@ -1293,6 +1293,7 @@ def test_a_decorate_reads_the_recall_blocks_in_view_once(tmp_path, clock, monkey
         mem.decorate({"model": "gpt-4.1", "messages": history})
         decorated = list(reads)
         export = mem.export()
-    assert decorated.count("recalls") == 1 and decorated.count("block_texts") <= 2
+    assert decorated.count("recall_blocks") == 1 and "recalls" not in decorated
+    assert decorated.count("block_texts") <= 1  # the distills, only when a final is missing
     finals = [b.turn for b in export.recall_finals]
     assert finals and len(finals) == len(set(finals))  # each earlier turn's final fixed once

@@ -76,6 +76,50 @@ def test_write_rolls_back_on_error(db, clock):
 
 
 @pytest.mark.both_stores
+def test_recall_blocks_come_with_their_finals_and_their_own_text_only_until_then(db):
+    from fadeway.records import BlockText, RecallRecord
+
+    store = open_store(db)
+    with store.write("m") as tx:
+        tx.create_memory("chat_completions", 0.0)
+        for turn in (1, 2, 3):
+            tx.insert_recall(
+                RecallRecord(
+                    turn=turn,
+                    seq=turn * 2,
+                    at=0.0,
+                    text=f"block {turn}",
+                    tokens=turn,
+                    facts=[turn],
+                    passages=[],
+                )
+            )
+        tx.insert_block_text("recall_finals", BlockText(turn=1, at=5.0, text="final 1", tokens=9))
+        tx.insert_block_text("recall_finals", BlockText(turn=2, at=6.0, text=None, tokens=0))
+    with store.write("other") as tx:  # another memory's block of the same turn
+        tx.create_memory("chat_completions", 0.0)
+        tx.insert_recall(
+            RecallRecord(turn=3, seq=6, at=0.0, text="other", tokens=1, facts=[], passages=[])
+        )
+        tx.insert_block_text("recall_finals", BlockText(turn=3, at=7.0, text="x", tokens=1))
+    with store.read("m") as tx:
+        blocks = tx.recall_blocks()
+        later = tx.recall_blocks(2)
+    store.close()
+    assert [(b.turn, b.seq, b.text, b.tokens) for b in blocks] == [
+        (1, 2, None, 1),
+        (2, 4, None, 2),
+        (3, 6, "block 3", 3),  # no final yet: its own text
+    ]
+    assert [b.final for b in blocks] == [
+        BlockText(turn=1, at=5.0, text="final 1", tokens=9),
+        BlockText(turn=2, at=6.0, text=None, tokens=0),  # removed
+        None,
+    ]
+    assert later == blocks[1:]
+
+
+@pytest.mark.both_stores
 def test_a_transaction_reads_its_memory_once_and_sees_its_own_writes(db, monkeypatch):
     """The memory's record is read once a transaction (a round trip to PostgreSQL each time a
     call asked), and read again after any write to it."""

@@ -38,6 +38,7 @@ __all__ = [
     "MemoryInfo",
     "RecallRecord",
     "BlockText",
+    "RecallBlock",
     "WalkRecord",
     "ExportedUsage",
     "ExportedJob",
@@ -297,6 +298,18 @@ class BlockText(msgspec.Struct, frozen=True, kw_only=True):
     at: float
     text: str | None
     tokens: int
+
+
+class RecallBlock(msgspec.Struct, frozen=True, kw_only=True):
+    """A turn's recall block as a request shows it: its final text once fixed (`final`), else
+    the block as recalled (`text`, read only while the turn has no final: a turn's block is
+    shown as its final from the next message on, so its own text is read back at most a turn)."""
+
+    turn: int
+    seq: int  # the user message it stands before
+    text: str | None  # None once the final is fixed
+    tokens: int
+    final: BlockText | None
 
 
 class WalkRecord(msgspec.Struct, frozen=True, kw_only=True):

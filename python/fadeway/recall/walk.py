@@ -111,7 +111,7 @@ class WalkJob:
     def stale(self, tx: Transaction, job: JobRecord) -> bool:
         """Whether the next message came, and was recalled for, already: a walk now would
         never be read (a lane behind a busy memory)."""
-        return bool(tx.recalls(msgspec.json.decode(job.payload)["turn"] + 1))
+        return bool(tx.recall_blocks(msgspec.json.decode(job.payload)["turn"] + 1))
 
     async def prepare(self, memory_id: str, job: JobRecord) -> Any:
         payload = msgspec.json.decode(job.payload)

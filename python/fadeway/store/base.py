@@ -28,6 +28,7 @@ from ..records import (
     MessageRecord,
     NoteRecord,
     PassageRecord,
+    RecallBlock,
     RecallRecord,
     RequestRecord,
     RetirementRecord,
@@ -304,6 +305,12 @@ class Transaction(abc.ABC):
     @abc.abstractmethod
     def recalls(self, since_turn: int = 0) -> list[RecallRecord]:
         """The recall blocks of turns from `since_turn` on, in turn order."""
+
+    @abc.abstractmethod
+    def recall_blocks(self, since_turn: int = 0) -> list[RecallBlock]:
+        """The recall blocks of turns from `since_turn` on, in turn order, with their final
+        texts, in one query: what decorate shows and fixes (`RecallBlock`: a block's own text
+        only while it has no final; not the facts and passages it shows)."""
 
     @abc.abstractmethod
     def insert_recall(self, row: RecallRecord) -> None: ...

@@ -15,6 +15,7 @@ from ..records import (
     EntityRecord,
     Marks,
     PassageRecord,
+    RecallBlock,
     RecallRecord,
     RetirementRecord,
     WalkRecord,
@@ -243,6 +244,26 @@ class GraphQueries:
             for turn, seq, at, text, tokens, facts, passages in self._conn.execute(
                 "SELECT turn, seq, at, text, tokens, facts, passages FROM recalls "
                 "WHERE memory_id = ? AND turn >= ? ORDER BY turn",
+                (self._key, since_turn),
+            )
+        ]
+
+    def recall_blocks(self, since_turn: int = 0) -> list[RecallBlock]:
+        return [
+            RecallBlock(
+                turn=turn,
+                seq=seq,
+                text=text,
+                tokens=tokens,
+                final=None
+                if final_at is None
+                else BlockText(turn=turn, at=final_at, text=final_text, tokens=final_tokens),
+            )
+            for turn, seq, text, tokens, final_at, final_text, final_tokens in self._conn.execute(
+                "SELECT r.turn, r.seq, CASE WHEN f.at IS NULL THEN r.text END, r.tokens, "
+                "f.at, f.text, f.tokens FROM recalls r LEFT JOIN recall_finals f "
+                "ON f.memory_id = r.memory_id AND f.turn = r.turn "
+                "WHERE r.memory_id = ? AND r.turn >= ? ORDER BY r.turn",
                 (self._key, since_turn),
             )
         ]
