@@ -1,5 +1,6 @@
 """Type stubs for the Rust extension `fadeway._core`."""
 
+from collections.abc import Set
 from typing import Literal, Self, final
 
 import numpy as np
@@ -12,6 +13,7 @@ __all__ = [
     "activation_log_order",
     "Bm25Index",
     "tokenize",
+    "best_window",
     "hash_embed",
     "fade_order",
     "fade",
@@ -74,6 +76,13 @@ def rrf(
 def tokenize(
     text: str, stopwords: bool | Literal["lucene", "english", "none"] = True, stem: bool = True
 ) -> list[str]: ...
+def best_window(
+    text: str,
+    wanted: Set[str],
+    size: int,
+    stopwords: bool | Literal["lucene", "english", "none"] = True,
+    stem: bool = True,
+) -> tuple[int, int]: ...
 
 @final
 class Bm25Index:

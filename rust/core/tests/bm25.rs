@@ -2,8 +2,11 @@
 //! naive twin `search_naive` (scores to 1e-9), removal against never adding, serialization, and
 //! the pruned search against the exhaustive one (same ids, same scores to the bit).
 
+use std::collections::HashSet;
+
 use fadeway_core::bm25::{
-    s_stem, search_naive, tokenize, Analyzer, Bm25Index, Stopwords, MORE_STOPWORDS, STOPWORDS,
+    best_window, s_stem, search_naive, tokenize, Analyzer, Bm25Index, Stopwords, MORE_STOPWORDS,
+    STOPWORDS,
 };
 use fadeway_core::CoreError;
 use proptest::prelude::*;
@@ -43,6 +46,29 @@ fn tokenizer() {
     for &(text, analyzer, want) in cases {
         assert_eq!(tokenize(text, analyzer), want, "{text:?}");
     }
+}
+
+fn wanted(query: &str) -> HashSet<String> {
+    tokenize(query, BOTH).into_iter().collect()
+}
+
+#[test]
+fn best_window_is_the_first_run_with_the_most_matching_words() {
+    // Words 0-9; "refunds" and "legal" (stemmed "refund") match at words 6 and 8.
+    let text = "the team met on monday about refunds and legal terms";
+    assert_eq!(best_window(text, &wanted("refund legal"), 3, BOTH), (6, 10));
+    // A tie goes to the first run (words 0-1, 1-2, 3-4 and 4-5 hold one each); none matching
+    // is the first run too.
+    assert_eq!(best_window(text, &wanted("team monday"), 2, BOTH), (0, 10));
+    assert_eq!(best_window(text, &wanted("met monday"), 3, BOTH), (2, 10));
+    assert_eq!(best_window(text, &wanted("nothing here"), 4, BOTH), (0, 10));
+    // At most `size` words: the whole text from word 0.
+    assert_eq!(best_window("a b c", &wanted("c"), 3, BOTH), (0, 3));
+    // Words split as Python's str.split() does: any run of White_Space and U+001C-U+001F.
+    let spaced = "one\u{1f}two\u{a0}\u{2003}three\n\tfour  legal";
+    assert_eq!(best_window(spaced, &wanted("legal"), 2, BOTH), (3, 5));
+    // A word is matched by any of its tokens ("don't" reads as "don" and "t").
+    assert_eq!(best_window("x y z don't", &wanted("don"), 1, PLAIN), (3, 4));
 }
 
 #[test]

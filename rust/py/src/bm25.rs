@@ -3,9 +3,13 @@
 //! Every method takes the lock inside `py.detach`, so a thread waiting for the lock never holds
 //! the GIL (holding it there could deadlock against a writer that needs the GIL back).
 
+use std::collections::HashSet;
 use std::sync::RwLock;
 
-use fadeway_core::bm25::{tokenize as core_tokenize, Analyzer, Bm25Index as CoreIndex, Stopwords};
+use fadeway_core::bm25::{
+    best_window as core_best_window, tokenize as core_tokenize, Analyzer, Bm25Index as CoreIndex,
+    Stopwords,
+};
 use numpy::{IntoPyArray, PyArray1};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -166,8 +170,28 @@ fn tokenize(text: &str, stopwords: StopwordsArg, stem: bool) -> PyResult<Vec<Str
     Ok(core_tokenize(text, Analyzer { stopwords: stopwords.try_into()?, stem }))
 }
 
+/// The first word of the run of `size` consecutive words of `text` (split as `str.split()`
+/// splits it) that holds the most words with a token in `wanted` (each word read as `tokenize`
+/// with these flags reads it; the first such run), and the text's number of words.
+#[pyfunction]
+#[pyo3(
+    signature = (text, wanted, size, stopwords = StopwordsArg::Flag(true), stem = true),
+    text_signature = "(text, wanted, size, stopwords=True, stem=True)"
+)]
+fn best_window(
+    text: &str,
+    wanted: HashSet<String>,
+    size: usize,
+    stopwords: StopwordsArg,
+    stem: bool,
+) -> PyResult<(usize, usize)> {
+    let analyzer = Analyzer { stopwords: stopwords.try_into()?, stem };
+    Ok(core_best_window(text, &wanted, size, analyzer))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Bm25Index>()?;
     m.add_function(wrap_pyfunction!(tokenize, m)?)?;
+    m.add_function(wrap_pyfunction!(best_window, m)?)?;
     Ok(())
 }

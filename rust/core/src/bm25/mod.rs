@@ -77,7 +77,7 @@
 
 mod search;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::CoreError;
@@ -409,6 +409,48 @@ pub fn tokenize(text: &str, analyzer: Analyzer) -> Vec<String> {
     let mut buf = String::new();
     for_each_token(text, analyzer, &mut buf, |t| tokens.push(t.to_owned()));
     tokens
+}
+
+/// Whether Python's `str.split()` splits at `c`: Unicode's White_Space, and the four ASCII
+/// information separators (U+001C to U+001F) that Python counts as space too.
+fn splits_words(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
+/// The best window of a long excerpt: the run of `size` consecutive words of `text` (split as
+/// Python's `str.split()` splits it) that holds the most words with a token in `wanted`, each
+/// word tokenized alone as [`tokenize`] with `analyzer` reads it; the first such run. Returns its
+/// first word and the text's number of words (a text of at most `size` words: 0).
+pub fn best_window(
+    text: &str,
+    wanted: &HashSet<String>,
+    size: usize,
+    analyzer: Analyzer,
+) -> (usize, usize) {
+    let mut buf = String::new();
+    let hits: Vec<u32> = text
+        .split(splits_words)
+        .filter(|word| !word.is_empty())
+        .map(|word| {
+            let mut hit = false;
+            for_each_token(word, analyzer, &mut buf, |t| hit |= wanted.contains(t));
+            u32::from(hit)
+        })
+        .collect();
+    let n = hits.len();
+    if size == 0 || n <= size {
+        return (0, n);
+    }
+    let mut run: u32 = hits[..size].iter().sum();
+    let (mut best, mut start) = (run, 0);
+    for i in size..n {
+        run = run + hits[i] - hits[i - size];
+        if run > best {
+            best = run;
+            start = i - size + 1;
+        }
+    }
+    (start, n)
 }
 
 /// Calls `f` with each token of `text`, reusing `buf` so that tokenizing allocates only when a
