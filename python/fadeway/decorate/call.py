@@ -6,7 +6,9 @@ Recall runs first, before the write transaction (the embedder and an inline walk
 moment). Then one transaction stores what is new, takes notes, forgets and assembles: a decorate
 is all or nothing. When a fade needs history cut and the cut was not planned yet, the
 transaction rolls back, the judge plans the cut while the store's write lock is free, and the
-decorate runs again with the plan.
+decorate runs again with the plan. On a store that makes one write transaction at a time
+(SQLite), the decorate is first planned in a read transaction, its writes kept, and made in a
+short write transaction (`_deferred`; docs/design/storage.md, "Short write transactions").
 
 `prepare` decorates in a transaction it rolls back, keeping its writes; `commit` makes them
 once the provider accepted the request, in a short transaction, when the memory is as it was
@@ -36,6 +38,7 @@ from ..notes.tool import caller_tools
 from ..recall.turns import Pending, place_recall, recall_for, store_recall
 from ..records import RequestRecord
 from ..store import Transaction
+from ..store.deferring import Deferred, ReadsOwnWrite
 from ..store.recording import Recording, Write, replay
 from ..usage import UsageRecord, collecting
 from ..wire import Format, ParsedRequest
@@ -63,10 +66,73 @@ def decorate(
     start = _start(services, memory_id, request, at)
     with mirror.lock, collecting() as used:
         recalled = _recall(services, mirror, memory_id, start.parsed, start.now)
-        out = _attempts(services, mirror, memory_id, start, recalled, used)
+        out = _deferred(services, mirror, memory_id, start, recalled, used)
+        if out is None:
+            out = _attempts(services, mirror, memory_id, start, recalled, used)
     if out.queued:
         services.lane.queued()
     return out.request
+
+
+def _deferred(
+    services: Services,
+    mirror: History,
+    memory_id: str,
+    start: _Start,
+    recalled: tuple[list[Pending], _Sent],
+    used: list[UsageRecord],
+) -> Assembled | None:
+    """On a store that writes one transaction at a time (`Store.serial_writes`: SQLite), the
+    decorate planned in a read transaction and its writes made in a short write transaction
+    while the memory is as planned from (its `version`), so that the writer is held for the
+    writes alone; None (the mirror as it was) when it cannot be: the plan read what it wrote
+    (a fade, a note taken, a new memory: `ReadsOwnWrite`), a cut must be planned first, or
+    the memory changed meanwhile."""
+    if not services.store.serial_writes:
+        return None
+    mark = mirror.mark()
+    try:
+        planned = _plan(services, mirror, memory_id, start, recalled, used)
+        with writing(services.store, mirror, memory_id) as tx:
+            if tx.version() == planned.version:
+                replay(tx, planned.writes)
+                return planned.out
+        log.debug("memory %r changed while its decorate was planned: made again", memory_id)
+    except (ReadsOwnWrite, _CutFirst):
+        pass
+    except BaseException:
+        mirror.roll_back(mark)  # as the plan found it: nothing of it was stored
+        raise
+    mirror.roll_back(mark)
+    return None
+
+
+def _plan(
+    services: Services,
+    mirror: History,
+    memory_id: str,
+    start: _Start,
+    recalled: tuple[list[Pending], _Sent],
+    used: list[UsageRecord],
+) -> _Recorded:
+    """A decorate made in a read transaction, its writes kept (`_decorate_once`, `defer`)."""
+    parsed = replace(start.parsed, request=dict(start.parsed.request))
+    try:
+        _decorate_once(
+            services,
+            mirror,
+            memory_id,
+            parsed,
+            (start.encoding, start.now),
+            recalled,
+            used,
+            None,
+            inline=False,
+            defer=True,
+        )
+    except _Recorded as done:
+        return done
+    raise AssertionError("unreachable: a deferred decorate ends in _Recorded")
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,15 +182,37 @@ def prepare(
     with mirror.lock, collecting() as used:
         recalled = _recall(services, mirror, memory_id, start.parsed, start.now)
         mark = mirror.mark()
+        done = _recorded(services, mirror, memory_id, start, recalled, used)
+        mirror.roll_back(mark)
+    out, emitted = done.out, [block_digest(text) for text in done.out.blocks]
+    plan = _Plan(start, recalled, list(used), done.writes, done.version, out.queued, emitted)
+    return Prepared(memory_id, out.request, plan)
+
+
+def _recorded(
+    services: Services,
+    mirror: History,
+    memory_id: str,
+    start: _Start,
+    recalled: tuple[list[Pending], _Sent],
+    used: list[UsageRecord],
+) -> _Recorded:
+    """The decorate with its writes kept: planned in a read transaction where the store makes
+    one write transaction at a time and the plan can be (`_plan`), else in a write transaction
+    rolled back."""
+    if services.store.serial_writes:
+        mark = mirror.mark()
         try:
-            _attempts(services, mirror, memory_id, start, recalled, used, record=True)
-        except _Recorded as done:
+            return _plan(services, mirror, memory_id, start, recalled, used)
+        except (ReadsOwnWrite, _CutFirst):
             mirror.roll_back(mark)
-            out, emitted = done.out, [block_digest(text) for text in done.out.blocks]
-            plan = _Plan(
-                start, recalled, list(used), done.writes, done.version, out.queued, emitted
-            )
-            return Prepared(memory_id, out.request, plan)
+        except BaseException:
+            mirror.roll_back(mark)  # as the plan found it: nothing of it was stored
+            raise
+    try:
+        _attempts(services, mirror, memory_id, start, recalled, used, record=True)
+    except _Recorded as done:
+        return done
     raise AssertionError("unreachable: a recorded decorate ends in _Recorded")
 
 
@@ -323,16 +411,27 @@ def _decorate_once(
     inline: bool,
     record: bool = False,
     sent_blocks: Sequence[bytes] = (),
+    defer: bool = False,
 ) -> Assembled:
     """One attempt at the decorate's transaction; `measured` is the request's encoding and
     the call's time, `recalled` the recalls run for its new user messages and the sent
     history they were found in. With `record`, the transaction is rolled back and left by
-    `_Recorded`, the mirror as it stands (the caller rolls it back). `sent_blocks` are digests
-    of other blocks to record as fadeway's own (those of a prepared request sent)."""
+    `_Recorded`, the mirror as it stands (the caller rolls it back). With `defer`, likewise
+    but in a read transaction whose writes are kept, not made (`Deferred`: `ReadsOwnWrite`
+    when it reads what it wrote). `sent_blocks` are digests of other blocks to record as
+    fadeway's own (those of a prepared request sent)."""
     (encoding, now), (pending, sent) = measured, recalled
-    with writing(services.store, mirror, memory_id, keep=(_CutFirst, _Recorded)) as store_tx:
-        version = store_tx.version() if record else None
-        tx = cast(Transaction, Recording(store_tx)) if record else store_tx
+    opened = (
+        services.store.read(memory_id)
+        if defer
+        else writing(services.store, mirror, memory_id, keep=(_CutFirst, _Recorded))
+    )
+    with opened as store_tx:
+        version = store_tx.version() if record or defer else None
+        if defer:
+            tx = cast(Transaction, Deferred(store_tx))
+        else:
+            tx = cast(Transaction, Recording(store_tx)) if record else store_tx
         memory = open_memory(tx, memory_id, parsed.format, now)
         sync(mirror, tx)
         emitted = emitted_blocks(tx, memory, parsed.instructions)
@@ -374,8 +473,8 @@ def _decorate_once(
         tx.insert_emitted([*sent_blocks, *(block_digest(text) for text in out.blocks)])
         _record_request(tx, mirror, parsed, encoding, now, used, out.key)
         out = out._replace(queued=out.queued or took)
-        if record:
-            raise _Recorded(out, cast(Recording, tx).writes, version)
+        if record or defer:
+            raise _Recorded(out, cast(Recording | Deferred, tx).writes, version)
     return out
 
 

@@ -429,6 +429,11 @@ WRITES = frozenset(
 class Store(abc.ABC):
     """Many memories in one database."""
 
+    #: Whether the store makes one write transaction at a time, whatever the memory (SQLite's
+    #: file lock): decorate then plans in a read transaction and holds the writer only for its
+    #: writes (`decorate.call`). PostgreSQL serialises writes per memory only.
+    serial_writes: bool = False
+
     @abc.abstractmethod
     def write(self, memory_id: str) -> AbstractContextManager[Transaction]:
         """A write transaction on one memory; it commits on exit, rolls back on error."""

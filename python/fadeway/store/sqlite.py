@@ -104,6 +104,8 @@ class _SQLiteTransaction(
 class SQLiteStore(Store):
     """Many memories in one SQLite file."""
 
+    serial_writes = True  # one writer for the file
+
     def __init__(
         self,
         path: str | os.PathLike[str],

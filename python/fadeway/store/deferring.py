@@ -1,0 +1,93 @@
+"""A transaction planned outside the write lock (`Deferred`): a read transaction whose writes
+are kept, not made, for `recording.replay` to make in a short write transaction while the memory
+is as it was (its `version`). SQLite has one writer for every memory of a file; a decorate that
+forgot and assembled inside its write transaction held it about 1.2 ms, and a second replay
+worker on the file waited for it (docs/design/storage.md, "Short write transactions").
+
+A read cannot see a write that was only kept: a read of a table a kept write changed raises
+`ReadsOwnWrite`, and so does a write whose result a plan would need (`create_memory`,
+`enqueue`) or that is not known here. The caller then does the work in a write transaction.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from .base import WRITES, Transaction
+from .recording import Write
+
+__all__ = ["DEFERRABLE", "READS", "Deferred", "ReadsOwnWrite"]
+
+#: The writes a plan may keep, with the tables each changes. (The rest return what a plan would
+#: read next, such as a job's number, or change what most reads read: they are made in a write
+#: transaction.)
+DEFERRABLE: dict[str, frozenset[str]] = {
+    "set_instructions": frozenset({"memories"}),
+    "set_decorated_through": frozenset({"memories"}),
+    "insert_messages": frozenset({"messages"}),
+    "insert_block_text": frozenset({"block_texts"}),
+    "insert_recall": frozenset({"recalls"}),
+    "insert_emitted": frozenset({"emitted"}),
+    "insert_usage": frozenset({"usage"}),
+    "insert_request": frozenset({"requests"}),
+}
+
+#: The reads a plan may make after a kept write, with the tables each reads (any other read
+#: after a write raises `ReadsOwnWrite`).
+READS: dict[str, frozenset[str]] = {
+    "memory": frozenset({"memories"}),
+    "version": frozenset({"memories"}),
+    "message_count": frozenset({"messages"}),
+    "messages": frozenset({"messages"}),
+    "latest_request": frozenset({"requests"}),
+    "last_kept_ratio": frozenset({"requests"}),
+    "pending_job": frozenset({"jobs"}),
+    "recall_blocks": frozenset({"recalls", "block_texts"}),
+    "recalls": frozenset({"recalls"}),
+    "block_texts": frozenset({"block_texts"}),
+    "marks": frozenset(
+        {"facts", "entities", "edges", "retirements", "episodes", "notes", "passages", "vectors"}
+    ),
+}
+
+
+class ReadsOwnWrite(Exception):
+    """A plan read what it wrote (or made a write it cannot keep): it must run in a write
+    transaction."""
+
+
+class Deferred:
+    """`tx`, a read transaction, but that its writes are kept in `writes` (each with a copy of
+    its arguments), not made; see the module's docstring."""
+
+    def __init__(self, tx: Transaction) -> None:
+        self._tx = tx
+        self.writes: list[Write] = []
+        self._changed: set[str] = set()
+
+    def wrote(self) -> bool:
+        return bool(self.writes)
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._tx, name)
+        if name in WRITES:
+            return self._kept(name)
+        if not self._changed or not callable(found):
+            return found
+        reads = READS.get(name)
+        if reads is None or reads & self._changed:
+            raise ReadsOwnWrite(f"{name} after a kept write to {', '.join(sorted(self._changed))}")
+        return found
+
+    def _kept(self, name: str) -> Callable[..., None]:
+        changes = DEFERRABLE.get(name)
+        if changes is None:
+            raise ReadsOwnWrite(f"{name} cannot be kept for later")
+
+        def write(*args: Any, **kwargs: Any) -> None:
+            self.writes.append((name, copy.deepcopy(args), copy.deepcopy(kwargs)))
+            self._changed |= changes
+
+        return write

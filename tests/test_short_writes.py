@@ -1,0 +1,214 @@
+"""Decorate plans outside SQLite's one writer (docs/design/storage.md, "Short write
+transactions"): it reads and assembles in a read transaction, keeping its writes
+(`store.deferring.Deferred`), and makes them in a short write transaction while the memory is as
+it planned from; a plan that reads what it wrote, or a memory changed meanwhile, is decorated
+again in the write transaction. Either way the memory stores the same."""
+
+from __future__ import annotations
+
+import threading
+
+import msgspec
+import pytest
+
+import fadeway
+from fadeway import dumps
+from fadeway.decorate import call
+from fadeway.judge import ScriptedJudge
+from fadeway.records import BlockText, MessageRecord
+from fadeway.store import SQLiteStore, open_store
+from fadeway.store.deferring import Deferred, ReadsOwnWrite
+from fadeway.store.recording import replay
+from helpers import NOTE_ASKING, chat_reply, converse_with_notes
+from test_recall import LEAVE, OTHER, OWNER
+
+
+def _open(path, clock, **settings):
+    return fadeway.open(
+        path, clock=clock, background=False, judge=ScriptedJudge(), **NOTE_ASKING, **settings
+    )
+
+
+def _talk(mem, history, text):
+    history.append({"role": "user", "content": text})
+    request = mem.decorate({"model": "gpt-4.1", "messages": history})
+    reply = chat_reply(f"About {text}")
+    mem.report(request, reply)
+    history.append(reply["choices"][0]["message"])
+    return request
+
+
+def _while_assembling(monkeypatch, during):
+    """Run `during()` once, while the next decorate forgets and assembles; returns the calls
+    made to forget_and_assemble."""
+    real, calls = call.forget_and_assemble, []
+
+    def assembling(*args, **kwargs):
+        calls.append(args[1])  # the transaction
+        if len(calls) == 1:
+            during()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(call, "forget_and_assemble", assembling)
+    return calls
+
+
+def test_a_decorate_holds_the_writer_only_for_its_writes(tmp_path, clock, monkeypatch):
+    """Another memory's write goes through while a decorate assembles: its plan holds no
+    write lock (before, the other writer waited for the decorate's whole transaction)."""
+    with _open(tmp_path / "s.db", clock) as eng:
+        mem, history = eng.memory("m"), []
+        for t in range(3):
+            _talk(mem, history, f"Turn {t}: the refund line review")
+        wrote = threading.Event()
+
+        def other_memory_writes():
+            def write():
+                with eng.store.write("other") as tx:
+                    tx.create_memory("chat_completions", clock())
+                wrote.set()
+
+            writer = threading.Thread(target=write)
+            writer.start()
+            writer.join(timeout=5)
+
+        calls = _while_assembling(monkeypatch, other_memory_writes)
+        request = _talk(mem, history, "Turn 3: and the legal review?")
+        assert wrote.is_set()
+        assert len(calls) == 1 and isinstance(calls[0], Deferred)  # planned once, not again
+        assert request["messages"][-1]["content"] == "Turn 3: and the legal review?"
+        assert len(mem.messages()) == len(history)
+        assert "other" in [m.memory_id for m in eng.memories()]
+
+
+def test_a_memory_changed_while_its_decorate_was_planned_is_decorated_again(
+    tmp_path, clock, monkeypatch
+):
+    with _open(tmp_path / "s.db", clock) as eng:
+        mem, history = eng.memory("m"), []
+        for t in range(3):
+            _talk(mem, history, f"Turn {t}: the refund line review")
+
+        def lane_writes():  # as a lane job would, from another thread, between plan and commit
+            def write():
+                with eng.store.write("m") as tx:
+                    tx.insert_emitted([b"\x01" * 32])
+
+            writer = threading.Thread(target=write)
+            writer.start()
+            writer.join(timeout=5)
+
+        calls = _while_assembling(monkeypatch, lane_writes)
+        _talk(mem, history, "Turn 3: and the legal review?")
+        # Planned, found changed, made again in the write transaction: stored once.
+        assert len(calls) == 2 and isinstance(calls[0], Deferred)
+        assert not isinstance(calls[1], Deferred)
+        bodies = [msgspec.json.decode(m.body) for m in mem.messages()]
+        assert [b.get("content") for b in bodies if b["role"] == "user"] == [
+            m["content"] for m in history if m["role"] == "user"
+        ]
+
+
+def test_planned_or_not_a_conversation_stores_the_same(tmp_path, monkeypatch):
+    """A conversation that takes notes, seals and fades (whose decorates read what they wrote
+    and are made in the write transaction) and talks on: the same export planned outside the
+    writer as made inside it, both paths taken."""
+    from conftest import Clock
+
+    real, outcomes = call._deferred, []
+
+    def deferred(*args, **kwargs):
+        out = real(*args, **kwargs)
+        outcomes.append(out is not None)
+        return out
+
+    monkeypatch.setattr(call, "_deferred", deferred)
+
+    def converse(path):
+        clock = Clock()
+        with _open(path, clock) as eng:
+            mem = eng.memory("m")
+            history = converse_with_notes(eng, mem, clock, [[OWNER, *OTHER], [LEAVE]])
+            for t in range(6):
+                clock.advance(60)
+                _talk(mem, history, f"Later {t}: who owns the checkout migration now?")
+                eng.drain()
+            return dumps(mem.export())
+
+    planned = converse(tmp_path / "planned.db")
+    assert outcomes.count(True) > 10 and outcomes.count(False) >= 3
+    monkeypatch.setattr(SQLiteStore, "serial_writes", False)
+    outcomes.clear()
+    made_inside = converse(tmp_path / "inside.db")
+    assert not any(outcomes)
+    assert planned == made_inside
+
+
+def test_deferred_keeps_its_writes_and_refuses_to_read_them(tmp_path):
+    store = open_store(tmp_path / "d.db")
+    with store.write("m") as tx:
+        tx.create_memory("chat_completions", 0.0)
+    row = MessageRecord(
+        seq=0,
+        turn=1,
+        at=1.0,
+        role="user",
+        kind="message",
+        side="user",
+        source="request",
+        tokens=3,
+        digest=b"\x00" * 32,
+        body=b'{"role":"user","content":"hi"}',
+    )
+    with store.read("m") as tx:
+        deferred = Deferred(tx)
+        rows = [row]
+        deferred.insert_messages(rows)
+        rows.clear()  # the caller's list may change: what was kept may not
+        assert deferred.wrote() and tx.message_count() == 0  # kept, not made
+        assert deferred.pending_job() is None  # another table: read as it stands
+        with pytest.raises(ReadsOwnWrite, match="message_count after a kept write"):
+            deferred.message_count()
+        with pytest.raises(ReadsOwnWrite, match="enqueue cannot be kept"):
+            deferred.enqueue("walk", b"{}", 1.0)
+        writes = deferred.writes
+    with store.write("m") as tx:
+        replay(tx, writes)
+    with store.read("m") as tx:
+        assert [m.body for m in tx.messages()] == [row.body]
+    with store.read("m") as tx:
+        deferred = Deferred(tx)
+        assert deferred.episodes() == []  # before any write, every read is the snapshot's
+        deferred.insert_block_text("recall_finals", BlockText(turn=1, at=1.0, text=None, tokens=0))
+        with pytest.raises(ReadsOwnWrite, match="recall_blocks after a kept write"):
+            deferred.recall_blocks(0)
+        # A read it does not know the tables of cannot be answered after any write.
+        with pytest.raises(ReadsOwnWrite, match="episodes after a kept write"):
+            deferred.episodes()
+    store.close()
+
+
+def test_a_plan_that_fails_stores_nothing_and_the_next_decorate_stores_it_once(
+    tmp_path, clock, monkeypatch
+):
+    with _open(tmp_path / "s.db", clock) as eng:
+        mem, history = eng.memory("m"), []
+        for t in range(3):
+            _talk(mem, history, f"Turn {t}: the refund line review")
+        stored = len(mem.messages())
+        real = call.store_recall
+
+        def fails_once(*args, **kwargs):
+            monkeypatch.setattr(call, "store_recall", real)
+            raise RuntimeError("the plan broke")
+
+        monkeypatch.setattr(call, "store_recall", fails_once)
+        history.append({"role": "user", "content": "Turn 3: and the legal review?"})
+        with pytest.raises(RuntimeError, match="the plan broke"):
+            mem.decorate({"model": "gpt-4.1", "messages": history})
+        assert len(mem.messages()) == stored  # nothing of the plan was stored
+        request = mem.decorate({"model": "gpt-4.1", "messages": history})
+        assert request["messages"][-1]["content"] == "Turn 3: and the legal review?"
+        assert len(mem.messages()) == stored + 1
+        mem.report(request, chat_reply("Legal has not answered yet."))
+        assert len(mem.messages()) == stored + 2
