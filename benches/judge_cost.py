@@ -35,12 +35,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import re
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -161,19 +163,28 @@ _PAIR = re.compile(r"^\[(\d+)\] new (F\d+), held (F\d+)$", re.MULTILINE)
 _NAMES = re.compile(r'^\[(\d+)\] (".*") \| (".*")$', re.MULTILINE)
 
 
-#: Each line the walk's prompts showed -> its fact: a line leaves out the entities its sentence
-#: names (`prompts.walk_line`), and the offline levels read them too.
+#: Each line the walk's prompts showed -> its fact, while `walk_lines_recorded` is open.
 _WALK_LINES: dict[str, FactText] = {}
-_walk_line = prompts.walk_line
 
 
-def _recorded_walk_line(fact: FactText) -> str:
-    line = _walk_line(fact)
-    _WALK_LINES[line] = fact
-    return line
+@contextlib.contextmanager
+def walk_lines_recorded() -> Iterator[None]:
+    """While open, each line the walk's prompts show is kept with its fact: a line leaves out
+    the entities its sentence names (`prompts.walk_line`), and the offline levels a selective
+    model answers with read them too."""
+    real = prompts.walk_line
 
+    def recorded(fact: FactText) -> str:
+        line = real(fact)
+        _WALK_LINES[line] = fact
+        return line
 
-prompts.walk_line = _recorded_walk_line
+    prompts.walk_line = recorded
+    try:
+        yield
+    finally:
+        prompts.walk_line = real
+        _WALK_LINES.clear()
 
 
 def _facts(text: str, pattern: re.Pattern[str] = _FACT_LINE) -> dict[Any, FactText]:
@@ -324,7 +335,7 @@ def measure(name: str, lines: list[ReplayLine], ceiling: int, answers: str = "ev
     memory_id = lines[0].memory_id
     turns = sum(1 for line in lines if line.message.get("role") == "user")
     counter = Counter(answers)
-    with tempfile.TemporaryDirectory() as tmp, OpenAIServer() as server:
+    with tempfile.TemporaryDirectory() as tmp, OpenAIServer() as server, walk_lines_recorded():
         server.script(*[counter] * 200_000)
         settings = ReplaySettings(
             db=str(Path(tmp) / "cost.db"),

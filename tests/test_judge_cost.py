@@ -61,7 +61,7 @@ def test_the_selective_model_answers_as_the_offline_judge_through_the_llm_judge_
     pairs = [(facts[3], facts[1]), (facts[0], facts[2])]
     names = [("Dana", "dana"), ("pricing page", "legal team")]
     offline = OfflineJudge()
-    with OpenAIServer() as server:
+    with OpenAIServer() as server, bench.walk_lines_recorded():
         server.script(*[bench.Counter("selective")] * 20)
         judge = LLMJudge(Endpoint(server.url, backoff_initial=0.01), model=bench.MODEL)
 

@@ -2,7 +2,8 @@
 are kept, not made, for `recording.replay` to make in a short write transaction while the memory
 is as it was (its `version`). SQLite has one writer for every memory of a file; a decorate that
 forgot and assembled inside its write transaction held it about a millisecond (0.2 ms for its
-writes alone), and a second replay worker on the file waited for it (docs/design/storage.md, "Short write transactions").
+writes alone), and a second replay worker on the file waited for it (docs/design/storage.md,
+"Short write transactions").
 
 A read cannot see a write that was only kept: a read of a table a kept write changed raises
 `ReadsOwnWrite`, and so does a write whose result a plan would need (`create_memory`,
