@@ -81,6 +81,46 @@ def test_a_decorate_holds_the_writer_only_for_its_writes(tmp_path, clock, monkey
         assert "other" in [m.memory_id for m in eng.memories()]
 
 
+def test_a_report_holds_the_writer_only_for_its_writes(tmp_path, clock, monkeypatch):
+    """As decorate's: another memory's write goes through while a report queues its jobs,
+    and the reply and its jobs are stored once, numbered as the lane numbers them."""
+    from fadeway.decorate import report
+
+    with _open(tmp_path / "s.db", clock) as eng:
+        mem = eng.memory("m")
+        history = converse_with_notes(eng, mem, clock, [[OWNER, *OTHER]])  # facts to walk
+        eng.drain()
+        wrote = threading.Event()
+        real, planned = report.queue_after_reply, []
+
+        def queueing(tx, *args):
+            planned.append(isinstance(tx, Deferred))
+
+            def write():
+                with eng.store.write("other") as other:
+                    other.create_memory("chat_completions", clock())
+                wrote.set()
+
+            writer = threading.Thread(target=write)
+            writer.start()
+            writer.join(timeout=5)
+            return real(tx, *args)
+
+        monkeypatch.setattr(report, "queue_after_reply", queueing)
+        with eng.store.read("m") as tx:
+            jobs_before = tx.last_job()
+        _talk(mem, history, "Turn 3: and the legal review?")
+        assert wrote.is_set() and planned == [True]
+        assert len(mem.messages()) == len(history)
+        with eng.store.read("m") as tx:
+            queued = tx.jobs()
+        # The walk (and distill) of this reply queued after the jobs before, numbered on.
+        new_jobs = [(j.n, j.kind) for j in queued if j.n > jobs_before]
+        assert new_jobs and new_jobs[0] == (jobs_before + 1, "walk")
+        first = jobs_before + 1
+        assert [n for n, _ in new_jobs] == list(range(first, first + len(new_jobs)))
+
+
 def test_a_memory_changed_while_its_decorate_was_planned_is_decorated_again(
     tmp_path, clock, monkeypatch
 ):
@@ -148,6 +188,8 @@ def test_deferred_keeps_its_writes_and_refuses_to_read_them(tmp_path):
     store = open_store(tmp_path / "d.db")
     with store.write("m") as tx:
         tx.create_memory("chat_completions", 0.0)
+        tx.enqueue("embed", b"{}", 0.0)
+        tx.enqueue("embed", b"{}", 0.0)
     row = MessageRecord(
         seq=0,
         turn=1,
@@ -166,16 +208,21 @@ def test_deferred_keeps_its_writes_and_refuses_to_read_them(tmp_path):
         deferred.insert_messages(rows)
         rows.clear()  # the caller's list may change: what was kept may not
         assert deferred.wrote() and tx.message_count() == 0  # kept, not made
-        assert deferred.pending_job() is None  # another table: read as it stands
+        assert deferred.pending_job().n == 1  # another table: read as it stands
         with pytest.raises(ReadsOwnWrite, match="message_count after a kept write"):
             deferred.message_count()
-        with pytest.raises(ReadsOwnWrite, match="enqueue cannot be kept"):
-            deferred.enqueue("walk", b"{}", 1.0)
+        with pytest.raises(ReadsOwnWrite, match="create_memory cannot be kept"):
+            deferred.create_memory("chat_completions", 0.0)
+        # Jobs are kept numbered as the lane will number them; the lane is then not readable.
+        assert [deferred.enqueue(k, b"{}", 1.0) for k in ("walk", "distill")] == [3, 4]
+        with pytest.raises(ReadsOwnWrite, match="pending_job after a kept write"):
+            deferred.pending_job()
         writes = deferred.writes
     with store.write("m") as tx:
         replay(tx, writes)
     with store.read("m") as tx:
         assert [m.body for m in tx.messages()] == [row.body]
+        assert [(j.n, j.kind) for j in tx.jobs()][-2:] == [(3, "walk"), (4, "distill")]
     with store.read("m") as tx:
         deferred = Deferred(tx)
         assert deferred.episodes() == []  # before any write, every read is the snapshot's

@@ -1,6 +1,7 @@
 """The report call, and a note writer's answer to the ask (MECHANISM: "When each part runs":
 "Store the reply and take any note in it; measure our size estimate against the provider's
-count; queue the work that can wait"; ARCHITECTURE: "What `report` returns").
+count; queue the work that can wait"; ARCHITECTURE: "What `report` returns"). On SQLite a report
+is planned in a read transaction and written in a short one, as decorate is (`_deferred`).
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from .. import _constants as C
 from .. import tokens, wire
@@ -24,8 +25,10 @@ from ..notes.writers import NoteWriter, ask_writer
 from ..recall.turns import queue_after_reply
 from ..records import JobKind, ReportResult, RequestRecord
 from ..store import Transaction
+from ..store.deferring import Deferred, ReadsOwnWrite
+from ..store.recording import replay
 from ..usage import collecting
-from ..wire import Reply
+from ..wire import ParsedRequest, Reply
 from ..wire.canonical import digest_of, encode_json
 from .ingest import append, check_format, new_entries, sync, take_notes, writing
 from .view import emitted_blocks, strip_own_additions
@@ -50,53 +53,108 @@ def report(
     reply = wire.parse_response(parsed.format, response)
     services.limits.check_count(len(reply.items), "the reply")
     now = services.now(at)
-    with mirror.lock, writing(services.store, mirror, memory_id) as tx:
-        memory = tx.memory()
-        if memory is None:
-            raise InvalidRequestError(
-                f"memory {memory_id!r} has no decorated request to report on; call decorate first"
-            )
-        check_format(memory_id, memory.format, parsed.format)
-        sync(mirror, tx)
-        emitted = emitted_blocks(tx, memory, parsed.history)
-        sent = strip_own_additions(parsed.history, mirror.answers_note, emitted)
-        last_digest = digest_of(sent[-1], "the request's last message") if sent else None
-        match = tx.find_request(len(sent), last_digest)
-        if (why := _not_stored(tx, memory_id, match, reply)) is not None:
-            return ReportResult(
-                tool_calls=notes.without_note_calls(parsed.format, reply.tool_calls),
-                stored=False,
-                not_stored=why,
-            )
-        new = new_entries(
-            mirror, parsed.format, reply.items, 0, label="reply item", limits=services.limits
-        )
-        encoding = match.encoding if match else tokens.encoding_for_model(parsed.model)
-        before = len(mirror)
-        append(tx, mirror, new, encoding, now, source="reply")
-        took = take_notes(tx, mirror, memory_id, before, now, "model", services.limits)
-        calls = notes.find_note_calls(parsed.format, reply.items)
-        remaining = notes.without_note_calls(parsed.format, reply.tool_calls)
-        result = ReportResult(
-            tool_calls=remaining,
-            note_taken=took,
-            call_again=bool(calls) and not remaining and not reply.text,
-        )
-        if match is None:
-            log.info(
-                "memory %r: the reported request is not one decorate returned; its token "
-                "count is not kept",
-                memory_id,
-            )
-        else:
-            kept, note = _judge_ratio(memory_id, match, reply.prompt_tokens)
-            tx.record_report(match.n, reply.prompt_tokens, kept, note, True)
-        queued = _queue_cut(services, tx, mirror, now) or took
-        if not result.tool_calls and not result.call_again:
-            queued = queue_after_reply(tx, mirror, now) or queued
+    with mirror.lock:
+        done = _deferred(services, mirror, memory_id, parsed, reply, now)
+        if done is None:
+            with writing(services.store, mirror, memory_id) as tx:
+                done = _stored(services, tx, mirror, memory_id, parsed, reply, now)
+    result, queued = done
     if queued:
         services.lane.queued()
     return result
+
+
+def _deferred(
+    services: Services,
+    mirror: History,
+    memory_id: str,
+    parsed: ParsedRequest,
+    reply: Reply,
+    now: float,
+) -> tuple[ReportResult, bool] | None:
+    """On a store that makes one write transaction at a time (SQLite), the report planned in a
+    read transaction and its writes made in a short write transaction while the memory is as
+    planned from, as decorate's (`decorate.call._deferred`); None (the mirror as it was) when
+    it cannot be: the reply carries a note (its facts are read back), or the memory changed."""
+    if not services.store.serial_writes:
+        return None
+    mark = mirror.mark()
+    try:
+        with services.store.read(memory_id) as store_tx:
+            version = store_tx.version()
+            planned = Deferred(store_tx)
+            done = _stored(
+                services, cast(Transaction, planned), mirror, memory_id, parsed, reply, now
+            )
+        with writing(services.store, mirror, memory_id) as tx:
+            if tx.version() == version:
+                replay(tx, planned.writes)
+                return done
+        log.debug("memory %r changed while its report was planned: made again", memory_id)
+    except ReadsOwnWrite:
+        pass
+    except BaseException:
+        mirror.roll_back(mark)  # as the plan found it: nothing of it was stored
+        raise
+    mirror.roll_back(mark)
+    return None
+
+
+def _stored(
+    services: Services,
+    tx: Transaction,
+    mirror: History,
+    memory_id: str,
+    parsed: ParsedRequest,
+    reply: Reply,
+    now: float,
+) -> tuple[ReportResult, bool]:
+    """Store `reply` in `tx`: what `report` returns, and whether jobs were queued."""
+    memory = tx.memory()
+    if memory is None:
+        raise InvalidRequestError(
+            f"memory {memory_id!r} has no decorated request to report on; call decorate first"
+        )
+    check_format(memory_id, memory.format, parsed.format)
+    sync(mirror, tx)
+    emitted = emitted_blocks(tx, memory, parsed.history)
+    sent = strip_own_additions(parsed.history, mirror.answers_note, emitted)
+    last_digest = digest_of(sent[-1], "the request's last message") if sent else None
+    match = tx.find_request(len(sent), last_digest)
+    if (why := _not_stored(tx, memory_id, match, reply)) is not None:
+        result = ReportResult(
+            tool_calls=notes.without_note_calls(parsed.format, reply.tool_calls),
+            stored=False,
+            not_stored=why,
+        )
+        return result, False
+    new = new_entries(
+        mirror, parsed.format, reply.items, 0, label="reply item", limits=services.limits
+    )
+    encoding = match.encoding if match else tokens.encoding_for_model(parsed.model)
+    before = len(mirror)
+    append(tx, mirror, new, encoding, now, source="reply")
+    took = take_notes(tx, mirror, memory_id, before, now, "model", services.limits)
+    calls = notes.find_note_calls(parsed.format, reply.items)
+    remaining = notes.without_note_calls(parsed.format, reply.tool_calls)
+    result = ReportResult(
+        tool_calls=remaining,
+        note_taken=took,
+        call_again=bool(calls) and not remaining and not reply.text,
+    )
+    if match is None:
+        log.info(
+            "memory %r: the reported request is not one decorate returned; its token "
+            "count is not kept",
+            memory_id,
+        )
+    else:
+        kept, note = _judge_ratio(memory_id, match, reply.prompt_tokens)
+        tx.record_report(match.n, reply.prompt_tokens, kept, note, True)
+    queued = _queue_cut(services, tx, mirror, now) or took
+    if not result.tool_calls and not result.call_again:
+        queued = queue_after_reply(tx, mirror, now) or queued
+    return result, queued
 
 
 def _not_stored(

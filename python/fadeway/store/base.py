@@ -345,7 +345,11 @@ class Transaction(abc.ABC):
 
     @abc.abstractmethod
     def enqueue(self, kind: str, payload: bytes, created_at: float) -> int:
-        """Queue a job at the end of the memory's lane; returns its number."""
+        """Queue a job at the end of the memory's lane; returns its number (`last_job` + 1)."""
+
+    @abc.abstractmethod
+    def last_job(self) -> int:
+        """The number of the last job queued in the memory's lane (0: none yet)."""
 
     @abc.abstractmethod
     def pending_job(self, kind: str | None = None) -> JobRecord | None:

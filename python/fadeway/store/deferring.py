@@ -6,8 +6,10 @@ writes alone), and a second replay worker on the file waited for it (docs/design
 "Short write transactions").
 
 A read cannot see a write that was only kept: a read of a table a kept write changed raises
-`ReadsOwnWrite`, and so does a write whose result a plan would need (`create_memory`,
-`enqueue`) or that is not known here. The caller then does the work in a write transaction.
+`ReadsOwnWrite`, and so does a write whose result a plan would need (`create_memory`) or that is
+not known here. The caller then does the work in a write transaction. A job queued is kept with
+the number the lane will give it: the last job's, counted on (no other job can be queued while
+the memory's `version` holds, since every transaction that queues one changes it).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ DEFERRABLE: dict[str, frozenset[str]] = {
     "insert_emitted": frozenset({"emitted"}),
     "insert_usage": frozenset({"usage"}),
     "insert_request": frozenset({"requests"}),
+    "record_report": frozenset({"requests"}),
 }
 
 #: The reads a plan may make after a kept write, with the tables each reads (any other read
@@ -51,6 +54,12 @@ READS: dict[str, frozenset[str]] = {
     "marks": frozenset(
         {"facts", "entities", "edges", "retirements", "episodes", "notes", "passages", "vectors"}
     ),
+    "last_episode": frozenset({"episodes"}),
+    "fact_count": frozenset({"facts"}),
+    "passage_count": frozenset({"passages"}),
+    "find_request": frozenset({"requests"}),
+    "emitted_among": frozenset({"emitted"}),
+    "last_job": frozenset({"jobs"}),
 }
 
 
@@ -67,12 +76,15 @@ class Deferred:
         self._tx = tx
         self.writes: list[Write] = []
         self._changed: set[str] = set()
+        self._next_job: int | None = None
 
     def wrote(self) -> bool:
         return bool(self.writes)
 
     def __getattr__(self, name: str) -> Any:
         found = getattr(self._tx, name)
+        if name == "enqueue":
+            return self._enqueue
         if name in WRITES:
             return self._kept(name)
         if not self._changed or not callable(found):
@@ -81,6 +93,15 @@ class Deferred:
         if reads is None or reads & self._changed:
             raise ReadsOwnWrite(f"{name} after a kept write to {', '.join(sorted(self._changed))}")
         return found
+
+    def _enqueue(self, kind: str, payload: bytes, created_at: float) -> int:
+        """Keep a job queued, numbered as the lane will number it (see the module)."""
+        if self._next_job is None:
+            self._next_job = self._tx.last_job() + 1
+        n, self._next_job = self._next_job, self._next_job + 1
+        self.writes.append(("enqueue", (kind, payload, created_at), {}))
+        self._changed.add("jobs")
+        return n
 
     def _kept(self, name: str) -> Callable[..., None]:
         changes = DEFERRABLE.get(name)

@@ -40,15 +40,18 @@ class LaneQueries:
     memory_id: str
 
     def enqueue(self, kind: str, payload: bytes, created_at: float) -> int:
-        (top,) = self._conn.execute(
-            "SELECT MAX(n) FROM jobs WHERE memory_id = ?", (self._key,)
-        ).fetchone()
-        n = (top or 0) + 1
+        n = self.last_job() + 1
         self._conn.execute(
             "INSERT INTO jobs (memory_id, n, kind, payload, created_at) VALUES (?, ?, ?, ?, ?)",
             (self._key, n, kind, payload, created_at),
         )
         return n
+
+    def last_job(self) -> int:
+        (top,) = self._conn.execute(
+            "SELECT MAX(n) FROM jobs WHERE memory_id = ?", (self._key,)
+        ).fetchone()
+        return int(top or 0)
 
     def pending_job(self, kind: str | None = None) -> JobRecord | None:
         sql = f"SELECT {_JOB_COLUMNS} FROM jobs WHERE memory_id = ? AND state = 'pending'"
