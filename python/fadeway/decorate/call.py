@@ -8,7 +8,8 @@ is all or nothing. When a fade needs history cut and the cut was not planned yet
 transaction rolls back, the judge plans the cut while the store's write lock is free, and the
 decorate runs again with the plan. On a store that makes one write transaction at a time
 (SQLite), the decorate is first planned in a read transaction, its writes kept, and made in a
-short write transaction (`_deferred`; docs/design/storage.md, "Short write transactions").
+short write transaction (`ingest.made_apart`; docs/design/storage.md, "Short write
+transactions").
 
 `prepare` decorates in a transaction it rolls back, keeping its writes; `commit` makes them
 once the provider accepted the request, in a short transaction, when the memory is as it was
@@ -46,7 +47,7 @@ from ..wire.canonical import encode_json, plain
 from ..wire.limits import Limits
 from .align import align, digests_of_sent
 from .assemble import Assembled, Key, forget_and_assemble, shown_seqs
-from .ingest import append, new_entries, open_memory, sync, take_notes, writing
+from .ingest import append, made_apart, new_entries, open_memory, sync, take_notes, writing
 from .view import block_digest, emitted_blocks, strip_own_additions
 
 __all__ = ["Prepared", "commit", "decorate", "discard", "prepare"]
@@ -82,29 +83,16 @@ def _deferred(
     recalled: tuple[list[Pending], _Sent],
     used: list[UsageRecord],
 ) -> Assembled | None:
-    """On a store that writes one transaction at a time (`Store.serial_writes`: SQLite), the
-    decorate planned in a read transaction and its writes made in a short write transaction
-    while the memory is as planned from (its `version`), so that the writer is held for the
-    writes alone; None (the mirror as it was) when it cannot be: the plan read what it wrote
-    (a fade, a note taken, a new memory: `ReadsOwnWrite`), a cut must be planned first, or
-    the memory changed meanwhile."""
-    if not services.store.serial_writes:
-        return None
-    mark = mirror.mark()
-    try:
-        planned = _plan(services, mirror, memory_id, start, recalled, used)
-        with writing(services.store, mirror, memory_id) as tx:
-            if tx.version() == planned.version:
-                replay(tx, planned.writes)
-                return planned.out
-        log.debug("memory %r changed while its decorate was planned: made again", memory_id)
-    except (ReadsOwnWrite, _CutFirst):
-        pass
-    except BaseException:
-        mirror.roll_back(mark)  # as the plan found it: nothing of it was stored
-        raise
-    mirror.roll_back(mark)
-    return None
+    """The decorate planned in a read transaction and its writes made in a short one
+    (`made_apart`); None when it cannot be: the plan read what it wrote (a fade, a note taken,
+    a new memory), a cut must be planned first, the memory changed meanwhile, or the store
+    serialises writes per memory only."""
+
+    def plan() -> tuple[Assembled, list[Write], int | None]:
+        done = _plan(services, mirror, memory_id, start, recalled, used)
+        return done.out, done.writes, done.version
+
+    return made_apart(services.store, mirror, memory_id, plan, also=(_CutFirst,))
 
 
 def _plan(

@@ -5,11 +5,12 @@ numbered with their turns, and the note calls among them taken ("The note ask an
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import logging
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from .. import tokens, wire
 from ..episodes.units import next_turns, opens_unit
@@ -20,12 +21,26 @@ from ..notes.ask import awaiting_note
 from ..notes.taking import write_note
 from ..records import MemoryRecord, MessageRecord
 from ..store import Store, Transaction
+from ..store.deferring import ReadsOwnWrite
+from ..store.recording import Write, replay
 from ..wire import Entry, Format, Side
 from ..wire.canonical import body_of, plain
 from ..wire.limits import Limits
 from ..wire.pending import PendingCalls
 
-__all__ = ["append", "check_format", "new_entries", "open_memory", "take_notes", "writing"]
+__all__ = [
+    "append",
+    "check_format",
+    "made_apart",
+    "new_entries",
+    "open_memory",
+    "take_notes",
+    "writing",
+]
+
+log = logging.getLogger("fadeway.decorate")
+
+T = TypeVar("T")
 
 
 @contextmanager
@@ -46,6 +61,41 @@ def writing(
         if tx is not None and tx.wrote() and not isinstance(exc, keep):
             mirror.reset()
         raise
+
+
+def made_apart(
+    store: Store,
+    mirror: History,
+    memory_id: str,
+    plan: Callable[[], tuple[T, list[Write], int | None]],
+    *,
+    also: tuple[type[BaseException], ...] = (),
+) -> T | None:
+    """On a store that makes one write transaction at a time (`Store.serial_writes`: SQLite),
+    what `plan()` made on a `store.deferring.Deferred` of a read transaction (its result, its
+    kept writes, the memory's version it read), once those writes are made in a short write
+    transaction while the version is unchanged: the writer is held for the writes alone. None,
+    the mirror as it stood, when the plan read what it wrote (`ReadsOwnWrite`, or one of
+    `also`), when the memory changed meanwhile, or on another store: the caller then does the
+    work in a write transaction (docs/design/storage.md, "Short write transactions")."""
+    if not store.serial_writes:
+        return None
+    fall_back: tuple[type[BaseException], ...] = (ReadsOwnWrite, *also)
+    mark = mirror.mark()
+    try:
+        out, writes, version = plan()
+        with writing(store, mirror, memory_id) as tx:
+            if tx.version() == version:
+                replay(tx, writes)
+                return out
+        log.debug("memory %r changed while a call was planned: made again", memory_id)
+    except fall_back:
+        pass
+    except BaseException:
+        mirror.roll_back(mark)  # as the plan found it: nothing of it was stored
+        raise
+    mirror.roll_back(mark)
+    return None
 
 
 def sync(mirror: History, tx: Transaction) -> None:

@@ -1,7 +1,7 @@
 """The report call, and a note writer's answer to the ask (MECHANISM: "When each part runs":
 "Store the reply and take any note in it; measure our size estimate against the provider's
 count; queue the work that can wait"; ARCHITECTURE: "What `report` returns"). On SQLite a report
-is planned in a read transaction and written in a short one, as decorate is (`_deferred`).
+is planned in a read transaction and written in a short one, as decorate is (`made_apart`).
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from ..notes.writers import NoteWriter, ask_writer
 from ..recall.turns import queue_after_reply
 from ..records import JobKind, ReportResult, RequestRecord
 from ..store import Transaction
-from ..store.deferring import Deferred, ReadsOwnWrite
-from ..store.recording import replay
+from ..store.deferring import Deferred
+from ..store.recording import Write
 from ..usage import collecting
 from ..wire import ParsedRequest, Reply
 from ..wire.canonical import digest_of, encode_json
-from .ingest import append, check_format, new_entries, sync, take_notes, writing
+from .ingest import append, check_format, made_apart, new_entries, sync, take_notes, writing
 from .view import emitted_blocks, strip_own_additions
 
 __all__ = ["answer_ask", "report"]
@@ -54,8 +54,13 @@ def report(
     services.limits.check_count(len(reply.items), "the reply")
     now = services.now(at)
     with mirror.lock:
-        done = _deferred(services, mirror, memory_id, parsed, reply, now)
-        if done is None:
+        done = made_apart(
+            services.store,
+            mirror,
+            memory_id,
+            lambda: _planned(services, mirror, memory_id, parsed, reply, now),
+        )
+        if done is None:  # a reply with a note (its facts are read back), or not SQLite
             with writing(services.store, mirror, memory_id) as tx:
                 done = _stored(services, tx, mirror, memory_id, parsed, reply, now)
     result, queued = done
@@ -64,40 +69,21 @@ def report(
     return result
 
 
-def _deferred(
+def _planned(
     services: Services,
     mirror: History,
     memory_id: str,
     parsed: ParsedRequest,
     reply: Reply,
     now: float,
-) -> tuple[ReportResult, bool] | None:
-    """On a store that makes one write transaction at a time (SQLite), the report planned in a
-    read transaction and its writes made in a short write transaction while the memory is as
-    planned from, as decorate's (`decorate.call._deferred`); None (the mirror as it was) when
-    it cannot be: the reply carries a note (its facts are read back), or the memory changed."""
-    if not services.store.serial_writes:
-        return None
-    mark = mirror.mark()
-    try:
-        with services.store.read(memory_id) as store_tx:
-            version = store_tx.version()
-            planned = Deferred(store_tx)
-            done = _stored(
-                services, cast(Transaction, planned), mirror, memory_id, parsed, reply, now
-            )
-        with writing(services.store, mirror, memory_id) as tx:
-            if tx.version() == version:
-                replay(tx, planned.writes)
-                return done
-        log.debug("memory %r changed while its report was planned: made again", memory_id)
-    except ReadsOwnWrite:
-        pass
-    except BaseException:
-        mirror.roll_back(mark)  # as the plan found it: nothing of it was stored
-        raise
-    mirror.roll_back(mark)
-    return None
+) -> tuple[tuple[ReportResult, bool], list[Write], int | None]:
+    """The report made on a `Deferred` of a read transaction (`made_apart`): what `_stored`
+    returns, the writes it kept, the memory's version it read."""
+    with services.store.read(memory_id) as store_tx:
+        version = store_tx.version()
+        planned = Deferred(store_tx)
+        done = _stored(services, cast(Transaction, planned), mirror, memory_id, parsed, reply, now)
+    return done, planned.writes, version
 
 
 def _stored(
