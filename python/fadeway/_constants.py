@@ -306,10 +306,10 @@ RECALL_DATE_PASSAGES = 1_000
 #: (a fact quoting its own turn says nothing the excerpt does not: with facts that quote their
 #: turns, .592 to .605 as above).
 FACT_SAID_SHARE = 0.8
-#: Texts whose words recall keeps across recalls, for each of two caches (a long passage's words
-#: and each word's terms, for its window; the terms of an excerpt or a fact, for
-#: FACT_SAID_SHARE): a block quotes up to RECALL_EXCERPTS passages, and the next messages of one
-#: topic recall many of them again. About 6 kB for a passage of 400 characters: a few MB.
+#: Texts recall keeps across recalls, for each of two caches (the terms of an excerpt or a
+#: fact, for FACT_SAID_SHARE; each excerpt's size in tokens): a block quotes up to
+#: RECALL_EXCERPTS passages, and the next messages of one topic recall many of them again. A
+#: few kB for a passage of 400 characters: a few MB.
 RECALL_TEXT_CACHE = 1024
 #: Facts shown under an excerpt: its episode's facts that the walk kept (recall) or distill kept,
 #: best first, none shown elsewhere in the block.

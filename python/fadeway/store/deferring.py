@@ -23,9 +23,9 @@ from .recording import Write
 
 __all__ = ["DEFERRABLE", "READS", "Deferred", "ReadsOwnWrite"]
 
-#: The writes a plan may keep, with the tables each changes. (The rest return what a plan would
-#: read next, such as a job's number, or change what most reads read: they are made in a write
-#: transaction.)
+#: The writes a plan may keep, with the tables each changes (`enqueue` too: `Deferred` numbers
+#: its jobs). The rest return what a plan would read next (`create_memory`) or change what most
+#: reads read: they are made in a write transaction.
 DEFERRABLE: dict[str, frozenset[str]] = {
     "set_instructions": frozenset({"memories"}),
     "set_decorated_through": frozenset({"memories"}),
