@@ -38,6 +38,22 @@ def _talk(mem, history, text):
     return request
 
 
+def _written_by_another_thread(store, memory_id, write) -> bool:
+    """Whether `write(tx)`, in a write transaction on `memory_id` from another thread, commits
+    within 5 s (it waits there for whatever holds the store's writer)."""
+    done = threading.Event()
+
+    def run():
+        with store.write(memory_id) as tx:
+            write(tx)
+        done.set()
+
+    writer = threading.Thread(target=run)
+    writer.start()
+    writer.join(timeout=5)
+    return done.is_set()
+
+
 def _while_assembling(monkeypatch, during):
     """Run `during()` once, while the next decorate forgets and assembles; returns the calls
     made to forget_and_assemble."""
@@ -60,21 +76,17 @@ def test_a_decorate_holds_the_writer_only_for_its_writes(tmp_path, clock, monkey
         mem, history = eng.memory("m"), []
         for t in range(3):
             _talk(mem, history, f"Turn {t}: the refund line review")
-        wrote = threading.Event()
+        wrote = []
 
         def other_memory_writes():
-            def write():
-                with eng.store.write("other") as tx:
-                    tx.create_memory("chat_completions", clock())
-                wrote.set()
+            wrote.append(_written_by_another_thread(eng.store, "other", create))
 
-            writer = threading.Thread(target=write)
-            writer.start()
-            writer.join(timeout=5)
+        def create(tx):
+            tx.create_memory("chat_completions", clock())
 
         calls = _while_assembling(monkeypatch, other_memory_writes)
         request = _talk(mem, history, "Turn 3: and the legal review?")
-        assert wrote.is_set()
+        assert wrote == [True]
         assert len(calls) == 1 and isinstance(calls[0], Deferred)  # planned once, not again
         assert request["messages"][-1]["content"] == "Turn 3: and the legal review?"
         assert len(mem.messages()) == len(history)
@@ -90,27 +102,21 @@ def test_a_report_holds_the_writer_only_for_its_writes(tmp_path, clock, monkeypa
         mem = eng.memory("m")
         history = converse_with_notes(eng, mem, clock, [[OWNER, *OTHER]])  # facts to walk
         eng.drain()
-        wrote = threading.Event()
-        real, planned = report.queue_after_reply, []
+        wrote, real, planned = [], report.queue_after_reply, []
 
         def queueing(tx, *args):
             planned.append(isinstance(tx, Deferred))
-
-            def write():
-                with eng.store.write("other") as other:
-                    other.create_memory("chat_completions", clock())
-                wrote.set()
-
-            writer = threading.Thread(target=write)
-            writer.start()
-            writer.join(timeout=5)
+            wrote.append(_written_by_another_thread(eng.store, "other", create))
             return real(tx, *args)
+
+        def create(other):
+            other.create_memory("chat_completions", clock())
 
         monkeypatch.setattr(report, "queue_after_reply", queueing)
         with eng.store.read("m") as tx:
             jobs_before = tx.last_job()
         _talk(mem, history, "Turn 3: and the legal review?")
-        assert wrote.is_set() and planned == [True]
+        assert wrote == [True] and planned == [True]
         assert len(mem.messages()) == len(history)
         with eng.store.read("m") as tx:
             queued = tx.jobs()
@@ -130,13 +136,10 @@ def test_a_memory_changed_while_its_decorate_was_planned_is_decorated_again(
             _talk(mem, history, f"Turn {t}: the refund line review")
 
         def lane_writes():  # as a lane job would, from another thread, between plan and commit
-            def write():
-                with eng.store.write("m") as tx:
-                    tx.insert_emitted([b"\x01" * 32])
+            assert _written_by_another_thread(eng.store, "m", emit)
 
-            writer = threading.Thread(target=write)
-            writer.start()
-            writer.join(timeout=5)
+        def emit(tx):
+            tx.insert_emitted([b"\x01" * 32])
 
         calls = _while_assembling(monkeypatch, lane_writes)
         _talk(mem, history, "Turn 3: and the legal review?")
