@@ -13,8 +13,9 @@ line of the answer), every other judgment as `tests/judge_answers.everything` do
 boundary score, every walk level 2 so every fact leads on, every distilled item kept, a fact per
 leaving user message), so no judgment the mechanism names is skipped: the worst case, for the
 walk and distill above all, since a model lists only the facts that bear on the turn. With
-`--answers selective` the walk's levels, distill, `relate` and `same_entity` are answered as the
-offline judge would answer them, read back from the LLM judge's own prompts (`selective`), and
+`--answers selective` boundaries, the walk's levels, distill, `relate` and `same_entity` are
+answered as the offline judge would answer them, read back from the LLM judge's own prompts
+(`selective`; boundaries list the third of the units the offline judge scores highest), and
 notes as the offline note writer writes them from the leaving turns (`selective_note`): a model
 that finds most recalled facts unrelated, keeps little, and writes facts of a sentence each (the
 worst case's facts are every leaving message's first 200 characters, JSON of tool calls and
@@ -37,6 +38,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import re
 import sys
 import tempfile
@@ -56,7 +58,7 @@ from fadeway import wire as formats  # noqa: E402
 from fadeway._constants import TOKENS_PER_MESSAGE  # noqa: E402
 from fadeway.blocks import NOTE_CONTEXT_HEADER  # noqa: E402
 from fadeway.cli.batch import ReplaySettings, _note_writer, open_for_replay  # noqa: E402
-from fadeway.judge import prompts  # noqa: E402
+from fadeway.judge import cohesion, prompts  # noqa: E402
 from fadeway.judge.base import FactText  # noqa: E402
 from fadeway.judge.offline import (  # noqa: E402
     distill_offline,
@@ -130,8 +132,11 @@ class Cost:
 
 
 _WORD = re.compile(r"[a-z0-9]{4,}")
-#: The judgments `selective` answers (boundaries, about and notes are answered alike).
-_SELECTIVE = {f"judge:{k}" for k in ("levels", "distill", "relate", "same_entity")}
+#: The judgments `selective` answers (about and notes are answered alike).
+_SELECTIVE = {f"judge:{k}" for k in ("boundaries", "levels", "distill", "relate", "same_entity")}
+#: The share of a boundaries call's units a selective model lists: a concept of about six units
+#: opens and closes once.
+SELECTIVE_BOUNDARY_SHARE = 1 / 3
 
 
 def _about_yeses(body: dict) -> dict:
@@ -161,6 +166,7 @@ _FACT_LINE = re.compile(r"^\[(\d+)\] (.*?)(?: \[([^\]]*); ([^\]]*)\])?$", re.MUL
 _LABELLED = re.compile(r"^(F\d+): (.*?)(?: \[([^\]]*); ([^\]]*)\])?$", re.MULTILINE)
 _PAIR = re.compile(r"^\[(\d+)\] new (F\d+), held (F\d+)$", re.MULTILINE)
 _NAMES = re.compile(r'^\[(\d+)\] (".*") \| (".*")$', re.MULTILINE)
+_UNIT = re.compile(r"^(?:\[(\d+)\]|-) ([^:\n]+): (.*)$", re.MULTILINE)
 
 
 #: Each line the walk's prompts showed -> its fact, while `walk_lines_recorded` is open.
@@ -201,11 +207,25 @@ def _between(text: str, start: str, end: str) -> str:
 
 
 def selective(body: dict) -> dict:
-    """The answer object the offline judge's judgments give for a `levels`, `distill`,
-    `relate` or `same_entity` request, read back from its prompt: a model that finds most
-    recalled facts unrelated and keeps little, where `everything` lists every item."""
+    """The answer object the offline judge's judgments give for a `boundaries`, `levels`,
+    `distill`, `relate` or `same_entity` request, read back from its prompt: a model that finds
+    most recalled facts unrelated and keeps little, and lists the units where a concept opens or
+    closes (the offline judge's strongest, SELECTIVE_BOUNDARY_SHARE of them, scores to two places
+    as a model writes them), where `everything` lists every item."""
     name, _ = judgment(body)
     text = user_text(body)
+    if name == "boundaries":
+        units = _UNIT.findall(text)  # the context before, the units, the context after
+        first, last = cohesion.boundary_scores([t for _, _, t in units])
+        scored = [i for i, (k, _, _) in enumerate(units) if k]
+        listed = sorted(scored, key=lambda i: -max(first[i], last[i]))
+        listed = listed[: math.ceil(len(scored) * SELECTIVE_BOUNDARY_SHARE)]
+        return {
+            "units": [
+                {"id": int(units[i][0]), "first": round(first[i], 2), "last": round(last[i], 2)}
+                for i in sorted(listed)
+            ]
+        }
     if name == "levels":
         dialogue = _between(text, "Recent dialogue (newest last):\n", "\n\nFacts:\n")
         facts = _facts(text.split("\n\nFacts:\n", 1)[1])

@@ -12,6 +12,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benches"))
 
 import judge_cost as bench  # noqa: E402
+import pytest  # noqa: E402
+
+from fadeway import _constants as C  # noqa: E402
+from fadeway.judge.base import UnitText  # noqa: E402
 
 #: Every judgment the mechanism names that this replay reaches (none is skipped to save cost).
 JUDGMENTS = {
@@ -79,6 +83,20 @@ def test_the_selective_model_answers_as_the_offline_judge_through_the_llm_judge_
             no = {"levels": 0, "distill": False, "relate": "unrelated", "same_entity": False}
             assert [no[name] if a is None else a for a in llm] == expected, name
             assert len(set(expected)) >= 2, name  # a yes and a no at least
+        # Boundaries: the third of the units the offline judge scores highest, with its scores;
+        # the rest below them, in its order.
+        topics = ["the sourdough recipe and the oven", "the Lisbon flight on Friday", "the budget"]
+        units = [UnitText("user", f"{topic} ({k})") for topic in topics for k in range(4)]
+        llm, expected = asyncio.run(both("boundaries", units))
+        strength = [max(f, g) for f, g in zip(expected.first, expected.last, strict=True)]
+        top = sorted(range(len(units)), key=lambda j: -strength[j])[: len(units) // 3]
+        for j in range(len(units)):
+            got, want = (llm.first[j], llm.last[j]), (expected.first[j], expected.last[j])
+            if j in top:  # as a model writes them: to two places
+                assert got == pytest.approx(want, abs=0.005), j
+            else:
+                scale = C.LLM_JUDGE_UNLISTED_BOUNDARY
+                assert got == pytest.approx((scale * want[0], scale * want[1])), j
         judge.close()
 
 

@@ -12,15 +12,18 @@ import re
 import time
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 
 import fadeway
+from fadeway import _constants as C
 from fadeway import usage
+from fadeway._core import split_episodes
 from fadeway.errors import EndpointError, JudgeTimeout
 from fadeway.http import Endpoint
 from fadeway.judge import BatchSizes, FactText, LLMJudge, OfflineJudge, UnitText, judge_from
 from fadeway.judge.base import Answer
-from fadeway.judge.prompts import pieces, walk_line
+from fadeway.judge.prompts import RETRY_NOTE, pieces, walk_line
 from helpers import chat_reply
 from judge_answers import answer, asked_ids, completion, items_for, judgment, user_text, valid
 from openai_server import OpenAIServer, Recorded, Reply
@@ -215,8 +218,8 @@ def test_a_bad_about_answer_is_discarded_whole_asked_again_then_no_answer(
         got = run(make_judge().about(["fact a", "fact b"], ["ep one", "ep two"]))
     assert got == [[None, None], [None, None]]
     assert len(server.requests) == 2
-    assert "Answer for exactly the ids listed above" in user_text(server.requests[1].body)
-    assert "no answer for 4 of 4" in caplog.text
+    assert user_text(server.requests[1].body).endswith(RETRY_NOTE)
+    assert "no answer for 4 items" in caplog.text
 
 
 def test_a_bad_about_answer_then_a_good_one(server, make_judge):
@@ -315,7 +318,7 @@ def test_malformed_json_is_retried_once_then_no_answer(server, make_judge, caplo
     with caplog.at_level(logging.WARNING, "fadeway.judge"):
         assert run(make_judge().levels(FACTS, "d")) == [None, None, None]
     assert len(server.requests) == 2
-    assert "no answer for 3 of 3" in caplog.text
+    assert "no answer for 3 items" in caplog.text
 
 
 def test_a_malformed_answer_then_a_good_one(server, make_judge):
@@ -339,17 +342,53 @@ def test_an_unknown_id_then_a_good_answer(server, make_judge):
     assert run(make_judge().same_entity([("a", "b")])) == [False]
 
 
-def test_missing_ids_are_asked_again_alone(server, make_judge):
-    """Boundaries score every unit: a unit left out is asked again, alone."""
-    units = [UnitText("user", f"unit {i}") for i in range(3)]
-    server.script(
-        lambda r: answer(r.body, {"units": [{"id": 2, "first": 0.5, "last": 0.5}]}),
-        lambda r: answer(r.body, {"units": [{"id": 3, "first": 0.1, "last": 0.9}]}),
-    )
-    b = run(make_judge().boundaries(units))
-    assert (b.first, b.last) == ([None, 0.5, 0.1], [None, 0.5, 0.9])
-    assert asked_ids(server.requests[1].body) == [1, 3]
-    assert "Answer for exactly the ids listed above" in user_text(server.requests[1].body)
+TOPICS = [
+    "the sourdough bread recipe needs flour water salt and a long proof in the oven",
+    "my flight to Lisbon leaves Friday from gate twelve with a window seat booked",
+    "the quarterly budget review moved the marketing spend into the hiring plan",
+]
+THREE_TOPICS = [
+    UnitText("user" if i % 2 == 0 else "assistant", f"{TOPICS[i // 6]} (part {i % 6})")
+    for i in range(18)
+]
+
+
+def test_boundaries_list_what_opens_or_closes_a_concept_and_rank_the_rest_below(server, make_judge):
+    """A unit the answer leaves out is not asked again: it ranks below every listed unit, and
+    among the others as the offline judge's cohesion has it."""
+    listed = [{"id": 7, "first": 0.9, "last": 0.05}, {"id": 9, "first": 0.0, "last": 0.0}]
+    server.script(lambda r: answer(r.body, {"units": listed}))
+    b = run(make_judge().boundaries(THREE_TOPICS))
+    assert len(server.requests) == 1
+    assert (b.first[6], b.last[6]) == (0.9, 0.05)
+    offline = run(OfflineJudge().boundaries(THREE_TOPICS))
+    scale = C.LLM_JUDGE_UNLISTED_BOUNDARY
+    for j in set(range(18)) - {6}:  # unit 9 (index 8) listed with nothing to say: as left out
+        assert b.first[j] == pytest.approx(scale * offline.first[j])
+        assert b.last[j] == pytest.approx(scale * offline.last[j])
+        assert max(b.first[j], b.last[j]) < 0.05
+
+
+def test_a_cut_no_listed_unit_can_make_goes_where_cohesion_breaks_not_where_sizes_say(
+    server, make_judge
+):
+    """Three topics of six units, each 100 tokens, episodes of 400 to 700: three episodes. The
+    model lists the second topic's opening only; the other cut goes where the third topic
+    opens (the offline order), not at the smallest episode that fits (ties)."""
+    listed = [{"id": 7, "first": 0.9, "last": 0.0}]
+    server.script(lambda r: answer(r.body, {"units": listed}))
+    b = run(make_judge().boundaries(THREE_TOPICS))
+    sizes = np.full(18, 100, dtype=np.int64)
+    assert split_episodes(sizes, np.asarray(b.slots()), 400, 700).tolist() == [6, 12]
+    flat = [0.9 if j == 5 else 0.0 for j in range(17)]  # the listed unit alone, the rest tied
+    assert split_episodes(sizes, np.asarray(flat), 400, 700).tolist() == [6, 10, 14]
+
+
+def test_an_empty_boundaries_answer_is_one_concept_ranked_by_cohesion(server, make_judge):
+    server.script(lambda r: answer(r.body, {"units": []}))
+    b = run(make_judge().boundaries(THREE_TOPICS))
+    offline = run(OfflineJudge().boundaries(THREE_TOPICS))
+    assert np.argsort(b.slots()).tolist() == np.argsort(offline.slots()).tolist()
 
 
 @pytest.mark.parametrize(
@@ -364,7 +403,7 @@ def test_missing_ids_are_asked_again_alone(server, make_judge):
 def test_what_a_judgment_leaves_out_costs_nothing_and_is_not_asked_again(
     server, make_judge, judgment, answer_items, expected
 ):
-    """Every judgment but boundaries lists what counts only: what a readable answer leaves
+    """Every judgment lists what counts only: what a readable answer leaves
     out is its zero answer (unrelated, dropped, two things), read at once, asked no more."""
     server.script(lambda r: answer(r.body, {judgment_key(judgment): answer_items}))
     judge = make_judge()

@@ -486,6 +486,10 @@ LLM_JUDGE_CONCURRENCY = 4
 #: Units around each window of boundaries it cuts a long stretch into, read as context only
 #: (beside the JUDGE_CONTEXT_UNITS a cut gives around the whole stretch).
 LLM_JUDGE_CONTEXT_UNITS = 3
+#: What the offline judge's cohesion scores count for, times, in a unit the model's boundaries
+#: answer left out (it lists the units that open or close a concept only): below every unit it
+#: listed, and among the rest in the offline judge's order, so that sizes alone never decide.
+LLM_JUDGE_UNLISTED_BOUNDARY = 0.001
 #: Characters of a unit, a fact (or excerpt), and of the dialogue a prompt quotes; longer texts
 #: keep their head and tail (where a unit opens and closes its concept). Longer quotes judge the
 #: middle of long texts too, at the price of input tokens per call. Episodes are never cut short.

@@ -4,12 +4,12 @@ Each call asks for structured output: a strict `json_schema` response format, or
 call whose parameters are the same schema. In "auto" mode a 400 that names the response format
 switches to tool calls for the rest of the judge's life. An answer is read from the message
 content or from its tool call, whichever holds it. Answers are read strictly: one that does not
-parse, breaks the schema or names an id it was not given is discarded whole; what is missing is
-asked again once, alone; what is still missing is "no answer" (None, logged), never made up. An
-answer that lists what counts only (every judgment but `boundaries`: the yeses of `about` and
-`same_entity`, the relations of `relate`, the levels above 0, the items distill keeps) misses
-nothing once read: what it leaves out is the answer that costs nothing to leave out.
-Every answered call is recorded with `usage.record`.
+parse, breaks the schema or names an id it was not given is discarded whole and asked once more;
+after a second, its items have "no answer" (None, logged), never made up. Every answer lists what
+counts only (the units that open or close a concept, the yeses of `about` and `same_entity`, the
+relations of `relate`, the levels above 0, the items distill keeps), so a readable one misses
+nothing: what it leaves out is the answer that costs nothing to leave out. Every answered call
+is recorded with `usage.record`.
 """
 
 from __future__ import annotations
@@ -60,10 +60,10 @@ class StrictAnswers:
         fields: Callable[[list[tuple[int, Any]]], dict[str, str]],
         value: Callable[[Any], V],
         deadline: float | None,
-        unnamed: V | None = None,
+        unnamed: V,
     ) -> list[V | None]:
-        """A judgment of a plain list of items, `size` per call, ids 1.. within each call;
-        with `unnamed`, one whose answer lists what counts only (see `_judge`)."""
+        """A judgment of a plain list of items, `size` per call, ids 1.. within each call; what
+        an answer leaves out is `unnamed` (see `_judge`)."""
 
         def call(chunk: Sequence[Any]) -> Callable[[], Awaitable[dict[int, V]]]:
             def render(ids: Sequence[int]) -> tuple[str, set[int]]:
@@ -114,35 +114,26 @@ class StrictAnswers:
         render: Callable[[Sequence[K]], tuple[str, set[K]]],
         read: Callable[[Any], tuple[K, V]],
         deadline: float | None,
-        unnamed: V | None = None,
+        unnamed: V,
     ) -> dict[K, V]:
-        """Ask about `keys`; ask once more about those the answer left out; the rest: no answer.
-
-        With `unnamed` (a judgment whose answer lists the yeses only), a readable answer
-        answers every key it was asked about: those it leaves out are `unnamed`, so only a
-        discarded answer is asked again."""
-        got: dict[K, V] = {}
-        missing = keys
+        """Ask about `keys`: a readable answer answers every one of them, those it leaves out
+        being `unnamed` (every answer lists what counts only); a discarded one is asked once
+        more; after a second, the keys have no answer (absent from the result)."""
         for attempt in (1, 2):
-            user, given = render(missing)
+            user, given = render(keys)
             if attempt == 2:
                 user += P.RETRY_NOTE
             answer = await self._ask(prompt, user, deadline)
             found = self._read(prompt, item_type, answer, given, read)
-            if found is not None and unnamed is not None:
-                found = {k: found.get(k, unnamed) for k in given}
-            got.update((k, v) for k, v in (found or {}).items() if k in missing)
-            missing = [k for k in missing if k not in got]
-            if not missing:
-                return got
+            if found is not None:
+                return {k: found.get(k, unnamed) for k in given}
         log.warning(
-            "judge:%s (%s): no answer for %d of %d items after a retry; they count as no answer",
+            "judge:%s (%s): no answer for %d items after a retry; they count as no answer",
             prompt.name,
             self.model,
-            len(missing),
             len(keys),
         )
-        return got
+        return {}
 
     def _read(
         self,

@@ -14,13 +14,14 @@ call, whichever holds it (some servers answer one when asked for the other).
 
 Answers are read strictly. An answer that does not parse, breaks the schema (a score outside 0..1,
 an unknown level) or names an id it was not given is discarded whole: when a model mixes up its
-ids, none of its answers can be trusted. A readable answer that leaves ids out keeps what it gave.
-Every judgment but `boundaries` asks for what counts only (the yeses of `about` and
-`same_entity`, the relations of `relate` other than "unrelated", the levels above 0, the items
-distill keeps): what a readable answer leaves out is the answer that costs nothing to leave out,
-so a model writes only what changes something (issue 29).
-What is missing is asked again once, alone; what is still missing after that is "no answer"
-(None, logged at WARNING), never made up. Every answered call is recorded with `usage.record`.
+ids, none of its answers can be trusted. Every judgment asks for what counts only (the units
+that open or close a concept, the yeses of `about` and `same_entity`, the relations of `relate`
+other than "unrelated", the levels above 0, the items distill keeps): what a readable answer
+leaves out is the answer that costs nothing to leave out, so a model writes only what changes
+something (issue 29). A unit a boundaries answer leaves out ranks below every unit it lists,
+and among the others in the offline judge's order.
+A discarded answer is asked again once; after a second, its items have "no answer" (None,
+logged at WARNING), never made up. Every answered call is recorded with `usage.record`.
 
 Errors: past the deadline, `JudgeTimeout`. An endpoint that refuses or keeps failing raises its
 `EndpointError` (lane jobs retry; decorate's inline uses fall back). An unreadable HTTP body is a
@@ -41,6 +42,7 @@ import msgspec
 from .. import _constants as C
 from ..errors import EndpointError
 from ..http import Endpoint
+from . import cohesion
 from . import prompts as P
 from .answers import AboutItem, BoundaryItem, DistillItem, LevelItem, RelateItem, SameItem
 from .asking import StrictAnswers, Structured
@@ -80,6 +82,26 @@ class BatchSizes:
                 raise ValueError(
                     f"batch size {f.name} must be at least 1, not {getattr(self, f.name)}"
                 )
+
+
+#: A unit the model's boundaries answer left out (it lists those that open or close a concept).
+_UNLISTED = (-1.0, -1.0)
+
+
+def _ranked_below(
+    scores: list[tuple[float, float] | None], every: Sequence[UnitText], lo: int
+) -> list[tuple[float, float] | None]:
+    """`scores` (of the units from `every[lo]` on) with each unit the model left out scored
+    below any it listed, and among themselves in the offline judge's order (its cohesion of
+    `every`, context included, times LLM_JUDGE_UNLISTED_BOUNDARY): the units where a model sees
+    no concept open or close still rank, so that a stretch no listed unit can cut is cut where
+    cohesion breaks most, not where sizes alone would put it (at its smallest episode)."""
+    first, last = cohesion.boundary_scores([u.text for u in every])
+    scale = C.LLM_JUDGE_UNLISTED_BOUNDARY
+    return [
+        (scale * float(first[lo + j]), scale * float(last[lo + j])) if s is _UNLISTED else s
+        for j, s in enumerate(scores)
+    ]
 
 
 class LLMJudge(StrictAnswers, Judge):
@@ -184,10 +206,18 @@ class LLMJudge(StrictAnswers, Judge):
                 ), shown
 
             def read(item: BoundaryItem) -> tuple[int, tuple[float, float]]:
+                if item.first == item.last == 0:  # said of a unit it need not have listed
+                    return item.id, _UNLISTED
                 return item.id, (item.first, item.last)
 
             return lambda: self._judge(
-                P.BOUNDARIES, BoundaryItem, list(range(1, b - a + 1)), render, read, deadline
+                P.BOUNDARIES,
+                BoundaryItem,
+                list(range(1, b - a + 1)),
+                render,
+                read,
+                deadline,
+                _UNLISTED,
             )
 
         starts = range(0, len(units), size)
@@ -197,6 +227,8 @@ class LLMJudge(StrictAnswers, Judge):
             for a, got in zip(starts, found, strict=True)
             for i in range(a + 1, min(a + size, len(units)) + 1)
         ]
+        if any(s is _UNLISTED for s in scores):
+            scores = _ranked_below(scores, every, lo)
         return Boundaries(
             [s[0] if s else None for s in scores], [s[1] if s else None for s in scores]
         )

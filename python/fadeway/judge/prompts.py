@@ -71,17 +71,21 @@ _SCORE = {"type": "number"}
 
 _JSON_ONLY = "Answer with the JSON object only."
 
-#: Fields: {before}, {units}, {after} (lines "[id] role: text"; context lines have no id).
+#: Fields: {before}, {units}, {after} (lines "[id] role: text"; context lines have no id). The
+#: answer lists the units that open or close a concept only: most units do neither, and a score
+#: pair each was most of what the judge wrote (issue 29).
 BOUNDARIES = Prompt(
     name="boundaries",
     system=(
         "You segment a conversation into concepts: stretches about one subject or task. You "
         "read numbered units in order (a unit is a user message, or an assistant step with its "
-        "tool calls and outputs), with unnumbered context around them. For each numbered unit "
-        "give two scores from 0 to 1. first: how strongly the unit opens a new concept (a new "
-        "subject, task or question, not a follow-up of the one before). last: how strongly it "
-        "closes its concept (it wraps up, or the next unit moves on). Score every numbered "
-        "unit once, and no other. " + _JSON_ONLY
+        "tool calls and outputs), with unnumbered context around them. List each numbered unit "
+        "that opens or closes a concept, with two scores from 0 to 1. first: how strongly the "
+        "unit opens a new concept (a new subject, task or question, not a follow-up of the one "
+        "before). last: how strongly it closes its concept (it wraps up, or the next unit moves "
+        "on). Leave out every other unit: a unit not listed neither opens nor closes a concept, "
+        "and an empty list means the units are all one concept. List a unit at most once, with "
+        "only the ids given. " + _JSON_ONLY
     ),
     user="Context before:\n{before}\n\nUnits to score:\n{units}\n\nContext after:\n{after}",
     key="units",
@@ -179,7 +183,7 @@ PROMPTS = {p.name: p for p in (BOUNDARIES, ABOUT, RELATE, SAME_ENTITY, LEVELS, D
 #: What a judgment's forced tool is described as (tool mode).
 TOOL_DESCRIPTION = "Give the answer to the judgment asked for, as its arguments."
 #: A retry's reminder, put after the user text (the first answer was unreadable or incomplete).
-RETRY_NOTE = "\n\nAnswer for exactly the ids listed above, each once, in the JSON shape asked for."
+RETRY_NOTE = "\n\nUse only the ids listed above, each at most once, in the JSON shape asked for."
 
 
 #: Where a long text is cut.
