@@ -55,6 +55,8 @@ from jsonschema import Draft202012Validator, validators  # noqa: E402
 from referencing import Registry, Resource  # noqa: E402
 from referencing.jsonschema import DRAFT202012  # noqa: E402
 
+from fadeway.records import EpisodeRecord, MessageRecord  # noqa: E402
+
 OPENAPI_RELATIVE = Path("openai-openapi/openapi.json")
 #: Where the whole document is registered; schemas are referenced by pointer under it.
 OPENAPI_URI = "https://fadeway.test/openai-openapi.json"
@@ -190,3 +192,37 @@ def talk(engine, memory_id: str, clock, turns: int) -> None:
         mem.report(request, reply)
         history.append(reply["choices"][0]["message"])
         clock.advance(60)
+
+
+def message_record(seq: int) -> MessageRecord:
+    """A stored user message at `seq`, of one token, for tests of the store itself."""
+    return MessageRecord(
+        seq=seq,
+        turn=1,
+        at=0.0,
+        role="user",
+        kind="message",
+        side="user",
+        source="request",
+        tokens=1,
+        digest=b"d",
+        calls=(),
+        answers=None,
+        body=b"{}",
+    )
+
+
+def episode_record(n: int, state: str = "live", tokens: int = 10) -> EpisodeRecord:
+    """Episode `n` of three messages (seqs 3n-3 to 3n-1), turn `n`, for tests of the store."""
+    return EpisodeRecord(
+        n=n,
+        first_seq=3 * (n - 1),
+        last_seq=3 * n - 1,
+        first_turn=n,
+        last_turn=n,
+        start_at=float(n),
+        end_at=float(n),
+        tokens=tokens,
+        cut_at=float(n),
+        state=state,
+    )

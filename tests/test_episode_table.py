@@ -20,21 +20,7 @@ from fadeway.forgetting import fade as forgetting
 from fadeway.mirror.episode_table import STATES, EpisodeTable
 from fadeway.records import EpisodeRecord
 from fadeway.store import SQLiteStore, Transaction
-
-
-def episode(n: int, state: str = "live", tokens: int = 10) -> EpisodeRecord:
-    return EpisodeRecord(
-        n=n,
-        first_seq=3 * (n - 1),
-        last_seq=3 * n - 1,
-        first_turn=n,
-        last_turn=n,
-        start_at=float(n),
-        end_at=float(n),
-        tokens=tokens,
-        cut_at=float(n),
-        state=state,
-    )
+from helpers import episode_record
 
 
 class Counting:
@@ -87,7 +73,7 @@ def test_the_mirror_holds_what_the_store_holds_reading_only_what_changed(plan, c
             with store.write("m") as tx:
                 if kind == "insert":
                     touched = set(range(count + 1, count + arg + 1))
-                    tx.insert_episodes([episode(n) for n in sorted(touched)])
+                    tx.insert_episodes([episode_record(n) for n in sorted(touched)])
                     count += arg
                 else:
                     now = {e.n: e.state for e in tx.episodes()}
@@ -121,14 +107,14 @@ def test_a_store_with_fewer_changes_is_read_again_whole(tmp_path):
         with store.write("m") as tx:
             tx.create_memory("chat_completions", 0.0)
             for n, state in enumerate(states, start=1):
-                tx.insert_episodes([episode(n, state)])  # one write each
+                tx.insert_episodes([episode_record(n, state)])  # one write each
     table = EpisodeTable()
     with stores[0].read("m") as tx:
         table.sync(tx)
-    assert_mirrors(table, [episode(1), episode(2, "sealed"), episode(3)])
+    assert_mirrors(table, [episode_record(1), episode_record(2, "sealed"), episode_record(3)])
     with stores[1].read("m") as tx:  # the file replaced by one that has seen fewer writes
-        assert table.sync(tx) == [episode(1, "forgotten")]
-    assert_mirrors(table, [episode(1, "forgotten")])
+        assert table.sync(tx) == [episode_record(1, "forgotten")]
+    assert_mirrors(table, [episode_record(1, "forgotten")])
     for store in stores:
         store.close()
 
@@ -153,7 +139,7 @@ def test_episodes_written_before_the_count_existed_are_read(tmp_path):
     conn.execute(
         "INSERT INTO memories (memory_id, format, created_at) VALUES ('m', 'chat_completions', 0)"
     )
-    for e in (episode(1, "sealed"), episode(2)):
+    for e in (episode_record(1, "sealed"), episode_record(2)):
         conn.execute(
             "INSERT INTO episodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
@@ -175,11 +161,11 @@ def test_episodes_written_before_the_count_existed_are_read(tmp_path):
     table = EpisodeTable()
     with store.read("m") as tx:
         assert tx.episode_changes() == 0
-        assert table.sync(tx) == [episode(1, "sealed"), episode(2)]
+        assert table.sync(tx) == [episode_record(1, "sealed"), episode_record(2)]
     with store.write("m") as tx:
         tx.set_episode_states({2: "leaving"})
         assert tx.episode_changes() == 1
-        assert table.sync(tx) == [episode(1, "sealed"), episode(2, "leaving")]
+        assert table.sync(tx) == [episode_record(1, "sealed"), episode_record(2, "leaving")]
     store.close()
 
 
@@ -188,12 +174,12 @@ def test_episodes_inserted_out_of_order_are_held_in_order(tmp_path):
     table = EpisodeTable()
     with store.write("m") as tx:
         tx.create_memory("chat_completions", 0.0)
-        tx.insert_episodes([episode(1), episode(3)])
+        tx.insert_episodes([episode_record(1), episode_record(3)])
         table.sync(tx)
         table.columns()
-        tx.insert_episodes([episode(2, "sealed")])
-        assert table.sync(tx) == [episode(1), episode(2, "sealed"), episode(3)]
-    assert_mirrors(table, [episode(1), episode(2, "sealed"), episode(3)])
+        tx.insert_episodes([episode_record(2, "sealed")])
+        assert table.sync(tx) == [episode_record(1), episode_record(2, "sealed"), episode_record(3)]
+    assert_mirrors(table, [episode_record(1), episode_record(2, "sealed"), episode_record(3)])
     store.close()
 
 
@@ -213,7 +199,9 @@ def test_episodes_inserted_out_of_order_are_held_in_order(tmp_path):
 def test_the_fade_over_columns_takes_what_each_pick_frees(
     rows, sealed_facts, sizes, blocks, ratio, history, block
 ):
-    records = [episode(n, state, tokens) for n, (state, tokens, _) in enumerate(rows, start=1)]
+    records = [
+        episode_record(n, state, tokens) for n, (state, tokens, _) in enumerate(rows, start=1)
+    ]
     activation = {n: act for n, (_, _, act) in enumerate(rows, start=1)}
     table = EpisodeTable()
     table._apply(records)
@@ -264,7 +252,7 @@ def test_the_fade_over_columns_takes_what_each_pick_frees(
 
 def test_a_fact_held_by_several_sealed_episodes_leaves_the_block_with_the_last():
     # One note acknowledged episodes 1-3 (its two facts are theirs), another episode 4 alone.
-    records = [episode(n, "sealed", 100) for n in range(1, 5)]
+    records = [episode_record(n, "sealed", 100) for n in range(1, 5)]
     table = EpisodeTable()
     table._apply(records)
     sealed_facts = {1: [1, 2], 2: [1, 2], 3: [1, 2], 4: [3]}

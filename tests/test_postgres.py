@@ -12,11 +12,10 @@ import pytest
 
 import fadeway
 from fadeway.errors import SchemaVersionError, StoreError
-from fadeway.records import MessageRecord
 from fadeway.store import open_store
 from fadeway.store.postgres import lock_key, shown_url, to_pyformat
 from fadeway.store.schema import MIGRATIONS, SCHEMA_VERSION, for_postgres
-from helpers import talk
+from helpers import message_record, talk
 
 
 def test_placeholders_are_translated_outside_quotes_only():
@@ -78,23 +77,6 @@ def store(db):
     opened.close()
 
 
-def _message(seq: int) -> MessageRecord:
-    return MessageRecord(
-        seq=seq,
-        turn=1,
-        at=0.0,
-        role="user",
-        kind="message",
-        side="user",
-        source="request",
-        tokens=1,
-        digest=b"d",
-        calls=(),
-        answers=None,
-        body=b"{}",
-    )
-
-
 @pytest.mark.parametrize("db", ["postgres"], indirect=True)
 @pytest.mark.postgres
 def test_writers_of_one_memory_queue_and_of_two_memories_do_not(store):
@@ -106,10 +88,10 @@ def test_writers_of_one_memory_queue_and_of_two_memories_do_not(store):
         start = time.monotonic()
         with store.write(mid) as tx:
             waited[mid] = time.monotonic() - start
-            tx.insert_messages([_message(tx.message_count())])
+            tx.insert_messages([message_record(tx.message_count())])
 
     with store.write("a") as held:
-        held.insert_messages([_message(0)])
+        held.insert_messages([message_record(0)])
         threads = [threading.Thread(target=write, args=(m,)) for m in ("a", "b")]
         for t in threads:
             t.start()
@@ -151,18 +133,25 @@ def _round_trips(store, monkeypatch) -> list[int]:
 @pytest.mark.postgres
 def test_a_transaction_opens_in_one_round_trip(store, monkeypatch):
     """BEGIN, the batch's asynchronous commit, the memory's lock and its row-level setting go
-    to the server together: a write that changes nothing takes two round trips (open, commit),
-    a read of one query three (open, query, roll back), a write of one statement four (with
-    the version's); each took one more (a write two more with asynchronous commit), each a
-    wait on a remote server."""
+    to the server together, with what nearly every transaction reads first (the memory's
+    record, its count of episode changes, its message count): a write that changes nothing
+    takes two round trips (open, commit), a read of those two (open, roll back), a write of one
+    statement four (with the version's), and a count read after it writes messages one more;
+    each took one more (a write two more with asynchronous commit), and each read one more,
+    each a wait on a remote server."""
     counts = _round_trips(store, monkeypatch)
     with store.write("a") as tx:
         pass
     with store.read("a") as tx:
         assert tx.memory() is not None  # the setting holds: row-level security lets it read
+        assert (tx.message_count(), tx.episode_changes()) == (0, 0)
     with store.write("a") as tx:
-        tx.insert_messages([_message(0)])  # one statement, and the version's
-    assert counts == [2, 3, 4]
+        assert tx.message_count() == 0
+        tx.insert_messages([message_record(0)])  # one statement, and the version's
+        assert tx.message_count() == 1  # read again: it wrote messages
+    with store.read("a") as tx:
+        assert (tx.message_count(), tx.memory().decorated_through) == (1, 0)
+    assert counts == [2, 2, 5, 2]
 
 
 @pytest.mark.parametrize("db", ["postgres"], indirect=True)
@@ -216,7 +205,7 @@ def test_a_read_is_one_snapshot(store):
     with store.read("a") as snapshot:
         assert snapshot.message_count() == 0
         with store.write("a") as tx:
-            tx.insert_messages([_message(0)])
+            tx.insert_messages([message_record(0)])
         assert snapshot.message_count() == 0 and snapshot.messages() == []
     with store.read("a") as tx:
         assert tx.message_count() == 1
@@ -309,7 +298,7 @@ def test_row_level_security_keeps_a_transaction_to_its_memory(db, store):
         tx.create_memory("chat_completions", 0.0)
     for mid in ("a", "b\x00"):
         with store.write(mid) as tx:
-            tx.insert_messages([_message(0), _message(1)])
+            tx.insert_messages([message_record(0), message_record(1)])
     with store.read("a") as tx:
         assert tx._conn.execute("SELECT memory_id FROM messages").fetchall() == [(b"a",), (b"a",)]
     with pytest.raises(StoreError, match="row-level security"):

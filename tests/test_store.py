@@ -12,6 +12,7 @@ import fadeway
 from fadeway.errors import SchemaVersionError
 from fadeway.store import SQLiteStore, open_store
 from fadeway.store.schema import SCHEMA_VERSION
+from helpers import episode_record, message_record
 
 
 def test_settings_at_open(tmp_path):
@@ -122,7 +123,8 @@ def test_recall_blocks_come_with_their_finals_and_their_own_text_only_until_then
 @pytest.mark.both_stores
 def test_a_transaction_reads_its_memory_once_and_sees_its_own_writes(db, monkeypatch):
     """The memory's record is read once a transaction (a round trip to PostgreSQL each time a
-    call asked), and read again after any write to it."""
+    call asked; there, with the statements that open it), and read again after any write to
+    it; so are its message count and its count of episode changes."""
     from fadeway.store.queries import MemoryQueries
 
     store = open_store(db)
@@ -140,9 +142,15 @@ def test_a_transaction_reads_its_memory_once_and_sees_its_own_writes(db, monkeyp
         tx.set_facts_block("facts")
         tx.set_facts_order("[1]")
         assert (tx.memory().facts_block, tx.memory().facts_order) == ("facts", "[1]")
-    assert len(reads) == 4
+        assert (tx.message_count(), tx.episode_changes()) == (0, 0)
+        tx.insert_messages([message_record(0), message_record(1)])
+        tx.insert_episodes([episode_record(1)])
+        assert (tx.message_count(), tx.episode_changes()) == (2, 1)
+    # The first read of the record came with the transaction's opening on PostgreSQL.
+    assert len(reads) == (3 if db.startswith("postgresql") else 4)
     with store.read("m") as tx:
         assert tx.memory().facts_order == "[1]"
+        assert (tx.message_count(), tx.episode_changes()) == (2, 1)
     store.close()
 
 

@@ -37,7 +37,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from .. import _constants as C
 from ..errors import StoreError
 from .base import Store, Transaction, check_synchronous
-from .queries import MemoryQueries
+from .queries import OPENING_READ, MemoryQueries
 from .queries_episodes import EpisodeQueries
 from .queries_graph import GraphQueries
 from .queries_lane import LaneQueries
@@ -314,7 +314,8 @@ class PostgresStore(Store):
                         "set_config('fadeway.memory_id', %s, true)",
                         (lock_key(memory_id), memory_key(memory_id).hex()),
                     )
-                tx = _PostgresTransaction(_Executor(conn), memory_id)
+                    opening = self._opening_read(conn, memory_id)
+                tx = self._opened(conn, memory_id, opening)
                 yield tx
                 tx.settle()
                 conn.execute("COMMIT")
@@ -329,9 +330,28 @@ class PostgresStore(Store):
                 with self._together(conn):
                     conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                     conn.execute(_ONE_MEMORY, (memory_key(memory_id).hex(),))
-                yield _PostgresTransaction(_Executor(conn), memory_id)
+                    opening = self._opening_read(conn, memory_id)
+                yield self._opened(conn, memory_id, opening)
             finally:
                 self._roll_back(conn)
+
+    def _opening_read(self, conn: psycopg.Connection, memory_id: str) -> psycopg.Cursor | None:
+        """`OPENING_READ`, sent with the statements that open a transaction when they go in
+        one round trip: the record and the message count most transactions read first, for
+        none of their own (in a pipeline, the query costs the server a lookup, not a trip)."""
+        if not self._pipelines:
+            return None
+        key = memory_key(memory_id)
+        return conn.execute(OPENING_READ, (key, key))
+
+    @staticmethod
+    def _opened(
+        conn: psycopg.Connection, memory_id: str, opening: psycopg.Cursor | None
+    ) -> _PostgresTransaction:
+        tx = _PostgresTransaction(_Executor(conn), memory_id)
+        if opening is not None and (row := opening.fetchone()) is not None:
+            tx.opened(row)  # one row always: the memory left-joined to a row of its own
+        return tx
 
     def _together(self, conn: psycopg.Connection) -> AbstractContextManager[object]:
         """The statements that open a transaction sent in one round trip (libpq's pipeline

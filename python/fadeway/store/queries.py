@@ -11,7 +11,7 @@ import msgspec
 
 from ..records import MemoryRecord, MessageRecord, RequestRecord
 
-__all__ = ["IN_CHUNK", "Cursor", "Executor", "MemoryQueries", "select_in"]
+__all__ = ["IN_CHUNK", "OPENING_READ", "Cursor", "Executor", "MemoryQueries", "select_in"]
 
 
 class Cursor(Protocol):
@@ -43,6 +43,19 @@ IN_CHUNK = 500
 
 #: A transaction's memory record not read yet, or written since it was (`MemoryQueries.memory`).
 UNREAD = object()
+#: The memory record's columns, in `MemoryQueries._memory_of`'s order.
+MEMORY_COLUMNS = (
+    "format, created_at, instructions, decorated_through, facts_order, facts_block, blocks_tracked"
+)
+#: What nearly every call's transaction reads first: the memory's record (its columns, all NULL
+#: when there is none), its count of episode changes and its highest message seq. PostgreSQL
+#: sends it with the statements that open a transaction (`MemoryQueries.opened`). Binds the
+#: memory id twice.
+OPENING_READ = (
+    f"SELECT {', '.join(f'm.{c.strip()}' for c in MEMORY_COLUMNS.split(','))}, "
+    "m.episode_changes, (SELECT MAX(seq) FROM messages WHERE memory_id = %s) "
+    "FROM (SELECT 1) AS one LEFT JOIN memories AS m ON m.memory_id = %s"
+)
 
 _encode_calls = msgspec.json.encode
 _decode_calls = msgspec.json.Decoder(tuple[str, ...]).decode
@@ -128,6 +141,10 @@ class MemoryQueries:
     #: The memory's record as this transaction last read it (a call reads it several times;
     #: each read is a round trip to PostgreSQL), until the transaction writes it.
     _memory_record: MemoryRecord | None | object = UNREAD
+    #: The memory's message count as this transaction opened, until it stores messages.
+    _counted: int | None = None
+    #: The memory's count of episode changes as this transaction opened (or last changed it).
+    _changes: int | None = None
 
     def memory(self) -> MemoryRecord | None:
         if self._memory_record is not UNREAD:
@@ -137,12 +154,20 @@ class MemoryQueries:
 
     def _read_memory(self) -> MemoryRecord | None:
         row = self._conn.execute(
-            "SELECT format, created_at, instructions, decorated_through, facts_order, facts_block, "
-            "blocks_tracked FROM memories WHERE memory_id = ?",
-            (self._key,),
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE memory_id = ?", (self._key,)
         ).fetchone()
-        if row is None:
-            return None
+        return None if row is None else self._memory_of(row)
+
+    def opened(self, row: Sequence[Any]) -> None:
+        """Keep what the transaction read as it opened (`OPENING_READ`'s row: one round trip
+        with its first statements on PostgreSQL): the memory's record, its count of episode
+        changes and its message count, each until the transaction changes it."""
+        *record, changes, top = row
+        self._memory_record = None if record[0] is None else self._memory_of(record)
+        self._changes = 0 if changes is None else changes
+        self._counted = 0 if top is None else top + 1
+
+    def _memory_of(self, row: Sequence[Any]) -> MemoryRecord:
         fmt, created_at, instructions, through, facts_order, facts_block, tracked = row
         return MemoryRecord(
             memory_id=self.memory_id,
@@ -221,6 +246,8 @@ class MemoryQueries:
         )
 
     def message_count(self) -> int:
+        if self._counted is not None:
+            return self._counted
         (top,) = self._conn.execute(
             "SELECT MAX(seq) FROM messages WHERE memory_id = ?", (self._key,)
         ).fetchone()
@@ -235,6 +262,7 @@ class MemoryQueries:
         return [_message(r) for r in self._conn.execute(sql + " ORDER BY seq", args)]
 
     def insert_messages(self, rows: Sequence[MessageRecord]) -> None:
+        self._counted = None
         self._conn.executemany(
             f"INSERT INTO messages (memory_id, {_MESSAGE_COLUMNS}) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -50,6 +50,7 @@ class EpisodeQueries:
     _conn: Executor
     _key: object
     memory_id: str
+    _changes: int | None  # `MemoryQueries._changes`
 
     def episodes(self, after: int = 0) -> list[EpisodeRecord]:
         return [
@@ -61,6 +62,8 @@ class EpisodeQueries:
         ]
 
     def episode_changes(self) -> int:
+        if self._changes is not None:
+            return self._changes
         row = self._conn.execute(
             "SELECT episode_changes FROM memories WHERE memory_id = ?", (self._key,)
         ).fetchone()
@@ -89,7 +92,8 @@ class EpisodeQueries:
             "RETURNING episode_changes",
             (self._key,),
         ).fetchone()
-        return count
+        self._changes = count
+        return int(count)
 
     def insert_episodes(self, rows: Sequence[EpisodeRecord]) -> None:
         if not rows:
