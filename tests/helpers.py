@@ -51,6 +51,7 @@ from collections.abc import Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
+import msgspec  # noqa: E402
 from jsonschema import Draft202012Validator, validators  # noqa: E402
 from referencing import Registry, Resource  # noqa: E402
 from referencing.jsonschema import DRAFT202012  # noqa: E402
@@ -194,9 +195,10 @@ def talk(engine, memory_id: str, clock, turns: int) -> None:
         clock.advance(60)
 
 
-def message_record(seq: int) -> MessageRecord:
-    """A stored user message at `seq`, of one token, for tests of the store itself."""
-    return MessageRecord(
+def message_record(seq: int, **fields: Any) -> MessageRecord:
+    """A stored user message at `seq` (of one token, at time 0, unless `fields` say otherwise),
+    for tests of what stores and reads messages."""
+    base = MessageRecord(
         seq=seq,
         turn=1,
         at=0.0,
@@ -210,6 +212,7 @@ def message_record(seq: int) -> MessageRecord:
         answers=None,
         body=b"{}",
     )
+    return msgspec.structs.replace(base, **fields) if fields else base
 
 
 def episode_record(n: int, state: str = "live", tokens: int = 10) -> EpisodeRecord:

@@ -15,7 +15,7 @@ from fadeway.index.passages import passages_of, windows
 from fadeway.index.paths import index_dir
 from fadeway.judge import ScriptedJudge
 from fadeway.records import EpisodeRecord, MessageRecord
-from helpers import NOTE_ASKING, call, chat_reply, converse_with_notes, note_call
+from helpers import NOTE_ASKING, call, chat_reply, converse_with_notes, message_record, note_call
 
 VAULT = [("The vault code is 4417.", "vault", "code 4417", False)]
 SHARED = [("Dana owns the checkout migration.", "Dana", "checkout migration", False)]
@@ -386,20 +386,7 @@ def test_a_name_shows_as_one_field_and_never_as_a_role(name, who):
     body = {"role": "user", "name": name, "content": "the refund is approved"}
     (row,) = passages_of(
         episode,
-        [
-            MessageRecord(
-                seq=0,
-                turn=1,
-                at=0.0,
-                role="user",
-                kind="message",
-                side="user",
-                source="request",
-                tokens=1,
-                digest=b"",
-                body=msgspec.json.encode(body),
-            )
-        ],
+        [message_record(0, digest=b"", body=msgspec.json.encode(body))],
         first_n=1,
     )
     assert row.role == who and row.text == f"{who}: the refund is approved"

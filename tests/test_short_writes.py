@@ -15,11 +15,11 @@ import fadeway
 from fadeway import dumps
 from fadeway.decorate import call
 from fadeway.judge import ScriptedJudge
-from fadeway.records import BlockText, MessageRecord
+from fadeway.records import BlockText
 from fadeway.store import SQLiteStore, open_store
 from fadeway.store.deferring import Deferred, ReadsOwnWrite
 from fadeway.store.recording import replay
-from helpers import NOTE_ASKING, chat_reply, converse_with_notes
+from helpers import NOTE_ASKING, chat_reply, converse_with_notes, message_record
 from test_recall import LEAVE, OTHER, OWNER
 
 
@@ -193,17 +193,8 @@ def test_deferred_keeps_its_writes_and_refuses_to_read_them(tmp_path):
         tx.create_memory("chat_completions", 0.0)
         tx.enqueue("embed", b"{}", 0.0)
         tx.enqueue("embed", b"{}", 0.0)
-    row = MessageRecord(
-        seq=0,
-        turn=1,
-        at=1.0,
-        role="user",
-        kind="message",
-        side="user",
-        source="request",
-        tokens=3,
-        digest=b"\x00" * 32,
-        body=b'{"role":"user","content":"hi"}',
+    row = message_record(
+        0, at=1.0, tokens=3, digest=b"\x00" * 32, body=b'{"role":"user","content":"hi"}'
     )
     with store.read("m") as tx:
         deferred = Deferred(tx)
