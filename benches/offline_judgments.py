@@ -371,8 +371,9 @@ _DATE = re.compile(r"\d{4}-\d\d-\d\d(?:T.*)?")
 
 def no_entity(name: str, lowercase: set[str], capitalised: set[str]) -> str | None:
     """Why `name` names nothing the graph should hold, or None: a wire role, a bare number, a
-    calendar word, or a common word (one capitalised word these turns otherwise write in lower
-    case and never capitalise inside a sentence: "By", "Take", "Looks")."""
+    calendar word, or a common word (one word capitalised at its first letter only, which these
+    turns otherwise write in lower case and never capitalise inside a sentence, a colon opening
+    a clause: "By", "Take", "Looks"; "API" is a name by its shape)."""
     words = name.split()
     if name.lower() in WIRE_ROLES:
         return "role"
@@ -383,6 +384,7 @@ def no_entity(name: str, lowercase: set[str], capitalised: set[str]) -> str | No
     if (
         len(words) == 1
         and name[:1].isupper()
+        and name[1:].islower()
         and name.lower() in lowercase
         and name not in capitalised
     ):
@@ -404,12 +406,15 @@ def entity_audit(notes: dict[str, list[NoteEntry]], texts: dict[str, list[str]])
         lowercase, capitalised = set(), set()
         for text in texts[group]:
             for sentence in _SENTENCE_END.split(text):
-                for i, word in enumerate(sentence.split()):
+                opens = True  # a capital where a clause opens (after a colon too) tells nothing
+                for word in sentence.split():
+                    after_colon = word.rstrip("\"'*").endswith(":")
                     word = word.strip(".,;:!?\"'()[]*")
                     if word[:1].islower():
                         lowercase.add(word.lower())
-                    elif i and word[:1].isupper():
+                    elif not opens and word[:1].isupper():
                         capitalised.add(word)
+                    opens = after_colon
         for e in entries:
             total += 1
             label = e.note.split(":", 1)[0]

@@ -210,6 +210,27 @@ def test_a_capitalised_first_word_is_a_name_only_when_the_turns_say_so():
     assert not any("Biking" in text for text in by_text)
 
 
+def test_a_capital_where_a_clause_opens_after_a_colon_is_no_name():
+    """A record's prose field reads "text: Added the date ...": after a colon a clause opens,
+    so its capital says nothing of the word, and "Added" stays what the turns make it, a word
+    that opens sentences, never a subject."""
+    output = [{"from": "priya.raman", "text": "Added the Oct 14 date to the v4 FAQ today."}]
+    note = write(
+        [
+            LeavingMessage(3, "tool", json.dumps(output), "read_slack"),
+            LeavingMessage(
+                4,
+                "assistant",
+                "Added to the decisions log as an internal gate: if LEG-427 isn't approved by "
+                "Monday 13 April at 12:00, the Tuesday launch slips.",
+            ),
+        ]
+    )
+    gate = next(e for e in note.notes if "internal gate" in e.note)
+    assert (gate.subject, gate.object) == ("LEG-427", "13 April")
+    assert "Added" not in {e.subject for e in note.notes} | {e.object for e in note.notes}
+
+
 def test_a_name_spoken_to_is_not_the_object_and_first_person_sentences_stay():
     note = write(
         [

@@ -368,12 +368,15 @@ class _Words:
     def of(cls, sentences: Sequence[str], speakers: set[str]) -> _Words:
         names, common = set(speakers), set()
         for sentence in sentences:
-            for i, word in enumerate(sentence.split()):
+            opens = True  # a capital where a clause opens says nothing of the word
+            for word in sentence.split():
+                after_colon = word.endswith(":")
                 word = word.strip(".,;:!?\"'()[]")
                 if word[:1].islower():
                     common.add(word)
-                elif i and word[:1].isupper():
+                elif not opens and word[:1].isupper():
                     names.add(word.removesuffix("'s").removesuffix("\u2019s"))
+                opens = after_colon
         return cls(frozenset(names), frozenset(common))
 
 
@@ -489,10 +492,17 @@ def _records(value: Any) -> list[str]:
         and str(v).strip()
     }
     name = next((str(fields.pop(k)) for k in _NAME_KEYS if k in fields), None)
-    parts = [f"{k.replace('_', ' ')} {v}" for k, v in list(fields.items())[:6]]
+    parts = [f"{k.replace('_', ' ')}{_opening(v)} {v}" for k, v in list(fields.items())[:6]]
     if not parts:
         return []
     return [f"{name}: {', '.join(parts)}." if name else f"{', '.join(parts)}."]
+
+
+def _opening(value: object) -> str:
+    """ ":" when a record's field holds prose ("text: Added the date ..."): its capital opens a
+    clause and names nothing (`_Words`); else nothing ("status approved")."""
+    text = str(value)
+    return ":" if text[:1].isupper() and text[1:2].islower() and text.count(" ") >= 2 else ""
 
 
 def _score(sentence: str, entities: list[str]) -> float:
