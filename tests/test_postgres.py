@@ -134,17 +134,17 @@ def _round_trips(store, monkeypatch) -> list[int]:
 def test_a_transaction_opens_in_one_round_trip(store, monkeypatch):
     """BEGIN, the batch's asynchronous commit, the memory's lock and its row-level setting go
     to the server together, with what nearly every transaction reads first (the memory's
-    record, its count of episode changes, its message count): a write that changes nothing
-    takes two round trips (open, commit), a read of those two (open, roll back), a write of one
-    statement four (with the version's), and a count read after it writes messages one more;
-    each took one more (a write two more with asynchronous commit), and each read one more,
-    each a wait on a remote server."""
+    record, its version, its count of episode changes, its message count): a write that
+    changes nothing takes two round trips (open, commit), a read of those two (open, roll
+    back), a write of one statement four (with the version's), and a count read after it
+    writes messages one more; each took one more (a write two more with asynchronous commit),
+    and each read one more, each a wait on a remote server."""
     counts = _round_trips(store, monkeypatch)
     with store.write("a") as tx:
         pass
     with store.read("a") as tx:
         assert tx.memory() is not None  # the setting holds: row-level security lets it read
-        assert (tx.message_count(), tx.episode_changes()) == (0, 0)
+        assert (tx.message_count(), tx.episode_changes(), tx.version()) == (0, 0, 1)
     with store.write("a") as tx:
         assert tx.message_count() == 0
         tx.insert_messages([message_record(0)])  # one statement, and the version's

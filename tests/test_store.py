@@ -124,7 +124,7 @@ def test_recall_blocks_come_with_their_finals_and_their_own_text_only_until_then
 def test_a_transaction_reads_its_memory_once_and_sees_its_own_writes(db, monkeypatch):
     """The memory's record is read once a transaction (a round trip to PostgreSQL each time a
     call asked; there, with the statements that open it), and read again after any write to
-    it; so are its message count and its count of episode changes."""
+    it; so are its version, its message count and its count of episode changes."""
     from fadeway.store.queries import MemoryQueries
 
     store = open_store(db)
@@ -150,7 +150,11 @@ def test_a_transaction_reads_its_memory_once_and_sees_its_own_writes(db, monkeyp
     assert len(reads) == (3 if db.startswith("postgresql") else 4)
     with store.read("m") as tx:
         assert tx.memory().facts_order == "[1]"
-        assert (tx.message_count(), tx.episode_changes()) == (2, 1)
+        assert (tx.message_count(), tx.episode_changes(), tx.version()) == (2, 1, 1)
+    with store.write("m") as tx:
+        assert tx.version() == 1
+        tx.bump_version()
+        assert tx.version() == 2  # read again: it changed it
     store.close()
 
 

@@ -48,12 +48,12 @@ MEMORY_COLUMNS = (
     "format, created_at, instructions, decorated_through, facts_order, facts_block, blocks_tracked"
 )
 #: What nearly every call's transaction reads first: the memory's record (its columns, all NULL
-#: when there is none), its count of episode changes and its highest message seq. PostgreSQL
-#: sends it with the statements that open a transaction (`MemoryQueries.opened`). Binds the
-#: memory id twice.
+#: when there is none), its version, its count of episode changes and its highest message seq.
+#: PostgreSQL sends it with the statements that open a transaction (`MemoryQueries.opened`).
+#: Binds the memory id twice.
 OPENING_READ = (
     f"SELECT {', '.join(f'm.{c.strip()}' for c in MEMORY_COLUMNS.split(','))}, "
-    "m.episode_changes, (SELECT MAX(seq) FROM messages WHERE memory_id = %s) "
+    "m.version, m.episode_changes, (SELECT MAX(seq) FROM messages WHERE memory_id = %s) "
     "FROM (SELECT 1) AS one LEFT JOIN memories AS m ON m.memory_id = %s"
 )
 
@@ -145,6 +145,8 @@ class MemoryQueries:
     _counted: int | None = None
     #: The memory's count of episode changes as this transaction opened (or last changed it).
     _changes: int | None = None
+    #: The memory's version as this transaction opened, until it changes it (None: not read).
+    _versioned: int | None = None
 
     def memory(self) -> MemoryRecord | None:
         if self._memory_record is not UNREAD:
@@ -160,10 +162,11 @@ class MemoryQueries:
 
     def opened(self, row: Sequence[Any]) -> None:
         """Keep what the transaction read as it opened (`OPENING_READ`'s row: one round trip
-        with its first statements on PostgreSQL): the memory's record, its count of episode
-        changes and its message count, each until the transaction changes it."""
-        *record, changes, top = row
+        with its first statements on PostgreSQL): the memory's record, its version, its count
+        of episode changes and its message count, each until the transaction changes it."""
+        *record, version, changes, top = row
         self._memory_record = None if record[0] is None else self._memory_of(record)
+        self._versioned = version
         self._changes = 0 if changes is None else changes
         self._counted = 0 if top is None else top + 1
 
@@ -181,12 +184,15 @@ class MemoryQueries:
         )
 
     def version(self) -> int | None:
+        if self._versioned is not None:
+            return self._versioned
         row = self._conn.execute(
             "SELECT version FROM memories WHERE memory_id = ?", (self._key,)
         ).fetchone()
         return None if row is None else row[0]
 
     def bump_version(self) -> None:
+        self._versioned = None
         self._conn.execute(
             "UPDATE memories SET version = version + 1 WHERE memory_id = ?", (self._key,)
         )
@@ -195,6 +201,7 @@ class MemoryQueries:
         self, fmt: str, created_at: float, *, blocks_tracked: bool = True
     ) -> MemoryRecord:
         self._memory_record = UNREAD
+        self._versioned = None
         self._conn.execute(
             "INSERT INTO memories (memory_id, format, created_at, blocks_tracked) "
             "VALUES (?, ?, ?, ?)",
