@@ -337,8 +337,9 @@ class PostgresStore(Store):
 
     def _opening_read(self, conn: psycopg.Connection, memory_id: str) -> psycopg.Cursor | None:
         """`OPENING_READ`, sent with the statements that open a transaction when they go in
-        one round trip: the record and the message count most transactions read first, for
-        none of their own (in a pipeline, the query costs the server a lookup, not a trip)."""
+        one round trip: what most transactions read first (the memory's record, version,
+        episode changes and message count), for no round trip of its own (in a pipeline, the
+        query costs the server a lookup, not a trip)."""
         if not self._pipelines:
             return None
         key = memory_key(memory_id)

@@ -499,8 +499,9 @@ def _records(value: Any) -> list[str]:
 
 
 def _opening(value: object) -> str:
-    """ ":" when a record's field holds prose ("text: Added the date ..."): its capital opens a
-    clause and names nothing (`_Words`); else nothing ("status approved")."""
+    """What follows a record's field name: a colon when the field holds prose ("text: Added
+    the date ...", whose capital opens a clause and names nothing: `_Words`), else nothing
+    ("status approved")."""
     text = str(value)
     return ":" if text[:1].isupper() and text[1:2].islower() and text.count(" ") >= 2 else ""
 
