@@ -182,6 +182,26 @@ def test_a_job_is_applied_in_the_transaction_that_claims_the_next(quiet_engine, 
         assert tx.claim_lane("other", time.time(), time.time() + 1)
 
 
+def test_running_a_lane_through_reads_the_queue_once_when_its_run_empties_it(
+    quiet_engine, monkeypatch
+):
+    """`run_through` (replay's lane, `Engine.run_lane`) reads the queue before it runs; a run
+    that leaves no job pending ends it, with no second read to find the queue empty."""
+    APPLIED.clear()
+    _queue(quiet_engine, "m", "probe", 3)
+    store, reads = quiet_engine.store, []
+    real = type(store).read
+
+    def counted(self, memory_id):
+        reads.append(memory_id)
+        return real(self, memory_id)
+
+    monkeypatch.setattr(type(store), "read", counted)
+    lane_of(quiet_engine).run_through("m")
+    assert APPLIED == [("m", n) for n in range(1, 4)]
+    assert reads == ["m"]  # the queue, once: its run left it empty
+
+
 def test_a_held_lane_is_not_entered_until_its_lease_ends(quiet_engine):
     APPLIED.clear()
     _queue(quiet_engine, "m", "probe", 2)

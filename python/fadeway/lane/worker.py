@@ -27,7 +27,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import httpx
 
@@ -44,8 +44,14 @@ __all__ = ["BackgroundWorker", "Lane", "transient"]
 
 log = logging.getLogger("fadeway.lane")
 
-#: A lane claimed or not, and its job that may run now (None: nothing may run).
-_Claim = tuple[bool, JobRecord | None]
+
+class _Claim(NamedTuple):
+    """A lane claimed or not, its job that may run now (None: nothing may run), and whether
+    that is because none is pending at all (not one waiting out its service's outage)."""
+
+    held: bool
+    job: JobRecord | None
+    empty: bool = False
 
 
 def _pid_namespace() -> str:
@@ -96,16 +102,21 @@ class Lane:
 
         Returns how many jobs were applied, or None when another worker holds the lane.
         """
-        owner = owner or _owner()
+        return self._run(memory_id, owner or _owner(), stop)[0]
+
+    def _run(
+        self, memory_id: str, owner: str, stop: threading.Event | None
+    ) -> tuple[int | None, bool]:
+        """`run`, and whether it ended with no job of the memory pending."""
         applied, revive = 0, True
         claimed: _Claim | None = None  # the next job, claimed as the last one was applied
         while stop is None or not stop.is_set():
-            held, job = claimed or self._claim(memory_id, owner, revive=revive)
+            held, job, empty = claimed or self._claim(memory_id, owner, revive=revive)
             claimed, revive = None, False  # revived once a run: a job parked again waits
             if not held:
-                return None if applied == 0 else applied
+                return (None if applied == 0 else applied), False
             if job is None:
-                return applied
+                return applied, empty
             used: list[UsageRecord] = []
             try:
                 with collecting() as used, self._holding(memory_id, owner):
@@ -115,12 +126,12 @@ class Lane:
                 continue
             done, claimed = self._apply(memory_id, owner, job, prepared, used)
             if done is None:
-                return applied
+                return applied, False
             applied += done
         with self.store.write(memory_id) as tx:  # stopped: the next worker need not wait
             tx.bookkeeping = True
             tx.release_lane(owner)
-        return applied
+        return applied, False
 
     def _job(self, job: JobRecord) -> Job:
         found = self.jobs.get(job.kind)
@@ -136,7 +147,7 @@ class Lane:
         with self.store.write(memory_id) as tx:
             tx.bookkeeping = True  # unless a job's state changes (decorate reads them)
             if not tx.claim_lane(owner, now, now + self.queue.lease_seconds, gone=gone):
-                return False, None
+                return _Claim(False, None)
             if revive and (revived := tx.revive_jobs(now)):
                 tx.bookkeeping = False
                 log.info("memory %r: %d parked jobs queued again", memory_id, revived)
@@ -150,14 +161,14 @@ class Lane:
                 break  # waiting out its service's outage
             kind = self.jobs.get(job.kind)
             if kind is None or not kind.skippable:
-                return True, job
+                return _Claim(True, job)
             if not cast(Skippable, kind.handler).stale(tx, job):
-                return True, job
+                return _Claim(True, job)
             tx.finish_job(job.n, "done")
             tx.bookkeeping = False
             log.debug("memory %r: job %d (%s) skipped: never read", memory_id, job.n, job.kind)
         tx.release_lane(owner)  # done, or waiting out its service's outage
-        return True, None
+        return _Claim(True, None, empty=job is None)
 
     def _apply(
         self, memory_id: str, owner: str, job: JobRecord, prepared: Any, used: list[UsageRecord]
@@ -299,7 +310,10 @@ class Lane:
             with self.store.read(memory_id) as tx:
                 if tx.pending_job() is None:
                     return
-            if not self.run(memory_id):
+            applied, empty = self._run(memory_id, _owner(), None)
+            if empty:
+                return  # what it ran emptied the queue: no need to read it again
+            if not applied:
                 time.sleep(self.idle_wait([memory_id]))
 
     def idle_wait(self, memory_ids: list[str]) -> float:
