@@ -323,3 +323,40 @@ def test_an_in_memory_store_works_end_to_end_and_writes_nothing(tmp_path, clock,
         assert fadeway.dumps(other.memory("m").export()) == fadeway.dumps(doc)
         assert eng.memory_ids() == other.memory_ids() == ["m"]
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.both_stores
+def test_a_lane_is_claimed_when_free_its_own_or_its_lease_ended_and_held_otherwise(db):
+    """A free lane, or one its owner holds, is taken in one statement; one another owner holds
+    under a live lease is refused, unless that owner is gone; an ended lease is taken."""
+    store = open_store(db)
+    with store.write("m") as tx:
+        tx.create_memory("chat_completions", 0.0)
+    statements = []
+
+    class Counted:
+        def __init__(self, conn):
+            self._conn = conn
+
+        def execute(self, *args):
+            statements.append(args[0])
+            return self._conn.execute(*args)
+
+        def __getattr__(self, name):
+            return getattr(self._conn, name)
+
+    def claim(owner, now, until, gone=None):
+        with store.write("m") as tx:
+            tx.bookkeeping = True  # as the lane claims: the memory's version stays
+            tx._conn, statements[:] = Counted(tx._conn), []
+            return tx.claim_lane(owner, now, until, gone=gone)
+
+    assert claim("a", 0.0, 10.0)  # no lane row yet: made
+    assert claim("a", 5.0, 15.0) and len(statements) == 1  # its own: renewed in one statement
+    assert not claim("b", 6.0, 16.0)  # a's lease runs to 15
+    assert claim("b", 6.0, 16.0, gone=lambda holder: holder == "a")  # a is gone
+    with store.write("m") as tx:
+        tx.release_lane("b")
+    assert claim("c", 7.0, 17.0) and len(statements) == 1  # free: one statement
+    assert claim("d", 17.0, 27.0) and len(statements) == 1  # c's lease ended at 17
+    store.close()
