@@ -6,10 +6,12 @@ from __future__ import annotations
 import sqlite3
 import threading
 
+import msgspec
 import pytest
 
 import fadeway
 from fadeway.errors import SchemaVersionError
+from fadeway.records import RequestRecord
 from fadeway.store import SQLiteStore, open_store
 from fadeway.store.schema import SCHEMA_VERSION
 from helpers import episode_record, message_record
@@ -120,11 +122,24 @@ def test_recall_blocks_come_with_their_finals_and_their_own_text_only_until_then
     assert later == blocks[1:]
 
 
+REQUEST = RequestRecord(
+    n=1,
+    at=2.0,
+    model="gpt-4.1",
+    encoding="o200k_base",
+    estimate=100,
+    view_len=2,
+    view_last=b"d",
+    history_through=2,
+)
+
+
 @pytest.mark.both_stores
 def test_a_transaction_reads_its_memory_once_and_sees_its_own_writes(db, monkeypatch):
     """The memory's record is read once a transaction (a round trip to PostgreSQL each time a
     call asked; there, with the statements that open it), and read again after any write to
-    it; so are its version, its message count and its count of episode changes."""
+    it; so are its version, its message count, its count of episode changes and its latest
+    request."""
     from fadeway.store.queries import MemoryQueries
 
     store = open_store(db)
@@ -146,11 +161,19 @@ def test_a_transaction_reads_its_memory_once_and_sees_its_own_writes(db, monkeyp
         tx.insert_messages([message_record(0), message_record(1)])
         tx.insert_episodes([episode_record(1)])
         assert (tx.message_count(), tx.episode_changes()) == (2, 1)
+        assert tx.latest_request() is None
+        tx.insert_request(REQUEST)
+        assert tx.latest_request() == REQUEST
+        tx.record_report(1, 90, True, None, True)
+        assert tx.latest_request().provider_tokens == 90
     # The first read of the record came with the transaction's opening on PostgreSQL.
     assert len(reads) == (3 if db.startswith("postgresql") else 4)
     with store.read("m") as tx:
         assert tx.memory().facts_order == "[1]"
         assert (tx.message_count(), tx.episode_changes(), tx.version()) == (2, 1, 1)
+        assert tx.latest_request() == msgspec.structs.replace(
+            REQUEST, provider_tokens=90, ratio_kept=True, replied=True
+        )
     with store.write("m") as tx:
         assert tx.version() == 1
         tx.bump_version()

@@ -48,13 +48,16 @@ MEMORY_COLUMNS = (
     "format, created_at, instructions, decorated_through, facts_order, facts_block, blocks_tracked"
 )
 #: What nearly every call's transaction reads first: the memory's record (its columns, all NULL
-#: when there is none), its version, its count of episode changes and its highest message seq.
-#: PostgreSQL sends it with the statements that open a transaction (`MemoryQueries.opened`).
-#: Binds the memory id twice.
+#: when there is none), its version, its count of episode changes, its highest message seq and
+#: its latest request (all NULL when none). PostgreSQL sends it with the statements that open a
+#: transaction (`MemoryQueries.opened`). Binds the memory id three times.
 OPENING_READ = (
     f"SELECT {', '.join(f'm.{c.strip()}' for c in MEMORY_COLUMNS.split(','))}, "
-    "m.version, m.episode_changes, (SELECT MAX(seq) FROM messages WHERE memory_id = %s) "
-    "FROM (SELECT 1) AS one LEFT JOIN memories AS m ON m.memory_id = %s"
+    "m.version, m.episode_changes, (SELECT MAX(seq) FROM messages WHERE memory_id = %s), "
+    f"{', '.join(f'r.{c.strip()}' for c in _REQUEST_COLUMNS.split(','))} "
+    "FROM (SELECT 1) AS one LEFT JOIN memories AS m ON m.memory_id = %s "
+    f"LEFT JOIN LATERAL (SELECT {_REQUEST_COLUMNS} FROM requests WHERE memory_id = %s "
+    "ORDER BY n DESC LIMIT 1) AS r ON true"
 )
 
 _encode_calls = msgspec.json.encode
@@ -147,6 +150,8 @@ class MemoryQueries:
     _changes: int | None = None
     #: The memory's version as this transaction opened, until it changes it (None: not read).
     _versioned: int | None = None
+    #: The memory's latest request as this transaction opened, until it writes requests.
+    _latest: RequestRecord | None | object = UNREAD
 
     def memory(self) -> MemoryRecord | None:
         if self._memory_record is not UNREAD:
@@ -163,12 +168,14 @@ class MemoryQueries:
     def opened(self, row: Sequence[Any]) -> None:
         """Keep what the transaction read as it opened (`OPENING_READ`'s row: one round trip
         with its first statements on PostgreSQL): the memory's record, its version, its count
-        of episode changes and its message count, each until the transaction changes it."""
-        *record, version, changes, top = row
+        of episode changes, its message count and its latest request, each until the
+        transaction changes it."""
+        record, (version, changes, top), request = row[:7], row[7:10], tuple(row[10:])
         self._memory_record = None if record[0] is None else self._memory_of(record)
         self._versioned = version
         self._changes = 0 if changes is None else changes
         self._counted = 0 if top is None else top + 1
+        self._latest = None if request[0] is None else _request(request)
 
     def _memory_of(self, row: Sequence[Any]) -> MemoryRecord:
         fmt, created_at, instructions, through, facts_order, facts_block, tracked = row
@@ -303,6 +310,8 @@ class MemoryQueries:
         ]
 
     def latest_request(self) -> RequestRecord | None:
+        if self._latest is not UNREAD:
+            return cast(RequestRecord | None, self._latest)
         row = self._conn.execute(
             f"SELECT {_REQUEST_COLUMNS} FROM requests WHERE memory_id = ? ORDER BY n DESC LIMIT 1",
             (self._key,),
@@ -319,6 +328,7 @@ class MemoryQueries:
         return _request(row) if row else None
 
     def insert_request(self, row: RequestRecord) -> None:
+        self._latest = UNREAD
         self._conn.execute(
             f"INSERT INTO requests (memory_id, {_REQUEST_COLUMNS}) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -347,6 +357,7 @@ class MemoryQueries:
         note: str | None,
         replied: bool,
     ) -> None:
+        self._latest = UNREAD
         self._conn.execute(
             "UPDATE requests SET provider_tokens = ?, ratio_kept = ?, ratio_note = ?, replied = ? "
             "WHERE memory_id = ? AND n = ?",
