@@ -15,7 +15,15 @@ from fadeway.errors import SchemaVersionError, StoreError
 from fadeway.store import open_store
 from fadeway.store.postgres import lock_key, shown_url, to_pyformat
 from fadeway.store.schema import MIGRATIONS, SCHEMA_VERSION, for_postgres
-from helpers import message_record, talk
+from helpers import chat_reply, message_record, talk
+
+
+def talk_once(mem, history, text):
+    history.append({"role": "user", "content": text})
+    request = mem.decorate({"model": "gpt-4.1", "messages": history})
+    reply = chat_reply(f"About {text}")
+    mem.report(request, reply)
+    history.append(reply["choices"][0]["message"])
 
 
 def test_placeholders_are_translated_outside_quotes_only():
@@ -152,6 +160,33 @@ def test_a_transaction_opens_in_one_round_trip(store, monkeypatch):
     with store.read("a") as tx:
         assert (tx.message_count(), tx.memory().decorated_through) == (1, 0)
     assert counts == [2, 2, 5, 2]
+
+
+@pytest.mark.parametrize("db", ["postgres"], indirect=True)
+@pytest.mark.postgres
+def test_a_turn_of_a_quiet_memory_makes_few_statements(db, clock, monkeypatch):
+    """What every transaction reads first comes with its opening, and a lane is claimed in
+    one statement: a decorate, its report and the lane after them, on a memory with nothing
+    to forget, make 16 statements of their own (27 before), each a round trip to a remote
+    server. The ceiling sits a little above, so that a change that adds reads fails here."""
+    from fadeway.store import postgres
+
+    with fadeway.open(db, clock=clock, background=False) as eng:
+        mem, history = eng.memory("m"), []
+        for t in range(4):
+            talk_once(mem, history, f"Turn {t}: how is the refund line review going?")
+            eng.drain()
+        statements = []
+        real = postgres._Executor.execute
+
+        def counted(self, sql, parameters=(), /):
+            statements.append(sql)
+            return real(self, sql, parameters)
+
+        monkeypatch.setattr(postgres._Executor, "execute", counted)
+        talk_once(mem, history, "And the legal review?")
+        eng.drain()
+    assert len(statements) <= 18, statements
 
 
 @pytest.mark.parametrize("db", ["postgres"], indirect=True)
