@@ -395,3 +395,31 @@ def test_replay_spreads_memories_over_workers_on_either_store(two_memories, db, 
     fadeway_cli("replay", two_memories, "--db", alone, "--ceiling", CEILING, "--workers", "1")
     fadeway_cli("replay", two_memories, "--db", db, "--ceiling", CEILING, "--workers", "2")
     assert export_all(db) == export_all(alone)
+
+
+def test_a_memory_failing_in_a_spawned_worker_stops_the_run_at_once(samples, tmp_path):
+    """With two workers the command's process replays the longer memory and a spawned one the
+    shorter: an error of the spawned worker's memory ends the run at once (the longer one is
+    left partway), named, with no traceback."""
+    long_lines = [line for _, line in locomo_lines(samples[0])]
+    short_lines = [line for _, line in locomo_lines(samples[1])][:8]
+    both = tmp_path / "both.jsonl"
+    held = tmp_path / "held.jsonl"
+    for path, lines in ((both, long_lines + short_lines), (held, short_lines[:4])):
+        with open(path, "w") as fp:
+            for line in lines:
+                message = dict(line.message)
+                if path == held and line is short_lines[3]:
+                    message["content"] = "A message the replayed lines do not hold."
+                record = {"memory_id": line.memory_id, "at": line.at, "message": message}
+                fp.write(json.dumps(record) + "\n")
+    db = tmp_path / "w.db"
+    fadeway_cli("replay", held, "--db", db)
+
+    run = fadeway_cli(
+        "replay", both, "--db", db, "--ceiling", CEILING, "--workers", "2", check=False
+    )
+    assert run.returncode != 0
+    assert "different message" in run.stderr and samples[1]["sample_id"] in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
+    assert 0 < store_counts(db)[samples[0]["sample_id"]]["messages"] < len(long_lines)

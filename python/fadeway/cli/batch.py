@@ -1,11 +1,11 @@
 """Batch replay: many memories through decorate/report in parallel worker processes, with a
 progress bar and a summary read back from the store.
 
-Engine are independent, so each replays in one worker, start to end, in order; workers are
-spawned processes, each with its own engine on the same store (SQLite queues concurrent writers
-with BEGIN IMMEDIATE and a busy timeout). A worker dies with its parent (so a killed run never
-leaves a writer behind that a resumed run would race), and a resumed run picks each memory up
-after its last stored step (`replay.replay_memory`).
+Memories are independent, so each replays in one worker, start to end, in order; the workers
+are this process and spawned ones, each with its own engine on the same store (SQLite queues
+concurrent writers with BEGIN IMMEDIATE and a busy timeout). A worker dies with its parent (so a
+killed run never leaves a writer behind that a resumed run would race), and a resumed run picks
+each memory up after its last stored step (`replay.replay_memory`).
 """
 
 from __future__ import annotations
@@ -96,7 +96,12 @@ def die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _init_worker(settings: ReplaySettings, progress: multiprocessing.Queue, parent: int) -> None:
+def _init_worker(
+    settings: ReplaySettings,
+    progress: multiprocessing.Queue,
+    tasks: multiprocessing.Queue,
+    parent: int,
+) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
     die_with_parent(parent)
     one_thread_for_process()
@@ -104,8 +109,18 @@ def _init_worker(settings: ReplaySettings, progress: multiprocessing.Queue, pare
     # (above its progress bar); written here, they would cut through it.
     logging.root.handlers = [logging.handlers.QueueHandler(progress)]
     _worker.update(
-        engine=open_for_replay(settings), settings=settings, progress=progress, parent=parent
+        engine=open_for_replay(settings),
+        settings=settings,
+        progress=progress,
+        tasks=tasks,
+        parent=parent,
     )
+
+
+def _replay_queued() -> list[Replayed]:
+    """Replay the memories of the shared task queue until its end marker."""
+    tasks: multiprocessing.Queue = _worker["tasks"]  # type: ignore[assignment]
+    return [_replay_in_worker(memory) for memory in iter(tasks.get, None)]
 
 
 def _replay_in_worker(memory: MemoryLines) -> Replayed:
@@ -125,7 +140,71 @@ def _replay_in_worker(memory: MemoryLines) -> Replayed:
             out.put(pending)
             pending, last = 0, now
 
-    result = replay_memory(
+    result = _replay_here(engine, memory, settings, progress)
+    out.put(pending)
+    return result
+
+
+def _replay_in_workers(
+    engine: Engine,
+    memories: Sequence[MemoryLines],
+    settings: ReplaySettings,
+    workers: int,
+    advance: Callable[[int], None],
+) -> list[Replayed]:
+    """Replay `memories` over `workers` processes: this one (its engine already open) and
+    `workers - 1` spawned ones, each taking the next memory from one queue when it finishes
+    one. This process starts on the longest while the others import and open their engines
+    (most of a second each); between its own messages it forwards the others' progress."""
+    context = multiprocessing.get_context("spawn")
+    progress: multiprocessing.Queue = context.Queue()
+    tasks: multiprocessing.Queue = context.Queue()
+    tasks.cancel_join_thread()  # a failed run may leave memories queued: exit all the same
+    # Longest first (as given), so that the last to finish is a short one.
+    for memory in [*memories, *[None] * workers]:
+        tasks.put(memory)
+    pool = context.Pool(workers - 1, _init_worker, (settings, progress, tasks, os.getpid()))
+    try:
+        running = [pool.apply_async(_replay_queued) for _ in range(workers - 1)]
+
+        def tend() -> None:
+            for result in running:
+                if result.ready():
+                    result.get()  # raises what the worker raised, at once
+            _drain(progress, advance)
+
+        last = time.monotonic()
+
+        def own_progress(n: int) -> None:
+            nonlocal last
+            advance(n)
+            if time.monotonic() - last >= _PROGRESS_SECONDS:
+                tend()
+                last = time.monotonic()
+
+        done = [_replay_here(engine, m, settings, own_progress) for m in iter(tasks.get, None)]
+        for result in running:
+            while not result.ready():
+                result.wait(_PROGRESS_SECONDS)
+                tend()
+            done += result.get()
+        pool.close()
+        pool.join()
+    except BaseException:
+        pool.terminate()
+        pool.join()
+        raise
+    _drain(progress, advance)
+    return done
+
+
+def _replay_here(
+    engine: Engine,
+    memory: MemoryLines,
+    settings: ReplaySettings,
+    progress: Callable[[int], None],
+) -> Replayed:
+    return replay_memory(
         engine,
         memory.memory_id,
         memory.lines,
@@ -134,42 +213,14 @@ def _replay_in_worker(memory: MemoryLines) -> Replayed:
         note_writer=_note_writer(settings),
         progress=progress,
     )
-    out.put(pending)
-    return result
 
 
-def _replay_in_workers(
-    memories: Sequence[MemoryLines],
-    settings: ReplaySettings,
-    workers: int,
-    advance: Callable[[int], None],
-) -> list[Replayed]:
-    context = multiprocessing.get_context("spawn")
-    progress: multiprocessing.Queue = context.Queue()
-    pool = context.Pool(workers, _init_worker, (settings, progress, os.getpid()))
-    try:
-        # Longest first: the memories started last are short, so the workers end together
-        # (in the given order one worker could be left replaying the longest alone).
-        longest_first = sorted(memories, key=lambda m: len(m.lines), reverse=True)
-        results = pool.map_async(_replay_in_worker, longest_first, chunksize=1)
-        while not results.ready():
-            try:
-                _forward(progress.get(timeout=_PROGRESS_SECONDS), advance)
-            except queue.Empty:
-                pass
-        done = results.get()
-        pool.close()
-        pool.join()
-    except BaseException:
-        pool.terminate()
-        pool.join()
-        raise
+def _drain(progress: multiprocessing.Queue, advance: Callable[[int], None]) -> None:
     while True:
         try:
             _forward(progress.get_nowait(), advance)
         except queue.Empty:
-            break
-    return done
+            return
 
 
 def _forward(item: int | logging.LogRecord, advance: Callable[[int], None]) -> None:
@@ -254,20 +305,9 @@ def run_batch(
         memories = sorted(batch.memories.values(), key=lambda m: -m.messages)
         workers = max(1, min(workers, len(memories)))
         if workers == 1:
-            results = [
-                replay_memory(
-                    engine,
-                    m.memory_id,
-                    m.lines,
-                    fmt=m.format,
-                    model=settings.model,
-                    note_writer=_note_writer(settings),
-                    progress=advance,
-                )
-                for m in memories
-            ]
+            results = [_replay_here(engine, m, settings, advance) for m in memories]
         else:
-            results = _replay_in_workers(memories, settings, workers, advance)
+            results = _replay_in_workers(engine, memories, settings, workers, advance)
         stored = {r.memory_id: r.stored for r in results}
         new.update((memory_id, stored[memory_id]) for memory_id in batch.memories)
         return summarize(engine, new)
