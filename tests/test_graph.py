@@ -44,6 +44,7 @@ SECOND = [
         False,
     ),
     ("Dana owns the checkout migration.", "Dana", "checkout migration", False),
+    ("The User wants a shorter refund wording.", "User", "the Refund Line", False),
 ]
 
 
@@ -93,6 +94,9 @@ def test_resolution_merge_and_retirement_on_the_spec_example(small, clock):
     assert block.count("approved by the user") == 1
     assert "[pricing page copy v3, refund line]" in block
     assert "Copy v3 of the pricing page" not in block
+    # A fact the note wrote under other names is shown under the graph's canonical ones.
+    assert "- The User wants a shorter refund wording. [user, refund line]" in block
+    assert "the Refund Line" not in block
 
 
 def _facts_block(request) -> str:
