@@ -326,11 +326,35 @@ def test_replay_with_an_llm_judge_and_note_writer(one_sample, tmp_path):
     total_in = sum(u.tokens_in for u in spent)
     assert rows["total"][:2] == [f"{requests:,}", f"{total_in:,}"]
     assert total_in > 0
-    for option, value in (("--judge", "smoke-signals"), ("--note-writer", "ftp://x")):
+
+    # With prices (here from FADEWAY_PRICES), the summary adds the calls' cost; a run that
+    # finds everything stored replays nothing and still sums what the memory spent.
+    prices = tmp_path / "prices.toml"
+    prices.write_text('["judge-m"]\ninput = 0.40\noutput = 1.60\n')
+    env = {**os.environ, "FADEWAY_PRICES": str(prices)}
+    again = subprocess.run(
+        [sys.executable, "-m", "fadeway", "replay", str(one_sample), "--db", str(db), "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    summary = json.loads(again.stdout)
+    assert sum(r["new"] for r in summary["memories"]) == 0
+    cost = sum(u.tokens_in * 0.40 + u.tokens_out * 1.60 for u in spent) / 1e6
+    assert summary["cost"] == pytest.approx(cost) and cost > 0
+    assert summary["unpriced"] == []
+
+    prices.write_text('["judge-m"]\ninput = "cheap"\n')
+    for option, value, words in (
+        ("--judge", "smoke-signals", "allowed is"),
+        ("--note-writer", "ftp://x", "allowed is"),
+        ("--prices", str(prices), "must be a number of dollars per million tokens"),
+    ):
         run = fadeway_cli(
             "replay", one_sample, "--db", tmp_path / "x.db", option, value, check=False
         )
-        assert run.returncode == 2 and "allowed is" in run.stderr
+        assert run.returncode == 2 and words in run.stderr, run.stderr
     assert not (tmp_path / "x.db").exists()
 
 

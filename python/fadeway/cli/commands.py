@@ -136,6 +136,7 @@ def _run_replay(args: argparse.Namespace, paths: list[str]) -> dict[str, Any]:
             "URL; give one of them"
         )
     assert judge is not None
+    prices = read_prices(args.prices) if args.prices is not None else None  # before any work
     settings = ReplaySettings(
         args.db,
         args.ceiling,
@@ -166,11 +167,15 @@ def _run_replay(args: argparse.Namespace, paths: list[str]) -> dict[str, Any]:
     elapsed = time.monotonic() - start
     new = sum(r.new for r in rows)
     used = combine(u for r in rows for u in r.usage)
+    view = usage_view(used, prices)
     if not args.json:
         say(_summary_table(rows, elapsed, new))
         say("model calls for these memories (this run and earlier ones):")
-        say(render_usage(usage_view(used), indent="  "))
-    return msgspec.to_builtins({"memories": rows, "usage": used, "elapsed": elapsed})
+        say(render_usage(view, indent="  "))
+    doc = msgspec.to_builtins({"memories": rows, "usage": used, "elapsed": elapsed})
+    if prices is not None:
+        doc |= {"cost": view["total"]["cost"], "unpriced": view["unpriced"]}
+    return doc
 
 
 def replay(args: argparse.Namespace) -> int:

@@ -134,8 +134,20 @@ def _add_replay_options(parser: argparse.ArgumentParser, *, demo: bool = False) 
         "OpenAI-compatible API root (key from FADEWAY_NOTE_WRITER_API_KEY, "
         "else FADEWAY_JUDGE_API_KEY)",
     )
+    _add_prices(parser)
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     _add_limits(parser)
+
+
+def _add_prices(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--prices",
+        default=os.environ.get("FADEWAY_PRICES") or None,
+        metavar="FILE",
+        help='a TOML file of dollars per million tokens by model: ["gpt-4.1-mini"] with '
+        "input = 0.40 and output = 1.60 (output may be left out); adds the model calls' "
+        "cost (default: FADEWAY_PRICES)",
+    )
 
 
 def _add_limits(parser: argparse.ArgumentParser) -> None:
@@ -267,12 +279,7 @@ def _add_usage(sub: Commands) -> None:
     )
     usage.add_argument("memory", metavar="MEMORY")
     _add_db(usage)
-    usage.add_argument(
-        "--prices",
-        metavar="FILE",
-        help='a TOML file of dollars per million tokens by model: ["gpt-4.1-mini"] with '
-        "input = 0.40 and output = 1.60 (output may be left out); adds a cost column",
-    )
+    _add_prices(usage)
     usage.add_argument("--json", action="store_true", help="print JSON for scripts")
     usage.set_defaults(run=commands.usage)
 
