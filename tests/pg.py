@@ -79,16 +79,40 @@ def start(root: Path) -> str:
         + ["-E", "UTF8", "--no-locale", "--no-sync"],
         **run,
     )
+    url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    restart(root, url)
+    return url
+
+
+def restart(root: Path, url: str) -> None:
+    """Start the cluster in `root` that `start` made (and `halt` stopped) again, at `url`."""
+    bin_dir, prefix = _bin_dir(), _as_server_user()
+    assert bin_dir is not None and prefix is not None
     settings = (
-        f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories={root} "
-        "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+        f"-c listen_addresses=127.0.0.1 -p {urlsplit(url).port} "
+        f"-c unix_socket_directories={root} -c fsync=off -c synchronous_commit=off "
+        "-c full_page_writes=off -c max_connections=200"
     )
     subprocess.run(
-        [*prefix, str(bin_dir / "pg_ctl"), "-D", str(data), "-o", settings]
+        [*prefix, str(bin_dir / "pg_ctl"), "-D", str(root / "data"), "-o", settings]
         + ["-l", str(root / "log"), "-w", "-t", "60", "start"],
-        **run,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
-    return f"postgresql://postgres@127.0.0.1:{port}/postgres"
+
+
+def halt(root: Path) -> None:
+    """Stop the cluster in `root` as a restart does (`pg_ctl stop -m fast`: every connection
+    ended), keeping its data for `restart`."""
+    bin_dir, prefix = _bin_dir(), _as_server_user()
+    assert bin_dir is not None and prefix is not None
+    subprocess.run(
+        [*prefix, str(bin_dir / "pg_ctl"), "-D", str(root / "data"), "-m", "fast", "-w", "stop"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 def stop(root: Path) -> None:

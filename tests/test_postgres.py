@@ -4,13 +4,18 @@ shares with SQLite is tested on both stores (tests marked `both_stores`)."""
 
 from __future__ import annotations
 
+import json
+import os
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 import fadeway
+import pg
 from fadeway.errors import SchemaVersionError, StoreError
 from fadeway.store import open_store
 from fadeway.store.postgres import lock_key, shown_url, to_pyformat
@@ -307,6 +312,72 @@ def test_a_connection_lost_mid_write_is_a_store_error_and_the_next_call_works(db
         assert len(mem.messages()) == 1
     finally:
         engine.close()
+
+
+@pytest.mark.postgres
+def test_a_server_restart_fails_the_call_it_cuts_and_the_next_one_works(clock, monkeypatch):
+    """A real restart (a cluster of the test's own, stopped and started again with pg_ctl): the
+    call that meets the stopped server raises a StoreError naming the cause and writes nothing;
+    once the server is back, the same engine's next call works on a new connection."""
+    why = pg.why_no_cluster()
+    if why:
+        pytest.skip(why)
+    from fadeway import _constants as C
+
+    # Lend the pooled connection unchecked, as a call within a second of the last one is, so
+    # that the call meets the stopped server however long pg_ctl takes to stop it.
+    monkeypatch.setattr(C, "POSTGRES_CHECK_IDLE_SECONDS", 3600.0)
+    root = Path(tempfile.mkdtemp(prefix="fadeway-pg-"))
+    try:
+        url = pg.start(root)
+        engine = fadeway.open(url, clock=clock, background=False)
+        try:
+            mem = engine.memory("m")
+            history: list = []
+            talk_once(mem, history, "before the restart")
+            pg.halt(root)
+            history.append({"role": "user", "content": "during the restart"})
+            with pytest.raises(StoreError, match="rolled back: .*closed the connection"):
+                mem.decorate({"model": "gpt-4.1", "messages": history})
+            pg.restart(root, url)
+            request = mem.decorate({"model": "gpt-4.1", "messages": history})
+            mem.report(request, chat_reply("After the restart"))
+            said = [json.loads(m.body)["content"] for m in mem.messages()]
+            assert said == [
+                "before the restart",
+                "About before the restart",
+                "during the restart",
+                "After the restart",
+            ]
+        finally:
+            engine.close()
+    finally:
+        pg.stop(root)
+
+
+@pytest.mark.parametrize("db", ["postgres"], indirect=True)
+@pytest.mark.postgres
+def test_fadeway_db_names_a_postgres_store_for_the_command_line(db):
+    """`FADEWAY_DB=postgresql://...` is the store of every command given no `--db`."""
+    import subprocess
+
+    sample = Path(fadeway.__file__).parent / "samples" / "quickstart.jsonl"
+    env = {**os.environ, "FADEWAY_DB": db}
+
+    def cli(*args: str) -> str:
+        return subprocess.run(
+            [sys.executable, "-m", "fadeway", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        ).stdout
+
+    cli("replay", str(sample))
+    [listed] = json.loads(cli("memories", "--json"))["memories"]
+    assert (listed["memory_id"], listed["messages"]) == ("quickstart", 16)
+    with fadeway.open(db, background=False) as engine:
+        assert len(engine.memory("quickstart").messages()) == 16
 
 
 @pytest.mark.parametrize("db", ["postgres"], indirect=True)
