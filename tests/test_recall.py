@@ -1,6 +1,7 @@
 """Recall end to end: the walk reaches a bridge fact, the inline fallback keeps its deadline,
 distill removes a block whose facts were said, requests keep their prefix, and recall never
-reads across memories (MECHANISM: "Recall")."""
+reads across memories (MECHANISM: "Recall"). Every test that opens a store runs on both
+stores (`both_stores`: its `db` is a SQLite file, then a fresh PostgreSQL database)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ from fadeway.recall.snapshot import Snapshot
 from fadeway.records import PassageRecord
 from helpers import NOTE_ASKING, chat_reply, converse_with_notes, note_call
 from reference import window_reference
+
+pytestmark = pytest.mark.both_stores
 
 OWNER = ("Dana owns the checkout migration.", "Dana", "checkout migration", False)
 LEAVE = ("Dana is on parental leave until May.", "Dana", "parental leave", False)
@@ -109,8 +112,8 @@ def _recall(engine, memory_id, message, *, judge=None, **kw):
     return recall(services, memory_id, message, message, **kw)
 
 
-def test_the_walk_reaches_a_bridge_fact_that_search_alone_misses(tmp_path, clock):
-    with _open(tmp_path / "r.db", clock) as eng:
+def test_the_walk_reaches_a_bridge_fact_that_search_alone_misses(db, clock):
+    with _open(db, clock) as eng:
         mem = eng.memory("m")
         _with_facts(eng, mem, clock, [[OWNER, *OTHER], [LEAVE]])
         keeps = ScriptedJudge(levels=_levels({OWNER[0]: 1}))  # keeps, never leads on
@@ -125,8 +128,8 @@ def test_the_walk_reaches_a_bridge_fact_that_search_alone_misses(tmp_path, clock
     assert "## Dana\n" in walked.block
 
 
-def test_the_offline_judge_walks_inline_without_an_event_loop(tmp_path, clock, monkeypatch):
-    with _open(tmp_path / "r.db", clock, judge=OfflineJudge()) as eng:
+def test_the_offline_judge_walks_inline_without_an_event_loop(db, clock, monkeypatch):
+    with _open(db, clock, judge=OfflineJudge()) as eng:
         mem = eng.memory("m")
         converse_with_notes(eng, mem, clock, [[OWNER, *OTHER], [LEAVE]])
 
@@ -154,9 +157,9 @@ def test_run_ready_runs_what_never_waits_and_refuses_what_does():
         run_ready(waits())
 
 
-def test_without_a_prepared_walk_a_slow_judge_falls_back_to_the_hits(tmp_path, clock, monkeypatch):
+def test_without_a_prepared_walk_a_slow_judge_falls_back_to_the_hits(db, clock, monkeypatch):
     monkeypatch.setattr(C, "RECALL_WALK_DEADLINE", 0.3)
-    with _open(tmp_path / "r.db", clock) as eng:
+    with _open(db, clock) as eng:
         mem = eng.memory("m")
         history = _with_facts(eng, mem, clock, [[OWNER, *OTHER]])
         mem = Memory(replace(eng.services, judge=ScriptedJudge(delay=5.0)), "m")
@@ -204,22 +207,20 @@ def _after_a_prepared_walk(eng, mem, clock, history):
     return request, recalled
 
 
-def _plants_judged_central(tmp_path, clock):
-    eng = _open(tmp_path / "r.db", clock)
+def _plants_judged_central(db, clock):
+    eng = _open(db, clock)
     history = _with_facts(eng, eng.memory("m"), clock, [[*PLANTS, OWNER]])
     judge = ScriptedJudge(levels=_levels({p[0]: 3 for p in PLANTS}))
     eng = Engine(replace(eng.services, judge=judge), background=False)
     return eng, history
 
 
-def test_a_walk_that_judged_a_fact_central_shows_it_ahead_of_unjudged_hits(
-    tmp_path, clock, monkeypatch
-):
+def test_a_walk_that_judged_a_fact_central_shows_it_ahead_of_unjudged_hits(db, clock, monkeypatch):
     """The walk prepared after the previous reply judged that exchange; the new message's own
     search hits are added to it unjudged. Every fact it kept is shown while the block has room
     (no count of facts caps it), the judged ones ranked first: when the block must shrink, a
     central fact outlasts an unjudged hit."""
-    eng, history = _plants_judged_central(tmp_path, clock)
+    eng, history = _plants_judged_central(db, clock)
     with eng:
         texts = {f.n: f.text for f in eng.memory("m").export().facts}
         request, recalled = _after_a_prepared_walk(eng, eng.memory("m"), clock, history)
@@ -273,11 +274,11 @@ def _answer(eng, mem, history, request, t):
     eng.drain()
 
 
-def test_a_fact_sealed_or_forgotten_in_the_same_call_stands_in_one_block(tmp_path, clock):
+def test_a_fact_sealed_or_forgotten_in_the_same_call_stands_in_one_block(db, clock):
     """Recall runs before decorate seals and fades: a fact its block shows that this call
     seals into the facts block leaves the recall block, and a fact the facts block held that
     this call's fade forgets comes back in the recall block when the message asks for it."""
-    with _open(tmp_path / "r.db", clock) as eng:
+    with _open(db, clock) as eng:
         mem = eng.memory("m")
         history: list = []
         seen = {"sealed": 0, "forgotten": 0}
@@ -310,10 +311,10 @@ def test_a_fact_sealed_or_forgotten_in_the_same_call_stands_in_one_block(tmp_pat
     pytest.fail(f"the run did not reach both cases: {seen}")
 
 
-def test_a_fact_let_go_by_the_facts_block_comes_back_in_one_block_of_a_request(tmp_path, clock):
+def test_a_fact_let_go_by_the_facts_block_comes_back_in_one_block_of_a_request(db, clock):
     """Two new user messages both ask about a fact this call's fade takes out of the facts
     block: it comes back in one of their blocks, not in both."""
-    with _open(tmp_path / "r.db", clock) as eng:
+    with _open(db, clock) as eng:
         mem = eng.memory("m")
         history: list = []
         came_back = 0
@@ -340,10 +341,10 @@ def test_a_fact_let_go_by_the_facts_block_comes_back_in_one_block_of_a_request(t
     pytest.fail("the fact never came back from the facts block")
 
 
-def test_a_restated_fact_is_dated_by_its_latest_statement(tmp_path, clock):
+def test_a_restated_fact_is_dated_by_its_latest_statement(db, clock):
     """A restatement merges into the held fact; the block dates the fact with the restatement's
     turns and their time, and orders its group by them ("newest first; newer facts win")."""
-    with _open(tmp_path / "r.db", clock) as eng:
+    with _open(db, clock) as eng:
         mem = eng.memory("m")
         _with_facts(eng, mem, clock, [[OWNER, OTHER[0]], [OTHER[1]], [OWNER]], turns=200)
         export = mem.export()
@@ -376,8 +377,8 @@ def _unsaid(items, conversation):
     return [item.text.split(": ", 1)[-1] not in conversation for item in items]
 
 
-def test_distill_removes_a_block_whose_facts_were_all_said(tmp_path, clock):
-    with _open(tmp_path / "r.db", clock, ScriptedJudge(distill=_unsaid)) as eng:
+def test_distill_removes_a_block_whose_facts_were_all_said(db, clock):
+    with _open(db, clock, ScriptedJudge(distill=_unsaid)) as eng:
         mem = eng.memory("m")
         history, request = _asked(eng, mem, clock)
         assert request["messages"][-1]["content"] == QUESTION
@@ -397,9 +398,9 @@ def test_distill_removes_a_block_whose_facts_were_all_said(tmp_path, clock):
     assert not nxt["messages"][index - 1]["content"].startswith("[assistant_recent_memories]")
 
 
-def test_distill_reads_the_turns_tool_outputs_as_said(tmp_path, clock):
+def test_distill_reads_the_turns_tool_outputs_as_said(db, clock):
     """A fact a tool output of the turn already stated is said: distill leaves it out."""
-    with _open(tmp_path / "r.db", clock, ScriptedJudge(distill=_unsaid)) as eng:
+    with _open(db, clock, ScriptedJudge(distill=_unsaid)) as eng:
         mem = eng.memory("m")
         history, request = _asked(eng, mem, clock)
         assert OWNER[0] in request["messages"][-2]["content"]
@@ -427,7 +428,7 @@ def test_distill_reads_the_turns_tool_outputs_as_said(tmp_path, clock):
     assert OWNER[0] not in (distilled.text or "")
 
 
-def test_distill_rereads_an_excerpt_as_the_block_showed_it(tmp_path, clock):
+def test_distill_rereads_an_excerpt_as_the_block_showed_it(db, clock):
     """A long passage the block showed as a window is reread as that window, not whole: the
     turn read no more of it (whole passages of an agent's turns were most of what an LLM
     judge's distill read)."""
@@ -437,7 +438,7 @@ def test_distill_rereads_an_excerpt_as_the_block_showed_it(tmp_path, clock):
         calls.append(items)
         return [True] * len(items)
 
-    with _open(tmp_path / "r.db", clock, ScriptedJudge(distill=judged)) as eng:
+    with _open(db, clock, ScriptedJudge(distill=judged)) as eng:
         mem = eng.memory("m")
         history = _with_facts(eng, mem, clock, [[OWNER, *OTHER]])
         question = "What came of w5_12 and w1_25?"
@@ -458,7 +459,7 @@ def test_distill_rereads_an_excerpt_as_the_block_showed_it(tmp_path, clock):
 
 
 @pytest.mark.parametrize("keep", ["all", "every other"])
-def test_distill_rewrites_a_block_to_what_it_kept_and_nothing_more(tmp_path, clock, keep):
+def test_distill_rewrites_a_block_to_what_it_kept_and_nothing_more(db, clock, keep):
     """A rewrite shows only the facts and excerpts distill kept, so it never grows the block it
     shrinks (excerpts once took their episode's first facts, kept or not); keeping everything
     keeps the block's text as it was."""
@@ -466,7 +467,7 @@ def test_distill_rewrites_a_block_to_what_it_kept_and_nothing_more(tmp_path, clo
     def judged(items, conversation):
         return [keep == "all" or i % 2 == 0 for i in range(len(items))]
 
-    with _open(tmp_path / "r.db", clock, ScriptedJudge(distill=judged)) as eng:
+    with _open(db, clock, ScriptedJudge(distill=judged)) as eng:
         mem = eng.memory("m")
         history = _with_facts(eng, mem, clock, [[OWNER, LEAVE, *OTHER]])
         history.append(
@@ -500,10 +501,10 @@ def test_distill_rewrites_a_block_to_what_it_kept_and_nothing_more(tmp_path, clo
     assert set(shown) <= {facts[n] for n in recalled.facts}  # nothing the block did not show
 
 
-def test_requests_keep_their_prefix_and_the_facts_block_between_fades(tmp_path, clock):
+def test_requests_keep_their_prefix_and_the_facts_block_between_fades(db, clock):
     """Every decorated request repeats the previous request's prefix up to that previous
     turn's recall block; the facts block is byte-identical between fades."""
-    with _open(tmp_path / "r.db", clock) as eng:
+    with _open(db, clock) as eng:
         mem = eng.memory("m")
         history = converse_with_notes(eng, mem, clock, [[OWNER, LEAVE, *OTHER]])
         questions = [
@@ -536,8 +537,8 @@ def test_requests_keep_their_prefix_and_the_facts_block_between_fades(tmp_path, 
     assert checked >= 6
 
 
-def test_recall_never_reads_across_memories(tmp_path, clock):
-    with _open(tmp_path / "r.db", clock) as eng:
+def test_recall_never_reads_across_memories(db, clock):
+    with _open(db, clock) as eng:
         _with_facts(eng, eng.memory("a"), clock, [[OWNER, LEAVE]])
         _with_facts(eng, eng.memory("b"), clock, [OTHER])
         in_b = _recall(eng, "b", QUESTION)
@@ -546,14 +547,14 @@ def test_recall_never_reads_across_memories(tmp_path, clock):
     assert in_b.block is None or "Dana" not in in_b.block
 
 
-def test_grouping_keeps_every_fact_and_names_groups_for_their_hub(tmp_path, clock):
+def test_grouping_keeps_every_fact_and_names_groups_for_their_hub(db, clock):
     facts = [
         ("Dana owns the checkout migration.", "Dana", "checkout migration", False),
         ("Dana reviews the tax rate table.", "Dana", "tax rate table", False),
         ("The tax rate table comes from finance.", "tax rate table", "finance", False),
         ("The office plants get watered on Fridays.", "office plants", "Fridays", False),
     ]
-    with _open(tmp_path / "r.db", clock) as eng:
+    with _open(db, clock) as eng:
         converse_with_notes(eng, eng.memory("m"), clock, [facts])
         with eng.store.read("m") as tx:
             snap = Snapshot(tx)
@@ -628,10 +629,10 @@ def test_the_walk_leads_on_through_a_bridge_but_not_through_a_hub():
     assert graph.held == len(ends) and len(graph.touching(0)) > C.WALK_FANOUT
 
 
-def test_a_prepared_walk_never_shows_a_fact_now_in_the_facts_block(tmp_path, clock):
+def test_a_prepared_walk_never_shows_a_fact_now_in_the_facts_block(db, clock):
     from fadeway.records import WalkRecord
 
-    with _open(tmp_path / "r.db", clock) as eng:
+    with _open(db, clock) as eng:
         converse_with_notes(eng, eng.memory("m"), clock, [[OWNER, LEAVE, *OTHER]])
         export = eng.memory("m").export()
         number = {f.text: f.n for f in export.facts}
@@ -667,17 +668,17 @@ class _OneDirection(HashingEmbedder):
 
 
 @pytest.mark.parametrize(("floor", "found"), [(0.5, True), (1.5, False)])
-def test_hits_by_meaning_count_from_the_embedders_own_floor(tmp_path, clock, floor, found):
+def test_hits_by_meaning_count_from_the_embedders_own_floor(db, clock, floor, found):
     """A message that shares no word with any fact finds them only by meaning, and only where
     the embedder's `min_similarity` lets its cosines count."""
     keeps = ScriptedJudge(levels=lambda facts, dialogue: [C.KEEP_LEVEL] * len(facts))
-    with _open(tmp_path / "r.db", clock, embedder=_OneDirection(floor)) as eng:
+    with _open(db, clock, embedder=_OneDirection(floor)) as eng:
         _with_facts(eng, eng.memory("m"), clock, [[OWNER, *OTHER]])
         result = _recall(eng, "m", "Zebras hum quietly.", judge=keeps)
     assert (OWNER[0] in (result.block or "")) is found
 
 
-def test_a_failing_embedder_costs_the_turn_its_block_not_the_turn(tmp_path, clock, caplog):
+def test_a_failing_embedder_costs_the_turn_its_block_not_the_turn(db, clock, caplog):
     """An embeddings endpoint that is down: decorate stores and returns the turn, no block."""
     import socket
 
@@ -690,7 +691,7 @@ def test_a_failing_embedder_costs_the_turn_its_block_not_the_turn(tmp_path, cloc
     dead = EndpointEmbedder(
         Endpoint(f"http://127.0.0.1:{port}/v1", max_attempts=1), model="m", dim=8
     )
-    with _open(tmp_path / "r.db", clock) as eng:
+    with _open(db, clock) as eng:
         history = converse_with_notes(eng, eng.memory("m"), clock, [[OWNER, *OTHER]])
         services = replace(eng.services, embedder=dead, indexes=Indexes(dead, None))
         eng = Engine(services, background=False)
@@ -703,9 +704,7 @@ def test_a_failing_embedder_costs_the_turn_its_block_not_the_turn(tmp_path, cloc
     assert "recall failed" in caplog.text
 
 
-def test_a_block_over_its_share_of_the_ceiling_leaves_out_the_least_first(
-    tmp_path, clock, monkeypatch
-):
+def test_a_block_over_its_share_of_the_ceiling_leaves_out_the_least_first(db, clock, monkeypatch):
     many = [
         (
             f"Dana moved the checkout migration step {i} to review {i}.",
@@ -715,7 +714,7 @@ def test_a_block_over_its_share_of_the_ceiling_leaves_out_the_least_first(
         )
         for i in range(8)
     ]
-    with _open(tmp_path / "r.db", clock) as eng:
+    with _open(db, clock) as eng:
         mem = eng.memory("m")
         _with_facts(eng, mem, clock, [[OWNER, *OTHER], many[:4], [LEAVE, *many[4:]]], opening=TALK)
         text = {f.n: f.text for f in mem.export().facts}
@@ -739,12 +738,12 @@ def test_a_block_over_its_share_of_the_ceiling_leaves_out_the_least_first(
 
 @pytest.mark.parametrize("room", [0.0, 1.0])
 def test_facts_past_their_room_give_way_to_excerpts_and_within_it_outlast_them(
-    tmp_path, clock, monkeypatch, room
+    db, clock, monkeypatch, room
 ):
     """Every fact the walk kept is shown while the block fits. A block that must shrink gives up
     its lowest ranked facts before any excerpt while the facts take more than their room
     (`RECALL_FACTS_SHARE` of its size); within it, the excerpts go first."""
-    with _open(tmp_path / "r.db", clock) as eng:
+    with _open(db, clock) as eng:
         _with_facts(eng, eng.memory("m"), clock, STEP_NOTES, opening=TALK)
         whole = _recall(eng, "m", QUESTION)
         assert whole.passages and len(whole.facts) > 4  # more than the old cap of four facts
@@ -774,10 +773,10 @@ ASKED = [
 ]
 
 
-def test_each_new_user_message_gets_its_own_block_and_a_fact_is_shown_once(tmp_path, clock):
+def test_each_new_user_message_gets_its_own_block_and_a_fact_is_shown_once(db, clock):
     """Several user messages before a reply (a group chat, say): each is a turn, recalled as
     if it had come alone, with its block just before it; no fact stands in two blocks."""
-    with _open(tmp_path / "r.db", clock) as eng:
+    with _open(db, clock) as eng:
         mem, history = _several_new_messages(eng, clock, ASKED)
         request = mem.decorate({"model": "gpt-4.1", "messages": history})
         again = mem.decorate({"model": "gpt-4.1", "messages": history})  # a resend
@@ -807,10 +806,10 @@ def test_each_new_user_message_gets_its_own_block_and_a_fact_is_shown_once(tmp_p
     assert len(facts) == len(set(facts))
 
 
-def test_every_block_a_reply_answered_is_distilled(tmp_path, clock):
+def test_every_block_a_reply_answered_is_distilled(db, clock):
     """Several user messages, then one reply: each message's block is distilled against what
     followed it, and fixed to its rewrite when the next message comes."""
-    with _open(tmp_path / "r.db", clock, ScriptedJudge(distill=_unsaid)) as eng:
+    with _open(db, clock, ScriptedJudge(distill=_unsaid)) as eng:
         mem, history = _several_new_messages(eng, clock, ASKED)
         request = mem.decorate({"model": "gpt-4.1", "messages": history})
         reply = chat_reply(
@@ -832,10 +831,10 @@ def test_every_block_a_reply_answered_is_distilled(tmp_path, clock):
     assert all(finals[t].text is None for t in turns)  # the reply said all of every block
 
 
-def test_a_block_no_reply_answered_is_removed_when_the_next_message_comes(tmp_path, clock):
+def test_a_block_no_reply_answered_is_removed_when_the_next_message_comes(db, clock):
     """A user message whose turn ended without a reply (the next user message came first, in
     a later request): nothing drew on its block, so it is removed, as distill would."""
-    with _open(tmp_path / "r.db", clock) as eng:
+    with _open(db, clock) as eng:
         mem = eng.memory("m")
         history = _with_facts(eng, mem, clock, [[OWNER, *OTHER], [LEAVE]])
         history.append({"role": "user", "content": QUESTION})
@@ -856,12 +855,12 @@ def test_a_block_no_reply_answered_is_removed_when_the_next_message_comes(tmp_pa
     assert not [d for d in export.distills if d.turn == recalled.turn]
 
 
-def test_a_user_message_answered_within_the_request_still_gets_its_recall(tmp_path, clock):
+def test_a_user_message_answered_within_the_request_still_gets_its_recall(db, clock):
     """A caller that sends several turns at once (user, reply, user): every user message not
     stored yet is recalled for, not only those that end the request, and each block stands
     just before its own message."""
     reply = {"role": "assistant", "content": "I will ask around."}
-    with _open(tmp_path / "r.db", clock, judge=OfflineJudge()) as eng:  # keeps what is asked
+    with _open(db, clock, judge=OfflineJudge()) as eng:  # keeps what is asked
         mem = eng.memory("m")
         history = _with_facts(eng, mem, clock, [[OWNER, *OTHER], [LEAVE]])
         history += [
@@ -882,11 +881,9 @@ def test_a_user_message_answered_within_the_request_still_gets_its_recall(tmp_pa
     assert turns[1] == turns[0] + 1
 
 
-def test_the_earlier_messages_get_no_block_once_their_time_is_spent(
-    tmp_path, clock, caplog, monkeypatch
-):
+def test_the_earlier_messages_get_no_block_once_their_time_is_spent(db, clock, caplog, monkeypatch):
     monkeypatch.setattr(C, "RECALL_EARLIER_DEADLINE", 0.0)
-    with _open(tmp_path / "r.db", clock) as eng:
+    with _open(db, clock) as eng:
         mem, history = _several_new_messages(eng, clock, ASKED)
         with caplog.at_level("WARNING", logger="fadeway"):
             request = mem.decorate({"model": "gpt-4.1", "messages": history})
@@ -897,7 +894,7 @@ def test_the_earlier_messages_get_no_block_once_their_time_is_spent(
     assert "2 earlier user message(s)" in caplog.text
 
 
-def test_a_judge_that_raises_its_own_clients_errors_costs_decorate_nothing(tmp_path, clock, caplog):
+def test_a_judge_that_raises_its_own_clients_errors_costs_decorate_nothing(db, clock, caplog):
     """A judge of the caller's wraps some HTTP client, whose errors are not fadeway's: while it
     is down, decorate's inline cut falls back to sizes and its walk to the search hits, and
     the conversation goes on (the lane's jobs fail and are retried, as for any judge)."""
@@ -918,7 +915,7 @@ def test_a_judge_that_raises_its_own_clients_errors_costs_decorate_nothing(tmp_p
             return await super().levels(*args, **kwargs)
 
     judge = Down()
-    eng = open_small(tmp_path / "d.db", clock, judge=judge, lane_retry_seconds=0.0)
+    eng = open_small(db, clock, judge=judge, lane_retry_seconds=0.0)
     mem = eng.memory("m")
     history: list = []
     with caplog.at_level("INFO", logger="fadeway"):
@@ -949,7 +946,7 @@ def test_a_judge_that_raises_its_own_clients_errors_costs_decorate_nothing(tmp_p
     eng.close()
 
 
-def test_a_lane_behind_skips_the_walk_and_distill_no_one_will_read(tmp_path, clock):
+def test_a_lane_behind_skips_the_walk_and_distill_no_one_will_read(db, clock):
     """When the next message came (and was recalled for) before the lane ran, the previous
     turn's walk and distill would never be read: they are skipped, not prepared late."""
     distilled: list[int] = []
@@ -958,7 +955,7 @@ def test_a_lane_behind_skips_the_walk_and_distill_no_one_will_read(tmp_path, clo
         distilled.append(len(items))
         return [True] * len(items)
 
-    with _open(tmp_path / "r.db", clock, ScriptedJudge(distill=counting)) as eng:
+    with _open(db, clock, ScriptedJudge(distill=counting)) as eng:
         mem = eng.memory("m")
         history, request = _asked(eng, mem, clock)
         distilled.clear()  # the talk before distilled its own turns' blocks
@@ -978,10 +975,10 @@ def test_a_lane_behind_skips_the_walk_and_distill_no_one_will_read(tmp_path, clo
     assert {f.turn for f in export.recall_finals} >= {asked}  # fixed as it was shown
 
 
-def test_a_fact_is_dated_with_its_turns_time_not_its_notes(tmp_path, clock):
+def test_a_fact_is_dated_with_its_turns_time_not_its_notes(db, clock):
     """A note may come days after the turns it covers; a temporal question asks about the
     turns, so the block dates each fact with their time."""
-    with _open(tmp_path / "r.db", clock) as eng:
+    with _open(db, clock) as eng:
         mem, history = eng.memory("m"), []
         for t in range(80):
             clock.advance(60)
@@ -1085,11 +1082,11 @@ def test_excerpts_stop_only_where_a_block_of_the_room_could_show_no_more(words, 
         assert block_tokens(blocks.recall_block([], [], made)) > room
 
 
-def test_a_fact_an_excerpt_says_is_not_repeated_until_the_excerpt_gives_way(tmp_path, clock):
+def test_a_fact_an_excerpt_says_is_not_repeated_until_the_excerpt_gives_way(db, clock):
     """A fact that quotes its own turn says nothing its excerpt does not: while the excerpt is
     shown the fact is left out of the groups, and it comes back when the excerpt gives way."""
     central = ScriptedJudge(levels=_levels({OWNER[0]: 3}))
-    with _open(tmp_path / "r.db", clock) as eng:
+    with _open(db, clock) as eng:
         mem = eng.memory("m")
         _with_facts(
             eng, mem, clock, [[OWNER, *OTHER]], opening=["Dana owns the checkout migration."]
@@ -1172,11 +1169,11 @@ def _fit_one_at_a_time(contents, limit):
 
 @pytest.mark.parametrize("room", [0.0, 0.25, 1.0])
 def test_fitting_a_block_reckons_what_to_leave_out_as_one_render_per_item_would(
-    tmp_path, clock, monkeypatch, room
+    db, clock, monkeypatch, room
 ):
     """Fitting reckons from each item's own size what to leave out; what it shows at every
     limit is what giving up one item at a time, rendering each time, would show."""
-    with _open(tmp_path / "r.db", clock) as eng:
+    with _open(db, clock) as eng:
         _with_facts(eng, eng.memory("m"), clock, STEP_NOTES, opening=[*TALK, OWNER[0]])
         monkeypatch.setattr(C, "RECALL_BLOCK_SHARE", 1.0)
         whole = _recall(eng, "m", QUESTION)
@@ -1189,14 +1186,14 @@ def test_fitting_a_block_reckons_what_to_leave_out_as_one_render_per_item_would(
         assert contents.shown() == reference.shown()
 
 
-def test_the_call_that_seals_a_models_note_recalls_what_it_seals(tmp_path, clock):
+def test_the_call_that_seals_a_models_note_recalls_what_it_seals(db, clock):
     """A note the decorated model wrote acknowledges its turns; the next decorate seals them
     out of view. They are cut into passages when the note is taken, so that decorate's own
     recall finds them: before, they were neither in view nor searchable in that request."""
     from conftest import open_small
 
     opening = ["my locker code at the gym is Quillby7 and I keep forgetting it"]
-    with open_small(tmp_path / "s.db", clock) as eng:
+    with open_small(db, clock) as eng:
         mem = eng.memory("m")
         history = converse_with_notes(eng, mem, clock, [[OTHER[0]]], settle=False, opening=opening)
         leaving = [e for e in mem.episodes() if e.state == "leaving"]
@@ -1252,12 +1249,12 @@ def test_a_day_the_message_names_brings_back_what_was_said_that_day(db, monkeypa
             assert later.passages[0] == sealed[turn].n
 
 
-def test_a_day_named_from_the_message_s_time_brings_back_that_day(tmp_path, monkeypatch):
+def test_a_day_named_from_the_message_s_time_brings_back_that_day(db, monkeypatch):
     """Decorate reads the days a message names from the time it is said: "N days ago" finds
     the turn said then, among turns alike but for their day."""
     clock = _DayClock()
     said = [f"In the garden today I {_DAYS[d % len(_DAYS)]}." for d in range(40)]
-    with _open(tmp_path / "r.db", clock) as eng:
+    with _open(db, clock) as eng:
         mem = eng.memory("m")
         history = _with_facts(eng, mem, clock, [[LEAVE], [OWNER], [*OTHER]], opening=said)
         sealed = {p.turn: p for p in mem.export().passages if p.text.startswith("user: Turn")}
@@ -1276,13 +1273,13 @@ def test_a_day_named_from_the_message_s_time_brings_back_that_day(tmp_path, monk
             history += [asked, reply["choices"][0]["message"]]
 
 
-def test_a_decorate_reads_the_recall_blocks_in_view_once(tmp_path, clock, monkeypatch):
+def test_a_decorate_reads_the_recall_blocks_in_view_once(db, clock, monkeypatch):
     """Fixing earlier turns' final texts and showing the blocks in view share one read of the
     recall blocks with their finals (a round trip to PostgreSQL); the finals are as before: a
     turn's final is stored once, and what the view shows is it."""
-    from fadeway.store.sqlite import _SQLiteTransaction
+    from fadeway.store.queries_graph import GraphQueries  # both stores' transactions read so
 
-    with _open(tmp_path / "v.db", clock) as eng:
+    with _open(db, clock) as eng:
         mem = eng.memory("m")
         history = _with_facts(eng, mem, clock, [[OWNER, *OTHER]])
         for text in ("Who owns w5_12?", "And w1_25?"):
@@ -1294,9 +1291,9 @@ def test_a_decorate_reads_the_recall_blocks_in_view_once(tmp_path, clock, monkey
             eng.drain()
         reads: list[str] = []
         for name in ("recalls", "recall_blocks", "block_texts"):
-            real = getattr(_SQLiteTransaction, name)
+            real = getattr(GraphQueries, name)
             monkeypatch.setattr(
-                _SQLiteTransaction,
+                GraphQueries,
                 name,
                 lambda tx, *a, _r=real, _n=name, **k: reads.append(_n) or _r(tx, *a, **k),
             )
