@@ -1277,7 +1277,10 @@ def test_a_decorate_reads_the_recall_blocks_in_view_once(db, clock, monkeypatch)
     """Fixing earlier turns' final texts and showing the blocks in view share one read of the
     recall blocks with their finals (a round trip to PostgreSQL); the finals are as before: a
     turn's final is stored once, and what the view shows is it."""
-    from fadeway.store.queries_graph import GraphQueries  # both stores' transactions read so
+    from fadeway.store.postgres import _PostgresTransaction
+    from fadeway.store.sqlite import _SQLiteTransaction
+
+    transaction = _PostgresTransaction if db.startswith("postgresql") else _SQLiteTransaction
 
     with _open(db, clock) as eng:
         mem = eng.memory("m")
@@ -1291,9 +1294,9 @@ def test_a_decorate_reads_the_recall_blocks_in_view_once(db, clock, monkeypatch)
             eng.drain()
         reads: list[str] = []
         for name in ("recalls", "recall_blocks", "block_texts"):
-            real = getattr(GraphQueries, name)
+            real = getattr(transaction, name)
             monkeypatch.setattr(
-                GraphQueries,
+                transaction,
                 name,
                 lambda tx, *a, _r=real, _n=name, **k: reads.append(_n) or _r(tx, *a, **k),
             )
