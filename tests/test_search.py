@@ -357,9 +357,64 @@ def test_the_notes_calls_and_outputs_are_not_passages():
         for i, (body, calls, answers) in enumerate(bodies)
     ]
     rows = passages_of(_episode(last_seq=4, tokens=5), messages, first_n=1)
-    assert [r.seq for r in rows] == [0, 2]
-    assert "On it." in rows[0].text and "lookup" in rows[0].text
+    assert [r.seq for r in rows] == [0]  # the caller's call carries its output
+    assert rows[0].text == "assistant: On it. lookup {} → the tax table is late"
     assert not any("checkout" in r.text or "Noted" in r.text for r in rows)
+
+
+def _stored(bodies: list[tuple[dict, tuple[str, ...], str | None]]) -> list[MessageRecord]:
+    return [
+        message_record(
+            i,
+            role=body.get("role", "assistant"),
+            calls=calls,
+            answers=answers,
+            body=msgspec.json.encode(body),
+        )
+        for i, (body, calls, answers) in enumerate(bodies)
+    ]
+
+
+def test_a_tool_call_and_its_output_are_one_passage_in_either_format():
+    """An excerpt never shows a call without what it returned, nor an output without what
+    asked for it; an output whose call the episode does not hold stands alone."""
+    chat = _stored(
+        [
+            ({"role": "user", "content": "Is the renderer up?"}, (), None),
+            (
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [call("a", "pods", '{"service": "renderer"}'), call("b", "age")],
+                },
+                ("a", "b"),
+                None,
+            ),
+            ({"role": "tool", "tool_call_id": "b", "content": "queue age 39 min"}, (), "b"),
+            ({"role": "tool", "tool_call_id": "a", "content": "4 of 6 OOMKilled"}, (), "a"),
+            ({"role": "tool", "tool_call_id": "z", "content": "an orphan output"}, (), "z"),
+            ({"role": "assistant", "content": "Barely: 4 of 6 pods are down."}, (), None),
+        ]
+    )
+    rows = passages_of(_episode(last_seq=5, tokens=6), chat, first_n=1)
+    assert [(r.seq, r.text) for r in rows] == [
+        (0, "user: Is the renderer up?"),
+        (1, 'assistant: pods {"service": "renderer"} age {} → 4 of 6 OOMKilled → queue age 39 min'),
+        (4, "tool: an orphan output"),
+        (5, "assistant: Barely: 4 of 6 pods are down."),
+    ]
+    responses = _stored(
+        [
+            (
+                {"type": "function_call", "call_id": "c", "name": "pods", "arguments": "{}"},
+                ("c",),
+                None,
+            ),
+            ({"type": "function_call_output", "call_id": "c", "output": "all up"}, (), "c"),
+        ]
+    )
+    (row,) = passages_of(_episode(last_seq=1, tokens=2), responses, first_n=1)
+    assert (row.seq, row.text) == (0, "assistant: pods {} → all up")
 
 
 @pytest.mark.parametrize(

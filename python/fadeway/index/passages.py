@@ -77,25 +77,44 @@ def _who(body: dict[str, Any], role: str) -> str:
     return role if not name or letters in _ROLE_WORDS else name
 
 
+def _speaks(body: Any) -> bool:
+    """Whether a message's `name` is who said it: a Responses call item's is its function's."""
+    return isinstance(body, dict) and body.get("type") != "function_call"
+
+
+def _text(body: Any) -> str:
+    if _speaks(body):
+        body = {k: v for k, v in body.items() if k != "name"}  # said once, as `who`
+    return " ".join(t for t in text_of(body) if t.strip())
+
+
 def passages_of(
     episode: EpisodeRecord, messages: Sequence[MessageRecord], first_n: int
 ) -> list[PassageRecord]:
-    """The passages of an episode's messages, numbered from `first_n`."""
+    """The passages of an episode's messages, numbered from `first_n`. A tool call and its
+    output are one passage, the call's, its output after an arrow: as an episode never
+    separates them, an excerpt never shows a call without what it returned, nor an output
+    without what asked for it."""
     out: list[PassageRecord] = []
     notes: set[str] = set()
+    calling = {c for m in messages for c in m.calls}
+    outputs = {
+        m.answers: _text(msgspec.json.decode(m.body))
+        for m in messages
+        if m.answers is not None and m.answers in calling
+    }
     for m in messages:
+        if m.answers is not None and (m.answers in notes or m.answers in outputs):
+            continue  # the note's output, or an output its call's passage carries
         body = msgspec.json.decode(m.body)
-        who = _who(body, m.role) if isinstance(body, dict) else m.role
-        if m.answers is not None and m.answers in notes:
-            continue  # the note's output
+        who = _who(body, m.role) if _speaks(body) else m.role
         if ids := note_call_ids(m.calls, m.body):
             notes.update(ids)
             body = message_without_notes(body)
             if body is None:
                 continue
-        if isinstance(body, dict):
-            body = {k: v for k, v in body.items() if k != "name"}  # said once, as `who`
-        text = " ".join(t for t in text_of(body) if t.strip())
+        answered = (outputs.get(c, "") for c in m.calls if c not in ids)
+        text = " → ".join(t for t in (_text(body), *answered) if t.strip())
         for part, window in enumerate(windows(text)):
             out.append(
                 PassageRecord(
