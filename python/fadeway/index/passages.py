@@ -2,9 +2,10 @@
 sealing": "Its messages are cut into passages and indexed for recall").
 
 A message becomes one passage when it fits, and overlapping windows when it is long (a long
-answer, a tool output). Each passage carries who said it ("Caroline: ...", from the message's
-`name`, else its role: ARCHITECTURE measured that this helps BM25 on LoCoMo), its turn, its time,
-and its episode, whose facts it recalls. The lane writes them once an episode seals, or once it
+answer, a tool output); a tool call's message carries its outputs (`passages_of`). Each passage
+carries who said it ("Caroline: ...", from the message's `name`, else its role: ARCHITECTURE
+measured that this helps BM25 on LoCoMo), its turn, its time, and its episode, whose facts it
+recalls. The lane writes them once an episode seals, or once it
 leaves the view for a note writer's note (`PassagesJob`).
 
 fadeway's own note calls, and their outputs, are not passages: what a note says is in the graph,
