@@ -86,29 +86,25 @@ def start(root: Path) -> str:
 
 def restart(root: Path, url: str) -> None:
     """Start the cluster in `root` that `start` made (and `halt` stopped) again, at `url`."""
-    bin_dir, prefix = _bin_dir(), _as_server_user()
-    assert bin_dir is not None and prefix is not None
     settings = (
         f"-c listen_addresses=127.0.0.1 -p {urlsplit(url).port} "
         f"-c unix_socket_directories={root} -c fsync=off -c synchronous_commit=off "
         "-c full_page_writes=off -c max_connections=200"
     )
-    subprocess.run(
-        [*prefix, str(bin_dir / "pg_ctl"), "-D", str(root / "data"), "-o", settings]
-        + ["-l", str(root / "log"), "-w", "-t", "60", "start"],
-        check=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    _pg_ctl(root, "-o", settings, "-l", str(root / "log"), "-w", "-t", "60", "start")
 
 
 def halt(root: Path) -> None:
     """Stop the cluster in `root` as a restart does (`pg_ctl stop -m fast`: every connection
     ended), keeping its data for `restart`."""
+    _pg_ctl(root, "-m", "fast", "-w", "stop")
+
+
+def _pg_ctl(root: Path, *args: str) -> None:
     bin_dir, prefix = _bin_dir(), _as_server_user()
     assert bin_dir is not None and prefix is not None
     subprocess.run(
-        [*prefix, str(bin_dir / "pg_ctl"), "-D", str(root / "data"), "-m", "fast", "-w", "stop"],
+        [*prefix, str(bin_dir / "pg_ctl"), "-D", str(root / "data"), *args],
         check=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

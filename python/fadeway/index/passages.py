@@ -5,8 +5,8 @@ A message becomes one passage when it fits, and overlapping windows when it is l
 answer, a tool output); a tool call's message carries its outputs (`passages_of`). Each passage
 carries who said it ("Caroline: ...", from the message's `name`, else its role: ARCHITECTURE
 measured that this helps BM25 on LoCoMo), its turn, its time, and its episode, whose facts it
-recalls. The lane writes them once an episode seals, or once it
-leaves the view for a note writer's note (`PassagesJob`).
+recalls. The lane writes them once an episode seals, or once it leaves the view for a note
+writer's note (`PassagesJob`).
 
 fadeway's own note calls, and their outputs, are not passages: what a note says is in the graph,
 and recall shows it as facts, dated and grouped, not as a tool call's JSON.
@@ -97,7 +97,6 @@ def passages_of(
     separates them, an excerpt never shows a call without what it returned, nor an output
     without what asked for it."""
     out: list[PassageRecord] = []
-    notes: set[str] = set()
     calling = {c for m in messages for c in m.calls}
     outputs = {
         m.answers: _text(msgspec.json.decode(m.body))
@@ -105,12 +104,11 @@ def passages_of(
         if m.answers is not None and m.answers in calling
     }
     for m in messages:
-        if m.answers is not None and (m.answers in notes or m.answers in outputs):
-            continue  # the note's output, or an output its call's passage carries
+        if m.answers in outputs:
+            continue  # its call's passage carries it (a note's output: no passage at all)
         body = msgspec.json.decode(m.body)
         who = _who(body, m.role) if _speaks(body) else m.role
         if ids := note_call_ids(m.calls, m.body):
-            notes.update(ids)
             body = message_without_notes(body)
             if body is None:
                 continue
