@@ -736,22 +736,26 @@ def test_a_block_over_its_share_of_the_ceiling_leaves_out_the_least_first(db, cl
         assert _recall(eng, "m", QUESTION).block is None  # nothing fits in one token
 
 
-@pytest.mark.parametrize("room", [0.0, 1.0])
+@pytest.mark.parametrize(("room", "level"), [(0.0, 1), (1.0, 1), (0.0, 3)])
 def test_facts_past_their_room_give_way_to_excerpts_and_within_it_outlast_them(
-    db, clock, monkeypatch, room
+    db, clock, monkeypatch, room, level
 ):
     """Every fact the walk kept is shown while the block fits. A block that must shrink gives up
     its lowest ranked facts before any excerpt while the facts take more than their room
-    (`RECALL_FACTS_SHARE` of its size); within it, the excerpts go first."""
+    (`RECALL_FACTS_SHARE` of its size); within it, the excerpts go first. Only facts the walk
+    judged related (level 1) give way to the room: one it judged relevant or central goes only
+    after every excerpt, however many such facts there are."""
+    judge = ScriptedJudge(levels=lambda facts, dialogue: [level] * len(facts))
     with _open(db, clock) as eng:
         _with_facts(eng, eng.memory("m"), clock, STEP_NOTES, opening=TALK)
-        whole = _recall(eng, "m", QUESTION)
+        whole = _recall(eng, "m", QUESTION, judge=judge)
         assert whole.passages and len(whole.facts) > 4  # more than the old cap of four facts
+        assert bool(whole.contents.firm) == (level > C.KEEP_LEVEL)
         monkeypatch.setattr(C, "RECALL_BLOCK_TOKENS", whole.size - 1)
         monkeypatch.setattr(C, "RECALL_FACTS_SHARE", room)
-        part = _recall(eng, "m", QUESTION)
+        part = _recall(eng, "m", QUESTION, judge=judge)
     assert part.block is not None and part.size < whole.size
-    if room == 0.0:  # the lowest ranked facts went, every excerpt stayed
+    if room == 0.0 and level == 1:  # the lowest ranked facts went, every excerpt stayed
         grouped, before = part.contents.grouped, whole.contents.grouped
         assert part.passages == whole.passages and grouped == before[: len(grouped)] != before
     else:  # the last excerpt went, every fact stayed
@@ -1148,6 +1152,7 @@ def _fit_one_at_a_time(contents, limit):
         block is not None
         and block_tokens(block) > limit
         and contents.grouped
+        and contents.grouped[-1] not in contents.firm
         and block_tokens(contents.render(facts_only=True)) > contents.facts_room
     ):
         contents.grouped.pop()

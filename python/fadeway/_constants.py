@@ -273,10 +273,11 @@ RECALL_PART_FACTS = 3
 RECALL_EXCERPTS = 40  # for each 1,000 tokens of `block_limit`
 #: Every fact the walk kept is shown while the block fits. A block that must shrink gives up
 #: its lowest ranked grouped facts before its excerpts while the grouped facts take more than
-#: this share of `block_limit`. The share is of the block with its frame (about 60 tokens of a
-#: 1,000-token block). On the LoCoMo tuning split, once passages were searched without English
-#: stopwords (BM25_STOPWORDS), excerpts earned more than the facts past 0.15: .668 at 0.1, .671
-#: at 0.15, .669 at 0.2, .665 at 0.25 (before, 0.25 had been best: .641 against .635 at 0.1).
+#: this share of `block_limit`, but never one the walk judged relevant or central. The share
+#: is of the block with its frame (about 60 tokens of a 1,000-token block). On the LoCoMo
+#: tuning split, once passages were searched without English stopwords (BM25_STOPWORDS),
+#: excerpts earned more than the facts past 0.15: .668 at 0.1, .671 at 0.15, .669 at 0.2, .665
+#: at 0.25 (before, 0.25 had been best: .641 against .635 at 0.1).
 RECALL_FACTS_SHARE = 0.15
 #: An excerpt of a message longer than EXCERPT_MAX_WORDS words shows the EXCERPT_WINDOW_WORDS of
 #: it that hold the most of the query's words (`recall.block.window`); the header keeps the turn

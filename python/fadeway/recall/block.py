@@ -4,7 +4,8 @@
 Everything the walk kept (KEEP_LEVEL or above) is shown while the block fits its size
 (`block_limit`, or the room a request has left). When it must shrink, its parts are given up in
 one order: first the lowest ranked grouped facts while they take more than their room
-(`RECALL_FACTS_SHARE` of `block_limit`: past it, a fact is worth less than an excerpt); then
+(`RECALL_FACTS_SHARE` of `block_limit`: past it, a fact is worth less than an excerpt), but
+never one the walk judged relevant or central; then
 excerpts from the last (with their facts); then the parts' sections; then the lowest ranked
 grouped facts. (Facts ranked by level first: a walk's central fact is the last to go.) A grouped
 fact an excerpt shown carries is left out while that excerpt stands, and a long passage is shown
@@ -225,7 +226,8 @@ class BlockContents:
         """Leave out the lowest ranked grouped facts while the block is over `limit` and they
         take more than their room: as many as their sizes reckon (`reckon()` tokens too many,
         asked only when they are past their room), then the count set right on the rendered
-        block."""
+        block. A fact the walk judged relevant or central (`firm`, ranked first) never gives
+        way to the room: only the block's size takes it, after every excerpt."""
         grouped = self.grouped
         facts = block_tokens(self.render(facts_only=True))
         if facts <= self.facts_room:
@@ -235,8 +237,11 @@ class BlockContents:
         saved = [0.0]  # tokens the lowest k facts take, reckoned
         for n in reversed(grouped):
             saved.append(saved[-1] + (fact_size[n] if n in shown else 0))
+        most = len(grouped) - next(
+            (i for i, n in enumerate(grouped) if n not in self.firm), len(grouped)
+        )
         gone = 0
-        while gone < len(grouped) and over > saved[gone] and facts - saved[gone] > self.facts_room:
+        while gone < most and over > saved[gone] and facts - saved[gone] > self.facts_room:
             gone += 1
 
         def enough(k: int) -> bool:
@@ -248,7 +253,7 @@ class BlockContents:
                 or (over - saved[k] <= _RECKONING_SLACK and _fits(self.render(), limit))
             )
 
-        while gone < len(grouped) and not enough(gone):
+        while gone < most and not enough(gone):
             gone += 1
         while gone > 0 and enough(gone - 1):
             gone -= 1
