@@ -1,6 +1,8 @@
 """Nothing dropped silently: a lane job out of attempts is parked (kept with its error and
-attempts), shown by inspect, the export and usage, kept across a restart, and run again by a
-later lane run once its wait has passed, or at once by `fadeway lane retry`."""
+attempts), shown by inspect, the export and usage, kept across a restart, and run again once
+its wait has passed (by a later lane run, or a background worker's poll of a quiet memory), as
+soon as its service answers a later job (when it was parked for an outage), or at once by
+`fadeway lane retry`."""
 
 from __future__ import annotations
 
@@ -33,11 +35,25 @@ class Down(ScriptedJudge):
         return await super().about(facts, episodes, **kwargs)
 
 
-def open_engine(path, clock, judge) -> fadeway.Engine:
+class Flaky(ScriptedJudge):
+    """A judge whose first `failing` calls of `about` fail with `error`, then answer."""
+
+    def __init__(self, failing: int, error: Exception) -> None:
+        super().__init__()
+        self.failing, self.error = failing, error
+
+    async def about(self, facts, episodes, **kwargs):
+        if self.failing > 0:
+            self.failing -= 1
+            raise self.error
+        return await super().about(facts, episodes, **kwargs)
+
+
+def open_engine(path, clock, judge, *, background: bool = False) -> fadeway.Engine:
     return fadeway.open(
         path,
         clock=clock,
-        background=False,
+        background=background,
         ceiling=2_000,
         judge=judge,
         lane_retry_seconds=0.0,  # an outage's waits, in this test: none
@@ -97,6 +113,56 @@ def test_a_job_that_fails_until_its_service_is_back_is_retried_and_completes(
             (done,) = [j for j in tx.jobs() if j.n == job.n]
         assert done.state == "done" and done.error is None
         assert fact_traces(mem) > 0  # the note's traces, written late but written
+
+
+@pytest.mark.both_stores
+@pytest.mark.parametrize("outage", [True, False])
+def test_a_job_parked_for_an_outage_runs_once_its_service_answers_a_later_job(db, clock, outage):
+    """The first note's score cannot reach the judge (or, without an outage, the judge refuses
+    it) until it is parked; the second note's score then completes. That answer brings the job
+    parked for an outage back at once, in its place, though its wait (ten minutes) has not
+    passed; a job the judge refused stays parked until its wait has passed."""
+    error = ConnectionError("connection refused") if outage else ValueError("unreadable answer")
+    failing = C.JOB_MAX_TRANSIENT_ATTEMPTS if outage else C.JOB_MAX_ATTEMPTS
+    second = [("LEG-413 is closed", "LEG-413", "closed", False)]
+    with open_engine(db, clock, Flaky(failing, error)) as engine:
+        mem = engine.memory("m")
+        converse_with_notes(engine, mem, clock, [NOTE, second])
+        with engine.store.read("m") as tx:
+            scores = [j for j in tx.jobs() if j.kind == "score"]
+        assert len(scores) == 2 and scores[1].state == "done"
+        first = scores[0]
+        assert first.retry_at is None or first.retry_at - time.time() > 60  # its wait stands
+        if outage:
+            assert (first.state, first.error, first.parked) == ("done", None, 1)
+            assert mem.parked_jobs() == []
+        else:
+            assert (first.state, first.parked) == ("failed", 1)
+            assert "unreadable answer" in first.error and mem.parked_jobs() == [first]
+
+
+@pytest.mark.both_stores
+def test_a_background_worker_retries_a_quiet_memorys_parked_job_once_its_wait_passed(
+    db, clock, monkeypatch
+):
+    """Nothing more is said to the memory after its job was parked; a background worker's
+    poll finds the job once its wait has passed and runs it, the judge answering by then."""
+    monkeypatch.setattr(C, "LANE_PARKED_SECONDS", 0.5)
+    monkeypatch.setattr(C, "LANE_IDLE_POLL_SECONDS", 0.1)
+    with open_engine(db, clock, Down()) as engine:
+        converse_with_notes(engine, engine.memory("m"), clock, [NOTE])
+        n = parked_score(engine.memory("m")).n
+    with open_engine(db, clock, ScriptedJudge(), background=True) as engine:
+        mem = engine.memory("m")
+
+        def state() -> str:
+            with engine.store.read("m") as tx:
+                return next(j.state for j in tx.jobs() if j.n == n)
+
+        deadline = time.monotonic() + 20
+        while state() != "done" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert state() == "done" and mem.parked_jobs() == [] and fact_traces(mem) > 0
 
 
 def test_a_parked_job_survives_a_restart_and_shows_in_inspect_export_usage(tmp_path, clock, capsys):

@@ -58,7 +58,9 @@ class Retry:
     `lane_retry_seconds` up to LANE_RETRY_MAX_SECONDS, at most `outages` times, so an outage is
     ridden out with the jobs behind it kept in order; any other failure is tried again at once,
     at most `failures` times. Then the job is parked (marked failed with its error, kept) and the
-    lane moves on; a later lane run tries it again once its wait has passed (`Lane.park_wait`)."""
+    lane moves on; it is tried again once its wait has passed (`Lane.park_wait`), and, when it
+    was parked because its service could not be reached, as soon as a job of its kind in its
+    memory's lane completes (the service answers again: `Lane.revive_answered`)."""
 
     failures: int = field(default_factory=lambda: C.JOB_MAX_ATTEMPTS)
     outages: int = field(default_factory=lambda: C.JOB_MAX_TRANSIENT_ATTEMPTS)

@@ -10,9 +10,13 @@ so a container sharing the hostname is not mistaken for it) that no longer runs 
 (`gone`): a restart after a crash does not wait out its own dead lease. Different memories' lanes
 run concurrently.
 
-A job out of attempts is parked (state "failed", kept with its error) and the lane moves on; a
-later run of its memory's lane queues it again, in its place, once its wait has passed
-(`park_wait`), and `Memory.retry_jobs` (`fadeway lane retry`) does at once. Nothing is given up.
+A job out of attempts is parked (state "failed", kept with its error) and the lane moves on. It
+is queued again, in its place, once its wait has passed (`park_wait`: by a later run of its
+memory's lane, or by a background worker's poll however quiet the memory is); one parked because
+its service could not be reached, also as soon as a job of its kind completes in the lane (the
+service answers again: `revive_answered`), with one attempt before it is parked again (a job
+that times out by itself, say, costs a call for each that answers, not an outage's sixteen);
+and every one at once by `Memory.retry_jobs` (`fadeway lane retry`). Nothing is given up.
 
 What each kind of job does, and how it is retried, is the job table (`lane.jobs`).
 """
@@ -201,10 +205,25 @@ class Lane:
                     raise _ApplyFailed(exc) from exc
                 if done:
                     tx.finish_job(job.n, "done")
+                    self.revive_answered(tx, memory_id, job)
                 return int(done), self._next(tx, memory_id, owner, now)
         except _ApplyFailed as failed:  # rolled back whole; counted like a failed prepare
             self._failed_attempt(memory_id, job, failed.cause, used)
             return 0, None
+
+    def revive_answered(self, tx: Transaction, memory_id: str, done: JobRecord) -> int:
+        """In `tx`, which marked `done` done: queue again, in their places, the memory's jobs
+        of `done`'s kind parked because their service could not be reached (it answers again).
+        Returns how many."""
+        found = self.jobs.get(done.kind)
+        outages = found.retry.outages if found is not None else C.JOB_MAX_TRANSIENT_ATTEMPTS
+        revived = tx.revive_jobs(kind=done.kind, outages=outages)
+        if revived:
+            log.info(
+                "memory %r: %d parked jobs queued again: their service answered job %d (%s)",
+                *(memory_id, revived, done.n, done.kind),
+            )
+        return revived
 
     @contextlib.contextmanager
     def _holding(self, memory_id: str, owner: str) -> Iterator[None]:
@@ -365,8 +384,9 @@ _LOCAL_ERRORS = (
 class BackgroundWorker:
     """The in-process worker: threads that run lanes whenever jobs are queued (the lane
     queue's `wake` is set) and, every LANE_IDLE_POLL_SECONDS, for jobs other processes
-    queued. On a store with notifications (PostgreSQL) a listener sets `wake` as soon as
-    another process commits jobs, and the poll is only the safety net."""
+    queued and parked jobs whose wait has passed. On a store with notifications (PostgreSQL) a
+    listener sets `wake` as soon as another process commits jobs, and the poll is only the
+    safety net."""
 
     def __init__(self, lane: Lane, threads: int = C.LANE_THREADS) -> None:
         self._lane = lane
@@ -394,7 +414,7 @@ class BackgroundWorker:
             self._wake.wait(C.LANE_IDLE_POLL_SECONDS)
             self._wake.clear()
             try:
-                for memory_id in self._lane.store.memories_with_pending_jobs():
+                for memory_id in self._lane.store.memories_with_pending_jobs(due=time.time()):
                     if self._stop.is_set():
                         break
                     self._run(memory_id)

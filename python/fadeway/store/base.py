@@ -375,9 +375,13 @@ class Transaction(abc.ABC):
         lane run). `attempts` sets its count of attempts (an import's), else it is kept."""
 
     @abc.abstractmethod
-    def revive_jobs(self, now: float | None = None) -> int:
-        """Queue parked jobs again, in their places, with their attempts counted afresh: those
-        whose `retry_at` has passed by `now` (None: all). Returns how many."""
+    def revive_jobs(
+        self, now: float | None = None, *, kind: str | None = None, outages: int = 0
+    ) -> int:
+        """Queue parked jobs again, in their places: those whose `retry_at` has passed by `now`
+        (None: all), with their attempts counted afresh; or, given `kind`, that kind's jobs
+        parked after `outages` attempts could not reach their service (whatever their
+        `retry_at`), left one such attempt before they are parked again. Returns how many."""
 
     @abc.abstractmethod
     def jobs(self, state: str | None = None) -> list[JobRecord]:
@@ -451,8 +455,9 @@ class Store(abc.ABC):
         """Every memory id in the store (ids only; for export of all and administration)."""
 
     @abc.abstractmethod
-    def memories_with_pending_jobs(self) -> list[str]:
-        """Ids of the memories whose lanes hold pending jobs (ids only: for the lane workers)."""
+    def memories_with_pending_jobs(self, due: float | None = None) -> list[str]:
+        """Ids of the memories whose lanes hold pending jobs (ids only: for the lane workers),
+        and, given `due`, those holding a parked job whose wait has passed by then."""
 
     @abc.abstractmethod
     def listen_for_jobs(

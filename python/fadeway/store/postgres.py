@@ -40,7 +40,7 @@ from .base import Store, Transaction, check_synchronous
 from .queries import OPENING_READ, MemoryQueries
 from .queries_episodes import EpisodeQueries
 from .queries_graph import GraphQueries
-from .queries_lane import LaneQueries
+from .queries_lane import LaneQueries, memories_with_jobs
 from .queries_notes import NoteQueries
 from .schema import for_postgres, migrate
 
@@ -181,8 +181,10 @@ class _PostgresTransaction(
         self._notify_jobs()
         return n
 
-    def revive_jobs(self, now: float | None = None) -> int:
-        revived = super().revive_jobs(now)
+    def revive_jobs(
+        self, now: float | None = None, *, kind: str | None = None, outages: int = 0
+    ) -> int:
+        revived = super().revive_jobs(now, kind=kind, outages=outages)
         if revived:
             self._notify_jobs()
         return revived
@@ -368,23 +370,21 @@ class PostgresStore(Store):
         except self._psycopg.Error:
             pass
 
-    def _ids(self, sql: str) -> list[str]:
+    def _ids(self, sql: str, args: tuple = ()) -> list[str]:
         """Memory ids a query across every memory finds (a snapshot that says it spans them)."""
         with self._connection("read") as conn:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             try:
                 conn.execute(_EVERY_MEMORY)
-                return [bytes(key).decode("utf-8") for (key,) in conn.execute(sql)]
+                return [bytes(key).decode("utf-8") for (key,) in conn.execute(sql, args)]
             finally:
                 self._roll_back(conn)
 
     def memory_ids(self) -> Iterator[str]:
         yield from self._ids("SELECT memory_id FROM memories ORDER BY memory_id")
 
-    def memories_with_pending_jobs(self) -> list[str]:
-        return self._ids(
-            "SELECT DISTINCT memory_id FROM jobs WHERE state = 'pending' ORDER BY memory_id"
-        )
+    def memories_with_pending_jobs(self, due: float | None = None) -> list[str]:
+        return self._ids(*memories_with_jobs(due, "%s"))
 
     def listen_for_jobs(
         self, wake: threading.Event, stop: threading.Event

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from ..records import JobRecord
 from .queries import Executor
 
-__all__ = ["LaneQueries"]
+__all__ = ["LaneQueries", "memories_with_jobs"]
 
 log = logging.getLogger("fadeway.lane")
 
@@ -30,6 +30,15 @@ def _job(row: tuple) -> JobRecord:
         waits=waits,
         parked=parked,
     )
+
+
+def memories_with_jobs(due: float | None, mark: str) -> tuple[str, tuple]:
+    """The query (with its driver's placeholder `mark`) and arguments of
+    `Store.memories_with_pending_jobs`: memories with pending jobs, and with parked jobs due."""
+    sql = "SELECT DISTINCT memory_id FROM jobs WHERE state = 'pending'"
+    if due is None:
+        return sql + " ORDER BY memory_id", ()
+    return sql + f" OR (state = 'failed' AND retry_at <= {mark}) ORDER BY memory_id", (due,)
 
 
 class LaneQueries:
@@ -90,12 +99,20 @@ class LaneQueries:
             (error, retry_at, attempts, self._key, n),
         )
 
-    def revive_jobs(self, now: float | None = None) -> int:
-        due = "" if now is None else " AND (retry_at IS NULL OR retry_at <= ?)"
-        args = (self._key,) if now is None else (self._key, now)
+    def revive_jobs(
+        self, now: float | None = None, *, kind: str | None = None, outages: int = 0
+    ) -> int:
+        left = max(0, outages - 1)  # an answered service's job: one more unreachable attempt
+        if kind is not None:
+            which = " AND kind = ? AND waits >= ?"
+            args: tuple = (left, left, self._key, kind, outages)
+        elif now is not None:
+            which, args = " AND (retry_at IS NULL OR retry_at <= ?)", (0, 0, self._key, now)
+        else:
+            which, args = "", (0, 0, self._key)
         return self._conn.execute(
-            "UPDATE jobs SET state = 'pending', attempts = 0, waits = 0, retry_at = NULL "
-            "WHERE memory_id = ? AND state = 'failed'" + due,
+            "UPDATE jobs SET state = 'pending', attempts = ?, waits = ?, retry_at = NULL "
+            "WHERE memory_id = ? AND state = 'failed'" + which,
             args,
         ).rowcount
 

@@ -35,7 +35,7 @@ from .base import SYNCHRONOUS, Store, Transaction, check_synchronous
 from .queries import MemoryQueries
 from .queries_episodes import EpisodeQueries
 from .queries_graph import GraphQueries
-from .queries_lane import LaneQueries
+from .queries_lane import LaneQueries, memories_with_jobs
 from .queries_notes import NoteQueries
 from .schema import migrate
 
@@ -290,14 +290,9 @@ class SQLiteStore(Store):
             ids = [r[0] for r in conn.execute("SELECT memory_id FROM memories ORDER BY memory_id")]
         yield from ids
 
-    def memories_with_pending_jobs(self) -> list[str]:
+    def memories_with_pending_jobs(self, due: float | None = None) -> list[str]:
         with self._using_connection() as conn:
-            return [
-                r[0]
-                for r in conn.execute(
-                    "SELECT DISTINCT memory_id FROM jobs WHERE state = 'pending' ORDER BY memory_id"
-                )
-            ]
+            return [r[0] for r in conn.execute(*memories_with_jobs(due, "?"))]
 
     def listen_for_jobs(
         self, wake: threading.Event, stop: threading.Event
