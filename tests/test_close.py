@@ -90,7 +90,7 @@ def test_a_closed_engine_refuses_calls(tmp_path):
     engine.close()  # twice is fine
 
 
-PREPARED: list[int] = []
+PREPARED: list[tuple[str, int]] = []
 
 
 class Slow:
@@ -99,7 +99,7 @@ class Slow:
     async def prepare(self, memory_id, job):
         import asyncio
 
-        PREPARED.append(job.n)
+        PREPARED.append((memory_id, job.n))
         await asyncio.sleep(float(job.payload))
         return None
 
@@ -119,26 +119,42 @@ def _queue(engine, memory_id, count, seconds):
             tx.enqueue("slow", str(seconds).encode(), 0.0)
 
 
-def test_a_job_slower_than_a_lease_is_prepared_once_while_others_wait(tmp_path):
-    """The worker renews its lease while it prepares; another worker does not take the lane
-    over and prepare the same job again (and again: the lane never moved)."""
+@pytest.mark.parametrize("lanes", [1, 2])
+def test_a_job_slower_than_a_lease_is_prepared_once_while_others_wait(tmp_path, lanes):
+    """The worker renews its lease while it prepares (one thread renews every lane held: with
+    two, both jobs at once); another worker, trying the lane again and again meanwhile, never
+    takes it over to prepare the same job again (and again: the lane never moved)."""
     PREPARED.clear()
+    memories = [f"m{i}" for i in range(lanes)]
     with fadeway.open(tmp_path / "l.db", background=False, lane_lease_seconds=0.3) as engine:
-        _queue(engine, "m", 1, 1.0)
+        for memory_id in memories:
+            _queue(engine, memory_id, 1, 1.0)
         lane = Lane(engine.store, engine.services.lane, _jobs_of(engine))
         results: list = []
-        workers = [
-            threading.Thread(target=lambda i=i: results.append(lane.run("m", f"w{i}")))
-            for i in range(2)
+        holding = [
+            threading.Thread(target=lambda m=m: results.append(lane.run(m, f"holder {m}")))
+            for m in memories
         ]
-        for w in workers:
-            w.start()
-            time.sleep(0.05)
-        for w in workers:
-            w.join()
-        assert PREPARED == [1] and sorted(results, key=str) == [1, None]
-        with engine.store.read("m") as tx:
-            assert [j.state for j in tx.jobs()] == ["done"]
+
+        def take_over(memory_id: str) -> None:
+            while holding[0].is_alive():
+                if (ran := lane.run(memory_id, f"other {memory_id}")) is not None:
+                    results.append(ran)
+                time.sleep(0.02)
+
+        others = [threading.Thread(target=take_over, args=(m,)) for m in memories]
+        for t in holding:
+            t.start()
+        time.sleep(0.05)
+        for t in others:
+            t.start()
+        for t in [*holding, *others]:
+            t.join()
+        assert len(PREPARED) == len(set(PREPARED)) == lanes  # each job prepared once
+        assert sorted(results) == [0] * (len(results) - lanes) + [1] * lanes
+        for memory_id in memories:
+            with engine.store.read(memory_id) as tx:
+                assert [j.state for j in tx.jobs()] == ["done"]
 
 
 def test_closing_stops_the_worker_after_the_job_in_hand(tmp_path):

@@ -16,7 +16,7 @@ import fadeway
 from fadeway.engine import Engine
 from fadeway.errors import EndpointError, EndpointResponseError, EndpointTimeout, JudgeTimeout
 from fadeway.lane.jobs import Job
-from fadeway.lane.worker import Lane, transient
+from fadeway.lane.worker import Lane, _Leases, transient
 from fadeway.records import EpisodeRecord, TraceRecord
 
 pytestmark = pytest.mark.both_stores  # a test of the lane on its store runs on both
@@ -213,6 +213,37 @@ def test_a_held_lane_is_not_entered_until_its_lease_ends(quiet_engine):
     time.sleep(0.35)
     assert lane_of(quiet_engine).run("m", "other") == 2
     assert APPLIED == [("m", 1), ("m", 2)]
+
+
+def test_a_lease_held_while_a_job_is_prepared_is_renewed_then_let_go(tmp_path):
+    """One thread renews the leases of every lane whose job is being prepared, and stops when
+    none is: once `holding` has ended, no renewal takes back a lane released after it."""
+    with fadeway.open(tmp_path / "l.db", background=False, lane_lease_seconds=0.3) as engine:
+        leases = _Leases(engine.store, 0.3)
+
+        def claim(memory_id: str, owner: str) -> bool:
+            now = time.time()
+            with engine.store.write(memory_id) as tx:
+                return tx.claim_lane(owner, now, now + 0.3)
+
+        def keeper() -> threading.Thread | None:
+            return leases._thread[1] if leases._thread is not None else None
+
+        for m in ("a", "b"):
+            engine.memory(m).decorate({"messages": [{"role": "user", "content": "hi"}]})
+            assert claim(m, "w")
+        with leases.holding("a", "w"), leases.holding("b", "w"):
+            thread = keeper()
+            assert thread is not None and thread.is_alive()
+            time.sleep(0.5)  # past the lease: renewed, so still held
+            assert not claim("a", "other") and not claim("b", "other")
+        for m in ("a", "b"):
+            with engine.store.write(m) as tx:
+                tx.release_lane("w")
+        time.sleep(0.25)  # past a renewal's time: none came after the block
+        assert claim("a", "other") and claim("b", "other")
+        thread.join(1.0)  # a third of a lease with nothing held: the thread ends
+        assert not thread.is_alive() and keeper() is None
 
 
 def test_a_failing_job_is_retried_then_parked_and_the_lane_moves_on(quiet_engine, caplog):

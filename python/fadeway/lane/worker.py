@@ -92,11 +92,84 @@ def gone(holder: str) -> bool:
     return False
 
 
+class _Leases:
+    """Keeps renewing the leases of the lanes whose jobs are being prepared (`holding`): a judge
+    may take longer than one lease (its deadline is LANE_JUDGE_DEADLINE), and a lease that
+    lapsed would let another worker prepare the same job again, and again. Each is renewed a
+    third of a lease after it was taken, then every third, by one thread for all of them,
+    started when a lane is first held and ending a third of a lease after none is. (A thread
+    started and joined for each job cost a replay of ten LoCoMo conversations on two workers
+    about 6% of each process's time, waiting for the thread to start and to end.)"""
+
+    def __init__(self, store: Store, lease: float) -> None:
+        self._store, self._every = store, lease / 3
+        self._lease = lease
+        self._due: dict[tuple[str, str], float] = {}  # (memory, owner) -> next renewal
+        self._renewing: tuple[str, str] | None = None
+        self._changed = threading.Condition()
+        self._thread: tuple[int, threading.Thread] | None = None  # its process, itself
+
+    @contextlib.contextmanager
+    def holding(self, memory_id: str, owner: str) -> Iterator[None]:
+        """Renew `owner`'s lease on the memory's lane until the block ends; once it has, no
+        renewal is under way or to come (a renewal after the lane's release would hold it)."""
+        key = (memory_id, owner)
+        with self._changed:
+            self._due[key] = time.monotonic() + self._every
+            if self._thread is None or self._thread[0] != os.getpid():
+                thread = threading.Thread(target=self._keep, name="fadeway-lease", daemon=True)
+                self._thread = (os.getpid(), thread)
+                thread.start()
+            # No wake: the thread's next wake-up is no later than this lane's first renewal.
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._due.pop(key, None)
+                while self._renewing == key:
+                    self._changed.wait()
+
+    def _keep(self) -> None:
+        with self._changed:
+            while True:
+                if not self._due:
+                    self._changed.wait(self._every)
+                    if not self._due:
+                        self._thread = None
+                        return
+                    continue
+                key, due = min(self._due.items(), key=lambda item: item[1])
+                now = time.monotonic()
+                if due > now:
+                    self._changed.wait(due - now)
+                    continue
+                self._due[key], self._renewing = now + self._every, key
+                self._changed.release()  # the other lanes' jobs start and end meanwhile
+                try:
+                    renewed = self._renew(*key)
+                finally:
+                    self._changed.acquire()
+                    self._renewing = None
+                    self._changed.notify_all()
+                if not renewed:  # taken over, or the store failing: the lease lapses
+                    self._due.pop(key, None)
+
+    def _renew(self, memory_id: str, owner: str) -> bool:
+        try:
+            now = time.time()
+            with self._store.write(memory_id) as tx:
+                tx.bookkeeping = True
+                return tx.claim_lane(owner, now, now + self._lease)
+        except FadewayError:
+            return False
+
+
 class Lane:
     """The lanes of one store's memories, each run with the job table `jobs` (by kind)."""
 
     def __init__(self, store: Store, queue: LaneQueue, jobs: Mapping[str, Job]) -> None:
         self.store, self.queue, self.jobs = store, queue, jobs
+        self._leases = _Leases(store, queue.lease_seconds)
 
     def run(
         self, memory_id: str, owner: str | None = None, stop: threading.Event | None = None
@@ -123,7 +196,7 @@ class Lane:
                 return applied, empty
             used: list[UsageRecord] = []
             try:
-                with collecting() as used, self._holding(memory_id, owner):
+                with collecting() as used, self._leases.holding(memory_id, owner):
                     prepared = run_sync(self._job(job).handler.prepare(memory_id, job))
             except Exception as exc:  # a failing job must not stop the worker; it is retried
                 self._failed_attempt(memory_id, job, exc, used)
@@ -224,33 +297,6 @@ class Lane:
                 *(memory_id, revived, done.n, done.kind),
             )
         return revived
-
-    @contextlib.contextmanager
-    def _holding(self, memory_id: str, owner: str) -> Iterator[None]:
-        """Keep renewing `owner`'s lease on the lane while a job is prepared: a judge may take
-        longer than one lease (its deadline is LANE_JUDGE_DEADLINE), and a lease that lapsed
-        would let another worker prepare the same job again, and again."""
-        done = threading.Event()
-        lease = self.queue.lease_seconds
-
-        def renew() -> None:
-            while not done.wait(lease / 3):
-                try:
-                    now = time.time()
-                    with self.store.write(memory_id) as tx:
-                        tx.bookkeeping = True
-                        if not tx.claim_lane(owner, now, now + lease):
-                            return
-                except FadewayError:  # the store closed, or is failing: the lease just lapses
-                    return
-
-        thread = threading.Thread(target=renew, name="fadeway-lease", daemon=True)
-        thread.start()
-        try:
-            yield
-        finally:
-            done.set()
-            thread.join()
 
     def retry_wait(self, waits: int) -> float:
         """Seconds before a job runs again after its `waits`-th attempt that could not reach
