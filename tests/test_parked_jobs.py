@@ -14,6 +14,7 @@ import pytest
 
 import fadeway
 from fadeway import _constants as C
+from fadeway import usage
 from fadeway.cli.inspection import inspect_memory
 from fadeway.cli.main import main
 from fadeway.judge import ScriptedJudge
@@ -36,7 +37,8 @@ class Down(ScriptedJudge):
 
 
 class Flaky(ScriptedJudge):
-    """A judge whose first `failing` calls of `about` fail with `error`, then answer."""
+    """A judge whose first `failing` calls of `about` fail with `error`, then answer (each
+    answer recorded as a model call, as an endpoint's is)."""
 
     def __init__(self, failing: int, error: Exception) -> None:
         super().__init__()
@@ -46,6 +48,7 @@ class Flaky(ScriptedJudge):
         if self.failing > 0:
             self.failing -= 1
             raise self.error
+        usage.record("judge:about", "flaky", 1, 1, 0.0)
         return await super().about(facts, episodes, **kwargs)
 
 

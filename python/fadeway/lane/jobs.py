@@ -60,7 +60,8 @@ class Retry:
     at most `failures` times. Then the job is parked (marked failed with its error, kept) and the
     lane moves on; it is tried again once its wait has passed (`Lane.park_wait`), and, when it
     was parked because its service could not be reached, as soon as a job of its kind in its
-    memory's lane completes (the service answers again: `Lane.revive_answered`)."""
+    memory's lane completes after calling a model (the service answers again:
+    `Lane.revive_answered`)."""
 
     failures: int = field(default_factory=lambda: C.JOB_MAX_ATTEMPTS)
     outages: int = field(default_factory=lambda: C.JOB_MAX_TRANSIENT_ATTEMPTS)

@@ -13,8 +13,9 @@ run concurrently.
 A job out of attempts is parked (state "failed", kept with its error) and the lane moves on. It
 is queued again, in its place, once its wait has passed (`park_wait`: by a later run of its
 memory's lane, or by a background worker's poll however quiet the memory is); one parked because
-its service could not be reached, also as soon as a job of its kind completes in the lane (the
-service answers again: `revive_answered`), with one attempt before it is parked again (a job
+its service could not be reached, also as soon as a job of its kind that called a model
+completes in the lane (the service answers again: `revive_answered`), with one attempt before
+it is parked again (a job
 that times out by itself, say, costs a call for each that answers, not an outage's sixteen);
 and every one at once by `Memory.retry_jobs` (`fadeway lane retry`). Nothing is given up.
 
@@ -278,7 +279,8 @@ class Lane:
                     raise _ApplyFailed(exc) from exc
                 if done:
                     tx.finish_job(job.n, "done")
-                    self.revive_answered(tx, memory_id, job)
+                    if used:  # its service answered (a job that called none proves nothing)
+                        self.revive_answered(tx, memory_id, job)
                 return int(done), self._next(tx, memory_id, owner, now)
         except _ApplyFailed as failed:  # rolled back whole; counted like a failed prepare
             self._failed_attempt(memory_id, job, failed.cause, used)
