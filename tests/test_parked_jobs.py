@@ -244,3 +244,26 @@ def test_lane_retry_of_no_memory_is_bad_input(tmp_path, clock, argv, capsys):
         return
     assert main([*argv, "--db", str(path)]) == 2
     assert "no memory 'nobody'" in capsys.readouterr().err
+
+
+def test_the_workers_poll_reads_the_pending_and_parked_jobs_indexes_only(tmp_path, clock):
+    """Done jobs are kept for good; the poll a background worker makes every few seconds must
+    not read them all to find the memories with pending or parked jobs due."""
+    import sqlite3
+
+    from fadeway.store.queries_lane import memories_with_jobs
+
+    path = tmp_path / "m.db"
+    with open_engine(path, clock, ScriptedJudge()) as engine:
+        converse_with_notes(engine, engine.memory("m"), clock, [NOTE])
+        assert engine.store.memories_with_pending_jobs(due=time.time()) == []
+    conn = sqlite3.connect(path)
+    try:
+        for due in (None, time.time()):
+            sql, args = memories_with_jobs(due, "?")
+            plan = [row[-1] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, args)]
+            reads = [step for step in plan if step.startswith(("SCAN", "SEARCH"))]
+            wanted = ["jobs_pending", "jobs_parked"] if due is not None else ["jobs_pending"]
+            assert reads == [f"SCAN jobs USING INDEX {index}" for index in wanted], plan
+    finally:
+        conn.close()
