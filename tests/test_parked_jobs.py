@@ -248,7 +248,8 @@ def test_lane_retry_of_no_memory_is_bad_input(tmp_path, clock, argv, capsys):
 
 def test_the_workers_poll_reads_the_pending_and_parked_jobs_indexes_only(tmp_path, clock):
     """Done jobs are kept for good; the poll a background worker makes every few seconds must
-    not read them all to find the memories with pending or parked jobs due."""
+    not read them all to find the memories with pending or parked jobs due (a parked job with
+    no wait is due, as a lane run would revive it)."""
     import sqlite3
 
     from fadeway.store.queries_lane import memories_with_jobs
@@ -256,7 +257,12 @@ def test_the_workers_poll_reads_the_pending_and_parked_jobs_indexes_only(tmp_pat
     path = tmp_path / "m.db"
     with open_engine(path, clock, ScriptedJudge()) as engine:
         converse_with_notes(engine, engine.memory("m"), clock, [NOTE])
-        assert engine.store.memories_with_pending_jobs(due=time.time()) == []
+        store = engine.store
+        assert store.memories_with_pending_jobs(due=time.time()) == []
+        with store.write("m") as tx:  # parked with no wait (as before waits were kept): due
+            tx.park_job(tx.jobs()[0].n, "ConnectionError: refused", None)
+        assert store.memories_with_pending_jobs() == []
+        assert store.memories_with_pending_jobs(due=time.time()) == ["m"]
     conn = sqlite3.connect(path)
     try:
         for due in (None, time.time()):

@@ -457,7 +457,8 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def memories_with_pending_jobs(self, due: float | None = None) -> list[str]:
         """Ids of the memories whose lanes hold pending jobs (ids only: for the lane workers),
-        and, given `due`, those holding a parked job whose wait has passed by then."""
+        and, given `due`, those holding a parked job whose wait has passed by then (or that has
+        none: parked before waits were kept), as `Transaction.revive_jobs(due)` would revive."""
 
     @abc.abstractmethod
     def listen_for_jobs(

@@ -41,7 +41,7 @@ def memories_with_jobs(due: float | None, mark: str) -> tuple[str, tuple]:
     # where an OR read every job ever queued, done ones included.
     return (
         "SELECT memory_id FROM jobs WHERE state = 'pending' UNION SELECT memory_id FROM jobs "
-        f"WHERE state = 'failed' AND retry_at <= {mark} ORDER BY memory_id",
+        f"WHERE state = 'failed' AND (retry_at IS NULL OR retry_at <= {mark}) ORDER BY memory_id",
         (due,),
     )
 
