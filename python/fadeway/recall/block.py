@@ -5,11 +5,11 @@ Everything the walk kept (KEEP_LEVEL or above) is shown while the block fits its
 (`block_limit`, or the room a request has left). When it must shrink, its parts are given up in
 one order: first the lowest ranked grouped facts while they take more than their room
 (`RECALL_FACTS_SHARE` of `block_limit`: past it, a fact is worth less than an excerpt), but
-never one the walk judged relevant or central; then
-excerpts from the last (with their facts); then the parts' sections; then the lowest ranked
-grouped facts. (Facts ranked by level first: a walk's central fact is the last to go.) A grouped
-fact an excerpt shown carries is left out while that excerpt stands, and a long passage is shown
-as the window of it that matches the message (`said_by`, `window`).
+never one the walk judged relevant or central; then excerpts from the last (with their facts);
+then the parts' sections; then the lowest ranked grouped facts. (Facts ranked by level first: a
+walk's central fact is the last to go.) A grouped fact an excerpt shown carries is left out
+while that excerpt stands, and a long passage is shown as the window of it that matches the
+message (`said_by`, `window`).
 """
 
 from __future__ import annotations
