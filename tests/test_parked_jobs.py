@@ -266,7 +266,7 @@ def test_the_workers_poll_reads_the_pending_and_parked_jobs_indexes_only(tmp_pat
     conn = sqlite3.connect(path)
     try:
         for due in (None, time.time()):
-            sql, args = memories_with_jobs(due, "?")
+            sql, args = memories_with_jobs(due)
             plan = [row[-1] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, args)]
             reads = [step for step in plan if step.startswith(("SCAN", "SEARCH"))]
             wanted = ["jobs_pending", "jobs_parked"] if due is not None else ["jobs_pending"]

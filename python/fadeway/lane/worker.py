@@ -15,9 +15,9 @@ is queued again, in its place, once its wait has passed (`park_wait`: by a later
 memory's lane, or by a background worker's poll however quiet the memory is); one parked because
 its service could not be reached, also as soon as a job of its kind that called a model
 completes in the lane (the service answers again: `revive_answered`), with one attempt before
-it is parked again (a job
-that times out by itself, say, costs a call for each that answers, not an outage's sixteen);
-and every one at once by `Memory.retry_jobs` (`fadeway lane retry`). Nothing is given up.
+it is parked again (a job that times out by itself, say, costs a call for each that answers,
+not an outage's sixteen); and every one at once by `Memory.retry_jobs` (`fadeway lane retry`).
+Nothing is given up.
 
 What each kind of job does, and how it is retried, is the job table (`lane.jobs`).
 """
@@ -103,8 +103,7 @@ class _Leases:
     about 6% of each process's time, waiting for the thread to start and to end.)"""
 
     def __init__(self, store: Store, lease: float) -> None:
-        self._store, self._every = store, lease / 3
-        self._lease = lease
+        self._store, self._lease, self._every = store, lease, lease / 3
         self._due: dict[tuple[str, str], float] = {}  # (memory, owner) -> next renewal
         self._renewing: tuple[str, str] | None = None
         self._changed = threading.Condition()
@@ -290,9 +289,7 @@ class Lane:
         """In `tx`, which marked `done` done: queue again, in their places, the memory's jobs
         of `done`'s kind parked because their service could not be reached (it answers again).
         Returns how many."""
-        found = self.jobs.get(done.kind)
-        outages = found.retry.outages if found is not None else C.JOB_MAX_TRANSIENT_ATTEMPTS
-        revived = tx.revive_jobs(kind=done.kind, outages=outages)
+        revived = tx.revive_jobs(kind=done.kind, outages=self._job(done).retry.outages)
         if revived:
             log.info(
                 "memory %r: %d parked jobs queued again: their service answered job %d (%s)",

@@ -145,10 +145,14 @@ class BlockContents:
         back = [n for n in self.held_back if n not in gone and n not in shown]
         # The message's own hits, unjudged: after the facts the walk judged relevant or more,
         # before the rest.
-        at = next((i for i, n in enumerate(grouped) if n not in self.firm), len(grouped))
+        at = self._firm_prefix(grouped)
         grouped[at:at] = back
         self.grouped, self.sections, self.section_facts = grouped, sections, section_facts
         self.excerpts, self.excerpt_facts = excerpts, excerpt_facts
+
+    def _firm_prefix(self, grouped: list[int]) -> int:
+        """How many of `grouped` (ranked by level) lead it as `firm`: judged relevant or more."""
+        return next((i for i, n in enumerate(grouped) if n not in self.firm), len(grouped))
 
     def _unsaid(self, facts: list[int]) -> list[int]:
         """`facts` but those a quoted passage says already."""
@@ -237,9 +241,7 @@ class BlockContents:
         saved = [0.0]  # tokens the lowest k facts take, reckoned
         for n in reversed(grouped):
             saved.append(saved[-1] + (fact_size[n] if n in shown else 0))
-        most = len(grouped) - next(
-            (i for i, n in enumerate(grouped) if n not in self.firm), len(grouped)
-        )
+        most = len(grouped) - self._firm_prefix(grouped)
         gone = 0
         while gone < most and over > saved[gone] and facts - saved[gone] > self.facts_room:
             gone += 1

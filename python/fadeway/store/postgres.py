@@ -384,7 +384,8 @@ class PostgresStore(Store):
         yield from self._ids("SELECT memory_id FROM memories ORDER BY memory_id")
 
     def memories_with_pending_jobs(self, due: float | None = None) -> list[str]:
-        return self._ids(*memories_with_jobs(due, "%s"))
+        sql, args = memories_with_jobs(due)
+        return self._ids(to_pyformat(sql), args)
 
     def listen_for_jobs(
         self, wake: threading.Event, stop: threading.Event

@@ -32,16 +32,16 @@ def _job(row: tuple) -> JobRecord:
     )
 
 
-def memories_with_jobs(due: float | None, mark: str) -> tuple[str, tuple]:
-    """The query (with its driver's placeholder `mark`) and arguments of
-    `Store.memories_with_pending_jobs`: memories with pending jobs, and with parked jobs due."""
+def memories_with_jobs(due: float | None) -> tuple[str, tuple]:
+    """The query and arguments of `Store.memories_with_pending_jobs`: memories with pending
+    jobs, and with parked jobs due."""
     if due is None:
         return "SELECT DISTINCT memory_id FROM jobs WHERE state = 'pending' ORDER BY memory_id", ()
     # A union, not an OR: each side reads its own partial index (jobs_pending, jobs_parked),
     # where an OR read every job ever queued, done ones included.
     return (
         "SELECT memory_id FROM jobs WHERE state = 'pending' UNION SELECT memory_id FROM jobs "
-        f"WHERE state = 'failed' AND (retry_at IS NULL OR retry_at <= {mark}) ORDER BY memory_id",
+        "WHERE state = 'failed' AND (retry_at IS NULL OR retry_at <= ?) ORDER BY memory_id",
         (due,),
     )
 

@@ -292,7 +292,7 @@ class SQLiteStore(Store):
 
     def memories_with_pending_jobs(self, due: float | None = None) -> list[str]:
         with self._using_connection() as conn:
-            return [r[0] for r in conn.execute(*memories_with_jobs(due, "?"))]
+            return [r[0] for r in conn.execute(*memories_with_jobs(due))]
 
     def listen_for_jobs(
         self, wake: threading.Event, stop: threading.Event
