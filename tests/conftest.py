@@ -23,6 +23,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("db", STORES, indirect=True)
 
 
+#: psycopg_pool's threads draw connection-lifetime jitter from the global `random` when they
+#: open a connection, and Hypothesis takes any change of that state while it draws an example
+#: for a strategy of ours using `random`. Our strategies do not (SQLite runs keep the check).
+_POOL_RANDOM = pytest.mark.filterwarnings(
+    "ignore:Do not use the `random` module inside strategies"
+    ":hypothesis.errors.HypothesisDeprecationWarning"
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("postgres"):
+            item.add_marker(_POOL_RANDOM)
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[str]:
     """The URL of a PostgreSQL server for this session (`FADEWAY_TEST_POSTGRES`, else a
