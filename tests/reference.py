@@ -354,10 +354,11 @@ def bm25_reference(
     b: float,
     stopwords: bool | str = True,
     stem: bool = True,
+    max_df: float = 1.0,
 ) -> tuple[list[int], list[float]]:
     """Okapi BM25 with Lucene's idf, ln(1 + (N - df + 0.5) / (df + 0.5)), summed over the query's
-    tokens (repeats count again). Documents matching no token are left out; best first, ties to
-    the lower id; at most k."""
+    tokens (repeats count again), a token in more than `max_df` of max(N, 64) documents left out.
+    Documents matching no token are left out; best first, ties to the lower id; at most k."""
     tokens = {i: bm25_tokens_reference(t, stopwords, stem) for i, t in docs.items()}
     n = len(tokens)
     if n == 0 or k == 0:
@@ -366,7 +367,7 @@ def bm25_reference(
     scores: dict[int, float] = {}
     for q in bm25_tokens_reference(query, stopwords, stem):
         df = sum(q in t for t in tokens.values())
-        if df == 0:
+        if df == 0 or df > max_df * max(n, 64):
             continue
         idf = math.log1p((n - df + 0.5) / (df + 0.5))
         for i, t in tokens.items():

@@ -46,7 +46,7 @@ def test_ranks_ties_and_defaults() -> None:
     docs = {5: "apple banana", 3: "apple banana", 9: "cherry", 1: "Apples, apple pie!"}
     index = build(docs)
     assert len(index) == 4
-    assert index.params == (K1, B, "lucene", True)
+    assert index.params == (K1, B, "lucene", True, 1.0)
     hits = search(index, "apple", 10)
     assert hits[0] == [1, 3, 5]
     assert_equal_hits(hits, reference.bm25_reference(docs, "apple", 10, K1, B))
@@ -74,7 +74,7 @@ def test_english_stopwords_leave_question_words_and_possessives_out() -> None:
     }
     query = "What is Gina's favorite style of dance?"
     lucene, english = build(docs), build(docs, stopwords="english")
-    assert english.params == (K1, B, "english", True)
+    assert english.params == (K1, B, "english", True, 1.0)
     assert search(lucene, query, 3)[0][0] == 1  # "what" and "s", twice each, outweigh "dance"
     assert search(english, query, 3)[0] == [2, 1]  # "Jon: what a day" matches nothing left
     for q in (query, "how did you do that", "were they ever here"):
@@ -107,6 +107,23 @@ def test_remove_and_readd() -> None:
     assert len(index) == 3
 
 
+def test_words_in_most_documents_are_left_out_of_the_query() -> None:
+    """In a conversation of two, each one's name is in most turns (said or addressed): with
+    `max_df` a question naming both finds only what shares its other words, not every short
+    turn that names them (which, fused with the searches by meaning, pushed their hits down);
+    in a young memory (under 64 documents) every word counts."""
+    docs = {n: f"Gina: go get 'em, Jon! Talk soon {n}." for n in range(0, 120, 2)}
+    docs |= {n: f"Jon: thanks Gina, you rock {n}." for n in range(1, 120, 2)}
+    docs[500] = "Gina: the new studio floor in Rome took three weeks to lay and it was worth it."
+    query = "When did Jon and Gina talk about the floor?"
+    plain, sharp = build(docs, stopwords="english"), build(docs, stopwords="english", max_df=0.25)
+    assert search(plain, query, 3)[0] == [500, 0, 2]
+    assert search(sharp, query, 3)[0] == [500]
+    assert search(sharp, "Gina and Jon", 5) == ([], [])
+    young = build({n: docs[n] for n in (0, 1, 2, 500)}, stopwords="english", max_df=0.25)
+    assert sorted(search(young, "Gina", 5)[0]) == [0, 1, 2, 500]  # under 64: a share of 64
+
+
 def test_errors() -> None:
     index = build({7: "x"})
     with pytest.raises(ValueError, match="ids\\[1\\] is 7, which is already in the index"):
@@ -124,6 +141,9 @@ def test_errors() -> None:
         _core.Bm25Index(k1=-1.0)
     with pytest.raises(ValueError, match="b is 2"):
         _core.Bm25Index(b=2.0)
+    for max_df in (0.0, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="max_df is"):
+            _core.Bm25Index(max_df=max_df)
     with pytest.raises(ValueError, match="corrupt"):
         _core.Bm25Index.from_bytes(b"not an index")
 
@@ -160,12 +180,12 @@ def test_churn_compacts_and_keeps_scores() -> None:
 
 def test_serialization_round_trip_and_corruption() -> None:
     docs = {1: "alpha beta", 2: "beta gamma gamma", 3: "delta"}
-    index = build(docs, k1=1.5, b=0.5, stopwords=False, stem=True)
+    index = build(docs, k1=1.5, b=0.5, stopwords=False, stem=True, max_df=0.5)
     index.remove(ids(3))
     data = index.to_bytes()
     assert isinstance(data, bytes)
     back = _core.Bm25Index.from_bytes(data)
-    assert back.params == (1.5, 0.5, "none", True)
+    assert back.params == (1.5, 0.5, "none", True, 0.5)
     assert len(back) == 2
     assert back.to_bytes() == data
     assert search(back, "beta gamma", 5) == search(index, "beta gamma", 5)
@@ -215,18 +235,24 @@ stoplists = st.sampled_from([True, False, "lucene", "english", "none"])
 
 @settings(max_examples=200, deadline=None)
 @given(
-    corpora, corpora, st.lists(texts, min_size=1, max_size=4), stoplists, flags, st.integers(0, 20)
+    corpora,
+    corpora,
+    st.lists(texts, min_size=1, max_size=4),
+    stoplists,
+    flags,
+    st.integers(0, 20),
+    st.sampled_from([1.0, 0.1, 0.03]),  # of at least 64 documents: 6.4 and 1.9 of these
 )
-def test_equals_reference_under_adds_and_removes(kept, extra, queries, stopwords, stem, k):
+def test_equals_reference_under_adds_and_removes(kept, extra, queries, stopwords, stem, k, max_df):
     extra = {i: t for i, t in extra.items() if i not in kept}
-    index = _core.Bm25Index(K1, B, stopwords, stem)
+    index = _core.Bm25Index(K1, B, stopwords, stem, max_df)
     for batch in (kept, extra):
         index.add(np.fromiter(batch, dtype=np.int64, count=len(batch)), list(batch.values()))
     index.remove(np.fromiter(extra, dtype=np.int64, count=len(extra)))
     assert len(index) == len(kept)
     back = _core.Bm25Index.from_bytes(index.to_bytes())
     for q in queries:
-        want = reference.bm25_reference(kept, q, k, K1, B, stopwords, stem)
+        want = reference.bm25_reference(kept, q, k, K1, B, stopwords, stem, max_df)
         assert_equal_hits(search(index, q, k), want)
         assert search(back, q, k) == search(index, q, k)
 

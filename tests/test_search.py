@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 import msgspec
+import numpy as np
 import pytest
 
 import fadeway
@@ -13,6 +14,7 @@ from fadeway._constants import EMBED_DIM
 from fadeway.errors import EmbedderMismatchError
 from fadeway.index.passages import passages_of, windows
 from fadeway.index.paths import index_dir
+from fadeway.index.search import _word_index
 from fadeway.judge import ScriptedJudge
 from fadeway.records import EpisodeRecord, MessageRecord
 from helpers import NOTE_ASKING, call, chat_reply, converse_with_notes, message_record, note_call
@@ -135,22 +137,32 @@ def test_a_corrupt_or_foreign_index_is_rebuilt_from_the_store(tmp_path, clock):
         assert eng.services.indexes.get("m").loaded == set()
 
 
-def test_a_word_index_saved_with_other_stopwords_is_rebuilt(tmp_path, clock, monkeypatch):
-    """An index saved before the word indexes' stopwords changed keeps its own analyzer: it is
-    rebuilt with the engine's settings rather than searched with the old ones."""
+@pytest.mark.parametrize(
+    ("setting", "old", "new", "param", "kind"),
+    [("BM25_STOPWORDS", "lucene", "english", 2, "fact"), ("BM25_MAX_DF", 1.0, 0.25, 4, "passage")],
+)
+def test_a_word_index_saved_with_other_settings_is_rebuilt(
+    tmp_path, clock, monkeypatch, setting, old, new, param, kind
+):
+    """An index saved before the word indexes' stopwords (or the passages' share of documents
+    past which a word is left out) changed keeps its own: it is rebuilt with the engine's
+    settings rather than searched with the old ones."""
     from fadeway import _constants as C
 
-    monkeypatch.setattr(C, "BM25_STOPWORDS", "lucene")
+    monkeypatch.setattr(C, setting, old)
     with _open(tmp_path / "s.db", clock) as eng:
         converse_with_notes(eng, eng.memory("m"), clock, [VAULT + SHARED])
-        assert eng.services.indexes.get("m").words["fact"].params[2] == "lucene"
-    monkeypatch.setattr(C, "BM25_STOPWORDS", "english")
+        assert eng.services.indexes.get("m").words[kind].params[param] == old
+    monkeypatch.setattr(C, setting, new)
     with _open(tmp_path / "s.db", clock) as eng:
         mem = eng.memory("m")
         assert "The vault code is 4417." in _texts(mem.search("What is the vault code?"))
         index = eng.services.indexes.get("m")
-        assert {"fact.bm25", "passage.bm25"}.isdisjoint(index.loaded)
-        assert index.words["fact"].params[2] == index.words["passage"].params[2] == "english"
+        assert "passage.bm25" not in index.loaded
+        # Facts keep every word: their index, saved with the same settings, is kept.
+        assert ("fact.bm25" in index.loaded) == (setting == "BM25_MAX_DF")
+        assert index.words[kind].params[param] == new
+        assert index.words["fact"].params[4] == 1.0
 
 
 def test_indexes_left_beside_a_replaced_store_are_rebuilt(tmp_path, clock):
@@ -184,7 +196,8 @@ def test_indexes_left_beside_a_replaced_store_are_rebuilt(tmp_path, clock):
 def test_a_word_index_another_process_saved_meanwhile_is_not_taken_for_the_states(tmp_path, clock):
     """Two processes save one memory's indexes: each file is replaced whole, the set is not, so
     a process behind can leave its older word index under the other's newer state. That pair
-    is not trusted: the word index is rebuilt, and every passage is found by its own words."""
+    is not trusted: the word index is rebuilt, and finds for every passage's words what an
+    index built afresh from the store finds."""
     path = tmp_path / "s.db"
     with _open(path, clock) as eng:
         mem = eng.memory("m")
@@ -218,7 +231,13 @@ def test_a_word_index_another_process_saved_meanwhile_is_not_taken_for_the_state
             index.sync(tx)
             passages = tx.passages()
         assert len(passages) > 3
-        assert all(p.n in index.by_words("passage", p.text, 5) for p in passages)
+        fresh = _word_index("passage")
+        fresh.add(np.array([p.n for p in passages]), [p.text for p in passages])
+        assert all(
+            index.by_words("passage", p.text, 5) == fresh.search(p.text, 5)[0].tolist()
+            for p in passages
+        )
+        assert any(index.by_words("passage", p.text, 5) for p in passages[-3:])
         assert "passage.bm25" not in index.loaded
 
 

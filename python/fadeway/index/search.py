@@ -72,9 +72,12 @@ def _digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-def _word_index() -> Bm25Index:
-    """An empty word index with fadeway's settings (a saved one built with others is rebuilt)."""
-    return Bm25Index(C.BM25_K1, C.BM25_B, C.BM25_STOPWORDS)
+def _word_index(kind: str) -> Bm25Index:
+    """An empty word index of `kind` documents with fadeway's settings (a saved one built with
+    others is rebuilt): the passages' leaves out of a query the words in most of them
+    (`BM25_MAX_DF`)."""
+    max_df = C.BM25_MAX_DF if kind == "passage" else 1.0
+    return Bm25Index(C.BM25_K1, C.BM25_B, C.BM25_STOPWORDS, max_df=max_df)
 
 
 def _fact_text(fact: FactRecord) -> str:
@@ -157,7 +160,7 @@ class MemoryIndex:
         dim = self._dim()
         self._identity = created_at
         self._prints = {}
-        self.words = {k: _word_index() for k in KINDS}
+        self.words = {k: _word_index(k) for k in KINDS}
         self.through = dict.fromkeys(KINDS, 0)
         self.meaning = {k: VectorIndex(dim, self.embedder.name) for k in KINDS}
         self.cache = MemoryCache()
@@ -186,7 +189,7 @@ class MemoryIndex:
                     # Another process saved its own (older) file between this state's files.
                     raise ValueError("not the file this state was saved with")
                 words = Bm25Index.from_bytes(data)
-                if words.params != _word_index().params:
+                if words.params != _word_index(kind).params:
                     raise ValueError(f"built with other settings {words.params}")
             except (OSError, ValueError) as exc:
                 log.warning(
@@ -236,7 +239,7 @@ class MemoryIndex:
         log.warning(
             "memory %r: %s word index disagrees with the store; rebuilding it", self.memory_id, kind
         )
-        self.words[kind], self.through[kind] = _word_index(), 0
+        self.words[kind], self.through[kind] = _word_index(kind), 0
         self.loaded.discard(f"{kind}.bm25")
         self._sync_words(tx, kind, check=False, mark=None)
         return True

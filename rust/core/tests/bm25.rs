@@ -5,8 +5,8 @@
 use std::collections::HashSet;
 
 use fadeway_core::bm25::{
-    best_window, s_stem, search_naive, tokenize, Analyzer, Bm25Index, Stopwords, MORE_STOPWORDS,
-    STOPWORDS,
+    best_window, s_stem, search_naive, search_naive_max_df, tokenize, Analyzer, Bm25Index,
+    Stopwords, MAX_DF_MIN_DOCS, MORE_STOPWORDS, STOPWORDS,
 };
 use fadeway_core::CoreError;
 use proptest::prelude::*;
@@ -193,6 +193,10 @@ fn errors() {
     assert!(msg(Bm25Index::new(-1.0, B, BOTH).map(|_| ())).contains("k1 is -1"));
     assert!(msg(Bm25Index::new(f64::NAN, B, BOTH).map(|_| ())).contains("k1 is NaN"));
     assert!(msg(Bm25Index::new(K1, 1.5, BOTH).map(|_| ())).contains("b is 1.5"));
+    for bad in [0.0, -0.5, 1.5, f64::NAN] {
+        let r = Bm25Index::new(K1, B, BOTH).and_then(|i| i.with_max_df(bad)).map(|_| ());
+        assert!(msg(r).contains("max_df is"), "{bad}");
+    }
     let mut idx = index(&[(7, "x")], BOTH);
     assert!(msg(idx.add(&[8, 7], &["y", "z"])).contains("ids[1] is 7, which is already"));
     assert!(msg(idx.add(&[8, 8], &["y", "z"])).contains("ids[0] already holds"));
@@ -220,6 +224,56 @@ fn corrupt_bytes_are_errors() {
     let mut longer = bytes.clone();
     longer.push(0);
     assert!(Bm25Index::from_bytes(&longer).is_err());
+}
+
+/// A word in more than `max_df` of the documents is left out of the query; under
+/// `MAX_DF_MIN_DOCS` documents the share is of that many, so a small index drops nothing common
+/// to a few of its documents.
+#[test]
+fn max_df_leaves_common_words_out() {
+    let n = 2 * MAX_DF_MIN_DOCS as i64;
+    let texts: Vec<String> = (0..n)
+        .map(|i| match i {
+            0 => "gina said the trip to rome was long".to_string(),
+            1 => "jon gina rome".to_string(),
+            _ if i % 2 == 0 => format!("gina note {i}"),
+            _ => format!("jon note {i}"),
+        })
+        .collect();
+    let ids: Vec<i64> = (0..n).collect();
+    let mut all = Bm25Index::new(K1, B, PLAIN).expect("valid");
+    all.add(&ids, &texts).expect("unique");
+    let mut common = Bm25Index::new(K1, B, PLAIN).expect("valid").with_max_df(0.25).expect("valid");
+    common.add(&ids, &texts).expect("unique");
+    // "gina" is in half the documents: left out, so only "rome" ranks, and the short document
+    // naming her does not outrank the one about the trip on her name's account.
+    assert_eq!(all.search("gina rome", 3).len(), 3);
+    let hits: Vec<i64> = common.search("gina rome", 3).into_iter().map(|h| h.0).collect();
+    assert_eq!(hits, vec![1, 0]);
+    assert!(common.search("gina", 3).is_empty());
+    assert_eq!(common.scores("gina", &[0, 2]), vec![0.0, 0.0]);
+    // The same words in a small index: a share of MAX_DF_MIN_DOCS, so "gina" in 4 of 5 counts.
+    let mut small = Bm25Index::new(K1, B, PLAIN).expect("valid").with_max_df(0.25).expect("valid");
+    small.add(&ids[..5], &texts[..5]).expect("unique");
+    assert_eq!(small.search("gina", 5).len(), 4);
+}
+
+#[test]
+fn version_1_bytes_read_back_with_nothing_left_out() {
+    let docs = [(1, "alpha beta"), (2, "beta gamma gamma")];
+    let idx = index(&docs, BOTH);
+    let v2 = idx.to_bytes();
+    // Version 1 is version 2 without max_df (8 bytes after k1 and b), with its own checksum.
+    let at = 4 + 1 + 1 + 16;
+    let mut v1 = [&v2[..4], &[1u8], &v2[5..at], &v2[at + 8..v2.len() - 8]].concat();
+    let mut sum: u64 = 0xcbf2_9ce4_8422_2325;
+    for &byte in &v1 {
+        sum = (sum ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    v1.extend_from_slice(&sum.to_le_bytes());
+    let back = Bm25Index::from_bytes(&v1).expect("version 1 is read");
+    assert_eq!(back.max_df(), 1.0);
+    assert_eq!(back.to_bytes(), v2);
 }
 
 /// Documents over a small vocabulary (stopwords and plurals included, so both analyzer steps
@@ -257,6 +311,23 @@ proptest! {
         for q in QUERIES {
             assert_close(&idx.search(q, k), &search_naive(&docs, q, k, K1, B, analyzer));
         }
+    }
+
+    #[test]
+    fn equals_naive_with_max_df(
+        docs in corpus(), analyzer in analyzers(), k in 0usize..25,
+        max_df in prop::sample::select(vec![0.02, 0.05, 0.1, 0.3, 1.0]),
+    ) {
+        let docs = borrowed(&docs);
+        let mut idx = Bm25Index::new(K1, B, analyzer).expect("valid").with_max_df(max_df).expect("valid");
+        let (ids, texts): (Vec<i64>, Vec<&str>) = docs.iter().copied().unzip();
+        idx.add(&ids, &texts).expect("unique ids");
+        for q in QUERIES {
+            let want = search_naive_max_df(&docs, q, k, (K1, B, max_df), analyzer);
+            assert_close(&idx.search(q, k), &want);
+        }
+        let back = Bm25Index::from_bytes(&idx.to_bytes()).expect("round trip");
+        prop_assert_eq!(back.max_df(), max_df);
     }
 
     #[test]
@@ -383,8 +454,9 @@ proptest! {
         batches in churn(),
         queries in prop::collection::vec((any::<u64>(), 0usize..30), 1..6),
         k1 in 0.0f64..3.0, b in 0.0f64..=1.0, k_extra in 0usize..30,
+        max_df in prop::sample::select(vec![0.01, 0.1, 1.0]),
     ) {
-        let mut idx = Bm25Index::new(k1, b, PLAIN).expect("valid");
+        let mut idx = Bm25Index::new(k1, b, PLAIN).expect("valid").with_max_df(max_df).expect("valid");
         let mut next = 0i64;
         let mut live: Vec<i64> = Vec::new();
         for (docs, gone) in batches {

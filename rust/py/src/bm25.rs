@@ -76,16 +76,18 @@ type Hits<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<f64>>);
 
 #[pymethods]
 impl Bm25Index {
-    /// An empty index. Raises ValueError for k1 not finite or negative, b outside [0, 1], or
-    /// stopwords not one of the names.
+    /// An empty index. A query word in more than a share `max_df` of the documents (of at least
+    /// 64) is left out of the query. Raises ValueError for k1 not finite or negative, b outside
+    /// [0, 1], stopwords not one of the names, or max_df outside (0, 1].
     #[new]
     #[pyo3(
-        signature = (k1 = 1.2, b = 0.75, stopwords = StopwordsArg::Flag(true), stem = true),
-        text_signature = "(k1=1.2, b=0.75, stopwords=True, stem=True)"
+        signature = (k1 = 1.2, b = 0.75, stopwords = StopwordsArg::Flag(true), stem = true, max_df = 1.0),
+        text_signature = "(k1=1.2, b=0.75, stopwords=True, stem=True, max_df=1.0)"
     )]
-    fn new(k1: f64, b: f64, stopwords: StopwordsArg, stem: bool) -> PyResult<Self> {
+    fn new(k1: f64, b: f64, stopwords: StopwordsArg, stem: bool, max_df: f64) -> PyResult<Self> {
         let analyzer = Analyzer { stopwords: stopwords.try_into()?, stem };
-        let index = CoreIndex::new(k1, b, analyzer).map_err(to_py)?;
+        let index = CoreIndex::new(k1, b, analyzer).and_then(|i| i.with_max_df(max_df));
+        let index = index.map_err(to_py)?;
         Ok(Bm25Index { inner: RwLock::new(index) })
     }
 
@@ -136,13 +138,13 @@ impl Bm25Index {
         Ok(self.inner.read().map_err(poisoned)?.contains(id))
     }
 
-    /// The BM25 parameters and tokenizer flags, as `(k1, b, stopwords, stem)`, the stopwords by
-    /// name.
+    /// The BM25 parameters and tokenizer flags, as `(k1, b, stopwords, stem, max_df)`, the
+    /// stopwords by name.
     #[getter]
-    fn params(&self) -> PyResult<(f64, f64, &'static str, bool)> {
+    fn params(&self) -> PyResult<(f64, f64, &'static str, bool, f64)> {
         let index = self.inner.read().map_err(poisoned)?;
         let a = index.analyzer();
-        Ok((index.k1(), index.b(), stopwords_name(a.stopwords), a.stem))
+        Ok((index.k1(), index.b(), stopwords_name(a.stopwords), a.stem, index.max_df()))
     }
 
     /// The index as bytes for `from_bytes` (a version byte and a checksum included).

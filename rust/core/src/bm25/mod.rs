@@ -14,6 +14,11 @@
 //! for matching). `k1` and `b` are passed in; fadeway names them once in `_constants.py`. Only
 //! documents that match at least one query token are returned, best first, ties to the lower id.
 //!
+//! A query token found in more than a share `max_df` of the documents (1: none) is left out of
+//! the query, as a stopword of this index ([`weighed`]): in a conversation of two, each one's
+//! name is in most turns (said or addressed), and Lucene's idf still weighs it at about ln 2, so
+//! a question naming both ranks every short turn that names one above the turn it asks about.
+//!
 //! Tokens ([`tokenize`]): maximal runs of `char::is_alphanumeric` characters, lowercased (a run
 //! that is not ASCII goes through `str::to_lowercase`, which applies the final-sigma rule as
 //! Python's `str.lower` does); optionally stopwords ([`Stopwords`]) are dropped and the
@@ -70,7 +75,7 @@
 //!
 //! Serialization ([`Bm25Index::to_bytes`]): magic `FWBM`, a version byte, the tokenizer flags
 //! (bit 1: stem; the rest: 0 no stopwords, 1 Lucene's, 5 English),
-//! k1 and b, the used terms, then each live document's id and `(term, tf)` pairs, all
+//! k1, b and `max_df` (since version 2), the used terms, then each live document's id and `(term, tf)` pairs, all
 //! little-endian, closed by an FNV-1a 64 checksum of everything before it.
 //! [`Bm25Index::from_bytes`] checks the checksum and every length, id and term index, and
 //! rebuilds the postings.
@@ -542,6 +547,8 @@ pub struct Bm25Index {
     lens: Vec<u32>,
     slot_of: HashMap<i64, u32>,
     total_len: u64,
+    /// The share of the documents past which a query term is left out (see the module docs).
+    max_df: f64,
 }
 
 /// The checks of [`Bm25Index::new`]: `k1` finite and >= 0, `b` in `[0, 1]`.
@@ -574,7 +581,24 @@ impl Bm25Index {
             lens: Vec::new(),
             slot_of: HashMap::new(),
             total_len: 0,
+            max_df: 1.0,
         })
+    }
+
+    /// This index with query terms in more than a share `max_df` of its documents left out
+    /// ([`weighed`]). Errors: `max_df` not in `(0, 1]`.
+    pub fn with_max_df(mut self, max_df: f64) -> Result<Self, CoreError> {
+        if !(max_df > 0.0 && max_df <= 1.0) {
+            return Err(CoreError::InvalidArgument(format!(
+                "max_df is {max_df}; it must be in (0, 1]"
+            )));
+        }
+        self.max_df = max_df;
+        Ok(self)
+    }
+
+    pub fn max_df(&self) -> f64 {
+        self.max_df
     }
 
     pub fn k1(&self) -> f64 {
@@ -850,6 +874,7 @@ impl Bm25Index {
         out.push(stopwords | (u8::from(self.analyzer.stem) << 1));
         out.extend_from_slice(&self.k1.to_le_bytes());
         out.extend_from_slice(&self.b.to_le_bytes());
+        out.extend_from_slice(&self.max_df.to_le_bytes());
         // Only terms some live document uses are written, renumbered densely.
         let mut renumber = vec![u32::MAX; self.term_text.len()];
         let mut used = 0u32;
@@ -894,10 +919,10 @@ impl Bm25Index {
         if data.len() < MAGIC.len() + 2 + 8 || &data[..MAGIC.len()] != MAGIC {
             return Err(corrupt("they do not start with the BM25 index header"));
         }
-        if data[MAGIC.len()] != VERSION {
+        let version = data[MAGIC.len()];
+        if !(1..=VERSION).contains(&version) {
             return Err(corrupt(&format!(
-                "format version {} is not the supported version {VERSION}",
-                data[MAGIC.len()]
+                "format version {version} is not one of the supported versions 1 to {VERSION}"
             )));
         }
         let (body, sum) = data.split_at(data.len() - 8);
@@ -914,7 +939,8 @@ impl Bm25Index {
         };
         let analyzer = Analyzer { stopwords, stem: flags & 2 != 0 };
         let (k1, b) = (r.f64()?, r.f64()?);
-        let mut index = Bm25Index::new(k1, b, analyzer)?;
+        let max_df = if version >= 2 { r.f64()? } else { 1.0 }; // version 1 left none out
+        let mut index = Bm25Index::new(k1, b, analyzer)?.with_max_df(max_df)?;
         let n_terms = r.u32()?;
         for _ in 0..n_terms {
             let len = r.u32()? as usize;
@@ -981,7 +1007,19 @@ const DEAD: u32 = u32::MAX;
 const COMPACT_MIN_TOMBSTONES: usize = 1024;
 
 const MAGIC: &[u8; 4] = b"FWBM";
-const VERSION: u8 = 1;
+/// The format written: 2 added `max_df` after `b`; version 1 is still read (as `max_df` 1).
+const VERSION: u8 = 2;
+
+/// The fewest documents `max_df` is taken a share of ([`weighed`]): in a small index a term in a
+/// few of its documents still tells them apart.
+pub const MAX_DF_MIN_DOCS: usize = 64;
+
+/// Whether a query term in `df` of `n` live documents is weighed: it is in some document, and in
+/// no more than a share `max_df` of them, or of `MAX_DF_MIN_DOCS` in a smaller index.
+#[inline]
+fn weighed(n: usize, df: usize, max_df: f64) -> bool {
+    df > 0 && df as f64 <= max_df * n.max(MAX_DF_MIN_DOCS) as f64
+}
 
 /// Lucene's BM25 idf for `df` of `n` documents (see the module documentation).
 #[inline]
@@ -1076,6 +1114,21 @@ pub fn search_naive(
     b: f64,
     analyzer: Analyzer,
 ) -> Vec<(i64, f64)> {
+    search_naive_max_df(docs, query, k, (k1, b, 1.0), analyzer)
+}
+
+/// [`search_naive`] with the query terms in more than a share `max_df` of the documents left
+/// out; `params` is `(k1, b, max_df)`.
+#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
+pub fn search_naive_max_df(
+    docs: &[(i64, &str)],
+    query: &str,
+    k: usize,
+    params: (f64, f64, f64),
+    analyzer: Analyzer,
+) -> Vec<(i64, f64)> {
+    let (k1, b, max_df) = params;
     let tokenized: Vec<(i64, Vec<String>)> =
         docs.iter().map(|&(id, text)| (id, tokenize(text, analyzer))).collect();
     let n = tokenized.len();
@@ -1087,7 +1140,7 @@ pub fn search_naive(
     let mut scores: Vec<f64> = vec![0.0; n];
     for q in tokenize(query, analyzer) {
         let df = tokenized.iter().filter(|(_, t)| t.contains(&q)).count();
-        if df == 0 {
+        if !weighed(n, df, max_df) {
             continue;
         }
         for (d, (_, tokens)) in tokenized.iter().enumerate() {

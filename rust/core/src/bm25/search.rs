@@ -22,7 +22,7 @@
 
 use std::collections::BinaryHeap;
 
-use super::{for_each_token, idf, term_score, Bm25Index, Doc, DEAD};
+use super::{for_each_token, idf, term_score, weighed, Bm25Index, Doc, DEAD};
 
 thread_local! {
     /// The per-slot score accumulator of the exhaustive search, kept per thread between
@@ -469,7 +469,7 @@ impl Bm25Index {
         for_each_token(query, self.analyzer, &mut buf, |t| {
             let Some(&term) = self.term_ids.get(t) else { return };
             let df = self.df[term as usize] as usize;
-            if df == 0 {
+            if !weighed(n, df, self.max_df) {
                 return;
             }
             if let Some(u) = terms.iter().position(|c| c.0 == term) {
@@ -502,7 +502,7 @@ impl Bm25Index {
             for_each_token(query, self.analyzer, &mut buf, |t| {
                 let Some(&term) = self.term_ids.get(t) else { return };
                 let df = self.df[term as usize] as usize;
-                if df == 0 {
+                if !weighed(n, df, self.max_df) {
                     return;
                 }
                 let idf = idf(n, df);
