@@ -74,8 +74,8 @@
 //!   (never too low) and rebuilt by compaction; not serialized (rebuilt with the postings).
 //!
 //! Serialization ([`Bm25Index::to_bytes`]): magic `FWBM`, a version byte, the tokenizer flags
-//! (bit 1: stem; the rest: 0 no stopwords, 1 Lucene's, 5 English),
-//! k1, b and `max_df` (since version 2), the used terms, then each live document's id and `(term, tf)` pairs, all
+//! (bit 1: stem; the rest: 0 no stopwords, 1 Lucene's, 5 English), k1, b and `max_df` (since
+//! version 2), the used terms, then each live document's id and `(term, tf)` pairs, all
 //! little-endian, closed by an FNV-1a 64 checksum of everything before it.
 //! [`Bm25Index::from_bytes`] checks the checksum and every length, id and term index, and
 //! rebuilds the postings.
