@@ -3,6 +3,7 @@ restart (and are rebuilt when they cannot be trusted), and embedder mismatches."
 
 from __future__ import annotations
 
+import logging
 import os
 
 import msgspec
@@ -142,11 +143,12 @@ def test_a_corrupt_or_foreign_index_is_rebuilt_from_the_store(tmp_path, clock):
     [("BM25_STOPWORDS", "lucene", "english", 2, "fact"), ("BM25_MAX_DF", 1.0, 0.25, 4, "passage")],
 )
 def test_a_word_index_saved_with_other_settings_is_rebuilt(
-    tmp_path, clock, monkeypatch, setting, old, new, param, kind
+    tmp_path, clock, monkeypatch, caplog, setting, old, new, param, kind
 ):
     """An index saved before the word indexes' stopwords (or the passages' share of documents
     past which a word is left out) changed keeps its own: it is rebuilt with the engine's
-    settings rather than searched with the old ones."""
+    settings rather than searched with the old ones, said once at INFO (an upgrade, not a
+    fault: a store of many memories is not to log a warning for each)."""
     from fadeway import _constants as C
 
     monkeypatch.setattr(C, setting, old)
@@ -154,9 +156,14 @@ def test_a_word_index_saved_with_other_settings_is_rebuilt(
         converse_with_notes(eng, eng.memory("m"), clock, [VAULT + SHARED])
         assert eng.services.indexes.get("m").words[kind].params[param] == old
     monkeypatch.setattr(C, setting, new)
+    caplog.set_level("INFO", logger="fadeway")
+    caplog.clear()
     with _open(tmp_path / "s.db", clock) as eng:
         mem = eng.memory("m")
         assert "The vault code is 4417." in _texts(mem.search("What is the vault code?"))
+        said = [r for r in caplog.records if "saved with settings" in r.getMessage()]
+        assert [r.levelname for r in said] == ["INFO"] * len(said) and said
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
         index = eng.services.indexes.get("m")
         assert "passage.bm25" not in index.loaded
         # Facts keep every word: their index, saved with the same settings, is kept.

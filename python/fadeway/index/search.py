@@ -189,8 +189,6 @@ class MemoryIndex:
                     # Another process saved its own (older) file between this state's files.
                     raise ValueError("not the file this state was saved with")
                 words = Bm25Index.from_bytes(data)
-                if words.params != _word_index(kind).params:
-                    raise ValueError(f"built with other settings {words.params}")
             except (OSError, ValueError) as exc:
                 log.warning(
                     "memory %r: %s word index unreadable (%s); rebuilding it",
@@ -199,8 +197,18 @@ class MemoryIndex:
                     exc,
                 )
             else:
-                self.words[kind], self.through[kind] = words, int(state["through"][kind])
-                self.loaded.add(f"{kind}.bm25")
+                wanted = _word_index(kind).params
+                if words.params == wanted:
+                    self.words[kind], self.through[kind] = words, int(state["through"][kind])
+                    self.loaded.add(f"{kind}.bm25")
+                else:  # saved by an older fadeway: expected once after an upgrade, not a fault
+                    log.info(
+                        "memory %r: %s word index saved with settings %s, now %s; rebuilding it",
+                        self.memory_id,
+                        kind,
+                        words.params,
+                        wanted,
+                    )
             meaning = VectorIndex.load(
                 self.directory / f"{kind}.hnsw", self.embedder.name, self.embedder.dim
             )
