@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fadeway._core import count_tokens_many
 from fadeway.blocks import (
     RECALL_CLOSE,
     RECALL_OPEN,
@@ -26,6 +27,7 @@ from fadeway.blocks import (
     note_ask,
     note_context,
     recall_block,
+    recall_block_units,
     turns,
 )
 from fadeway.neutralise import neutralise, without_markers
@@ -582,6 +584,22 @@ def test_hostile_text_cannot_forge_lines_or_close_the_recall_block(recalled) -> 
     assert is_block(block)
     assert is_sound_block(block, "recall")  # what an import accepts
     assert not is_sound_block(block.replace("\n", f"\n{RECALL_CLOSE}\n", 1), "recall")
+
+
+@settings(max_examples=300)
+@given(hostile_recall(), st.sampled_from(["o200k_base", "cl100k_base"]))
+def test_a_recall_blocks_tokens_are_the_sum_of_its_units(recalled, encoding) -> None:
+    # Fitting a block counts its states from their units' counts (recall.block), never whole:
+    # whatever the stored text, no BPE piece spans two units.
+    units = recall_block_units(*recalled)
+    block = recall_block(*recalled)
+    if units is None:
+        assert block is None
+        return
+    assert "".join(units) == block
+    assert all(unit.endswith("\n") for unit in units[:-1])
+    whole = int(count_tokens_many(encoding, [block])[0])
+    assert whole == int(count_tokens_many(encoding, units).sum())
 
 
 @given(

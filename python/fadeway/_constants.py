@@ -312,6 +312,9 @@ FACT_SAID_SHARE = 0.8
 #: RECALL_EXCERPTS passages, and the next messages of one topic recall many of them again. A
 #: few kB for a passage of 400 characters: a few MB.
 RECALL_TEXT_CACHE = 1024
+#: Lines of recall blocks whose sizes in tokens are kept across recalls (`recall.block`): a
+#: block of 2,000 tokens is about a hundred, and fitting counts its states from them.
+RECALL_UNIT_CACHE = 8192
 #: Facts shown under an excerpt: its episode's facts that the walk kept (recall) or distill kept,
 #: best first, none shown elsewhere in the block.
 RECALL_EXCERPT_FACTS = 1

@@ -57,6 +57,7 @@ __all__ = [
     "note_ask",
     "note_context",
     "recall_block",
+    "recall_block_units",
     "resealed",
     "turns",
 ]
@@ -329,6 +330,21 @@ def recall_block(
 
     Sections with nothing are left out; None when nothing was found.
     """
+    units = recall_block_units(groups, part_sections, excerpts)
+    return None if units is None else "".join(units)
+
+
+def recall_block_units(
+    groups: Sequence[RecallGroup], part_sections: Sequence[PartSection], excerpts: Sequence[Excerpt]
+) -> list[str] | None:
+    """`recall_block`'s text cut after each line break that a line of the block's own (a
+    heading, a fact, an excerpt, the closing marker) follows: joined, the units are the block.
+
+    A BPE piece never reaches back across a line break to a line that starts with one of these
+    (OpenAI's pre-tokenisers join a line break only to what precedes it, or to a "/" or a line
+    break after it), so the block's tokens are the sum of its units': a block being fitted to
+    its size is counted from its units' counts, which its other states share, never whole.
+    """
     sections: list[list[str]] = []
     shown: set[RecalledFact] = set()
 
@@ -359,8 +375,15 @@ def recall_block(
 
     if not sections:
         return None
-    body = "\n\n".join("\n".join(section) for section in sections)
-    return f"{RECALL_OPEN}\n\n{RECALL_PREAMBLE}\n\n{body}\n{RECALL_CLOSE}"
+    units = [_RECALL_HEAD]
+    for i, section in enumerate(sections):
+        units += [line + "\n" for line in section[:-1]]
+        units.append(section[-1] + ("\n\n" if i < len(sections) - 1 else "\n"))
+    units.append(RECALL_CLOSE)
+    return units
+
+
+_RECALL_HEAD = f"{RECALL_OPEN}\n\n{RECALL_PREAMBLE}\n\n"
 
 
 # --- recognising our own blocks ----------------------------------------------------------------

@@ -33,6 +33,7 @@ __all__ = [
     "block_limit",
     "excerpts_searched",
     "block_tokens",
+    "units_tokens",
     "excerpt_sizes",
     "excerpts_of",
     "said_by",
@@ -110,8 +111,8 @@ class BlockContents:
     _groups: dict[tuple[int, ...], list[blocks.RecallGroup]] = field(
         default_factory=dict, repr=False, compare=False
     )
-    # While `fit` runs, only its truncations change the contents: each state's text, by counts.
-    _fitting: dict[tuple[int, int, int, bool], str | None] | None = field(
+    # While `fit` runs, only its truncations change the contents: each state's units, by counts.
+    _fitting: dict[tuple[int, int, int, bool], list[str] | None] | None = field(
         default=None, repr=False, compare=False
     )
 
@@ -162,24 +163,39 @@ class BlockContents:
         return [n for n in facts if not self.said.get(n, frozenset()) & quoted]
 
     def render(self, *, facts_only: bool = False) -> str | None:
+        units = self._units(facts_only)
+        return None if units is None else "".join(units)
+
+    def size(self, *, facts_only: bool = False) -> int:
+        """The tokens of the block as it stands (`block_tokens`), from its units' counts."""
+        return units_tokens(self._units(facts_only))
+
+    def fits(self, limit: float) -> bool:
+        """Whether the block as it stands takes at most `limit` tokens (no block always does)."""
+        units = self._units(False)
+        return units is None or units_tokens(units) <= limit
+
+    def _units(self, facts_only: bool) -> list[str] | None:
+        """The block as it stands, cut into `blocks.recall_block_units`."""
         state = (len(self.grouped), len(self.sections), len(self.excerpts), facts_only)
         if self._fitting is not None and state in self._fitting:
             return self._fitting[state]
         shown = tuple(self._unsaid(self.grouped))
         if (groups := self._groups.get(shown)) is None:  # fitting renders the same facts again
             groups = self._groups[shown] = group_facts(self.snap, shown)
-        block = blocks.recall_block(
+        units = blocks.recall_block_units(
             groups, [] if facts_only else self.sections, [] if facts_only else self.excerpts
         )
         if self._fitting is not None:
-            self._fitting[state] = block
-        return block
+            self._fitting[state] = units
+        return units
 
     def fit(self, limit: float) -> str | None:
         """The block, leaving out the least of what it shows, until it takes at most `limit`
         tokens (the order is the module's). What to leave out is first reckoned from each
         item's own size (one render per item given up made fitting most of recall's time),
-        then checked on the block: the result is what giving up one item at a time shows."""
+        then checked on the block: the result is what giving up one item at a time shows. The
+        block is counted from its units (`units_tokens`), never rendered whole until it fits."""
         self._fitting = {}
         try:
             return self._fit(limit)
@@ -187,42 +203,36 @@ class BlockContents:
             self._fitting = None
 
     def _fit(self, limit: float) -> str | None:
-        encoding = tokens.encoding_for_model(None)
         sizes = excerpt_sizes(self.excerpts)
-        excerpts_size = sum(sizes) + len(sizes) + _EXCERPTS_HEADING
+        excerpts_size = sum(sizes) + _EXCERPTS_HEADING
         # The rest of the block is rendered and counted only when its size may matter: when
         # the excerpts alone are past the limit, the block cannot fit as it is.
         reckoned: float | None = None
         if excerpts_size - _RECKONING_SLACK <= limit:
             reckoned = self._without_excerpts() + excerpts_size
             if reckoned - _RECKONING_SLACK <= limit:  # it may fit: only the block says
-                block = self.render()
-                if _fits(block, limit):
-                    return block
-                reckoned = block_tokens(block)
+                if self.fits(limit):
+                    return self.render()
+                reckoned = self.size()
 
         def over() -> float:
             whole = self._without_excerpts() + excerpts_size if reckoned is None else reckoned
             return whole - limit
 
-        lines = [blocks.grouped_line(self.snap.recalled(n)) for n in self.grouped]
-        counted = tokens.count_texts(encoding, lines)
-        fact_size = {n: size + 1 for n, size in zip(self.grouped, counted, strict=True)}
+        lines = [blocks.grouped_line(self.snap.recalled(n)) + "\n" for n in self.grouped]
+        fact_size = dict(zip(self.grouped, unit_sizes(lines), strict=True))
         self._facts_past_room(over, limit, fact_size)
         if self.excerpts:
-            reckoned = self._without_excerpts() + sum(sizes) + len(sizes) + _EXCERPTS_HEADING
-            block = self._fewer_excerpts(reckoned - limit, limit, fact_size, sizes)
-        else:
-            block = self.render()
-        while not _fits(block, limit):
+            reckoned = self._without_excerpts() + sum(sizes) + _EXCERPTS_HEADING
+            self._fewer_excerpts(reckoned - limit, limit, fact_size, sizes)
+        while not self.fits(limit):
             if self.excerpts:
                 self._keep_excerpts(len(self.excerpts) - 1)
             elif self.sections:
                 del self.section_facts[len(self.section_facts) - len(self.sections.pop().facts) :]
             else:
                 self.grouped.pop()
-            block = self.render()
-        return block
+        return self.render()
 
     def _facts_past_room(
         self, reckon: Callable[[], float], limit: float, fact_size: dict[int, int]
@@ -233,7 +243,7 @@ class BlockContents:
         block. A fact the walk judged relevant or central (`firm`, ranked first) never gives
         way to the room: only the block's size takes it, after every excerpt."""
         grouped = self.grouped
-        facts = block_tokens(self.render(facts_only=True))
+        facts = self.size(facts_only=True)
         if facts <= self.facts_room:
             return
         over = reckon()
@@ -250,9 +260,9 @@ class BlockContents:
             self.grouped = grouped[: len(grouped) - k]
             return (
                 not self.grouped
-                or block_tokens(self.render(facts_only=True)) <= self.facts_room
-                # rendered only when the reckoning says it may fit: a heading is a few tokens
-                or (over - saved[k] <= _RECKONING_SLACK and _fits(self.render(), limit))
+                or self.size(facts_only=True) <= self.facts_room
+                # counted only when the reckoning says it may fit: a heading is a few tokens
+                or (over - saved[k] <= _RECKONING_SLACK and self.fits(limit))
             )
 
         while gone < most and not enough(gone):
@@ -266,40 +276,37 @@ class BlockContents:
         fitting, excerpts = self._fitting, self.excerpts
         self._fitting, self.excerpts = None, []  # not a state `fit` passes through
         try:
-            return block_tokens(self.render())
+            return self.size()
         finally:
             self._fitting, self.excerpts = fitting, excerpts
 
     def _fewer_excerpts(
         self, over: float, limit: float, fact_size: dict[int, int], sizes: list[int]
-    ) -> str | None:
-        """The block without the last excerpts, as many as their `sizes` reckon (`over` tokens
-        too many; a fact an excerpt carried comes back with its tokens when it goes), then the
-        count set right on the rendered block."""
+    ) -> None:
+        """Leave out the last excerpts, as many as their `sizes` reckon (`over` tokens too
+        many; a fact an excerpt carried comes back with its tokens when it goes), then the
+        count set right on the block."""
         whole = (self.excerpts, self.excerpt_facts, self.quoted)
         shown = set(self._unsaid(self.grouped))
         kept = len(self.excerpts)
         while kept > 0 and over > 0:
             kept -= 1
-            over -= sizes[kept] + 1
+            over -= sizes[kept]
             self._keep_excerpts(kept)
             back = set(self._unsaid(self.grouped)) - shown
             over += sum(fact_size[n] for n in back)
             shown |= back
 
-        def block_with(n: int) -> str | None:
+        def fits_with(n: int) -> bool:
             self.excerpts, self.excerpt_facts, self.quoted = whole
             self._keep_excerpts(n)
-            return self.render()
+            return self.fits(limit)
 
-        block = block_with(kept)
-        while kept > 0 and not _fits(block, limit):
+        while kept > 0 and not fits_with(kept):
             kept -= 1
-            block = block_with(kept)
-        while kept < len(whole[0]) and _fits(more := block_with(kept + 1), limit):
-            kept, block = kept + 1, more
-        block_with(kept)
-        return block
+        while kept < len(whole[0]) and fits_with(kept + 1):
+            kept += 1
+        fits_with(kept)
 
     def _keep_excerpts(self, n: int) -> None:
         """Keep the first `n` excerpts, with their facts and passages."""
@@ -325,10 +332,6 @@ _RECKONING_SLACK = 64
 _MEASURED_AT_ONCE = 8
 # The excerpts' heading and the blank line before it.
 _EXCERPTS_HEADING = 6
-
-
-def _fits(block: str | None, limit: float) -> bool:
-    return block is None or block_tokens(block) <= limit
 
 
 def _leave_out(
@@ -377,8 +380,7 @@ def excerpts_of(
     bare: list[blocks.Excerpt] = []  # each excerpt without its facts
     for i, p in enumerate(passages):
         if i and i % _MEASURED_AT_ONCE == 0 and room < math.inf:
-            # A token less for each: joined, one may share a token with the next.
-            least += sum(excerpt_sizes(bare[-_MEASURED_AT_ONCE:])) - _MEASURED_AT_ONCE
+            least += sum(excerpt_sizes(bare[-_MEASURED_AT_ONCE:]))
             if least > room:
                 break
         own = [n for n in ranked.get(p.episode, ()) if n not in seen]
@@ -407,23 +409,36 @@ def _shown(passage: PassageRecord, wanted: frozenset[str] | None) -> str:
 
 
 def excerpt_sizes(excerpts: Sequence[blocks.Excerpt]) -> list[int]:
-    """Each excerpt's tokens as the block shows it (`blocks.excerpt_text`), without its line
-    break. Counted once per excerpt: fitting and `excerpts_of` ask for the same ones, and one
-    topic's next messages quote many of them again."""
-    sizes = {e: _SIZES.get(e) for e in excerpts}
-    missing = [e for e, size in sizes.items() if size is None]
-    if missing:
-        counted = tokens.count_texts(
-            tokens.encoding_for_model(None), [blocks.excerpt_text(e) for e in missing]
-        )
-        if len(_SIZES) + len(missing) > C.RECALL_TEXT_CACHE:
-            _SIZES.clear()
-        _SIZES.update(zip(missing, counted, strict=True))
-        sizes.update(zip(missing, counted, strict=True))
-    return [sizes[e] for e in excerpts]  # type: ignore[misc]  # every one counted now
+    """Each excerpt's tokens as the block shows it (`blocks.excerpt_text` and its line break: its
+    unit of the block). Counted once per excerpt: fitting and `excerpts_of` ask for the same
+    ones, and one topic's next messages quote many of them again."""
+    return unit_sizes([blocks.excerpt_text(e) + "\n" for e in excerpts])
 
 
-_SIZES: dict[blocks.Excerpt, int] = {}
+def units_tokens(units: Sequence[str] | None) -> int:
+    """The tokens of a block given as its units (`blocks.recall_block_units`), as a message:
+    `block_tokens` of their text, which is the sum of their counts."""
+    return 0 if units is None else sum(unit_sizes(units)) + C.TOKENS_PER_MESSAGE
+
+
+def unit_sizes(units: Sequence[str]) -> list[int]:
+    """Each unit's tokens (the default encoding), counted once while it is kept: a block being
+    fitted is counted again and again from mostly the same units, and the next recalls of a
+    topic share its headings and many of its lines."""
+    sizes = [_UNIT_SIZES.get(u) for u in units]
+    missing = list(dict.fromkeys(u for u, size in zip(units, sizes, strict=True) if size is None))
+    if not missing:
+        return sizes  # type: ignore[return-value]  # every one counted
+    counted = dict(
+        zip(missing, tokens.count_texts(tokens.encoding_for_model(None), missing), strict=True)
+    )
+    if len(_UNIT_SIZES) + len(counted) > C.RECALL_UNIT_CACHE:
+        _UNIT_SIZES.clear()
+    _UNIT_SIZES.update(counted)
+    return [counted[u] if size is None else size for u, size in zip(units, sizes, strict=True)]
+
+
+_UNIT_SIZES: dict[str, int] = {}
 
 
 def _ranked_by_episode(snap: Snapshot, fact_rank: dict[int, int]) -> dict[int, list[int]]:
