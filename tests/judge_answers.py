@@ -85,8 +85,11 @@ def completion(
     content: str | None = None,
     tool: tuple[str, str] | None = None,
     usage: tuple[int, int] | None = (120, 30),
+    cached: Any = None,
 ) -> dict:
-    """A chat.completion body holding `content` or one tool call (name, arguments)."""
+    """A chat.completion body holding `content` or one tool call (name, arguments); `cached`,
+    when given, is what its usage says of the prompt tokens served from the prompt cache
+    (`prompt_tokens_details.cached_tokens`)."""
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if tool is not None:
         message["tool_calls"] = [
@@ -108,6 +111,8 @@ def completion(
             "completion_tokens": usage[1],
             "total_tokens": sum(usage),
         }
+        if cached is not None:
+            body["usage"]["prompt_tokens_details"] = {"cached_tokens": cached, "audio_tokens": 0}
     return body
 
 

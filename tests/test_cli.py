@@ -272,9 +272,14 @@ def test_a_command_that_only_reads_refuses_a_missing_store_and_creates_none(tmp_
 def _store_with_usage(db) -> None:
     from fadeway.usage import UsageRecord
 
-    def call(kind, model, tokens_in, tokens_out, seconds):
+    def call(kind, model, tokens_in, tokens_out, seconds, cached=0):
         return UsageRecord(
-            kind=kind, model=model, tokens_in=tokens_in, tokens_out=tokens_out, seconds=seconds
+            kind=kind,
+            model=model,
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            seconds=seconds,
+            tokens_cached=cached,
         )
 
     with fadeway.open(db, background=False) as engine:
@@ -284,9 +289,9 @@ def _store_with_usage(db) -> None:
         with engine.store.write("m") as tx:
             tx.insert_usage(
                 [
-                    call("judge:about", "gpt-4.1-mini", 1_200_000, 30_000, 12.5),
+                    call("judge:about", "gpt-4.1-mini", 1_200_000, 30_000, 12.5, 400_000),
                     call("embed", "text-embedding-3-small", 500_000, 0, 3.0),
-                    call("judge:about", "gpt-4.1-mini", 800_000, 20_000, 7.5),
+                    call("judge:about", "gpt-4.1-mini", 800_000, 20_000, 7.5, 100_000),
                     call("note", "local-llama", 1_000, 200, 1.0),
                 ],
                 0.0,
@@ -297,6 +302,7 @@ PRICES = """
 ["gpt-4.1-mini"]
 input = 0.40
 output = 1.60
+cached_input = 0.10
 
 ["text-embedding-3-small"]
 input = 0.02
@@ -310,9 +316,10 @@ def test_usage_shows_calls_tokens_and_cost_by_kind_and_model(tmp_path, capsys):
     _store_with_usage(db)
     assert main(["usage", "m", "--db", db]) == 0
     rows = {line.split()[0]: line.split()[1:] for line in capsys.readouterr().out.splitlines()}
-    assert rows["judge:about"] == ["gpt-4.1-mini", "2", "2,000,000", "50,000", "20.0"]
-    assert rows["embed"] == ["text-embedding-3-small", "1", "500,000", "0", "3.0"]
-    assert rows["total"] == ["4", "2,501,000", "50,200", "24.0"]
+    # tokens in, of those cached by the provider, tokens out
+    assert rows["judge:about"] == ["gpt-4.1-mini", "2", "2,000,000", "500,000", "50,000", "20.0"]
+    assert rows["embed"] == ["text-embedding-3-small", "1", "500,000", "0", "0", "3.0"]
+    assert rows["total"] == ["4", "2,501,000", "500,000", "50,200", "24.0"]
     assert "cost" not in rows["kind"]
 
     prices = tmp_path / "prices.toml"
@@ -320,19 +327,28 @@ def test_usage_shows_calls_tokens_and_cost_by_kind_and_model(tmp_path, capsys):
     assert main(["usage", "m", "--db", db, "--prices", str(prices)]) == 0
     out = capsys.readouterr().out
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()}
-    assert rows["judge:about"][-1] == "$0.8800"  # 2M in at $0.40, 50k out at $1.60
+    # 1.5M in at $0.40, 0.5M cached at $0.10, 50k out at $1.60
+    assert rows["judge:about"][-1] == "$0.7300"
     assert rows["embed"][-1] == "$0.0100"
     assert rows["note"][-1] == "—"  # no price for local-llama
-    assert rows["total"][-1] == "$0.8900"
+    assert rows["total"][-1] == "$0.7400"
     assert "no price for local-llama" in out
 
     assert main(["usage", "m", "--db", db, "--prices", str(prices), "--json"]) == 0
     view = msgspec.json.decode(capsys.readouterr().out)
     costs = {(r["kind"], r["model"]): r["cost"] for r in view["rows"]}
     assert costs[("note", "local-llama")] is None
-    assert abs(costs[("judge:about", "gpt-4.1-mini")] - 0.88) < 1e-9
-    assert abs(view["total"]["cost"] - 0.89) < 1e-9 and view["total"]["calls"] == 4
+    assert abs(costs[("judge:about", "gpt-4.1-mini")] - 0.73) < 1e-9
+    assert abs(view["total"]["cost"] - 0.74) < 1e-9 and view["total"]["calls"] == 4
     assert view["unpriced"] == ["local-llama"]
+    assert view["total"]["tokens_cached"] == 500_000
+
+    # Without a cached price, the cached tokens cost what the other input tokens cost.
+    prices.write_text(PRICES.replace("cached_input = 0.10\n", ""))
+    assert main(["usage", "m", "--db", db, "--prices", str(prices), "--json"]) == 0
+    view = msgspec.json.decode(capsys.readouterr().out)
+    costs = {(r["kind"], r["model"]): r["cost"] for r in view["rows"]}
+    assert abs(costs[("judge:about", "gpt-4.1-mini")] - 0.88) < 1e-9  # 2M in at $0.40
 
     assert main(["usage", "nobody", "--db", db]) == 2
     assert "no memory 'nobody'" in capsys.readouterr().err
@@ -347,6 +363,7 @@ def test_usage_shows_calls_tokens_and_cost_by_kind_and_model(tmp_path, capsys):
         ('["m"]\ninput = "cheap"\n', "'m' input must be a number of dollars per million"),
         ('["m"]\noutput = 2\n', "'m' has no input price"),
         ('["m"]\ninput = 1\ncached = 0.5\n', "unknown keys ['cached']"),
+        ('["m"]\ninput = 1\ncached_input = -0.5\n', "'m' cached_input must be a finite number"),
         ("m = 0.4\n", "'m' must be a table"),
     ],
 )

@@ -244,6 +244,13 @@ CASES = {
         lambda d: d["recalls"].append(d["recalls"][0]),
         r"recalls\[\d+\] repeats \d+, which an earlier one has",
     ),
+    "more cached tokens than were read": (
+        lambda d: d["usage"].append(
+            {"at": 0.0, "kind": "note", "model": "m", "tokens_in": 10, "tokens_out": 1}
+            | {"tokens_cached": 11}
+        ),
+        r"usage\[\d+\] has 11 cached tokens of 10 read",
+    ),
     "a job payload that is no object": (
         lambda d: d["jobs"].append({"kind": "cut", "payload": [1], "created_at": 0.0}),
         "not a JSON object",

@@ -574,6 +574,26 @@ def test_usage_is_recorded_for_every_answered_call(server, make_judge):
     assert all(u.seconds > 0 for u in used)
 
 
+def test_the_prompt_tokens_served_from_the_cache_are_recorded(server, make_judge):
+    # OpenAI reports them in usage.prompt_tokens_details; a server's odd value there is read
+    # as none, and the answer is used all the same.
+    def cached(n):
+        def reply(request):
+            out = valid(request)
+            out.body["usage"]["prompt_tokens_details"] = {"cached_tokens": n, "audio_tokens": 0}
+            return out
+
+        return reply
+
+    server.script(cached(96), cached("lots"), cached(500))
+    judge = make_judge()
+    with usage.collecting() as used:
+        run(judge.same_entity([("a", "b")]))
+        run(judge.same_entity([("a", "b")]))
+        run(judge.same_entity([("a", "b")]))
+    assert [(u.tokens_in, u.tokens_cached) for u in used] == [(120, 96), (120, 0), (120, 120)]
+
+
 # -- configuration ----------------------------------------------------------------------------
 
 

@@ -99,6 +99,14 @@ def test_the_ask_and_the_note_tool_go_as_the_live_model_gets_them(server, writer
     ]
 
 
+def test_a_notes_prompt_tokens_served_from_the_cache_are_recorded(server, writer):
+    arguments = json.dumps(NOTE)
+    server.script(Reply(body=completion(tool=("note", arguments), cached=64)))
+    with usage.collecting() as used:
+        write(writer)
+    assert [(u.kind, u.tokens_in, u.tokens_cached) for u in used] == [("note", 120, 64)]
+
+
 def test_a_malformed_note_is_asked_again_once(server, writer, caplog):
     server.script(note_reply('{"notes": [{"note": 5}]'), note_reply(NOTE))
     with caplog.at_level(logging.WARNING):

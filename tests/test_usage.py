@@ -18,7 +18,8 @@ class MeteredJudge(ScriptedJudge):
     """Records one call per judgment, as a model-backed judge does."""
 
     async def about(self, facts, episodes, *, deadline=None):
-        usage.record("judge:about", "judge-model", 100 * len(facts), 5 * len(facts), 0.25)
+        n = len(facts)
+        usage.record("judge:about", "judge-model", 100 * n, 5 * n, 0.25, tokens_cached=60 * n)
         return await super().about(facts, episodes, deadline=deadline)
 
     async def levels(self, facts, dialogue, *, deadline=None):
@@ -52,12 +53,14 @@ def test_usage_is_recorded_per_memory_and_exported_without_latency(tmp_path, clo
         summary = {(s.kind, s.model): s for s in a.usage()}
         about = summary[("judge:about", "judge-model")]
         assert about.calls >= 1 and about.tokens_in == 100 * about.calls
+        assert about.tokens_cached == 60 * about.calls  # stored with the call, summed
         assert about.seconds == 0.25 * about.calls
         assert ("judge:levels", "judge-model") in summary  # the lane's prepared walks
         assert b.usage() == []  # nothing was spent on b
         export = a.export()
         assert len(export.usage) == sum(s.calls for s in a.usage())
         assert all(not hasattr(u, "seconds") for u in export.usage)
+        assert {u.tokens_cached for u in export.usage if u.kind == "judge:about"} == {60}
         doc = fadeway.dumps(export)
     with fadeway.open(tmp_path / "copy.db", background=False) as other:
         assert fadeway.dumps(other.import_memory(doc).export()) == doc
@@ -119,3 +122,46 @@ def test_every_embedding_request_is_counted_with_the_memory_it_served(tmp_path, 
     read = [tokens.count_texts("o200k_base", r.body["input"]) for r in server.requests]
     assert sum(s.tokens_in for s in spent) == sum(map(sum, read))
     assert all(s.tokens_out == 0 for s in spent)
+
+
+def test_calls_recorded_before_cached_tokens_were_kept_read_as_none_cached(tmp_path, clock):
+    from test_migrations import _as_of
+
+    today = tmp_path / "today.db"
+    with fadeway.open(today, clock=clock, background=False) as eng:
+        eng.memory("m").decorate(
+            {"model": "gpt-4.1", "messages": [{"role": "user", "content": "hi"}]}
+        )
+        with eng.store.write("m") as tx:
+            tx.insert_usage(
+                [
+                    usage.UsageRecord(
+                        kind="note",
+                        model="x",
+                        tokens_in=50,
+                        tokens_out=5,
+                        seconds=1.0,
+                        tokens_cached=20,
+                    )
+                ],
+                1.0,
+            )
+    _as_of(12, today, tmp_path / "v12.db")  # the schema before cached tokens: the column goes
+    with fadeway.open(tmp_path / "v12.db", clock=clock, background=False) as eng:
+        mem = eng.memory("m")
+        assert [(u.tokens_in, u.tokens_cached) for u in mem.usage()] == [(50, 0)]
+        with eng.store.write("m") as tx:  # and the calls recorded from now on keep them
+            tx.insert_usage(
+                [
+                    usage.UsageRecord(
+                        kind="note",
+                        model="x",
+                        tokens_in=50,
+                        tokens_out=5,
+                        seconds=1.0,
+                        tokens_cached=20,
+                    )
+                ],
+                2.0,
+            )
+        assert [(u.tokens_in, u.tokens_cached) for u in mem.usage()] == [(100, 20)]

@@ -403,6 +403,7 @@ class ExportedUsage(msgspec.Struct, frozen=True, kw_only=True):
     model: str
     tokens_in: int
     tokens_out: int
+    tokens_cached: int = 0  # of tokens_in, served from the provider's prompt cache
 
 
 class ExportedJob(msgspec.Struct, frozen=True, kw_only=True):

@@ -19,7 +19,9 @@ __all__ = ["UsageRecord", "UsageSummary", "record", "collecting", "sum_usage", "
 
 class UsageRecord(msgspec.Struct, frozen=True, kw_only=True):
     """One call to a model: what for (`kind`, e.g. "judge:levels" or "note"), which model, the
-    tokens it read and wrote as the endpoint reported them, and how long it took."""
+    tokens it read and wrote as the endpoint reported them, and how long it took.
+    `tokens_cached` are the tokens read that the provider served from its prompt cache (part
+    of `tokens_in`, billed lower; 0 when it did not say)."""
 
     kind: str
     model: str
@@ -27,6 +29,7 @@ class UsageRecord(msgspec.Struct, frozen=True, kw_only=True):
     tokens_out: int
     seconds: float
     at: float = 0.0  # the engine's time when it was stored (set by the store's writer)
+    tokens_cached: int = 0
 
 
 class UsageSummary(msgspec.Struct, frozen=True, kw_only=True):
@@ -38,6 +41,7 @@ class UsageSummary(msgspec.Struct, frozen=True, kw_only=True):
     tokens_in: int
     tokens_out: int
     seconds: float
+    tokens_cached: int = 0  # of tokens_in, served from the provider's prompt cache
 
 
 def summarise_usage(rows: list[UsageRecord]) -> list[UsageSummary]:
@@ -50,6 +54,7 @@ def summarise_usage(rows: list[UsageRecord]) -> list[UsageSummary]:
             tokens_in=u.tokens_in,
             tokens_out=u.tokens_out,
             seconds=u.seconds,
+            tokens_cached=u.tokens_cached,
         )
         for u in rows
     )
@@ -60,29 +65,48 @@ def sum_usage(summaries: Iterable[UsageSummary]) -> list[UsageSummary]:
     appearance."""
     sums: dict[tuple[str, str], list[float]] = {}
     for u in summaries:
-        acc = sums.setdefault((u.kind, u.model), [0, 0, 0, 0.0])
+        acc = sums.setdefault((u.kind, u.model), [0, 0, 0, 0.0, 0])
         acc[0] += u.calls
         acc[1] += u.tokens_in
         acc[2] += u.tokens_out
         acc[3] += u.seconds
+        acc[4] += u.tokens_cached
     return [
         UsageSummary(
-            kind=kind, model=model, calls=int(c), tokens_in=int(i), tokens_out=int(o), seconds=sec
+            kind=kind,
+            model=model,
+            calls=int(c),
+            tokens_in=int(i),
+            tokens_out=int(o),
+            seconds=sec,
+            tokens_cached=int(cached),
         )
-        for (kind, model), (c, i, o, sec) in sums.items()
+        for (kind, model), (c, i, o, sec, cached) in sums.items()
     ]
 
 
 _collector: ContextVar[list[UsageRecord] | None] = ContextVar("fadeway_usage", default=None)
 
 
-def record(kind: str, model: str, tokens_in: int, tokens_out: int, seconds: float) -> None:
+def record(
+    kind: str,
+    model: str,
+    tokens_in: int,
+    tokens_out: int,
+    seconds: float,
+    tokens_cached: int = 0,
+) -> None:
     """Record one model call where a `collecting()` block is listening (else nowhere)."""
     collector = _collector.get()
     if collector is not None:
         collector.append(
             UsageRecord(
-                kind=kind, model=model, tokens_in=tokens_in, tokens_out=tokens_out, seconds=seconds
+                kind=kind,
+                model=model,
+                tokens_in=tokens_in,
+                tokens_out=tokens_out,
+                seconds=seconds,
+                tokens_cached=tokens_cached,
             )
         )
 

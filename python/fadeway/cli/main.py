@@ -145,8 +145,9 @@ def _add_prices(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("FADEWAY_PRICES") or None,
         metavar="FILE",
         help='a TOML file of dollars per million tokens by model: ["gpt-4.1-mini"] with '
-        "input = 0.40 and output = 1.60 (output may be left out); adds the model calls' "
-        "cost (default: FADEWAY_PRICES)",
+        "input = 0.40 and output = 1.60 (output may be left out), and cached_input = 0.10 "
+        "for input the provider served from its prompt cache; adds the model calls' cost "
+        "(default: FADEWAY_PRICES)",
     )
 
 
@@ -275,7 +276,8 @@ def _add_usage(sub: Commands) -> None:
         "usage",
         help="what one memory's own model calls cost",
         description="The memory's judge, note-writer and embedding calls by kind and model: "
-        "calls, tokens in, tokens out, seconds, and a total; with --prices, the cost.",
+        "calls, tokens in (and of those, cached by the provider), tokens out, seconds, and a "
+        "total; with --prices, the cost.",
     )
     usage.add_argument("memory", metavar="MEMORY")
     _add_db(usage)

@@ -267,6 +267,7 @@ def _usage_section(usage: dict[str, Any]) -> str:
                 + _td(_e(model), "text")
                 + _td(f"{r['calls']:,}")
                 + _td(f"{r['tokens_in']:,}")
+                + _td(f"{r['tokens_cached']:,}")
                 + _td(f"{r['tokens_out']:,}")
                 + _td(f"{r['seconds']:.1f}")
                 + "</tr>"
@@ -274,7 +275,7 @@ def _usage_section(usage: dict[str, Any]) -> str:
 
         rows = [row(r["kind"], r["model"], r) for r in usage["rows"]]
         rows.append(row("total", "", usage["total"], ' class="total"'))
-        head = ["kind", "model", "calls", "tokens in", "tokens out", "seconds"]
+        head = ["kind", "model", "calls", "tokens in", "cached", "tokens out", "seconds"]
         out.append(_table(head, rows, {0, 1}))
     out.append("</section>")
     return "".join(out)

@@ -2,7 +2,9 @@
 and model, with a cost column when the user gives prices per million tokens.
 
 A prices file is TOML, one table per model: `["gpt-4.1-mini"]` with `input = 0.40` and
-`output = 1.60` (dollars per million tokens; `output` may be left out, as for an embedding model).
+`output = 1.60` (dollars per million tokens; `output` may be left out, as for an embedding model),
+and `cached_input = 0.10` for the input tokens a provider serves from its prompt cache (left out,
+they cost what other input tokens cost).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import math
 import tomllib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import MemoryNotFoundError, UsageError
 from ..store import Store
@@ -19,6 +21,7 @@ from ..usage import UsageSummary, sum_usage, summarise_usage
 
 __all__ = [
     "NO_CALLS",
+    "Price",
     "Prices",
     "combine",
     "memory_usage",
@@ -28,8 +31,26 @@ __all__ = [
     "usage_view",
 ]
 
-#: model -> (input, output) dollars per million tokens.
-Prices = dict[str, tuple[float, float]]
+
+class Price(NamedTuple):
+    """One model's dollars per million tokens: read, written, and read from the provider's
+    prompt cache."""
+
+    input: float
+    output: float
+    cached_input: float
+
+    def cost(self, tokens_in: int, tokens_out: int, tokens_cached: int) -> float:
+        """Dollars for these tokens (`tokens_cached` are some of `tokens_in`)."""
+        fresh = tokens_in - tokens_cached
+        return (
+            fresh * self.input + tokens_cached * self.cached_input + tokens_out * self.output
+        ) / 1e6
+
+
+#: model -> its price.
+Prices = dict[str, Price]
+_PRICE_KEYS = ("input", "output", "cached_input")
 
 _NO_COST = "—"
 
@@ -54,17 +75,17 @@ def read_prices(path: str | Path) -> Prices:
                 f'{where}: {model!r} must be a table, e.g. ["{model}"] with input = 0.40 '
                 "and output = 1.60 (dollars per million tokens)"
             )
-        unknown = sorted(set(entry) - {"input", "output"})
+        unknown = sorted(set(entry) - set(_PRICE_KEYS))
         if unknown:
             raise UsageError(
-                f"{where}: {model!r} has unknown keys {unknown}; allowed are input and output "
-                '(quote a model name that holds dots: ["gpt-4.1"])'
+                f"{where}: {model!r} has unknown keys {unknown}; allowed are input, output and "
+                'cached_input (quote a model name that holds dots: ["gpt-4.1"])'
             )
         if "input" not in entry:
             raise UsageError(f"{where}: {model!r} has no input price")
-        prices[model] = (
-            _price(entry["input"], f"{where}: {model!r} input"),
-            _price(entry.get("output", 0.0), f"{where}: {model!r} output"),
+        given = {key: _price(entry[key], f"{where}: {model!r} {key}") for key in entry}
+        prices[model] = Price(
+            given["input"], given.get("output", 0.0), given.get("cached_input", given["input"])
         )
     return prices
 
@@ -98,8 +119,9 @@ def combine(summaries: Iterable[UsageSummary]) -> list[UsageSummary]:
 
 
 def usage_view(rows: list[UsageSummary], prices: Prices | None = None) -> dict[str, Any]:
-    """`rows` and their total as plain JSON values; with `prices`, each row's cost in dollars
-    (None for a model without a price), the total of those priced, and the unpriced models."""
+    """`rows` and their total as plain JSON values (`tokens_cached`: of the tokens read, those
+    served from the provider's prompt cache); with `prices`, each row's cost in dollars (None for
+    a model without a price), the total of those priced, and the unpriced models."""
     rows = combine(rows)
     out: list[dict[str, Any]] = [
         {
@@ -107,13 +129,15 @@ def usage_view(rows: list[UsageSummary], prices: Prices | None = None) -> dict[s
             "model": r.model,
             "calls": r.calls,
             "tokens_in": r.tokens_in,
+            "tokens_cached": r.tokens_cached,
             "tokens_out": r.tokens_out,
             "seconds": r.seconds,
         }
         for r in rows
     ]
     total: dict[str, Any] = {
-        key: sum(r[key] for r in out) for key in ("calls", "tokens_in", "tokens_out", "seconds")
+        key: sum(r[key] for r in out)
+        for key in ("calls", "tokens_in", "tokens_cached", "tokens_out", "seconds")
     }
     view: dict[str, Any] = {"rows": out, "total": total}
     if prices is not None:
@@ -122,7 +146,7 @@ def usage_view(rows: list[UsageSummary], prices: Prices | None = None) -> dict[s
             r["cost"] = (
                 None
                 if price is None
-                else (r["tokens_in"] * price[0] + r["tokens_out"] * price[1]) / 1e6
+                else price.cost(r["tokens_in"], r["tokens_out"], r["tokens_cached"])
             )
         total["cost"] = sum(r["cost"] for r in out if r["cost"] is not None)
         view["unpriced"] = sorted({r["model"] for r in out if r["cost"] is None})
@@ -135,14 +159,14 @@ def render_usage(view: dict[str, Any], indent: str = "") -> str:
         return indent + NO_CALLS
     priced = "cost" in view["total"]
     head = (
-        f"{'kind':<20} {'model':<24} {'calls':>7} {'tokens in':>12} {'tokens out':>11} "
-        f"{'seconds':>9}" + (f" {'cost':>11}" if priced else "")
+        f"{'kind':<20} {'model':<24} {'calls':>7} {'tokens in':>12} {'cached':>11} "
+        f"{'tokens out':>11} {'seconds':>9}" + (f" {'cost':>11}" if priced else "")
     )
 
     def line(kind: str, model: str, r: dict[str, Any]) -> str:
         text = (
             f"{kind[:20]:<20} {model[:24]:<24} {r['calls']:>7,} {r['tokens_in']:>12,} "
-            f"{r['tokens_out']:>11,} {r['seconds']:>9.1f}"
+            f"{r['tokens_cached']:>11,} {r['tokens_out']:>11,} {r['seconds']:>9.1f}"
         )
         if priced:
             cost = _NO_COST if r["cost"] is None else f"${r['cost']:,.4f}"

@@ -114,7 +114,12 @@ def _request(r: RequestRecord) -> ExportedRequest:
 def _usage(u: UsageRecord) -> ExportedUsage:
     """A model call's cost as exported (its seconds are not: they differ between runs)."""
     return ExportedUsage(
-        at=u.at, kind=u.kind, model=u.model, tokens_in=u.tokens_in, tokens_out=u.tokens_out
+        at=u.at,
+        kind=u.kind,
+        model=u.model,
+        tokens_in=u.tokens_in,
+        tokens_out=u.tokens_out,
+        tokens_cached=u.tokens_cached,
     )
 
 

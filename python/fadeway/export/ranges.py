@@ -124,7 +124,10 @@ def check_numbers(doc: MemoryExport) -> None:
         "distills": (doc.distills, {"turn": turn, "at": _time, "tokens": _count}),
         "recall_finals": (doc.recall_finals, {"turn": turn, "at": _time, "tokens": _count}),
         "walks": (doc.walks, {"turn": turn, "at": _time, "levels": _each(_level(fact))}),
-        "usage": (doc.usage, {"at": _time, "tokens_in": _count, "tokens_out": _count}),
+        "usage": (
+            doc.usage,
+            {"at": _time, "tokens_in": _count, "tokens_out": _count, "tokens_cached": _count},
+        ),
         "jobs": (doc.jobs, {"created_at": _time, "attempts": _count}),
     }
     for name, (records, checks) in fields.items():
@@ -141,6 +144,12 @@ def check_numbers(doc: MemoryExport) -> None:
                 f"the export's requests[{i}] kept a token ratio with provider_tokens "
                 f"{r.provider_tokens!r} and estimate {r.estimate}; a kept ratio has a count "
                 "and an estimate of at least 1"
+            )
+    for i, u in enumerate(doc.usage):
+        if u.tokens_cached > u.tokens_in:
+            raise InvalidExportError(
+                f"the export's usage[{i}] has {u.tokens_cached} cached tokens of "
+                f"{u.tokens_in} read; the cached are some of those read"
             )
 
 

@@ -183,6 +183,11 @@ def _write_usage(tx: Transaction, export: MemoryExport) -> None:
     """What the memory's own model calls cost (their seconds are not exported)."""
     for u in export.usage:
         spent = UsageRecord(
-            kind=u.kind, model=u.model, tokens_in=u.tokens_in, tokens_out=u.tokens_out, seconds=0.0
+            kind=u.kind,
+            model=u.model,
+            tokens_in=u.tokens_in,
+            tokens_out=u.tokens_out,
+            seconds=0.0,
+            tokens_cached=u.tokens_cached,
         )
         tx.insert_usage([spent], u.at)

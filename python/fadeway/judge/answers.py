@@ -82,6 +82,9 @@ class _Choice(msgspec.Struct):
 class _Usage(msgspec.Struct):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    # OpenAI's {"cached_tokens": n, ...}: prompt tokens served from its prompt cache (billed
+    # lower). Read leniently: a server's odd extra must not lose the answer.
+    prompt_tokens_details: Any = None
 
 
 class ChatCompletion(msgspec.Struct):
@@ -100,6 +103,17 @@ class ChatCompletion(msgspec.Struct):
         """(prompt, completion) tokens as the endpoint reported them; 0 when it did not."""
         used = self.usage or _Usage()
         return used.prompt_tokens or 0, used.completion_tokens or 0
+
+    @property
+    def cached(self) -> int:
+        """The prompt tokens the endpoint served from its prompt cache; 0 when it did not say
+        (and never more than the prompt tokens it reported)."""
+        used = self.usage or _Usage()
+        details = used.prompt_tokens_details
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        if not isinstance(cached, int) or isinstance(cached, bool):
+            return 0
+        return max(0, min(cached, used.prompt_tokens or 0))
 
 
 def json_object(text: Any) -> Any:

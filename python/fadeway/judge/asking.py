@@ -210,7 +210,11 @@ class StrictAnswers:
                 return await self._ask(prompt, user, deadline)
             raise
         usage.record(
-            f"judge:{prompt.name}", self.model, *completion.tokens, time.perf_counter() - start
+            f"judge:{prompt.name}",
+            self.model,
+            *completion.tokens,
+            time.perf_counter() - start,
+            completion.cached,
         )
         return self._answer_of(completion, mode)
 

@@ -327,10 +327,16 @@ class GraphQueries:
     def usage(self) -> list[UsageRecord]:
         return [
             UsageRecord(
-                kind=kind, model=model, tokens_in=tin, tokens_out=tout, seconds=seconds, at=at
+                kind=kind,
+                model=model,
+                tokens_in=tin,
+                tokens_out=tout,
+                seconds=seconds,
+                at=at,
+                tokens_cached=cached,
             )
-            for at, kind, model, tin, tout, seconds in self._conn.execute(
-                "SELECT at, kind, model, tokens_in, tokens_out, seconds FROM usage "
+            for at, kind, model, tin, tout, seconds, cached in self._conn.execute(
+                "SELECT at, kind, model, tokens_in, tokens_out, seconds, tokens_cached FROM usage "
                 "WHERE memory_id = ? ORDER BY n",
                 (self._key,),
             )
@@ -344,8 +350,8 @@ class GraphQueries:
         ).fetchone()
         first = (top or 0) + 1
         self._conn.executemany(
-            "INSERT INTO usage (memory_id, n, at, kind, model, tokens_in, tokens_out, seconds) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO usage (memory_id, n, at, kind, model, tokens_in, tokens_out, seconds, "
+            "tokens_cached) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (
                     self._key,
@@ -356,6 +362,7 @@ class GraphQueries:
                     u.tokens_in,
                     u.tokens_out,
                     u.seconds,
+                    u.tokens_cached,
                 )
                 for i, u in enumerate(rows)
             ],

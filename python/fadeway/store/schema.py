@@ -496,6 +496,9 @@ MIGRATIONS: list[Migration] = [
     # of its jobs and lease aside), so a request decorated and stored later (`Memory.prepare`)
     # is stored only onto the memory it was decorated from.
     Migration(["ALTER TABLE memories ADD COLUMN version INTEGER NOT NULL DEFAULT 0"]),
+    # 13: of a model call's tokens read, those its provider served from its prompt cache (billed
+    # lower; 0 for calls recorded before, and when the provider does not say).
+    Migration(["ALTER TABLE usage ADD COLUMN tokens_cached INTEGER NOT NULL DEFAULT 0"]),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

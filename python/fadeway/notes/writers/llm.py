@@ -141,7 +141,8 @@ class LLMNoteWriter(NoteWriter):
             completion = await self.endpoint.post_json(
                 self.path, payload, deadline=deadline, response_type=ChatCompletion
             )
-            usage.record("note", self.model, *completion.tokens, time.perf_counter() - start)
+            seconds = time.perf_counter() - start
+            usage.record("note", self.model, *completion.tokens, seconds, completion.cached)
             note, why = _note_of(completion)
             if note is not None:
                 return note
