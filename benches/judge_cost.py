@@ -26,6 +26,11 @@ from `mem.usage()`, as a user reads them; the conversation's own text is its mes
 (tool outputs included) in the same encoding. A last table gives what a note reads, and how much
 of it is the context beside the leaving turns (`NoteContext`, at most NOTE_CONTEXT_TOKENS).
 
+The server also plays a provider's prompt cache as OpenAI's works (`PromptCache`): a request
+whose longest prefix seen in an earlier request of its judgment is 1,024 tokens or more reports
+that prefix, in steps of 128 tokens, as `cached_tokens`. A replay runs in seconds, so nothing
+expires: a live conversation whose notes come more than a few minutes apart is served less.
+
 The goal (issue 29): over a replay the memory's own model reads at most 10 times the
 conversation's text, and writes at most a tenth of what it reads.
 
@@ -73,8 +78,8 @@ from fadeway.replay.locomo import locomo_lines, read_locomo  # noqa: E402
 from fadeway.replay.runner import replay_memory  # noqa: E402
 from fadeway.wire import text_of  # noqa: E402
 from helpers import shared_data  # noqa: E402
+from judge_answers import about_sections, completion, everything, judgment, user_text  # noqa: E402
 from judge_answers import answer as answer_as_asked  # noqa: E402
-from judge_answers import completion, everything, judgment, user_text  # noqa: E402
 from openai_server import OpenAIServer, Recorded, Reply  # noqa: E402
 
 RESULTS = Path(__file__).with_name("RESULTS-judge-cost.md")
@@ -112,6 +117,8 @@ class Cost:
     #: Each note request's context message (`NoteContext`), in tokens (0 when it sent none).
     note_context: list[int] = field(default_factory=list)
     answers: str = "everything"  # how the server answered (`Counter`)
+    #: {kind: tokens read that a prompt cache served} (`PromptCache`), from `mem.usage()`.
+    cached: dict[str, int] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -130,6 +137,10 @@ class Cost:
     def calls(self) -> int:
         return sum(v[0] for v in self.usage.values())
 
+    @property
+    def cached_reads(self) -> int:
+        return sum(self.cached.values())
+
 
 _WORD = re.compile(r"[a-z0-9]{4,}")
 #: The judgments `selective` answers (about and notes are answered alike).
@@ -141,7 +152,7 @@ SELECTIVE_BOUNDARY_SHARE = 1 / 3
 
 def _about_yeses(body: dict) -> dict:
     """Yes, at 0.8, where half of a fact's words of 4+ letters are in the episode (or piece)."""
-    facts_text, episodes_text = user_text(body).split("\n\nEpisodes:\n", 1)
+    facts_text, episodes_text = about_sections(user_text(body))
     facts = {
         int(m.group(1)): set(_WORD.findall(m.group(2).lower()))
         for m in re.finditer(r"^\[(\d+)\] (.*)$", facts_text, re.MULTILINE)
@@ -281,15 +292,57 @@ def selective_note(body: dict) -> Reply:
     return Reply(body=completion(tool=("note", msgspec.json.encode(note).decode())))
 
 
+class PromptCache:
+    """A provider's prompt cache as OpenAI documents it: a request is served from the cache for
+    its longest prefix that an earlier request sent (here: one of the last `kept` requests of
+    the same judgment, whose system prompt is its own), when that prefix is at least `least`
+    tokens, in steps of `step` tokens past it. Prefixes are compared as the messages' text."""
+
+    def __init__(self, least: int = 1_024, step: int = 128, kept: int = 16) -> None:
+        self.least, self.step, self.kept = least, step, kept
+        self._seen: dict[str, list[str]] = {}
+
+    def cached(self, kind: str, body: dict, tokens_in: int) -> int:
+        """The tokens of this request (`tokens_in` in all) the cache serves; then it is kept."""
+        text = "\x00".join(f"{m['role']}\n{_content(m)}" for m in body["messages"])
+        seen = self._seen.setdefault(kind, [])
+        common = max((_common_prefix(text, earlier) for earlier in seen), default=0)
+        seen.append(text)
+        del seen[: -self.kept]
+        prefix = sum(tokens.count_texts(ENCODING, [text[:common]])) if common else 0
+        if prefix < self.least:
+            return 0
+        return min(tokens_in, self.least + (prefix - self.least) // self.step * self.step)
+
+
+def _content(message: dict) -> str:
+    content = message.get("content")
+    return content if isinstance(content, str) else json.dumps(content)
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """The length of the longest common prefix of `a` and `b` (by halves: slices compare in C)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[:mid] == b[:mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
 class Counter:
     """Answers every request (see the module docstring) with usage set to fadeway's estimate of
-    the request and of the answer, and counts them by kind, call by call. `model`:
-    "everything" (every item listed and kept) or "selective" (`selective`)."""
+    the request and of the answer, and what a prompt cache would serve of it (`PromptCache`),
+    and counts them by kind, call by call. `model`: "everything" (every item listed and kept)
+    or "selective" (`selective`)."""
 
     def __init__(self, model: str = "everything") -> None:
         self.model = model
         self.counted: dict[str, list[int]] = {}
         self.note_context: list[int] = []
+        self.cache = PromptCache()
         self._lock = threading.Lock()
 
     def __call__(self, request: Recorded) -> Reply:
@@ -307,10 +360,13 @@ class Counter:
         sent = dict(reply.body)
         tokens_in = tokens.measure_parsed(formats.parse_request(body))
         tokens_out = sum(tokens.count_texts(ENCODING, text_of(sent["choices"][0]["message"])))
+        with self._lock:
+            cached = self.cache.cached(kind, body, tokens_in)
         sent["usage"] = {
             "prompt_tokens": tokens_in,
             "completion_tokens": tokens_out,
             "total_tokens": tokens_in + tokens_out,
+            "prompt_tokens_details": {"cached_tokens": cached},
         }
         with self._lock:
             if is_note:
@@ -375,6 +431,7 @@ def measure(name: str, lines: list[ReplayLine], ceiling: int, answers: str = "ev
         turns=turns,
         text=conversation_tokens(lines),
         usage={u.kind: (u.calls, u.tokens_in, u.tokens_out) for u in usage},
+        cached={u.kind: u.tokens_cached for u in usage},
         counted=counter.counted,
         seconds=seconds,
         note_context=counter.note_context,
@@ -412,13 +469,19 @@ def table(results: list[Cost]) -> list[str]:
     for c in results:
         cells += ["", _per_turn(c.text / c.turns), ""]
     lines.append("| the conversation's own text | " + " | ".join(cells) + " |")
-    lines += ["", "| replay | user turns | reads / text | writes / reads | seconds |"]
-    lines.append("| --- | --- | --- | --- | --- |")
+    lines += [
+        "",
+        "| replay | user turns | reads / text | writes / reads | reads a prompt cache serves "
+        "(`about`'s) | seconds |",
+    ]
+    lines.append("| --- | --- | --- | --- | --- | --- |")
     for c in results:
+        about = c.usage.get("judge:about", (0, 0, 0))[1]
         lines.append(
             f"| {c.label} | {c.turns} | {c.reads / c.text:.1f}× "
             f"(goal ≤ {GOAL_READS:.0f}×) | {c.writes / max(1, c.reads):.2f} "
-            f"(goal ≤ {GOAL_WRITES}) | {c.seconds:.0f} |"
+            f"(goal ≤ {GOAL_WRITES}) | {c.cached_reads / max(1, c.reads):.2f} "
+            f"({c.cached.get('judge:about', 0) / max(1, about):.2f}) | {c.seconds:.0f} |"
         )
     lines += ["", "| replay | notes | note in, a note | its context, a note (mean) | max |"]
     lines.append("| --- | --- | --- | --- | --- |")

@@ -37,12 +37,19 @@ def ids_in(text: str) -> list[int]:
     return [int(i) for i in re.findall(r"^\[(\d+)\]", text, re.MULTILINE)]
 
 
+def about_sections(text: str) -> tuple[str, str]:
+    """An `about` request's user text as (its facts' lines, its episodes' blocks). The facts
+    come last, one line each, so the last "Facts:" heading is theirs whatever an episode says."""
+    episodes, facts = text.removeprefix("Episodes:\n").rsplit("\n\nFacts:\n", 1)
+    return facts, episodes
+
+
 def asked_ids(body: dict) -> Any:
     """The ids a judge request asks about: a list, or for `about` (fact ids, episode ids)."""
     name, _ = judgment(body)
     text = user_text(body)
     if name == "about":
-        facts, episodes = text.split("\n\nEpisodes:\n", 1)
+        facts, episodes = about_sections(text)
         return ids_in(facts), ids_in(episodes)
     section = text.split(_ITEMS_AFTER[name], 1)[1]
     if name == "boundaries":

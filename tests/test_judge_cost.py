@@ -40,6 +40,29 @@ def test_the_memory_s_own_model_spends_within_loose_ceilings():
     assert cost.reads <= 22 * cost.text
     assert cost.writes <= 0.22 * cost.reads
     assert cost.calls <= 4 * cost.turns
+    # `about` leads with the remembered episodes, the same from one note to the next: the
+    # bench's prompt cache (as OpenAI's) serves them. The other judgments' prompts are short.
+    assert cost.cached["judge:about"] > 0
+
+
+def test_the_bench_s_prompt_cache_serves_a_long_shared_prefix_in_steps():
+    cache = bench.PromptCache()
+    shared = " ".join(f"word{i}" for i in range(900))  # about 1,800 tokens
+
+    def body(tail: str) -> dict:
+        return {
+            "messages": [
+                {"role": "system", "content": "rules"},
+                {"role": "user", "content": shared + tail},
+            ]
+        }
+
+    assert cache.cached("judge:about", body(" one"), 2_000) == 0  # nothing seen yet
+    served = cache.cached("judge:about", body(" two"), 2_000)
+    assert served >= 1_024 and (served - 1_024) % 128 == 0 and served <= 2_000
+    assert cache.cached("judge:relate", body(" two"), 2_000) == 0  # another judgment's prompts
+    short = {"messages": [{"role": "user", "content": "a short prompt"}]}
+    assert cache.cached("judge:x", short, 10) == 0 and cache.cached("judge:x", short, 10) == 0
 
 
 def test_the_selective_model_answers_as_the_offline_judge_through_the_llm_judge_s_prompts():

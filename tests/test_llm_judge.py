@@ -25,7 +25,16 @@ from fadeway.judge import BatchSizes, FactText, LLMJudge, OfflineJudge, UnitText
 from fadeway.judge.base import Answer
 from fadeway.judge.prompts import RETRY_NOTE, pieces, walk_line
 from helpers import chat_reply
-from judge_answers import answer, asked_ids, completion, items_for, judgment, user_text, valid
+from judge_answers import (
+    about_sections,
+    answer,
+    asked_ids,
+    completion,
+    items_for,
+    judgment,
+    user_text,
+    valid,
+)
 from openai_server import OpenAIServer, Recorded, Reply
 
 MODEL = "judge-model"
@@ -159,7 +168,7 @@ def test_about_places_each_answer_on_its_fact_and_episode(server, make_judge):
 
         def item(name, key):
             fact_line = next(line for line in text.splitlines() if line.startswith(f"[{key[0]}] "))
-            block = text.split("\n\nEpisodes:\n", 1)[1].split(f"[{key[1]}]\n", 1)[1]
+            block = about_sections(text)[1].split(f"[{key[1]}]\n", 1)[1]
             yes = fact_line.split()[-1] in block.split("\n\n[")[0]
             return {"fact": key[0], "episode": key[1], "score": 1.0} if yes else None
 
@@ -251,7 +260,7 @@ def test_a_long_episode_is_judged_in_pieces_and_answered_by_its_best(server, mak
 
     def by_piece(request: Recorded) -> Reply:
         text = user_text(request.body)
-        blocks = text.split("\n\nEpisodes:\n", 1)[1].split("\n\n[")
+        blocks = about_sections(text)[1].split("\n\n[")
         yeses = []
         for block in blocks:
             e = int(block.lstrip("[").split("]", 1)[0])
@@ -265,11 +274,29 @@ def test_a_long_episode_is_judged_in_pieces_and_answered_by_its_best(server, mak
     judge = make_judge(batch=BatchSizes(about_episode_chars=200))
     got = run(judge.about(["The launch moved to Friday."], [episode, "user: hello"]))
     assert got == [[Answer(True, 0.8), Answer(False, 0.0)]]
-    sent = "".join(user_text(r.body).split("\n\nEpisodes:\n", 1)[1] for r in server.requests)
+    sent = "".join(about_sections(user_text(r.body))[1] for r in server.requests)
     assert middle in sent  # never truncated
     for r in server.requests:
-        blocks = user_text(r.body).split("\n\nEpisodes:\n", 1)[1].split("\n\n[")
+        blocks = about_sections(user_text(r.body))[1].split("\n\n[")
         assert sum(len(b.split("]\n", 1)[1]) for b in blocks) <= 200  # each call within room
+
+
+def test_about_leads_with_the_episodes_so_that_the_next_note_shares_its_prefix(server, make_judge):
+    # The remembered episodes are most of an `about` prompt and the same from one note to the
+    # next: leading it, they are a prefix a provider's prompt cache serves; the facts come last.
+    server.script(*[valid] * 4)
+    judge = make_judge()
+    episodes = ["user: Dana moved the launch to Friday.", "assistant: Legal signs off refunds."]
+    run(judge.about(["The launch is on Friday."], episodes))
+    run(judge.about(["Legal reviews refunds.", "Dana owns it."], [*episodes, "user: A new one."]))
+    first, second = (r.body["messages"] for r in server.requests)
+    assert first[:-1] == second[:-1]  # the instructions
+    lead = first[-1]["content"].rsplit("\n\nFacts:\n", 1)[0]
+    assert lead.startswith("Episodes:\n") and "Dana moved the launch" in lead
+    assert second[-1]["content"].startswith(lead)
+    assert (
+        about_sections(second[-1]["content"])[0] == "[1] Legal reviews refunds.\n[2] Dana owns it."
+    )
 
 
 def test_about_sends_each_text_once_and_batches_what_shares_a_prompt(server, make_judge):

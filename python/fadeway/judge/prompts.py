@@ -92,9 +92,12 @@ BOUNDARIES = Prompt(
     item=_item(id=_ID, first=_SCORE, last=_SCORE),
 )
 
-#: Fields: {facts} (lines "[id] fact"), {episodes} (blocks "[id]\ntext"). The answer lists the
+#: Fields: {episodes} (blocks "[id]\ntext"), {facts} (lines "[id] fact"). The answer lists the
 #: yeses only: a pair it leaves out is a no (with no score), so it grows with the yeses, not with
 #: facts x episodes. An episode longer than a call's room comes as pieces, each with its own id.
+#: The episodes come first: they are most of the prompt and the same from one note to the next
+#: (every episode still remembered, oldest first), so a provider's prompt cache, which serves a
+#: prompt's longest prefix it has seen, serves them; the new facts, which differ, come last.
 ABOUT = Prompt(
     name="about",
     system=(
@@ -106,7 +109,7 @@ ABOUT = Prompt(
         "list means no fact is about any episode. An episode may be one piece of a longer "
         "one: judge what it shows. List a pair at most once, with only the ids given. " + _JSON_ONLY
     ),
-    user="Facts:\n{facts}\n\nEpisodes:\n{episodes}",
+    user="Episodes:\n{episodes}\n\nFacts:\n{facts}",
     key="about",
     item=_item(fact=_ID, episode=_ID, score=_SCORE),
 )
