@@ -135,6 +135,7 @@ def test_episodes_written_before_the_count_existed_are_read(tmp_path):
     conn.execute("ALTER TABLE jobs DROP COLUMN waits")
     conn.execute("DROP INDEX passages_by_time")  # and schema 11's
     conn.execute("ALTER TABLE memories DROP COLUMN version")  # and schema 12's
+    conn.execute("ALTER TABLE usage DROP COLUMN tokens_cached")  # and schema 13's
     conn.execute("UPDATE fadeway_schema SET version = 6")
     conn.execute(
         "INSERT INTO memories (memory_id, format, created_at) VALUES ('m', 'chat_completions', 0)"

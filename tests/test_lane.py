@@ -285,6 +285,7 @@ def test_jobs_an_older_fadeway_gave_up_are_parked_and_run_again(tmp_path, clock)
     conn.execute("UPDATE jobs SET state = 'failed', attempts = 3, error = 'gone' WHERE n = 1")
     conn.execute("DROP INDEX passages_by_time")  # and schema 11's
     conn.execute("ALTER TABLE memories DROP COLUMN version")  # and schema 12's
+    conn.execute("ALTER TABLE usage DROP COLUMN tokens_cached")  # and schema 13's
     conn.execute("UPDATE fadeway_schema SET version = 8")
     conn.close()
     with fadeway.open(path, clock=clock, background=False) as eng:
@@ -424,6 +425,7 @@ def test_jobs_queued_before_retries_could_wait_still_run(tmp_path, clock):
     conn.execute("ALTER TABLE jobs DROP COLUMN waits")
     conn.execute("DROP INDEX passages_by_time")  # and schema 11's
     conn.execute("ALTER TABLE memories DROP COLUMN version")  # and schema 12's
+    conn.execute("ALTER TABLE usage DROP COLUMN tokens_cached")  # and schema 13's
     conn.execute("UPDATE fadeway_schema SET version = 7")
     conn.close()
     with fadeway.open(path, clock=clock, background=False) as eng:
