@@ -307,13 +307,13 @@ RECALL_DATE_PASSAGES = 1_000
 #: (a fact quoting its own turn says nothing the excerpt does not: with facts that quote their
 #: turns, .592 to .605 as above).
 FACT_SAID_SHARE = 0.8
-#: Texts recall keeps across recalls, for each of two caches (the terms of an excerpt or a
-#: fact, for FACT_SAID_SHARE; each excerpt's size in tokens): a block quotes up to
-#: RECALL_EXCERPTS passages, and the next messages of one topic recall many of them again. A
-#: few kB for a passage of 400 characters: a few MB.
+#: Texts whose terms recall keeps across recalls (an excerpt's or a fact's, for
+#: FACT_SAID_SHARE): a block quotes up to RECALL_EXCERPTS passages, and the next messages of
+#: one topic recall many of them again. A few kB for a passage of 400 characters: a few MB.
 RECALL_TEXT_CACHE = 1024
-#: Lines of recall blocks whose sizes in tokens are kept across recalls (`recall.block`): a
-#: block of 2,000 tokens is about a hundred, and fitting counts its states from them.
+#: Units of recall blocks (a line with its line break; an excerpt's lines together) whose sizes
+#: in tokens are kept across recalls (`recall.block.unit_sizes`): a block of 2,000 tokens is
+#: about a hundred, and fitting counts its states from them. A few MB at most.
 RECALL_UNIT_CACHE = 8192
 #: Facts shown under an excerpt: its episode's facts that the walk kept (recall) or distill kept,
 #: best first, none shown elsewhere in the block.
