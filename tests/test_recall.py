@@ -142,6 +142,41 @@ def test_the_offline_judge_walks_inline_without_an_event_loop(db, clock, monkeyp
     assert result.walk == "inline" and OWNER[0] in result.block
 
 
+def test_the_graphs_searches_run_on_the_calling_thread_when_no_search_thread_is_free(
+    db, clock, monkeypatch
+):
+    # While the passages found are read and windowed here, the graph's searches run on a
+    # search thread; one busy with another recall's searches, or none at all, costs nothing but
+    # time: they run here instead, and the block is the same.
+    import threading
+
+    from fadeway.recall import searches
+
+    with _open(db, clock, judge=OfflineJudge()) as eng:
+        mem = eng.memory("m")
+        converse_with_notes(eng, mem, clock, [[OWNER, *OTHER], [LEAVE]])
+        free = _recall(eng, "m", QUESTION)
+        release, started = threading.Event(), threading.Event()
+
+        def busy() -> None:
+            started.set()
+            release.wait(10)
+
+        hold = searches._SEARCHES.submit(busy)  # the one search thread, taken
+        assert started.wait(10)
+        try:
+            taken = _recall(eng, "m", QUESTION)
+            assert not hold.done()  # it never waited for the search thread
+        finally:
+            release.set()
+            hold.result()
+        monkeypatch.setattr(C, "RECALL_SEARCH_THREADS", 1)
+        alone = _recall(eng, "m", QUESTION)
+    assert free.block is not None and OWNER[0] in free.block
+    assert free.block == taken.block == alone.block
+    assert free.facts == taken.facts == alone.facts and free.passages == alone.passages
+
+
 def test_run_ready_runs_what_never_waits_and_refuses_what_does():
     async def answer():
         return 42

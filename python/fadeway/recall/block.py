@@ -36,6 +36,8 @@ __all__ = [
     "units_tokens",
     "excerpt_sizes",
     "excerpts_of",
+    "bare_excerpts",
+    "with_facts",
     "said_by",
     "shown_text",
     "window",
@@ -370,29 +372,51 @@ def excerpts_of(
     Excerpts stop where those before them, even without their facts, take more than `room`
     tokens: a block of that size could show none of the rest, as it gives excerpts up from the
     last. (Recall searches more passages than a block holds, and windowing and measuring the
-    ones it could never show was half the block stage's time.)"""
-    out: list[blocks.Excerpt] = []
-    facts_shown: list[int] = []
-    seen = set(shown)
+    ones it could never show was half the block stage's time.)
+
+    In two steps, which recall runs apart: `bare_excerpts` (what needs only the passages) and
+    `with_facts`."""
+    bare = bare_excerpts(passages, query, room)
+    return with_facts(snap, passages, bare, fact_rank, shown)
+
+
+def bare_excerpts(
+    passages: Sequence[Any], query: str | None = None, room: float = math.inf
+) -> list[blocks.Excerpt]:
+    """`excerpts_of` without facts: each passage's excerpt, windowed by the `query`, until
+    those made take more than `room` tokens (measured in eights)."""
     wanted = frozenset(tokenize(query)) if query is not None else None
-    ranked = _ranked_by_episode(snap, fact_rank)
     least = _EXCERPTS_HEADING  # the fewest tokens the excerpts so far may take in a block
-    bare: list[blocks.Excerpt] = []  # each excerpt without its facts
+    bare: list[blocks.Excerpt] = []
     for i, p in enumerate(passages):
         if i and i % _MEASURED_AT_ONCE == 0 and room < math.inf:
             least += sum(excerpt_sizes(bare[-_MEASURED_AT_ONCE:]))
             if least > room:
                 break
+        bare.append(blocks.Excerpt(turn=p.turn, role=p.role, at=p.at, text=_shown(p, wanted)))
+    return bare
+
+
+def with_facts(
+    snap: Snapshot,
+    passages: Sequence[Any],
+    bare: Sequence[blocks.Excerpt],
+    fact_rank: dict[int, int],
+    shown: Sequence[int] = (),
+) -> tuple[list[blocks.Excerpt], list[int]]:
+    """`excerpts_of`'s excerpts from their `bare_excerpts` (one for each of the first
+    passages), each with its facts, and the facts they show, in order."""
+    out: list[blocks.Excerpt] = []
+    facts_shown: list[int] = []
+    seen = set(shown)
+    ranked = _ranked_by_episode(snap, fact_rank)
+    for p, excerpt in zip(passages, bare, strict=False):
         own = [n for n in ranked.get(p.episode, ()) if n not in seen]
         own.sort(key=fact_rank.__getitem__)
         facts = own[: C.RECALL_EXCERPT_FACTS]
         seen.update(facts)
         facts_shown += facts
-        text = _shown(p, wanted)
-        bare.append(blocks.Excerpt(turn=p.turn, role=p.role, at=p.at, text=text))
-        out.append(
-            replace(bare[-1], facts=[snap.recalled(n) for n in facts]) if facts else bare[-1]
-        )
+        out.append(replace(excerpt, facts=[snap.recalled(n) for n in facts]) if facts else excerpt)
     return out, facts_shown
 
 

@@ -8,7 +8,8 @@ A staged pipeline, each stage in its own module:
 2. Searches (`searches`): the graph by words and by meaning for the message and for the recent
    conversation ending with it; the graph by meaning for each part; passages of sealed
    conversation by words and by meaning for each part, and those said on a day the message
-   names (`dates`) by its words; each fused by reciprocal rank (Rust).
+   names (`dates`) by its words; each fused by reciprocal rank (Rust). While the graph is
+   searched, the passages found are read and their excerpts made (`_quotes`).
 3. The walk (`walk`): the judge scores candidate facts on four levels against the recent
    dialogue; a fact at LEAD_LEVEL or above leads on to the facts on the far side of its
    entities. The lane prepares a walk after each reply (`WalkJob`); the new message's own hits
@@ -26,13 +27,22 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 
 from .. import _constants as C
 from .. import blocks
 from .._core import tokenize
 from .._services import Services
 from ..records import PassageRecord
-from .block import BlockContents, RecallResult, block_limit, excerpts_of, excerpts_searched, said_by
+from .block import (
+    BlockContents,
+    RecallResult,
+    bare_excerpts,
+    block_limit,
+    excerpts_searched,
+    said_by,
+    with_facts,
+)
 from .dates import Span, named_spans, on_the_days, said_on, without_dates
 from .parts import Part, message_parts
 from .searches import Found, search
@@ -97,7 +107,12 @@ def recall(
     vectors = services.embedder.embed_sync(texts, deadline=deadline)
     lap("embed")
     limit = block_limit(services.ceiling)
-    found = search(
+    query = " ".join(p.text for p in parts)
+
+    def quote(found: list[int]) -> _Quotes:
+        return _quotes(services, memory_id, found, query, spans, limit)
+
+    found, quotes = search(
         index,
         message,
         recent,
@@ -106,6 +121,7 @@ def recall(
         (dated, without_dates(message, now)),
         excerpts_searched(limit),
         services.embedder.min_similarity,
+        meanwhile=quote,
     )
     lap("search")
     candidates = snap.shown([*found.message, *(n for hits in found.parts for n in hits)])
@@ -116,9 +132,7 @@ def recall(
     held_back = list(
         dict.fromkeys(r for n in found.message if (r := snap.graph.root(n)) in in_facts_block)
     )
-    contents = _contents(
-        services, memory_id, snap, (parts, spans), found, (candidates, kept), limit
-    )
+    contents = _contents(snap, parts, found, quotes, (candidates, kept))
     contents.held_back = held_back
     contents.facts_room = limit * C.RECALL_FACTS_SHARE
     block = contents.fit(limit)
@@ -177,19 +191,45 @@ def _ranked(kept: dict[int, int], candidates: Sequence[int]) -> list[int]:
     )
 
 
-def _contents(
+@dataclass(frozen=True, slots=True)
+class _Quotes:
+    """The passages found, as the block may quote them: best first (`_lifted`), each excerpt
+    without its facts (`bare_excerpts`: as many as a block of its size may show)."""
+
+    order: list[int]
+    passages: list[PassageRecord]  # in `order`
+    bare: list[blocks.Excerpt]  # of the first passages
+
+
+def _quotes(
     services: Services,
     memory_id: str,
-    snap: Snapshot,
-    asked: tuple[Sequence[Part], Sequence[Span]],
-    found: Found,
-    walked: tuple[Sequence[int], dict[int, int]],
+    found: list[int],
+    query: str,
+    spans: Sequence[Span],
     limit: float,
+) -> _Quotes:
+    """What the block makes of the passages `found`, before the graph's searches end: they are
+    read, lifted and windowed by the message's `query` (its parts) and the days it names
+    (`spans`), and measured, for a block of `limit` tokens."""
+    with services.store.read(memory_id) as tx:
+        passages = {p.n: p for p in tx.passages_at(found)}
+    order = _lifted([n for n in found if n in passages], passages, query, spans)
+    records = [passages[n] for n in order]
+    return _Quotes(order, records, bare_excerpts(records, query, limit))
+
+
+def _contents(
+    snap: Snapshot,
+    parts: Sequence[Part],
+    found: Found,
+    quotes: _Quotes,
+    walked: tuple[Sequence[int], dict[int, int]],
 ) -> BlockContents:
-    """What the block shows: the grouped facts, each part's section, and the excerpts (as
-    many as a block of `limit` tokens may show). `walked` holds the walk's candidates and the
-    levels it kept; `asked` the message's parts and the days it names."""
-    (parts, spans), (candidates, kept) = asked, walked
+    """What the block shows: the grouped facts, each part's section, and the excerpts (those
+    `quotes` made, with their facts). `walked` holds the walk's candidates and the levels it
+    kept."""
+    candidates, kept = walked
     # Facts only a part found are shown under that part, not in the groups.
     only_parts = {m for hits in found.parts for m in hits} - set(found.message)
     grouped = [n for n in _ranked(kept, candidates) if n not in only_parts]
@@ -199,24 +239,15 @@ def _contents(
         if facts and len(parts) > 1:
             sections.append(blocks.PartSection(part.text, [snap.recalled(n) for n in facts]))
             section_facts += facts
-    with services.store.read(memory_id) as tx:
-        passages = {p.n: p for p in tx.passages_at(found.passages)}
-    query = " ".join(p.text for p in parts)
-    quoted = _lifted([n for n in found.passages if n in passages], passages, query, spans)
     # Under an excerpt, only what the walk kept: the message's other hits are what it judged
     # unrelated (shown there, they took an excerpt's tokens: .609 of the evidence without them
     # on the LoCoMo tuning split, .593 with one under each excerpt).
     walked_hits = [n for n in found.message if kept.get(n, 0) >= C.KEEP_LEVEL]
     fact_rank = {n: i for i, n in enumerate(walked_hits)}
-    excerpts, excerpt_facts = excerpts_of(
-        snap,
-        [passages[n] for n in quoted],
-        fact_rank,
-        shown=[*grouped, *section_facts],
-        query=query,
-        room=limit,
+    excerpts, excerpt_facts = with_facts(
+        snap, quotes.passages, quotes.bare, fact_rank, shown=[*grouped, *section_facts]
     )
-    quoted = quoted[: len(excerpts)]
+    quoted = quotes.order[: len(excerpts)]
     firm = frozenset(n for n in grouped if kept[n] > C.KEEP_LEVEL)
     said = said_by(snap, grouped, [(n, e.text) for n, e in zip(quoted, excerpts, strict=True)])
     return BlockContents(

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -18,6 +18,8 @@ from ..index.search import MemoryIndex, fused
 from .parts import Part
 
 __all__ = ["Found", "search"]
+
+T = TypeVar("T")
 
 #: Threads that run searches beside the recalling thread (shared by every recall).
 _SEARCHES = ThreadPoolExecutor(
@@ -44,7 +46,8 @@ def search(
     dated: tuple[Sequence[int], str],
     quotes: int,
     floor: float,
-) -> Found:
+    meanwhile: Callable[[list[int]], T],
+) -> tuple[Found, T]:
     """Run every search of one recall over `index` (synced). `embedded` holds the distinct
     texts and their vectors (row by row): the message, the recent conversation and the parts.
     Passages are searched `quotes` deep: as many as the block may quote. `dated` holds the
@@ -53,33 +56,32 @@ def search(
     day comes up though the message shares few words with it. A hit by meaning under `floor`
     (the embedder's `min_similarity`) is no hit.
 
-    Every search releases the GIL (BM25 in Rust, hnswlib in C++); the recalling thread and the
-    search threads take them in turn, longest first, so that both cores stay busy to the end
-    whatever the number of parts (`_share`). Vector searches of one index go in one batch: the
-    index takes them one at a time anyway (`VectorIndex` locks around hnswlib)."""
+    Every search releases the GIL (BM25 in Rust, hnswlib in C++). The passages are searched
+    first, on this thread and the search threads in turn, longest first (`_share`); then the
+    graph's searches run on a search thread while this one runs `meanwhile` on the passages
+    found (what recall makes of them needs nothing the graph's searches give: reading them,
+    windowing and measuring their excerpts, most of it Python, which would otherwise wait for
+    the searches, or they for it). Returns what was found and what `meanwhile` returned. Vector
+    searches of one index go in one batch: the index takes them one at a time anyway
+    (`VectorIndex` locks around hnswlib)."""
     k = C.RECALL_SEARCH_HITS
     texts, vectors = embedded
     row = {t: i for i, t in enumerate(texts)}
     part_texts = list(dict.fromkeys(p.text for p in parts))
     same = recent == message  # the first message of a memory: searched once
     # Longest first (BM25 over the passages is the longest, then hnswlib over them).
-    tasks: list[Callable[[], Any]] = [
-        *(partial(index.by_words, "passage", t, quotes) for t in part_texts),
-        partial(
-            index.by_meaning_batch, "passage", vectors[[row[t] for t in part_texts]], quotes, floor
-        ),
-        partial(index.by_meaning_batch, "fact", vectors, k, floor),
-        partial(index.by_words, "fact", recent, k) if not same else list,  # list(): []
-        partial(index.by_words, "fact", message, k),
-    ]
-    *passage_words, passage_meaning, fact_meaning, recent_words, message_words = _share(tasks)
-    by_meaning = dict(zip(texts, fact_meaning, strict=True))
-    message_lists = [
-        message_words,
-        [] if same else recent_words,
-        by_meaning[message],
-        [] if same else by_meaning[recent],
-    ]
+    *passage_words, passage_meaning = _share(
+        [
+            *(partial(index.by_words, "passage", t, quotes) for t in part_texts),
+            partial(
+                index.by_meaning_batch,
+                "passage",
+                vectors[[row[t] for t in part_texts]],
+                quotes,
+                floor,
+            ),
+        ]
+    )
     passage_lists = [
         ids
         for words, meaning in zip(passage_words, passage_meaning, strict=True)
@@ -90,11 +92,36 @@ def search(
         # Those the words match first, then the rest in their order (the day itself first): a
         # message of no other words ("what did we do yesterday?") is all about the day.
         passage_lists.append(index.ranked_by_words("passage", undated, on_days)[:quotes])
+    passages = fused(passage_lists, quotes)
+    graph = [
+        partial(index.by_meaning_batch, "fact", vectors, k, floor),
+        partial(index.by_words, "fact", recent, k) if not same else list,  # list(): []
+        partial(index.by_words, "fact", message, k),
+    ]
+    later = _SEARCHES.submit(_each, graph) if C.RECALL_SEARCH_THREADS > 1 else None
+    try:
+        made = meanwhile(passages)
+    finally:
+        # Not started (queued behind another recall's searches): run here, not waited for.
+        fact_meaning, recent_words, message_words = (
+            _each(graph) if later is None or later.cancel() else later.result()
+        )
+    by_meaning = dict(zip(texts, fact_meaning, strict=True))
+    message_lists = [
+        message_words,
+        [] if same else recent_words,
+        by_meaning[message],
+        [] if same else by_meaning[recent],
+    ]
     return Found(
         message=fused(message_lists, k),
         parts=[by_meaning[p.text][: C.RECALL_PART_FACTS] for p in parts],
-        passages=fused(passage_lists, quotes),
-    )
+        passages=passages,
+    ), made
+
+
+def _each(tasks: Sequence[Callable[[], Any]]) -> list[Any]:
+    return [task() for task in tasks]
 
 
 def _share(tasks: Sequence[Callable[[], Any]]) -> list[Any]:
