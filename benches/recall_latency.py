@@ -18,7 +18,9 @@ call), and once with the walk run inline by the offline judge (no walk prepared)
 synthetic: words drawn from a Zipf-like vocabulary, a few named entities per fact. Building
 takes minutes (hnswlib inserts 110k 512-dimension vectors on one thread); the timed part is
 the queries, in `--rounds` rounds: each query's fastest run is tabulated, and every run is
-summed up below each table.
+summed up below each table. The stages are `RecallResult.timings`: "search" holds, beside the
+searches, the passages' excerpts made while the graph is searched (`recall.searches.search`);
+"block" what is made after the walk (its facts under the excerpts, grouping, fitting).
 """
 
 from __future__ import annotations
