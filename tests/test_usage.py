@@ -127,41 +127,20 @@ def test_every_embedding_request_is_counted_with_the_memory_it_served(tmp_path, 
 def test_calls_recorded_before_cached_tokens_were_kept_read_as_none_cached(tmp_path, clock):
     from test_migrations import _as_of
 
+    call = usage.UsageRecord(
+        kind="note", model="x", tokens_in=50, tokens_out=5, seconds=1.0, tokens_cached=20
+    )
     today = tmp_path / "today.db"
     with fadeway.open(today, clock=clock, background=False) as eng:
         eng.memory("m").decorate(
             {"model": "gpt-4.1", "messages": [{"role": "user", "content": "hi"}]}
         )
         with eng.store.write("m") as tx:
-            tx.insert_usage(
-                [
-                    usage.UsageRecord(
-                        kind="note",
-                        model="x",
-                        tokens_in=50,
-                        tokens_out=5,
-                        seconds=1.0,
-                        tokens_cached=20,
-                    )
-                ],
-                1.0,
-            )
+            tx.insert_usage([call], 1.0)
     _as_of(12, today, tmp_path / "v12.db")  # the schema before cached tokens: the column goes
     with fadeway.open(tmp_path / "v12.db", clock=clock, background=False) as eng:
         mem = eng.memory("m")
         assert [(u.tokens_in, u.tokens_cached) for u in mem.usage()] == [(50, 0)]
         with eng.store.write("m") as tx:  # and the calls recorded from now on keep them
-            tx.insert_usage(
-                [
-                    usage.UsageRecord(
-                        kind="note",
-                        model="x",
-                        tokens_in=50,
-                        tokens_out=5,
-                        seconds=1.0,
-                        tokens_cached=20,
-                    )
-                ],
-                2.0,
-            )
+            tx.insert_usage([call], 2.0)
         assert [(u.tokens_in, u.tokens_cached) for u in mem.usage()] == [(100, 20)]
