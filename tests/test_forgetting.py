@@ -998,6 +998,40 @@ def test_a_facts_block_too_large_for_the_current_turn_is_forgotten_down_to_fit(t
     eng.close()
 
 
+def test_a_fade_below_its_landing_leaves_two_typical_turns_free(tmp_path, clock):
+    """Notes as large as the turns they replace fill the facts block until the landing stops
+    at the current turn. Stopping there, each fade left no room for the next turn: every turn
+    faded again and cut its one closed turn into an episode of its own, whose note grew the
+    block again. The landing promises two typical turns before the next trigger, so the fade
+    goes on down the order (forgetting sealed episodes, whose facts leave the block) until
+    they fit: most turns start no fade, and none stands over the ceiling."""
+    eng = open_small(tmp_path / "b.db", clock, note_writer="offline")
+    mem = eng.memory("m")
+    history: list = []
+    faded = []
+    for t in range(60):
+        clock.advance(60)
+        history.append(_user(t))
+        states = _states(mem)
+        req = mem.decorate({"model": "gpt-4.1", "messages": history})
+        picked = {n for n, s in _states(mem).items() if s in ("leaving", "forgotten")}
+        if picked - {n for n, s in states.items() if s in ("leaving", "forgotten")}:
+            faded.append(t)  # a fade picked episodes (a seal alone is no fade)
+        assert mem.measure(req) <= CEILING
+        reply = chat_reply(f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)))
+        mem.report(req, reply)
+        history.append(reply["choices"][0]["message"])
+        eng.drain()
+    late = [t for t in faded if t >= 30]  # the block has long filled by then
+    # Stopping at the landing, 29 of these 30 turns faded; a seal's note (as large as its
+    # turns) may still take the room back before two turns pass.
+    assert len(late) <= 15, f"fades at turns {faded}"
+    states_now = list(_states(mem).values())
+    assert states_now.count("forgotten") > 0
+    assert len(mem.export().messages) == len(history)  # forgotten is not deleted
+    eng.close()
+
+
 def test_a_facts_block_stays_bounded_when_the_room_for_the_next_call_is_large(small, clock):
     """A large tool output every fifth turn (half the ceiling) makes the room for the next call
     so large that no current turn fits beside it and the fixed part, even with an empty facts

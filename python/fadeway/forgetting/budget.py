@@ -175,6 +175,17 @@ class Sizes:
         free = self.ceiling - self.fixed - self.current
         return self.current <= self.ceiling - self.fixed, min(self.next_call, free)
 
+    def spare(self) -> int:
+        """The history a fade leaves free below the next trigger beyond the current turn: two
+        typical turns (the landing's own promise) when they fit beside the current turn, the
+        room for the next call and an empty facts block; else none (a part of them would empty
+        the block for less than the promise). Below the landing's floor (the current turn) that
+        room can only come from the facts block: a block that leaves less gives way, else every
+        turn would trigger a fade that cuts one turn (and its note makes the block larger
+        still)."""
+        two = 2 * self.typical
+        return two if self.current + two <= self.ceiling - self.fixed - self.next_call else 0
+
 
 def measure(
     services: Services,

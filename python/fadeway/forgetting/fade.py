@@ -73,9 +73,9 @@ def fade_picks(
 ) -> np.ndarray:
     """The episodes a fade picks, as indices in the order picked: least active first (ties by
     `tie`), while the projected history stands above the landing, or above the budget
-    `budget_of` gives for the facts block left (a block so large that the current turn alone
-    does not fit beside it: the landing stops at the current turn, and the fade goes on
-    forgetting sealed episodes until the request fits).
+    `budget_of` gives for the facts block left (a block so large that the landing stops at the
+    current turn: the fade goes on forgetting sealed episodes until the request fits, with two
+    typical turns free where they can be; `Sizes.spare`).
 
     Picking episode `i` takes `history_cut[i]` tokens from the history (a live episode's
     messages leave the view); `block_cut_along(order)` gives the tokens that leave the facts
@@ -373,12 +373,13 @@ def _fade(
     fact_sizes: dict[int, int],
     block_sizes: dict[int, int],
 ) -> Fade:
-    """One pick of the fade over the memory's episodes, with the fixed part `sizes` holds."""
+    """One pick of the fade over the memory's episodes, with the fixed part `sizes` holds. Below
+    the landing, the history must leave the room for the next call and `Sizes.spare` free."""
     fits, room_left = sizes.beside()
-    fixed, ceiling = sizes.fixed, sizes.ceiling
+    fixed, ceiling, spare = sizes.fixed, sizes.ceiling, sizes.spare()
 
     def budget_of(block: np.ndarray) -> np.ndarray:
-        return np.maximum(0, ceiling - fixed - block - room_left)
+        return np.maximum(0, ceiling - fixed - block - room_left - spare)
 
     return fade_episodes(
         mirror.episodes.columns(),
