@@ -18,8 +18,11 @@ NOTES = [
     ],
     [("Dana moved the checkout migration to May.", "Dana", "checkout migration", False)],
 ]
-#: The reads a sync may skip: every append-only table's.
-TABLE_READS = ("facts", "entities", "edges", "retirements", "episodes", "acks", "passages")
+#: The reads a sync may skip: every append-only table's, and the look for a pending graph job.
+TABLE_READS = (
+    *("facts", "entities", "edges", "retirements", "episodes", "acks", "passages"),
+    "pending_job",
+)
 
 
 class _Counting:
@@ -43,7 +46,8 @@ def test_marks_are_how_far_each_table_reaches(db, clock):
     with _opened(db, clock) as eng:
         mem = eng.memory("m")
         with eng.store.read("m") as tx:
-            assert tx.marks(eng.embedder.name) == Marks(**dict.fromkeys(Marks.__struct_fields__, 0))
+            empty = dict.fromkeys(Marks.__struct_fields__, 0) | {"graph_job": None}
+            assert tx.marks(eng.embedder.name) == Marks(**empty)
         converse_with_notes(eng, mem, clock, NOTES)
         talk(eng, "other", clock, 6)  # another memory's rows never count
         with eng.store.read("m") as tx:
@@ -61,6 +65,14 @@ def test_marks_are_how_far_each_table_reaches(db, clock):
             )
             assert min(marks.facts, marks.entities, marks.passages) > 0
             assert tx.marks("another embedder").fact_vectors == 0
+        with eng.store.write("m") as tx:  # graph jobs queued: the oldest pending one is marked
+            tx.enqueue("graph", b'{"note": 7}', clock.now)
+            tx.enqueue("graph", b'{"note": 8}', clock.now)
+        with eng.store.write("other") as tx:  # another memory's jobs never count
+            tx.enqueue("graph", b'{"note": 1}', clock.now)
+        with eng.store.read("m") as tx:
+            assert tx.marks(eng.embedder.name).graph_job == tx.pending_job("graph").payload
+            assert tx.marks(eng.embedder.name).graph_job == b'{"note": 7}'
 
 
 @pytest.mark.both_stores

@@ -194,8 +194,10 @@ class RetirementRecord(msgspec.Struct, frozen=True, kw_only=True):
 
 class Marks(msgspec.Struct, frozen=True, kw_only=True):
     """How far each of a memory's append-only tables reaches: the highest number each holds
-    (0 for none), and how many retirements. A sync reads a table only past what it holds, and
-    not at all when its mark says there is nothing past it (`Transaction.marks`)."""
+    (0 for none), and how many retirements; and the payload of the oldest pending graph job
+    (None: none), whose note's facts the graph has not taken. A sync reads a table only past
+    what it holds, and not at all when its mark says there is nothing past it
+    (`Transaction.marks`)."""
 
     facts: int
     entities: int
@@ -206,6 +208,7 @@ class Marks(msgspec.Struct, frozen=True, kw_only=True):
     passages: int
     fact_vectors: int  # of the embedder asked about
     passage_vectors: int
+    graph_job: bytes | None = None
 
 
 class PassageRecord(msgspec.Struct, frozen=True, kw_only=True):

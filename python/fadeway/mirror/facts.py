@@ -75,8 +75,11 @@ class MemoryCache:
         retirements = self.retirements if same and not entities and not edges else tx.retirements()
         episodes = tx.episodes(self._last_episode) if grew("episodes", self._last_episode) else []
         acks = tx.acks(last_ack) if grew("acks", last_ack) else []
-        job = tx.pending_job(JobKind.GRAPH)
-        self.awaiting = None if job is None else int(msgspec.json.decode(job.payload)["note"])
+        if marks is not None:
+            job = marks.graph_job
+        else:
+            job = None if (found := tx.pending_job(JobKind.GRAPH)) is None else found.payload
+        self.awaiting = None if job is None else int(msgspec.json.decode(job)["note"])
         if entities or edges or len(retirements) != len(self.retirements):
             self.entities = [*self.entities, *entities]
             self.edges = [*self.edges, *edges]

@@ -293,8 +293,8 @@ class Transaction(abc.ABC):
 
     @abc.abstractmethod
     def marks(self, embedder: str) -> Marks:
-        """How far each append-only table of the memory reaches, in one query (`Marks`; the
-        vectors are `embedder`'s)."""
+        """How far each append-only table of the memory reaches, and its oldest pending graph
+        job, in one query (`Marks`; the vectors are `embedder`'s)."""
 
     @abc.abstractmethod
     def insert_vectors(self, kind: str, embedder: str, rows: Sequence[tuple[int, bytes]]) -> None:

@@ -52,7 +52,10 @@ READS: dict[str, frozenset[str]] = {
     "recalls": frozenset({"recalls"}),
     "block_texts": frozenset({"block_texts"}),
     "marks": frozenset(
-        {"facts", "entities", "edges", "retirements", "episodes", "notes", "passages", "vectors"}
+        {
+            *("facts", "entities", "edges", "retirements", "episodes", "notes", "passages"),
+            *("vectors", "jobs"),
+        }
     ),
     "last_episode": frozenset({"episodes"}),
     "fact_count": frozenset({"facts"}),

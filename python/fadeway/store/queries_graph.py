@@ -13,6 +13,7 @@ from ..records import (
     BlockText,
     EdgeRecord,
     EntityRecord,
+    JobKind,
     Marks,
     PassageRecord,
     RecallBlock,
@@ -60,6 +61,10 @@ _MARKS = "SELECT " + ", ".join(
             f"(SELECT MAX(n) FROM vectors WHERE memory_id = ? AND kind = '{kind}' AND embedder = ?)"
             for kind in ("fact", "passage")
         ),
+        # The oldest pending graph job: read with the marks, not on its own (a round trip on
+        # PostgreSQL for every sync).
+        "(SELECT payload FROM jobs WHERE memory_id = ? AND state = 'pending' "
+        f"AND kind = '{JobKind.GRAPH}' ORDER BY n LIMIT 1)",
     ]
 )
 
@@ -203,8 +208,12 @@ class GraphQueries:
         ]
 
     def marks(self, embedder: str) -> Marks:
-        row = self._conn.execute(_MARKS, (self._key,) * 7 + (self._key, embedder) * 2).fetchone()
-        return Marks(**{name: value or 0 for name, value in zip(_MARK_NAMES, row, strict=True)})
+        args = (self._key,) * 7 + (self._key, embedder) * 2 + (self._key,)
+        *row, job = self._conn.execute(_MARKS, args).fetchone()
+        return Marks(
+            **{name: value or 0 for name, value in zip(_MARK_NAMES, row, strict=True)},
+            graph_job=None if job is None else bytes(job),
+        )
 
     def vector_ns(self, kind: str, embedder: str) -> set[int]:
         return {
