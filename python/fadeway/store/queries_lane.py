@@ -54,12 +54,15 @@ class LaneQueries:
     memory_id: str
 
     def enqueue(self, kind: str, payload: bytes, created_at: float) -> int:
-        n = self.last_job() + 1
-        self._conn.execute(
-            "INSERT INTO jobs (memory_id, n, kind, payload, created_at) VALUES (?, ?, ?, ?, ?)",
-            (self._key, n, kind, payload, created_at),
-        )
-        return n
+        # Numbered past the memory's last job in the statement that inserts it (one round
+        # trip on PostgreSQL, not two); writers of one memory take turns, so none races it.
+        (n,) = self._conn.execute(
+            "INSERT INTO jobs (memory_id, n, kind, payload, created_at) "
+            "SELECT ?, COALESCE(MAX(n), 0) + 1, ?, ?, ? FROM jobs WHERE memory_id = ? "
+            "RETURNING n",
+            (self._key, kind, payload, created_at, self._key),
+        ).fetchone()
+        return int(n)
 
     def last_job(self) -> int:
         (top,) = self._conn.execute(
