@@ -52,10 +52,7 @@ READS: dict[str, frozenset[str]] = {
     "recalls": frozenset({"recalls"}),
     "block_texts": frozenset({"block_texts"}),
     "marks": frozenset(
-        {
-            *("facts", "entities", "edges", "retirements", "episodes", "notes", "passages"),
-            *("vectors", "jobs"),
-        }
+        "facts entities edges retirements episodes notes passages vectors jobs".split()
     ),
     "last_episode": frozenset({"episodes"}),
     "fact_count": frozenset({"facts"}),
