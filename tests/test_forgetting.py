@@ -969,6 +969,25 @@ def test_a_notes_facts_are_judged_against_the_episodes_remembered_when_it_was_wr
     assert judged == remembered
 
 
+def _talk_with_long_turns(eng, mem, clock, turns, check) -> list:
+    """`turns` turns of a 40-word message and a 30-word reply, each one long sentence (the
+    offline writer keeps a sentence whole: its notes are as large as the turns), the lane
+    drained after each; `check(t, states before the decorate, request)` runs after each
+    decorate. Returns the history sent."""
+    history: list = []
+    for t in range(turns):
+        clock.advance(60)
+        history.append(_user(t))
+        before = _states(mem)
+        req = mem.decorate({"model": "gpt-4.1", "messages": history})
+        check(t, before, req)
+        reply = chat_reply(f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)))
+        mem.report(req, reply)
+        history.append(reply["choices"][0]["message"])
+        eng.drain()
+    return history
+
+
 def test_a_facts_block_too_large_for_the_current_turn_is_forgotten_down_to_fit(tmp_path, clock):
     """Notes as large as the turns they replace (the offline writer keeps a sentence whole, and
     these turns are one long sentence each): sealing frees nothing, the facts block outgrows
@@ -977,20 +996,15 @@ def test_a_facts_block_too_large_for_the_current_turn_is_forgotten_down_to_fit(t
     start a fade stands within the ceiling."""
     eng = open_small(tmp_path / "b.db", clock, note_writer="offline")
     mem = eng.memory("m")
-    history: list = []
     over = []
-    for t in range(45):
-        clock.advance(60)
-        history.append(_user(t))
-        leaving = {n for n, s in _states(mem).items() if s == "leaving"}
-        req = mem.decorate({"model": "gpt-4.1", "messages": history})
+
+    def check(t, before, req):
+        leaving = {n for n, s in before.items() if s == "leaving"}
         starts = {n for n, s in _states(mem).items() if s == "leaving"} - leaving
         if mem.measure(req) > CEILING and not starts:
             over.append((t, mem.measure(req)))
-        reply = chat_reply(f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)))
-        mem.report(req, reply)
-        history.append(reply["choices"][0]["message"])
-        eng.drain()
+
+    history = _talk_with_long_turns(eng, mem, clock, 45, check)
     assert not over
     states = list(_states(mem).values())
     assert states.count("forgotten") > states.count("sealed") > 0
@@ -1007,21 +1021,15 @@ def test_a_fade_below_its_landing_leaves_two_typical_turns_free(tmp_path, clock)
     they fit: most turns start no fade, and none stands over the ceiling."""
     eng = open_small(tmp_path / "b.db", clock, note_writer="offline")
     mem = eng.memory("m")
-    history: list = []
     faded = []
-    for t in range(60):
-        clock.advance(60)
-        history.append(_user(t))
-        states = _states(mem)
-        req = mem.decorate({"model": "gpt-4.1", "messages": history})
+
+    def check(t, before, req):
         picked = {n for n, s in _states(mem).items() if s in ("leaving", "forgotten")}
-        if picked - {n for n, s in states.items() if s in ("leaving", "forgotten")}:
+        if picked - {n for n, s in before.items() if s in ("leaving", "forgotten")}:
             faded.append(t)  # a fade picked episodes (a seal alone is no fade)
         assert mem.measure(req) <= CEILING
-        reply = chat_reply(f"answer {t} " + " ".join(f"r{t}_{i}" for i in range(30)))
-        mem.report(req, reply)
-        history.append(reply["choices"][0]["message"])
-        eng.drain()
+
+    history = _talk_with_long_turns(eng, mem, clock, 60, check)
     late = [t for t in faded if t >= 30]  # the block has long filled by then
     # Stopping at the landing, 29 of these 30 turns faded; a seal's note (as large as its
     # turns) may still take the room back before two turns pass.
