@@ -445,6 +445,11 @@ def _per_turn(value: float) -> str:
     return f"{value:,.0f}" if value >= 10 else f"{value:.2f}"
 
 
+def _ratio(value: float, goal: float) -> str:
+    """`value` to one place, or to two where one would round it onto the `goal`."""
+    return f"{value:.2f}" if f"{value:.1f}" == f"{goal:.1f}" else f"{value:.1f}"
+
+
 def table(results: list[Cost]) -> list[str]:
     """Markdown rows: per user turn, for each replay, calls, tokens in and tokens out; then the
     conversation's own text per turn and the ratios the goal bounds."""
@@ -478,7 +483,7 @@ def table(results: list[Cost]) -> list[str]:
     for c in results:
         about = c.usage.get("judge:about", (0, 0, 0))[1]
         lines.append(
-            f"| {c.label} | {c.turns} | {c.reads / c.text:.1f}× "
+            f"| {c.label} | {c.turns} | {_ratio(c.reads / c.text, GOAL_READS)}× "
             f"(goal ≤ {GOAL_READS:.0f}×) | {c.writes / max(1, c.reads):.2f} "
             f"(goal ≤ {GOAL_WRITES}) | {c.cached_reads / max(1, c.reads):.2f} "
             f"({c.cached.get('judge:about', 0) / max(1, about):.2f}) | {c.seconds:.0f} |"

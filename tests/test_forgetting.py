@@ -866,7 +866,7 @@ def test_a_notes_facts_are_judged_once_though_the_job_runs_again(small, clock):
     apply and its done) appends no second set of traces."""
     import asyncio
 
-    from fadeway.episodes.traces import ScoreJob
+    from fadeway.forgetting.scoring import ScoreJob
     from fadeway.records import FactRecord, JobRecord, NoteRecord
     from helpers import converse_with_notes
 
@@ -905,7 +905,7 @@ def test_a_notes_facts_are_judged_once_though_the_job_runs_again(small, clock):
     job = JobRecord(
         n=1, kind="score", payload=msgspec.json.encode({"note": new}), created_at=clock()
     )
-    scoring = ScoreJob(small.store, small.judge)
+    scoring = ScoreJob(small.store, small.services.indexes, small.judge)
     prepared = asyncio.run(scoring.prepare("m", job))
     assert prepared[1], "the judge gave no answer to append"
     counts = []
@@ -915,6 +915,93 @@ def test_a_notes_facts_are_judged_once_though_the_job_runs_again(small, clock):
             counts.append(tx.trace_count())
             assert tx.note_traced(new)
     assert counts[0] > 0 and counts[1] == counts[0]
+
+
+def test_the_score_job_reads_an_earlier_notes_sealed_episodes_as_their_facts(small, clock):
+    """A note's facts are judged against every episode still remembered: those in view as
+    their messages, an earlier note's sealed ones as the facts that stand for them
+    (`remembered_text`), so the judge does not read their messages again."""
+    import asyncio
+
+    from fadeway.forgetting.scoring import ScoreJob
+    from fadeway.judge.base import REMEMBERED, remembered_text
+    from fadeway.records import FactRecord, JobRecord, NoteRecord
+    from helpers import converse_with_notes
+
+    mem = small.memory("m")
+    first = [
+        ("Dana owns the checkout.", "Dana", "checkout", False),
+        ("Ben is back in May.", "Ben", "May", False),
+    ]
+    converse_with_notes(small, mem, clock, [first])
+    with small.store.write("m") as tx:
+        episodes = tx.episodes()
+        sealed = [e for e in episodes if e.state == "sealed"]
+        in_view = [e for e in episodes if e.state in ("live", "leaving")]
+        said = {e.n: [m.body for m in tx.messages(e.first_seq, e.last_seq + 1)] for e in episodes}
+        new = tx.notes()[-1].n + 1
+        tx.insert_note(
+            NoteRecord(n=new, at=clock(), call_id=None, source="test", arguments="{}"),
+            [
+                FactRecord(
+                    n=tx.facts()[-1].n + 1,
+                    note=new,
+                    text="Dana hands the checkout to Ben.",
+                    subject="Dana",
+                    object="Ben",
+                    milestone=False,
+                    at=clock(),
+                )
+            ],
+            [],
+        )
+    assert sealed and in_view
+    calls: list[list[str]] = []
+    real = type(small.judge).about
+
+    async def recorded(self, facts, episodes, **kwargs):
+        calls.append(list(episodes))
+        return await real(self, facts, episodes, **kwargs)
+
+    job = JobRecord(
+        n=1, kind="score", payload=msgspec.json.encode({"note": new}), created_at=clock()
+    )
+    with mock.patch.object(type(small.judge), "about", recorded):
+        _, answers = asyncio.run(
+            ScoreJob(small.store, small.services.indexes, small.judge).prepare("m", job)
+        )
+    (read,) = calls
+    held = remembered_text(["Dana owns the checkout.", "Ben is back in May."])
+    assert read.count(held) == len(sealed)
+    texts = [t for t in read if t != held]
+    assert len(texts) == len(in_view) and not any(REMEMBERED in t for t in texts)
+    for e in in_view:
+        first_words = " ".join(fadeway.wire.text_of(msgspec.json.decode(said[e.n][0])))
+        assert any(t.startswith(first_words) for t in texts)
+    # Every sealed episode is still judged: its answer becomes a trace like any other.
+    judged = {episode for _, episode, _, _ in answers}
+    assert {e.n for e in sealed} <= judged
+
+
+def test_the_offline_judge_reads_a_remembered_episode_fact_by_fact():
+    """Offline, a fact is about a remembered episode as much as it is about its closest fact;
+    the heading that marks it out of view counts for nothing."""
+    import asyncio
+
+    from fadeway.judge import OfflineJudge
+    from fadeway.judge.base import REMEMBERED, remembered_text
+
+    episodes = [
+        remembered_text(["Ben is back in May.", "Dana owns the checkout migration."]),
+        remembered_text(["The office plants need water on Fridays."]),
+        REMEMBERED,
+    ]
+    ((restated, unrelated, heading_only),) = asyncio.run(
+        OfflineJudge().about(["Dana owns the checkout migration now."], episodes)
+    )
+    assert restated.yes and restated.score > 0.8
+    assert not unrelated.yes
+    assert not heading_only.yes and heading_only.score == 0.0
 
 
 def test_note_arguments_reads_only_the_messages_asked_for(small, clock):

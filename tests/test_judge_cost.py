@@ -1,7 +1,7 @@
 """The cost bench's figures, loosely (benches/judge_cost.py): the memory's own model over a
 replay of the bundled launch-week sample's first 250 lines, at a 6,000-token ceiling, through a
 scripted endpoint that counts the tokens of each call. The ceilings sit about twice above today's
-figures (reads 10.8 times the conversation's text, writes 0.11 of reads, 2.0 calls a user turn),
+figures (reads 10.2 times the conversation's text, writes 0.12 of reads, 2.0 calls a user turn),
 so a regression that doubles them fails; the issue's goal (10 times, a tenth) is below them."""
 
 from __future__ import annotations
@@ -40,9 +40,6 @@ def test_the_memory_s_own_model_spends_within_loose_ceilings():
     assert cost.reads <= 22 * cost.text
     assert cost.writes <= 0.22 * cost.reads
     assert cost.calls <= 4 * cost.turns
-    # `about` leads with the remembered episodes, the same from one note to the next: the
-    # bench's prompt cache (as OpenAI's) serves them. The other judgments' prompts are short.
-    assert cost.cached["judge:about"] > 0
 
 
 def test_the_bench_s_prompt_cache_serves_a_long_shared_prefix_in_steps():

@@ -10,7 +10,7 @@ did not parse, or named ids it was not given, even after one retry). Such an ite
 the result, never a made-up answer; each caller reads None as the judgment's neutral outcome:
 
 - `boundaries`: a None score counts 0.0 (`Boundaries.slots`; the cut in `episodes/cut.py`);
-- `about`: no trace is written for that fact and episode (`episodes/traces.py`);
+- `about`: no trace is written for that fact and episode (`forgetting/scoring.py`);
 - `relate`: "unrelated" (nothing merges, nothing retires; `graph/update.py`);
 - `same_entity`: False (the name becomes an entity of its own; `graph/update.py`);
 - `levels`: KEEP_LEVEL (the fact is shown as a search hit but does not lead on; `recall.walk`);
@@ -26,7 +26,8 @@ Implemented judgments:
   concept (MECHANISM: "Episodes").
 - `about`: is this fact about that episode? A yes or no with a score, for every pair of a batch
   of facts and a batch of episodes (MECHANISM: "Encoding and traces"). A judge may score its
-  noes 0.0 (the LLM judge asks for the yeses only).
+  noes 0.0 (the LLM judge asks for the yeses only). An episode in view is its messages' text;
+  one out of view, the facts that stand for it (`remembered_text`).
 - `relate`: is a new fact the same as one already held, does it contradict it, or neither
   (MECHANISM: "The note ask and sealing": a restated fact merges, a newer one retires).
 - `same_entity`: are two names the same entity (confirms a candidate that similarity found)?
@@ -56,7 +57,18 @@ __all__ = [
     "RELATED",
     "RELEVANT",
     "CENTRAL",
+    "REMEMBERED",
+    "remembered_text",
 ]
+
+#: The first paragraph of an episode out of view as `about` reads it (`remembered_text`).
+REMEMBERED = "(Out of view: the facts remembered of it.)"
+
+
+def remembered_text(facts: Sequence[str]) -> str:
+    """An episode out of view as `about` reads it: the facts that stand for it, after the
+    REMEMBERED line, a blank line apart (as an episode's messages are)."""
+    return "\n\n".join([REMEMBERED, *facts])
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +152,8 @@ class Judge(abc.ABC):
     async def about(
         self, facts: Sequence[str], episodes: Sequence[str], *, deadline: float | None = None
     ) -> list[list[Answer | None]]:
-        """For each fact, for each episode (its text): is this fact about that episode?"""
+        """For each fact, for each episode (its text, or `remembered_text` for one out of
+        view): is this fact about that episode?"""
 
     @abc.abstractmethod
     async def relate(

@@ -23,7 +23,7 @@ import numpy as np
 from .. import _constants as C
 from .._core import hash_embed, tokenize
 from . import cohesion
-from .base import Answer, Boundaries, FactText, Judge, Relation, UnitText
+from .base import REMEMBERED, Answer, Boundaries, FactText, Judge, Relation, UnitText
 
 __all__ = [
     "OfflineJudge",
@@ -59,11 +59,12 @@ class OfflineJudge(Judge):
     ) -> list[list[Answer | None]]:
         if not facts or not episodes:
             return [[] for _ in facts]
-        # An episode holds several messages ("\n\n" between them); a fact is about the
-        # episode as much as it is about its closest message, so one topic of many still counts.
+        # An episode holds several messages ("\n\n" between them), or, out of view, several
+        # facts; a fact is about the episode as much as it is about its closest message (or
+        # fact), so one topic of many still counts.
         chunks, owner = [], []
         for i, text in enumerate(episodes):
-            for chunk in text.split("\n\n") or [""]:
+            for chunk in [c for c in text.split("\n\n") if c != REMEMBERED] or [""]:
                 chunks.append(chunk)
                 owner.append(i)
         dim = C.ABOUT_EMBED_DIM

@@ -98,6 +98,7 @@ BOUNDARIES = Prompt(
 #: The episodes come first: they are most of the prompt and the same from one note to the next
 #: (every episode still remembered, oldest first), so a provider's prompt cache, which serves a
 #: prompt's longest prefix it has seen, serves them; the new facts, which differ, come last.
+#: An episode out of view comes as the facts that stand for it (`base.remembered_text`).
 ABOUT = Prompt(
     name="about",
     system=(
@@ -107,7 +108,8 @@ ABOUT = Prompt(
         "from 0 (barely) to 1 (the episode is where the fact comes from). Leave out every "
         "other pair: a pair not listed means the fact is not about that episode, and an empty "
         "list means no fact is about any episode. An episode may be one piece of a longer "
-        "one: judge what it shows. List a pair at most once, with only the ids given. " + _JSON_ONLY
+        "one: judge what it shows. An episode out of view is given as the facts remembered of "
+        "it: judge it by them. List a pair at most once, with only the ids given. " + _JSON_ONLY
     ),
     user="Episodes:\n{episodes}\n\nFacts:\n{facts}",
     key="about",

@@ -17,7 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 from .. import _constants as C
 from .._services import Services
 from ..episodes.cut import CutJob
-from ..episodes.traces import ScoreJob
+from ..forgetting.scoring import ScoreJob
 from ..graph.update import GraphJob
 from ..index.embedding import EmbedJob
 from ..index.passages import PassagesJob
@@ -90,7 +90,9 @@ def table(services: Services) -> Mapping[str, Job]:
             GraphJob(s.store, s.judge, s.embedder),
             "a note taken, before its score (notes.taking.write_note)",
         ),
-        JobKind.SCORE: Job(ScoreJob(s.store, s.judge), "a note taken (notes.taking.write_note)"),
+        JobKind.SCORE: Job(
+            ScoreJob(s.store, s.indexes, s.judge), "a note taken (notes.taking.write_note)"
+        ),
         JobKind.EMBED: Job(
             EmbedJob(s.store, s.embedder),
             "a note taken, passages written, an import, a reindex (notes.taking.write_note, "
