@@ -411,6 +411,13 @@ def test_no_answer_reproduces_the_recall_bench_on_a_tuning_conversation(tmp_path
     mine = json.loads((out / "report.json").read_text())["ways"]["fadeway"]["overall"]
     assert mine["questions"] == len(bench.asked)
     assert mine["block_recall"] == round(recall_locomo.recall_of(bench.asked, "block"), 4)
+    # Recall quotes sealed conversation only: the block carries no evidence the view still
+    # holds, so out of view it counts the same, while BM25 over every turn may lose some.
+    in_view = [a for a in bench.asked if a.in_view]
+    assert in_view, "no question's evidence was still in view: the split below tests nothing"
+    assert all(a.hits["block-view"] == a.hits["block"] for a in bench.asked)
+    assert all(a.hits["bm25-view"] == a.hits["bm25"] - a.in_view for a in bench.asked)
+    assert all(a.hits["block+view"] == a.hits["block"] | a.in_view for a in bench.asked)
 
 
 def _longmemeval_file(path: Path) -> Path:
