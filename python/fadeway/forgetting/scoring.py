@@ -61,6 +61,8 @@ class ScoreJob:
                 for e in tx.episodes()
                 if (e.state != "forgotten" if judged is None else e.n in judged)
             ]
+            if not facts or not episodes:
+                return note, []
             own = {e for f in facts for e in known.fact_episodes.get(f.n, ())}
             held = facts_of(
                 [e for e in episodes if e.n not in own],
@@ -71,8 +73,6 @@ class ScoreJob:
                 awaiting=known.awaiting,
             )
             texts = [_read_as(tx, e, [f.text for f in held.get(e.n, ())]) for e in episodes]
-        if not facts or not episodes:
-            return note, []
         answers = await self.judge.about(
             [f.text for f in facts], texts, deadline=time.monotonic() + C.LANE_JUDGE_DEADLINE
         )
