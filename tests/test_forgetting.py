@@ -1004,6 +1004,18 @@ def test_the_offline_judge_reads_a_remembered_episode_fact_by_fact():
     assert not heading_only.yes and heading_only.score == 0.0
 
 
+def test_the_scripted_judge_s_default_about_reads_a_remembered_episode_without_its_heading():
+    import asyncio
+
+    from fadeway.judge import ScriptedJudge
+    from fadeway.judge.base import remembered_text
+
+    episodes = [remembered_text(["Dana owns the checkout."]), remembered_text(["Ben is away."])]
+    # "of" and "the" are in the heading; only the second episode's fact shares a word.
+    ((first, second),) = asyncio.run(ScriptedJudge().about(["out of office: Ben"], episodes))
+    assert not first.yes and second.yes and second.score == 1.0
+
+
 def test_note_arguments_reads_only_the_messages_asked_for(small, clock):
     """Decorate decodes the note calls in view, not every note the memory ever took: the
     arguments come back for the messages named, and all of them when none are."""

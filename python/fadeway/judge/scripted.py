@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from ..errors import JudgeTimeout
-from .base import Answer, Boundaries, FactText, Judge, Relation, UnitText
+from .base import REMEMBERED, Answer, Boundaries, FactText, Judge, Relation, UnitText
 from .offline import distill_offline, levels_offline, relate_offline, same_entity_offline
 
 __all__ = ["ScriptedJudge"]
@@ -25,8 +25,11 @@ def _flat(units: Sequence[UnitText]) -> Boundaries:
 
 
 def _shared_word(fact: str, episode: str) -> Answer:
+    """Yes when the fact shares a word with the episode (a remembered episode's heading aside),
+    scored by how many of the episode's words it shares."""
     words = set(fact.lower().split())
-    hits = sum(1 for w in episode.lower().split() if w in words)
+    text = episode.removeprefix(REMEMBERED)
+    hits = sum(1 for w in text.lower().split() if w in words)
     return Answer(hits > 0, float(hits))
 
 
