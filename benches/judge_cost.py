@@ -241,14 +241,12 @@ def selective(body: dict) -> dict:
         dialogue = _between(text, "Recent dialogue (newest last):\n", "\n\nFacts:\n")
         facts = _facts(text.split("\n\nFacts:\n", 1)[1])
         levels = levels_offline(list(facts.values()), dialogue)
-        return {
-            "facts": [{"id": i, "level": v} for i, v in zip(facts, levels, strict=True) if v >= 1]
-        }
+        return {"facts": [[i, v] for i, v in zip(facts, levels, strict=True) if v >= 1]}
     if name == "distill":
         conversation = _between(text, "Exchange:\n", "\n\nRecalled items:\n")
         items = _facts(text.split("\n\nRecalled items:\n", 1)[1])
         kept = distill_offline(list(items.values()), conversation)
-        return {"facts": [{"id": i} for i, k in zip(items, kept, strict=True) if k]}
+        return {"facts": [i for i, k in zip(items, kept, strict=True) if k]}
     if name == "relate":
         facts = _facts(_between(text, "Facts:\n", "\n\nPairs:\n"), _LABELLED)
         pairs = []
@@ -260,7 +258,7 @@ def selective(body: dict) -> dict:
     if name == "same_entity":
         return {
             "pairs": [
-                {"id": int(i)}
+                int(i)
                 for i, a, b in _NAMES.findall(text)
                 if same_entity_offline(json.loads(a), json.loads(b))
             ]

@@ -57,7 +57,7 @@ def asked_ids(body: dict) -> Any:
     return ids_in(section)
 
 
-def default_item(name: str, key: Any) -> dict | None:
+def default_item(name: str, key: Any) -> Any:
     """A valid answer item for `key` (an id, or a (fact, episode) pair); None leaves it out,
     as answers that list what counts only do (an unrelated pair, two names of two things)."""
     if name == "boundaries":
@@ -67,11 +67,11 @@ def default_item(name: str, key: Any) -> dict | None:
     if name in ("relate", "same_entity"):
         return None
     if name == "levels":
-        return {"id": key, "level": 2}
-    return {"id": key}
+        return [key, 2]
+    return key  # distill: the ids kept
 
 
-def items_for(body: dict, item: Callable[[str, Any], dict | None] = default_item) -> dict:
+def items_for(body: dict, item: Callable[[str, Any], Any] = default_item) -> dict:
     """The whole valid answer object for a judge request (items that are None left out)."""
     name, _ = judgment(body)
     ids = asked_ids(body)

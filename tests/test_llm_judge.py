@@ -81,11 +81,7 @@ EXCHANGE = (
 
 
 def test_levels_ask_with_a_strict_json_schema_and_read_each_id(server, make_judge):
-    server.script(
-        lambda r: answer(
-            r.body, {"facts": [{"id": 3, "level": 0}, {"id": 1, "level": 3}, {"id": 2, "level": 1}]}
-        )
-    )
+    server.script(lambda r: answer(r.body, {"facts": [[3, 0], [1, 3], [2, 1]]}))
     judge = make_judge()
     assert run(judge.levels(FACTS, "user: who owns checkout?")) == [3, 1, 0]
     (request,) = server.requests
@@ -340,7 +336,7 @@ def test_relate_sends_each_fact_once_and_reads_each_pair(server, make_judge):
 
 
 def test_malformed_json_is_retried_once_then_no_answer(server, make_judge, caplog):
-    bad = lambda r: answer(r.body, '{"facts": [{"id": 1, "level": 2}')  # noqa: E731
+    bad = lambda r: answer(r.body, '{"facts": [[1, 2]')  # noqa: E731
     server.script(bad, bad)
     with caplog.at_level(logging.WARNING, "fadeway.judge"):
         assert run(make_judge().levels(FACTS, "d")) == [None, None, None]
@@ -355,7 +351,7 @@ def test_a_malformed_answer_then_a_good_one(server, make_judge):
 
 def test_an_answer_naming_an_unknown_id_is_discarded_whole(server, make_judge, caplog):
     def unknown(r):
-        return answer(r.body, {"facts": [{"id": i, "level": 3} for i in (1, 2, 3, 7)]})
+        return answer(r.body, {"facts": [[i, 3] for i in (1, 2, 3, 7)]})
 
     server.script(unknown, unknown)
     with caplog.at_level(logging.WARNING, "fadeway.judge"):
@@ -365,7 +361,7 @@ def test_an_answer_naming_an_unknown_id_is_discarded_whole(server, make_judge, c
 
 
 def test_an_unknown_id_then_a_good_answer(server, make_judge):
-    server.script(lambda r: answer(r.body, {"pairs": [{"id": 9, "same": True}]}), valid)
+    server.script(lambda r: answer(r.body, {"pairs": [9]}), valid)
     assert run(make_judge().same_entity([("a", "b")])) == [False]
 
 
@@ -422,10 +418,10 @@ def test_an_empty_boundaries_answer_is_one_concept_ranked_by_cohesion(server, ma
 @pytest.mark.parametrize(
     ("judgment", "answer_items", "expected"),
     [
-        ("levels", [{"id": 2, "level": 3}], [0, 3, 0]),
-        ("distill", [{"id": 3}], [False, False, True]),
+        ("levels", [[2, 3]], [0, 3, 0]),
+        ("distill", [3], [False, False, True]),
         ("relate", [{"id": 1, "relation": "contradicts"}], ["contradicts", "unrelated"]),
-        ("same_entity", [{"id": 2}], [False, True]),
+        ("same_entity", [2], [False, True]),
     ],
 )
 def test_what_a_judgment_leaves_out_costs_nothing_and_is_not_asked_again(
@@ -444,16 +440,32 @@ def test_what_a_judgment_leaves_out_costs_nothing_and_is_not_asked_again(
     assert run(asked()) == expected
     (request,) = server.requests
     schema = request.body["response_format"]["json_schema"]["schema"]
-    item = schema["properties"][judgment_key(judgment)]["items"]["properties"]
-    assert set(item) <= {"id", "level", "relation"}  # nothing to say for a no
-    if "level" in item:
-        assert item["level"]["enum"] == [1, 2, 3]
-    if "relation" in item:
-        assert item["relation"]["enum"] == ["same", "contradicts"]
+    item = schema["properties"][judgment_key(judgment)]["items"]
+    # Nothing to say for a no; an item is as short as what it says allows.
+    if judgment == "relate":
+        assert set(item["properties"]) == {"id", "relation"}
+        assert item["properties"]["relation"]["enum"] == ["same", "contradicts"]
+    elif judgment == "levels":
+        assert item == {"type": "array", "items": {"type": "integer"}}  # [id, level]
+    else:
+        assert item == {"type": "integer"}  # the id alone
 
 
 def judgment_key(name: str) -> str:
     return {"levels": "facts", "distill": "facts", "relate": "pairs", "same_entity": "pairs"}[name]
+
+
+@pytest.mark.parametrize("pair", [[1], [1, 2, 3], [1, 4], [1.0, 2], {"id": 1, "level": 2}])
+def test_a_level_that_is_not_a_pair_of_an_id_and_a_level_breaks_the_schema(
+    server, make_judge, pair, caplog
+):
+    """Levels come as `[id, level]`: a pair of another length, a level off the four, a float
+    id or the old object shape is discarded, and the call asked again."""
+    server.script(lambda r: answer(r.body, {"facts": [pair]}), valid)
+    with caplog.at_level(logging.WARNING, "fadeway.judge"):
+        assert run(make_judge().levels(FACTS, "d")) == [2, 2, 2]  # the retry's answer
+    assert len(server.requests) == 2
+    assert "breaks its schema" in caplog.text
 
 
 def test_a_score_out_of_range_breaks_the_schema(server, make_judge):
@@ -805,7 +817,7 @@ def test_distill_asks_only_about_what_the_reply_names(server, make_judge):
     """An item what followed the message names nothing of is dropped unasked (so is one it
     names too little of: `may_have_drawn_on`); a reply that names nothing of any makes no
     call."""
-    server.script(lambda r: answer(r.body, {"facts": [{"id": 1}]}))
+    server.script(lambda r: answer(r.body, {"facts": [1]}))
     judge = make_judge()
     exchange = "Who owns the checkout migration?\nDana does; the legal team has the refund terms."
     assert run(judge.distill(FACTS, exchange)) == [True, False, False]

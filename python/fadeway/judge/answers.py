@@ -12,10 +12,8 @@ __all__ = [
     "AboutItem",
     "BoundaryItem",
     "ChatCompletion",
-    "DistillItem",
     "LevelItem",
     "RelateItem",
-    "SameItem",
     "json_object",
 ]
 
@@ -46,19 +44,13 @@ class RelateItem(msgspec.Struct):
     relation: Literal["same", "contradicts", "unrelated"]
 
 
-class SameItem(msgspec.Struct):
-    id: int
-    same: bool = True
+class LevelItem(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    """A fact's level, written `[id, level]`: an answer's items are most of what it writes, and
+    a pair is about half the tokens of an object naming its two fields. (`same_entity` and
+    `distill` answers are bare ids: what they list is all they say.)"""
 
-
-class LevelItem(msgspec.Struct):
     id: int
     level: Literal[0, 1, 2, 3]
-
-
-class DistillItem(msgspec.Struct):
-    id: int
-    keep: bool = True
 
 
 class _Function(msgspec.Struct):

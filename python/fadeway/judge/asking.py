@@ -58,12 +58,13 @@ class StrictAnswers:
         items: Sequence[Any],
         size: int,
         fields: Callable[[list[tuple[int, Any]]], dict[str, str]],
-        value: Callable[[Any], V],
+        read: Callable[[Any], tuple[int, V]],
         deadline: float | None,
         unnamed: V,
     ) -> list[V | None]:
-        """A judgment of a plain list of items, `size` per call, ids 1.. within each call; what
-        an answer leaves out is `unnamed` (see `_judge`)."""
+        """A judgment of a plain list of items, `size` per call, ids 1.. within each call: an
+        answer item of `item_type` (a struct, or a bare id) is `read` as (id, answer); what an
+        answer leaves out is `unnamed` (see `_judge`)."""
 
         def call(chunk: Sequence[Any]) -> Callable[[], Awaitable[dict[int, V]]]:
             def render(ids: Sequence[int]) -> tuple[str, set[int]]:
@@ -74,7 +75,7 @@ class StrictAnswers:
                 item_type,
                 list(range(1, len(chunk) + 1)),
                 render,
-                lambda item: (item.id, value(item)),
+                read,
                 deadline,
                 unnamed,
             )

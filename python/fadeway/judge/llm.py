@@ -44,7 +44,7 @@ from ..errors import EndpointError
 from ..http import Endpoint
 from . import cohesion
 from . import prompts as P
-from .answers import AboutItem, BoundaryItem, DistillItem, LevelItem, RelateItem, SameItem
+from .answers import AboutItem, BoundaryItem, LevelItem, RelateItem
 from .asking import StrictAnswers, Structured
 from .base import Answer, Boundaries, FactText, Judge, Relation, UnitText
 from .offline import may_have_drawn_on
@@ -319,7 +319,7 @@ class LLMJudge(StrictAnswers, Judge):
             pairs,
             self.batch.relate,
             _relate_fields,
-            lambda item: item.relation,
+            lambda item: (item.id, item.relation),
             deadline,
             unnamed="unrelated",
         )
@@ -329,7 +329,7 @@ class LLMJudge(StrictAnswers, Judge):
     ) -> list[bool | None]:
         return await self._listed(
             P.SAME_ENTITY,
-            SameItem,
+            int,
             pairs,
             self.batch.same_entity,
             lambda items: {
@@ -339,7 +339,7 @@ class LLMJudge(StrictAnswers, Judge):
                     for i, (a, b) in items
                 )
             },
-            lambda item: item.same,
+            lambda n: (n, True),
             deadline,
             unnamed=False,
         )
@@ -357,7 +357,7 @@ class LLMJudge(StrictAnswers, Judge):
                 "dialogue": recent,
                 "facts": "\n".join(f"[{i}] {P.walk_line(f)}" for i, f in items),
             },
-            lambda item: item.level,
+            lambda item: (item.id, item.level),
             deadline,
             unnamed=0,
         )
@@ -378,14 +378,14 @@ class LLMJudge(StrictAnswers, Judge):
             return kept
         answers = await self._listed(
             P.DISTILL,
-            DistillItem,
+            int,
             [facts[i] for i in asked],
             self.batch.distill,
             lambda items: {
                 "conversation": exchange,
                 "items": "\n".join(f"[{i}] {P.one_line(f.text)}" for i, f in items),
             },
-            lambda item: item.keep,
+            lambda n: (n, True),
             deadline,
             unnamed=False,
         )

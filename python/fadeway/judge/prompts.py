@@ -68,6 +68,9 @@ def _item(**properties: dict[str, Any]) -> dict[str, Any]:
 
 _ID = {"type": "integer"}
 _SCORE = {"type": "number"}
+#: A pair of integers, `[id, level]` (strict schemas have no tuples: the length and the range
+#: are asked for in the words and checked on parsing, as `answers.LevelItem` reads it).
+_PAIR = {"type": "array", "items": {"type": "integer"}}
 
 _JSON_ONLY = "Answer with the JSON object only."
 
@@ -138,15 +141,16 @@ RELATE = Prompt(
 SAME_ENTITY = Prompt(
     name="same_entity",
     system=(
-        "You resolve entity names from one conversation. List the id of each numbered pair "
-        "of names that name the same thing (person, object, project, place, date or value). "
+        "You resolve entity names from one conversation. List the id (a bare number) of each "
+        "numbered pair of names that name the same thing (person, object, project, place, date "
+        "or value). "
         "Leave out the pairs that name different things, or where one is only a part, version "
         'or kind of the other ("pricing page" and "pricing page copy v3" are not the same): '
         "a pair not listed is two things, and an empty list means every pair is. " + _JSON_ONLY
     ),
     user="Pairs:\n{pairs}",
     key="pairs",
-    item=_item(id=_ID),
+    item=_ID,
 )
 
 #: Fields: {dialogue}, {facts} (lines "[id] fact", then " [subject; object]" when the fact's
@@ -158,12 +162,12 @@ LEVELS = Prompt(
         "it bears on the recent dialogue, above all its newest message (0: unrelated). "
         "1: related (same topic, not needed). 2: relevant (helps to answer or to continue). "
         "3: central (it is the answer, or needed to act). List only the facts at level 1 or "
-        "above, each at most once: a fact not listed is unrelated, and an empty list means "
-        "every fact is. " + _JSON_ONLY
+        "above, each at most once, as a pair [id, level] (as [4, 2]): a fact not listed is "
+        "unrelated, and an empty list means every fact is. " + _JSON_ONLY
     ),
     user="Recent dialogue (newest last):\n{dialogue}\n\nFacts:\n{facts}",
     key="facts",
-    item=_item(id=_ID, level={"type": "integer", "enum": [1, 2, 3]}),
+    item=_PAIR,
 )
 
 #: Fields: {conversation}, {items} (lines "[id] text").
@@ -172,14 +176,15 @@ DISTILL = Prompt(
     system=(
         "Before an assistant answered a message, remembered items (facts and conversation "
         "excerpts) were recalled for it. Given the exchange (the message and the reply), list "
-        "the id of each numbered item that stays on record with the exchange: it was relevant "
+        "the id (a bare number) of each numbered item that stays on record with the exchange: "
+        "it was relevant "
         "to the exchange and neither the message nor the reply already says it. Leave out the "
         "irrelevant and the already said: an item not listed is dropped, and an empty list "
         "drops every item. " + _JSON_ONLY
     ),
     user="Exchange:\n{conversation}\n\nRecalled items:\n{items}",
     key="facts",
-    item=_item(id=_ID),
+    item=_ID,
 )
 
 #: The prompts by judgment name.
