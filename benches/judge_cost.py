@@ -163,7 +163,7 @@ def _about_yeses(body: dict) -> dict:
     }
     return {
         "about": [
-            {"fact": f, "episode": e, "score": 0.8}
+            [f, e, 0.8]
             for f, words in facts.items()
             for e, seen in episodes.items()
             if words and len(words & seen) * 2 >= len(words)
@@ -233,8 +233,7 @@ def selective(body: dict) -> dict:
         listed = listed[: math.ceil(len(scored) * SELECTIVE_BOUNDARY_SHARE)]
         return {
             "units": [
-                {"id": int(units[i][0]), "first": round(first[i], 2), "last": round(last[i], 2)}
-                for i in sorted(listed)
+                [int(units[i][0]), round(first[i], 2), round(last[i], 2)] for i in sorted(listed)
             ]
         }
     if name == "levels":
@@ -443,9 +442,10 @@ def _per_turn(value: float) -> str:
     return f"{value:,.0f}" if value >= 10 else f"{value:.2f}"
 
 
-def _ratio(value: float, goal: float) -> str:
-    """`value` to one place, or to two where one would round it onto the `goal`."""
-    return f"{value:.2f}" if f"{value:.1f}" == f"{goal:.1f}" else f"{value:.1f}"
+def _ratio(value: float, goal: float, places: int = 1) -> str:
+    """`value` to `places` places, or to one more where they would round it onto the `goal`."""
+    shown = f"{value:.{places}f}"
+    return f"{value:.{places + 1}f}" if shown == f"{goal:.{places}f}" else shown
 
 
 def table(results: list[Cost]) -> list[str]:
@@ -482,7 +482,7 @@ def table(results: list[Cost]) -> list[str]:
         about = c.usage.get("judge:about", (0, 0, 0))[1]
         lines.append(
             f"| {c.label} | {c.turns} | {_ratio(c.reads / c.text, GOAL_READS)}× "
-            f"(goal ≤ {GOAL_READS:.0f}×) | {c.writes / max(1, c.reads):.2f} "
+            f"(goal ≤ {GOAL_READS:.0f}×) | {_ratio(c.writes / max(1, c.reads), GOAL_WRITES, 2)} "
             f"(goal ≤ {GOAL_WRITES}) | {c.cached_reads / max(1, c.reads):.2f} "
             f"({c.cached.get('judge:about', 0) / max(1, about):.2f}) | {c.seconds:.0f} |"
         )

@@ -166,7 +166,7 @@ def test_about_places_each_answer_on_its_fact_and_episode(server, make_judge):
             fact_line = next(line for line in text.splitlines() if line.startswith(f"[{key[0]}] "))
             block = about_sections(text)[1].split(f"[{key[1]}]\n", 1)[1]
             yes = fact_line.split()[-1] in block.split("\n\n[")[0]
-            return {"fact": key[0], "episode": key[1], "score": 1.0} if yes else None
+            return [key[0], key[1], 1.0] if yes else None
 
         return answer(body, items_for(body, item))
 
@@ -183,9 +183,7 @@ def test_about_places_each_answer_on_its_fact_and_episode(server, make_judge):
 
 
 def _about_answer(*yeses: tuple[int, int, float]):
-    return lambda r: answer(
-        r.body, {"about": [dict(fact=f, episode=e, score=s) for f, e, s in yeses]}
-    )
+    return lambda r: answer(r.body, {"about": [[f, e, s] for f, e, s in yeses]})
 
 
 def test_about_asks_for_the_yeses_only_and_reads_the_rest_as_noes(server, make_judge):
@@ -195,7 +193,7 @@ def test_about_asks_for_the_yeses_only_and_reads_the_rest_as_noes(server, make_j
     assert got == [[no, no, Answer(True, 0.4)], [Answer(True, 0.9), no, no]]
     (request,) = server.requests
     item = request.body["response_format"]["json_schema"]["schema"]["properties"]["about"]
-    assert set(item["items"]["properties"]) == {"fact", "episode", "score"}
+    assert item["items"] == {"type": "array", "items": {"type": "number"}}  # [fact, episode, score]
 
 
 def test_an_empty_about_answer_is_all_noes_and_not_asked_again(server, make_judge):
@@ -211,8 +209,10 @@ def test_an_empty_about_answer_is_all_noes_and_not_asked_again(server, make_judg
         _about_answer((3, 1, 0.9)),  # no fact 3
         _about_answer((1, 1, 0.9), (1, 1, 0.5)),  # a pair twice
         _about_answer((1, 1, 1.5)),  # a score out of range
-        lambda r: answer(r.body, {"about": [{"fact": 1, "episode": 1, "about": True}]}),
-        lambda r: answer(r.body, '{"about": [{"fact": 1'),
+        lambda r: answer(r.body, {"about": [[1, 1, 0.5, 1]]}),  # a triple and more
+        lambda r: answer(r.body, {"about": [[1.0, 1, 0.5]]}),  # an id not whole
+        lambda r: answer(r.body, {"about": [{"fact": 1, "episode": 1, "score": 0.5}]}),
+        lambda r: answer(r.body, '{"about": [[1'),
     ],
 )
 def test_a_bad_about_answer_is_discarded_whole_asked_again_then_no_answer(
@@ -261,9 +261,9 @@ def test_a_long_episode_is_judged_in_pieces_and_answered_by_its_best(server, mak
         for block in blocks:
             e = int(block.lstrip("[").split("]", 1)[0])
             if "launch" in block:
-                yeses.append({"fact": 1, "episode": e, "score": 0.8})
+                yeses.append([1, e, 0.8])
             if "filler line 3 " in block:
-                yeses.append({"fact": 1, "episode": e, "score": 0.3})
+                yeses.append([1, e, 0.3])
         return answer(request.body, {"about": yeses})
 
     server.script(*[by_piece] * 10)
@@ -379,7 +379,7 @@ THREE_TOPICS = [
 def test_boundaries_list_what_opens_or_closes_a_concept_and_rank_the_rest_below(server, make_judge):
     """A unit the answer leaves out is not asked again: it ranks below every listed unit, and
     among the others as the offline judge's cohesion has it."""
-    listed = [{"id": 7, "first": 0.9, "last": 0.05}, {"id": 9, "first": 0.0, "last": 0.0}]
+    listed = [[7, 0.9, 0.05], [9, 0.0, 0.0]]
     server.script(lambda r: answer(r.body, {"units": listed}))
     b = run(make_judge().boundaries(THREE_TOPICS))
     assert len(server.requests) == 1
@@ -398,7 +398,7 @@ def test_a_cut_no_listed_unit_can_make_goes_where_cohesion_breaks_not_where_size
     """Three topics of six units, each 100 tokens, episodes of 400 to 700: three episodes. The
     model lists the second topic's opening only; the other cut goes where the third topic
     opens (the offline order), not at the smallest episode that fits (ties)."""
-    listed = [{"id": 7, "first": 0.9, "last": 0.0}]
+    listed = [[7, 0.9, 0.0]]
     server.script(lambda r: answer(r.body, {"units": listed}))
     b = run(make_judge().boundaries(THREE_TOPICS))
     sizes = np.full(18, 100, dtype=np.int64)
@@ -470,8 +470,8 @@ def test_a_level_that_is_not_a_pair_of_an_id_and_a_level_breaks_the_schema(
 
 def test_a_score_out_of_range_breaks_the_schema(server, make_judge):
     server.script(
-        lambda r: answer(r.body, {"units": [{"id": 1, "first": 4, "last": 0.1}]}),
-        lambda r: answer(r.body, {"units": [{"id": 1, "first": 1, "last": 0.1}]}),
+        lambda r: answer(r.body, {"units": [[1, 4, 0.1]]}),
+        lambda r: answer(r.body, {"units": [[1, 1, 0.1]]}),
     )
     b = run(make_judge().boundaries([UnitText("user", "hi")]))
     assert b.first == [1.0] and b.last == [0.1]

@@ -21,14 +21,17 @@ __all__ = [
 Score = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
 
 
-class BoundaryItem(msgspec.Struct):
+class BoundaryItem(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    """A unit's two scores, written `[id, first, last]`."""
+
     id: int
     first: Score
     last: Score
 
 
-class AboutItem(msgspec.Struct):
-    """A yes: the fact is about the episode (the answer lists no noes)."""
+class AboutItem(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    """A yes, written `[fact, episode, score]`: the fact is about the episode (the answer lists
+    no noes)."""
 
     fact: int
     episode: int
@@ -45,9 +48,10 @@ class RelateItem(msgspec.Struct):
 
 
 class LevelItem(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
-    """A fact's level, written `[id, level]`: an answer's items are most of what it writes, and
-    a pair is about half the tokens of an object naming its two fields. (`same_entity` and
-    `distill` answers are bare ids: what they list is all they say.)"""
+    """A fact's level, written `[id, level]`. An answer's items are most of what the judge
+    writes, and an array is about half the tokens of an object naming its fields; `same_entity`
+    and `distill` answers are bare ids (what they list is all they say), and only `relate`'s
+    items, whose relation is a word, keep their names."""
 
     id: int
     level: Literal[0, 1, 2, 3]

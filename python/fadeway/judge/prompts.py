@@ -67,10 +67,12 @@ def _item(**properties: dict[str, Any]) -> dict[str, Any]:
 
 
 _ID = {"type": "integer"}
-_SCORE = {"type": "number"}
-#: A pair of integers, `[id, level]` (strict schemas have no tuples: the length and the range
-#: are asked for in the words and checked on parsing, as `answers.LevelItem` reads it).
+#: A pair of integers, `[id, level]`, or a triple of numbers, `[id, first, last]` or `[fact,
+#: episode, score]`: strict schemas have no tuples, so the length, the ids' being whole and the
+#: ranges are asked for in the words and checked on parsing (the array-like structs of
+#: `answers`).
 _PAIR = {"type": "array", "items": {"type": "integer"}}
+_TRIPLE = {"type": "array", "items": {"type": "number"}}
 
 _JSON_ONLY = "Answer with the JSON object only."
 
@@ -83,7 +85,8 @@ BOUNDARIES = Prompt(
         "You segment a conversation into concepts: stretches about one subject or task. You "
         "read numbered units in order (a unit is a user message, or an assistant step with its "
         "tool calls and outputs), with unnumbered context around them. List each numbered unit "
-        "that opens or closes a concept, with two scores from 0 to 1. first: how strongly the "
+        "that opens or closes a concept as [id, first, last], two scores from 0 to 1 (as "
+        "[3, 0.9, 0.1]). first: how strongly the "
         "unit opens a new concept (a new subject, task or question, not a follow-up of the one "
         "before). last: how strongly it closes its concept (it wraps up, or the next unit moves "
         "on). Leave out every other unit: a unit not listed neither opens nor closes a concept, "
@@ -92,7 +95,7 @@ BOUNDARIES = Prompt(
     ),
     user="Context before:\n{before}\n\nUnits to score:\n{units}\n\nContext after:\n{after}",
     key="units",
-    item=_item(id=_ID, first=_SCORE, last=_SCORE),
+    item=_TRIPLE,
 )
 
 #: Fields: {episodes} (blocks "[id]\ntext"), {facts} (lines "[id] fact"). The answer lists the
@@ -107,8 +110,9 @@ ABOUT = Prompt(
     system=(
         "You link facts to the stretches of conversation (episodes) they are about. List each "
         "pair of a numbered fact and a numbered episode where the fact is about the episode "
-        "(the episode states it, leads to it, or discusses what it describes), with score: "
-        "from 0 (barely) to 1 (the episode is where the fact comes from). Leave out every "
+        "(the episode states it, leads to it, or discusses what it describes) as [fact id, "
+        "episode id, score], the score from 0 (barely) to 1 (the episode is where the fact "
+        "comes from), as [2, 5, 0.8]. Leave out every "
         "other pair: a pair not listed means the fact is not about that episode, and an empty "
         "list means no fact is about any episode. An episode may be one piece of a longer "
         "one: judge what it shows. An episode out of view is given as the facts remembered of "
@@ -116,7 +120,7 @@ ABOUT = Prompt(
     ),
     user="Episodes:\n{episodes}\n\nFacts:\n{facts}",
     key="about",
-    item=_item(fact=_ID, episode=_ID, score=_SCORE),
+    item=_TRIPLE,
 )
 
 #: Fields: {facts} (lines "Fk: fact [subject; object]", each fact once), {pairs} (lines
