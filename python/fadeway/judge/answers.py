@@ -38,8 +38,9 @@ class AboutItem(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
     score: Score
 
 
-# The judgments below list what counts only (what they leave out is "unrelated", "not the
-# same", level 0, "dropped"); an item that says the left-out answer anyway is read as it says.
+# The judgments below, and `same_entity` and distill (bare ids), list what counts only (what
+# they leave out is "unrelated", level 0, "not the same", "dropped"); an item that says the
+# left-out answer anyway ("unrelated", level 0) is read as it says.
 
 
 class RelateItem(msgspec.Struct):
