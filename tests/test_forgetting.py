@@ -861,13 +861,43 @@ def test_the_room_for_the_next_call_is_one_step_not_a_whole_turn(small, clock, f
     assert next_call_room(steps) < 0.7 * whole_turn
 
 
+def _unscored_note(tx, at: float, text: str, subject: str, obj: str) -> int:
+    """A note of one fact, acknowledging no episode, written by hand after the memory's last
+    (its score job not run yet); returns its number."""
+    from fadeway.records import FactRecord, NoteRecord
+
+    n = tx.notes()[-1].n + 1
+    tx.insert_note(
+        NoteRecord(n=n, at=at, call_id=None, source="test", arguments="{}"),
+        [
+            FactRecord(
+                n=tx.facts()[-1].n + 1,
+                note=n,
+                text=text,
+                subject=subject,
+                object=obj,
+                milestone=False,
+                at=at,
+            )
+        ],
+        [],
+    )
+    return n
+
+
+def _score_job(note: int, at: float):
+    """The lane's score job for `note`, as its payload was before it listed the episodes."""
+    from fadeway.records import JobRecord
+
+    return JobRecord(n=1, kind="score", payload=msgspec.json.encode({"note": note}), created_at=at)
+
+
 def test_a_notes_facts_are_judged_once_though_the_job_runs_again(small, clock):
     """The score job finds a note's facts by the note, and a rerun (after a crash between its
     apply and its done) appends no second set of traces."""
     import asyncio
 
     from fadeway.forgetting.scoring import ScoreJob
-    from fadeway.records import FactRecord, JobRecord, NoteRecord
     from helpers import converse_with_notes
 
     mem = small.memory("m")
@@ -885,26 +915,9 @@ def test_a_notes_facts_are_judged_once_though_the_job_runs_again(small, clock):
             assert tx.note_traced(k)
         assert tx.facts(facts[-1].n - 1, note=notes[-1]) == facts[-1:]
         # A note whose facts were not judged yet (its job still queued).
-        new = notes[-1] + 1
-        tx.insert_note(
-            NoteRecord(n=new, at=clock(), call_id=None, source="test", arguments="{}"),
-            [
-                FactRecord(
-                    n=facts[-1].n + 1,
-                    note=new,
-                    text="Dana is back in June.",
-                    subject="Dana",
-                    object="June",
-                    milestone=False,
-                    at=clock(),
-                )
-            ],
-            [],
-        )
+        new = _unscored_note(tx, clock(), "Dana is back in June.", "Dana", "June")
         assert not tx.note_traced(new)
-    job = JobRecord(
-        n=1, kind="score", payload=msgspec.json.encode({"note": new}), created_at=clock()
-    )
+    job = _score_job(new, clock())
     scoring = ScoreJob(small.store, small.services.indexes, small.judge)
     prepared = asyncio.run(scoring.prepare("m", job))
     assert prepared[1], "the judge gave no answer to append"
@@ -925,7 +938,6 @@ def test_the_score_job_reads_an_earlier_notes_sealed_episodes_as_their_facts(sma
 
     from fadeway.forgetting.scoring import ScoreJob
     from fadeway.judge.base import REMEMBERED, remembered_text
-    from fadeway.records import FactRecord, JobRecord, NoteRecord
     from helpers import converse_with_notes
 
     mem = small.memory("m")
@@ -939,22 +951,7 @@ def test_the_score_job_reads_an_earlier_notes_sealed_episodes_as_their_facts(sma
         sealed = [e for e in episodes if e.state == "sealed"]
         in_view = [e for e in episodes if e.state in ("live", "leaving")]
         said = {e.n: [m.body for m in tx.messages(e.first_seq, e.last_seq + 1)] for e in episodes}
-        new = tx.notes()[-1].n + 1
-        tx.insert_note(
-            NoteRecord(n=new, at=clock(), call_id=None, source="test", arguments="{}"),
-            [
-                FactRecord(
-                    n=tx.facts()[-1].n + 1,
-                    note=new,
-                    text="Dana hands the checkout to Ben.",
-                    subject="Dana",
-                    object="Ben",
-                    milestone=False,
-                    at=clock(),
-                )
-            ],
-            [],
-        )
+        new = _unscored_note(tx, clock(), "Dana hands the checkout to Ben.", "Dana", "Ben")
     assert sealed and in_view
     calls: list[list[str]] = []
     real = type(small.judge).about
@@ -963,9 +960,7 @@ def test_the_score_job_reads_an_earlier_notes_sealed_episodes_as_their_facts(sma
         calls.append(list(episodes))
         return await real(self, facts, episodes, **kwargs)
 
-    job = JobRecord(
-        n=1, kind="score", payload=msgspec.json.encode({"note": new}), created_at=clock()
-    )
+    job = _score_job(new, clock())
     with mock.patch.object(type(small.judge), "about", recorded):
         _, answers = asyncio.run(
             ScoreJob(small.store, small.services.indexes, small.judge).prepare("m", job)
