@@ -7,8 +7,9 @@ largest single process (the parent or one worker), not their sum. Before a row i
 store is checked: every turn stored once, and the summary equal to the store's counts.
 
     python benches/replay_locomo.py            # writes benches/RESULTS-replay.md
-    python benches/replay_locomo.py --scaling  # 1, 2 and 4 workers at 8,000 tokens, SQLite
-                                               # and PostgreSQL: a section of RESULTS-replay.md
+    python benches/replay_locomo.py --scaling [--rounds 3]  # 1, 2 and 4 workers at 8,000
+                # tokens, SQLite and PostgreSQL, each row run `rounds` times, taken in turn:
+                # a section of RESULTS-replay.md
 
 With `--scaling` each store is fresh per row: a SQLite file, or a new database on the server of
 $FADEWAY_TEST_POSTGRES, else on a throwaway cluster (`tests/pg.py`) of the machine's PostgreSQL.
@@ -25,6 +26,7 @@ import json
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -100,8 +102,11 @@ SCALING_CEILING = 8_000
 SCALING_MARKER = "<!-- scaling -->"
 
 
-def _scaling(locomo: Path, turns: int) -> str:
-    """Replay over 1, 2 and 4 workers on a fresh SQLite file and a fresh PostgreSQL database."""
+def _scaling(locomo: Path, turns: int, rounds: int = 1) -> str:
+    """Replay over 1, 2 and 4 workers on a fresh SQLite file and a fresh PostgreSQL database,
+    `rounds` times, the rows of a store taken in turn each round (so that the VM's slow spells
+    fall on every row alike); each row's wall time is its median, and the speed-up is read
+    from the medians and, round by round, from runs minutes apart."""
     import pg
 
     cores = os.cpu_count() or 1  # a worker past the cores shares one
@@ -109,39 +114,49 @@ def _scaling(locomo: Path, turns: int) -> str:
         SCALING_MARKER,
         "## Workers on one store (issue 30)",
         "",
-        f"`python benches/replay_locomo.py --scaling`, {time.strftime('%Y-%m-%d')}, "
-        f"{os.cpu_count()} CPUs: the ten conversations at {SCALING_CEILING:,} tokens, a fresh "
-        "store per row; speed-up against 1 worker on the same store, in the same run; per "
-        "core: messages/s over the cores the workers can use (one each, at most all).",
+        f"`python benches/replay_locomo.py --scaling --rounds {rounds}`, "
+        f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs: the ten conversations at "
+        f"{SCALING_CEILING:,} tokens, a fresh store per run; {rounds} "
+        f"{'round' if rounds == 1 else 'rounds'}, each running the rows of a store in turn. "
+        "Wall time: the median of the row's runs; speed-up: "
+        "against 1 worker on the same store, from the medians, and its range over the rounds "
+        "(each round's runs against that round's 1 worker); per core: messages/s over the "
+        "cores the workers can use (one each, at most all).",
         "",
-        "| store | workers | wall time | messages/s | messages/s per core | speed-up |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| store | workers | wall time | runs | messages/s | messages/s per core | speed-up "
+        "| by round |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     with contextlib.ExitStack() as stack:
         why = pg.why_no_cluster() if not os.environ.get(pg.ENV_URL) else None
         server = None if why else stack.enter_context(pg.server())
         for store in ("SQLite", "PostgreSQL"):
             if store == "PostgreSQL" and server is None:
-                lines.append(f"| PostgreSQL | - | not run: {why} | | | |")
+                lines.append(f"| PostgreSQL | - | not run: {why} | | | | | |")
                 continue
-            first = None
-            for workers in SCALING_WORKERS:
-                with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as row:
-                    db: Path | str = (
-                        Path(tmp) / "locomo.db"
-                        if store == "SQLite"
-                        else row.enter_context(pg.fresh_database(server))
-                    )
-                    got = _run_one(locomo, db, workers, SCALING_CEILING)
-                    _check(db, got["summary"], turns)
-                first = first or got["wall"]
-                line = (
-                    f"| {store} | {workers} | {got['wall']:.1f} s | {turns / got['wall']:.0f} "
-                    f"| {turns / got['wall'] / min(workers, cores):.0f} "
-                    f"| {first / got['wall']:.2f}x |"
+            walls: dict[int, list[float]] = {w: [] for w in SCALING_WORKERS}
+            for _ in range(rounds):
+                for workers in SCALING_WORKERS:
+                    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as row:
+                        db: Path | str = (
+                            Path(tmp) / "locomo.db"
+                            if store == "SQLite"
+                            else row.enter_context(pg.fresh_database(server))
+                        )
+                        got = _run_one(locomo, db, workers, SCALING_CEILING)
+                        _check(db, got["summary"], turns)
+                    walls[workers].append(got["wall"])
+                    print(f"{store}, {workers} worker(s): {got['wall']:.1f} s", flush=True)
+            one = statistics.median(walls[1])
+            for workers, runs in walls.items():
+                wall = statistics.median(runs)
+                by_round = [a / b for a, b in zip(walls[1], runs, strict=True)]
+                lines.append(
+                    f"| {store} | {workers} | {wall:.1f} s | "
+                    f"{' / '.join(f'{r:.1f}' for r in runs)} | {turns / wall:.0f} "
+                    f"| {turns / wall / min(workers, cores):.0f} | {one / wall:.2f}x "
+                    f"| {min(by_round):.2f}-{max(by_round):.2f}x |"
                 )
-                print(line, flush=True)
-                lines.append(line)
     return "\n".join(lines) + "\n"
 
 
@@ -164,6 +179,9 @@ def main() -> int:
     parser.add_argument(
         "--scaling", action="store_true", help="workers on SQLite and PostgreSQL (a section)"
     )
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="with --scaling: runs of each row, taken in turn"
+    )
     args = parser.parse_args()
     locomo = shared_data("locomo/locomo10.json")
     if locomo is None:
@@ -177,7 +195,7 @@ def main() -> int:
         if k.startswith("session_") and isinstance(v, list)
     )
     if args.scaling:
-        section = _scaling(locomo, turns)
+        section = _scaling(locomo, turns, max(1, args.rounds))
         if not args.no_write:
             RESULTS.write_text(_with_scaling(RESULTS.read_text(), section))
         print(section)
