@@ -360,3 +360,50 @@ def test_a_graph_job_run_late_retires_its_older_fact_not_the_newer_one_held(cloc
         update = asyncio.run(plan_graph(judge, engine.embedder, graph, [older, newer], [older], {}))
     assert [(r.fact, r.by, r.at) for r in update.retirements] == [(1, 2, 200.0)]
     assert [e.fact for e in update.edges] == [1]
+
+
+def test_a_new_fact_is_weighed_against_the_held_facts_most_like_it_not_an_entitys_oldest(
+    clock, tmp_path
+):
+    """A speaker touches many facts: the held fact a new one restates is the ninth about her,
+    past the RELATE_CANDIDATES an entity's facts in the graph's order gave, and is weighed (and
+    merged) all the same; the pairs judged are the held facts most like the new one."""
+    from fadeway import _constants as C
+    from fadeway.graph.update import plan_graph
+    from fadeway.records import AliasRecord, FactRecord
+
+    objects = [f"report {i}" for i in range(C.RELATE_CANDIDATES)] + ["checkout migration"]
+    held = [
+        FactRecord(
+            n=i + 1, note=1, text=f"Dana reviewed the {name}." if i < len(objects) - 1
+            else "Dana owns the checkout migration.", subject="Dana", object=name,
+            milestone=False, at=100.0 + i,
+        )
+        for i, name in enumerate(objects)
+    ]  # fmt: skip
+    names = ["Dana", *objects]
+    graph = Graph(
+        [EntityRecord(n=e + 1, name=name, at=100.0) for e, name in enumerate(names)],
+        [
+            AliasRecord(norm=normalise_name(name), entity=e + 1, name=name, at=100.0)
+            for e, name in enumerate(names)
+        ],
+        [EdgeRecord(fact=f.n, subject=1, object=f.n + 1, merged_into=None, at=f.at) for f in held],
+        [],
+    )
+    new = FactRecord(
+        n=len(held) + 1, note=2, text="Dana owns the checkout migration now.", subject="Dana",
+        object="checkout migration", milestone=False, at=200.0,
+    )  # fmt: skip
+    weighed: list[str] = []
+
+    def relate(new_fact: FactText, held_fact: FactText) -> str:
+        weighed.append(held_fact.text)
+        return "same" if held_fact.text == held[-1].text else "unrelated"
+
+    judge = ScriptedJudge(relate=relate)
+    with fadeway.open(tmp_path / "g.db", clock=clock, background=False) as engine:
+        update = asyncio.run(plan_graph(judge, engine.embedder, graph, [*held, new], [new], {}))
+    assert weighed[0] == held[-1].text  # the most like it first
+    assert len(weighed) == C.RELATE_CANDIDATES
+    assert [(e.fact, e.merged_into) for e in update.edges] == [(new.n, held[-1].n)]

@@ -220,7 +220,8 @@ FADE_ASK_PASSES = 3
 #: this cosine or above (at most ENTITY_CANDIDATES of them) go to the judge to confirm.
 ENTITY_CANDIDATE_THRESHOLD = 0.6
 ENTITY_CANDIDATES = 3
-#: Held facts a new fact is compared with (those sharing an entity, then the best BM25 hits).
+#: Held facts a new fact is compared with: of those sharing an entity with it and its best
+#: RELATE_BM25_HITS among all held facts, the RELATE_CANDIDATES most like it by BM25.
 RELATE_CANDIDATES = 8
 RELATE_BM25_HITS = 5
 #: The offline judge (`fadeway.judge.offline`, "Relating two facts"), for two facts about one

@@ -208,8 +208,11 @@ def entity_candidate(name: str, canonical: str, cosine: float) -> bool:
 def _relate_candidates(
     graph: Graph, held: Sequence[FactRecord], new: Sequence[FactRecord], by_norm: dict[str, int]
 ) -> list[tuple[FactRecord, FactRecord]]:
-    """(new, held) pairs to judge: held facts sharing an entity with the new one, then the best
-    BM25 hits among held facts, at most RELATE_CANDIDATES per new fact."""
+    """(new, held) pairs to judge: for each new fact, the held facts sharing an entity with it
+    and its best BM25 hits among all held facts, at most RELATE_CANDIDATES, those most like it
+    by BM25 first, the newer first where they tie. (Taken in the graph's order, an entity that
+    many facts touch, such as a speaker, gave its oldest facts, and the fact a new one restates
+    or contradicts was never among them.)"""
     if not held:
         return []
     by_n = {f.n: f for f in held}
@@ -223,9 +226,11 @@ def _relate_candidates(
                 if n in by_n:
                     chosen.setdefault(n, None)
         ids, _ = index.search(f.text, C.RELATE_BM25_HITS)
-        for n in ids.tolist():
-            chosen.setdefault(n, None)
-        pairs.extend((f, by_n[n]) for n in list(chosen)[: C.RELATE_CANDIDATES])
+        chosen.update(dict.fromkeys(ids.tolist()))
+        ns = np.fromiter(chosen, dtype=np.int64, count=len(chosen))
+        scores = index.scores(f.text, ns)
+        best = np.lexsort((-ns, -scores))[: C.RELATE_CANDIDATES]  # by score, then newest
+        pairs.extend((f, by_n[int(n)]) for n in ns[best])
     return pairs
 
 
