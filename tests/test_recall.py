@@ -664,6 +664,49 @@ def test_the_walk_leads_on_through_a_bridge_but_not_through_a_hub():
     assert graph.held == len(ends) and len(graph.touching(0)) > C.WALK_FANOUT
 
 
+def test_a_step_past_the_fanout_takes_the_facts_most_like_the_dialogue_not_the_oldest():
+    """Two leads cross to 2 x 12 facts, more than a step takes (WALK_FANOUT): the step takes
+    those the ranking puts first (recall's and the walk job's: BM25 over the dialogue), and
+    without one the newest, never simply the graph's oldest."""
+    from fadeway.graph.held import Graph
+    from fadeway.judge.base import FactText
+    from fadeway.recall.walk import walk
+    from fadeway.records import EdgeRecord, EntityRecord
+
+    # Fact 0 joins A and B, fact 1 C and D; facts 2-13 touch B, 14-25 touch D.
+    ends = [(0, 1), (2, 3), *((1, 4 + i) for i in range(12)), *((3, 16 + i) for i in range(12))]
+    graph = Graph(
+        [EntityRecord(n=n, name=f"entity {n}", at=0.0) for n in range(28)],
+        [],
+        [EdgeRecord(fact=n, subject=s, object=o, at=0.0) for n, (s, o) in enumerate(ends)],
+        [],
+    )
+    snap = SimpleNamespace(
+        graph=graph,
+        facts=dict.fromkeys(range(len(ends))),
+        block_facts=set(),
+        shown=graph.shown,
+        fact_text=lambda n: FactText(f"fact {n}", "", ""),
+    )
+
+    def second_step(rank):
+        asked: list[list[int]] = []
+
+        def levels(facts, dialogue):
+            asked.append([int(f.text.split()[1]) for f in facts])
+            return [2 if len(asked) == 1 else 0] * len(facts)
+
+        run_ready(
+            walk(ScriptedJudge(levels=levels), snap, "dialogue", [0, 1], deadline=None, rank=rank)
+        )
+        return asked[1]
+
+    assert len(graph.touching(1)) + len(graph.touching(3)) - 2 > C.WALK_FANOUT
+    odd_first = lambda ns: sorted(ns, key=lambda n: n % 2 == 0)  # noqa: E731
+    assert second_step(odd_first) == odd_first(list(range(25, 1, -1)))[: C.WALK_FANOUT]
+    assert second_step(None) == list(range(25, 25 - C.WALK_FANOUT, -1))  # the newest
+
+
 def test_a_prepared_walk_never_shows_a_fact_now_in_the_facts_block(db, clock):
     from fadeway.records import WalkRecord
 

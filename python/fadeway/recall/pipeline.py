@@ -125,7 +125,8 @@ def recall(
     )
     lap("search")
     candidates = snap.shown([*found.message, *(n for hits in found.parts for n in hits)])
-    kept, how = walked(services.judge, snap, recent, candidates, deadline)
+    rank = functools.partial(index.ranked_by_words, "fact", recent)
+    kept, how = walked(services.judge, snap, recent, candidates, deadline, rank)
     lap("walk")
     # The message's own hits that the facts block holds: shown should a seal or fade in this
     # decorate let them go (`RecallResult.beside`).

@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -30,12 +31,23 @@ __all__ = ["WalkJob", "walk", "walked"]
 log = logging.getLogger("fadeway.recall")
 
 
+#: Orders fact numbers, the most like the dialogue first (`MemoryIndex.ranked_by_words`).
+Rank = Callable[[list[int]], list[int]]
+
+
 async def walk(
-    judge: Judge, snap: Snapshot, dialogue: str, seeds: Sequence[int], *, deadline: float | None
+    judge: Judge,
+    snap: Snapshot,
+    dialogue: str,
+    seeds: Sequence[int],
+    *,
+    deadline: float | None,
+    rank: Rank | None = None,
 ) -> dict[int, int]:
     """Levels of the seeds and of the facts the walk reaches from them (MECHANISM: "The walk").
     A hub (an entity more than WALK_HUB_SHARE of the held facts touch, and more than a step
-    takes) leads nowhere: which of its facts a step took would be happenstance."""
+    takes) leads nowhere: which of its facts a step took would be happenstance. A step reaching
+    more than WALK_FANOUT facts takes those `rank` puts first (`next_step`)."""
     levels: dict[int, int] = {}
     frontier = snap.shown(seeds)
     hub = max(C.WALK_FANOUT, C.WALK_HUB_SHARE * snap.graph.held)
@@ -60,15 +72,30 @@ async def walk(
                 for m in snap.graph.touching(entity):
                     if m not in levels and m in snap.facts and m not in snap.block_facts:
                         reached.setdefault(m, None)
-        frontier = list(reached)[: C.WALK_FANOUT]
+        frontier = next_step(list(reached), rank)
     return levels
 
 
+def next_step(reached: list[int], rank: Rank | None) -> list[int]:
+    """The facts a step takes of those it `reached`: all of them, or past WALK_FANOUT those
+    most like the dialogue (`rank`), the newest first where it cannot tell them apart. (Taken
+    in the graph's order, a step took the oldest facts of the entities it crossed.)"""
+    if len(reached) <= C.WALK_FANOUT:
+        return reached
+    newest = sorted(reached, reverse=True)
+    return (rank(newest) if rank is not None else newest)[: C.WALK_FANOUT]
+
+
 def walked(
-    judge: Judge, snap: Snapshot, dialogue: str, candidates: list[int], deadline: float | None
+    judge: Judge,
+    snap: Snapshot,
+    dialogue: str,
+    candidates: list[int],
+    deadline: float | None,
+    rank: Rank | None = None,
 ) -> tuple[dict[int, int], str]:
     """The walk's levels: the prepared one with this message's hits added, else an inline walk
-    by `deadline`, else the hits as they are."""
+    by `deadline` (a step's facts ordered by `rank`), else the hits as they are."""
     if snap.walk is not None:
         # Prepared before this message: a fact may have joined the facts block or merged
         # into another since, and is then left out like any other.
@@ -82,14 +109,11 @@ def walked(
     limit = time.monotonic() + C.RECALL_WALK_DEADLINE
     limit = min(limit, deadline) if deadline is not None else limit
     try:
+        walking = walk(judge, snap, dialogue, candidates, deadline=limit, rank=rank)
         if judge.ready:  # the offline judge: milliseconds, and nothing to wait for
-            return run_ready(walk(judge, snap, dialogue, candidates, deadline=limit)), "inline"
-        bounded = asyncio.wait_for(
-            walk(judge, snap, dialogue, candidates, deadline=limit),
-            timeout=max(0.0, limit - time.monotonic()),
-        )
-        levels = run_sync(bounded)
-        return levels, "inline"
+            return run_ready(walking), "inline"
+        bounded = asyncio.wait_for(walking, timeout=max(0.0, limit - time.monotonic()))
+        return run_sync(bounded), "inline"
     except (JudgeTimeout, TimeoutError, EndpointError) as exc:
         log.info(
             "recall: no walk by the deadline (%s); the search hits are used as they are",
@@ -133,7 +157,8 @@ class WalkJob:
             )
         ]
         deadline = time.monotonic() + C.LANE_JUDGE_DEADLINE
-        levels = await walk(self.judge, snap, dialogue, seeds, deadline=deadline)
+        rank = partial(index.ranked_by_words, "fact", dialogue)
+        levels = await walk(self.judge, snap, dialogue, seeds, deadline=deadline, rank=rank)
         return WalkRecord(turn=turn, at=job.created_at, levels=sorted(levels.items()))
 
     def apply(self, tx: Transaction, job: JobRecord, prepared: Any) -> bool:
