@@ -57,36 +57,31 @@ def search(
     (the embedder's `min_similarity`) is no hit.
 
     Every search releases the GIL (BM25 in Rust, hnswlib in C++). The passages are searched
-    first, on this thread and the search threads in turn, longest first (`_share`); then the
-    graph's searches run on a search thread while this one runs `meanwhile` on the passages
-    found (what recall makes of them needs nothing the graph's searches give: reading them,
-    windowing and measuring their excerpts, most of it Python, which would otherwise wait for
-    the searches, or they for it). Returns what was found and what `meanwhile` returned. Vector
-    searches of one index go in one batch: the index takes them one at a time anyway
-    (`VectorIndex` locks around hnswlib)."""
+    first, each part's words and meaning a task, which this thread and the search threads take
+    in turn (`_share`); then the graph's searches run on a search thread while this one runs
+    `meanwhile` on the passages found (what recall makes of them needs nothing the graph's
+    searches give: reading them, windowing and measuring their excerpts, most of it Python,
+    which would otherwise wait for the searches, or they for it). Returns what was found and
+    what `meanwhile` returned. The graph's searches by meaning go in one batch: one thread runs
+    them all."""
     k = C.RECALL_SEARCH_HITS
     texts, vectors = embedded
     row = {t: i for i, t in enumerate(texts)}
     part_texts = list(dict.fromkeys(p.text for p in parts))
     same = recent == message  # the first message of a memory: searched once
-    # Longest first (BM25 over the passages is the longest, then hnswlib over them).
-    *passage_words, passage_meaning = _share(
+    # Each part's words, then its meaning (BM25 over the passages takes longer than hnswlib),
+    # one task each: two threads taking them in turn end about together. (One batch for every
+    # part's meaning ran after both threads' words, on one thread, while the other waited.)
+    passage_lists = _share(
         [
-            *(partial(index.by_words, "passage", t, quotes) for t in part_texts),
-            partial(
-                index.by_meaning_batch,
-                "passage",
-                vectors[[row[t] for t in part_texts]],
-                quotes,
-                floor,
-            ),
+            task
+            for t in part_texts
+            for task in (
+                partial(index.by_words, "passage", t, quotes),
+                partial(index.by_meaning, "passage", vectors[row[t]], quotes, floor),
+            )
         ]
     )
-    passage_lists = [
-        ids
-        for words, meaning in zip(passage_words, passage_meaning, strict=True)
-        for ids in (words, meaning)
-    ]
     on_days, undated = dated
     if on_days:
         # Those the words match first, then the rest in their order (the day itself first): a
