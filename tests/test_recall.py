@@ -701,8 +701,10 @@ def test_a_step_past_the_fanout_takes_the_facts_most_like_the_dialogue_not_the_o
         )
         return asked[1]
 
+    def odd_first(ns: list[int]) -> list[int]:  # a ranking that tells the facts apart
+        return sorted(ns, key=lambda n: n % 2 == 0)
+
     assert len(graph.touching(1)) + len(graph.touching(3)) - 2 > C.WALK_FANOUT
-    odd_first = lambda ns: sorted(ns, key=lambda n: n % 2 == 0)  # noqa: E731
     assert second_step(odd_first) == odd_first(list(range(25, 1, -1)))[: C.WALK_FANOUT]
     assert second_step(None) == list(range(25, 25 - C.WALK_FANOUT, -1))  # the newest
 
