@@ -289,6 +289,47 @@ def test_unknown_url_scheme(tmp_path):
 
 
 @pytest.mark.both_stores
+def test_a_write_knows_what_it_changed_though_its_statements_have_not_answered(db):
+    """On PostgreSQL a write's statements go to the server with its next query or its COMMIT
+    (pipeline mode), so what they changed is counted from their answers when asked: the
+    memory's version counts a transaction that changed a row and not one whose statements
+    changed none, and jobs queued again are counted by their rows, on both stores."""
+    store = open_store(db)
+    try:
+        with store.write("m") as tx:
+            tx.create_memory("chat_completions", 0.0)
+            jobs = [tx.enqueue("score", b"{}", 1.0) for _ in range(3)]
+            for n in jobs[:2]:
+                tx.park_job(n, "unreachable", None)
+        with store.read("m") as tx:
+            version = tx.version()
+        with store.write("m") as tx:
+            tx.set_decorated_through(0)  # the value it holds: a row matched all the same
+            tx.revive_jobs(kind="graph")  # none of that kind: changes nothing
+        with store.read("m") as tx:
+            assert tx.version() == version + 1
+        with store.write("m") as tx:
+            assert tx.revive_jobs(kind="graph") == 0
+            tx.set_decorated_through(0)
+            tx.finish_job(99, "done")  # no such job: matches no row
+            assert tx.wrote()  # the first matched a row, though nothing has answered yet
+        with store.read("m") as tx:
+            assert tx.version() == version + 2
+        with store.write("m") as tx:
+            tx.finish_job(99, "done")
+            assert not tx.wrote()
+        with store.read("m") as tx:
+            assert tx.version() == version + 2  # nothing changed: not counted
+        with store.write("m") as tx:
+            assert tx.revive_jobs() == 2
+        with store.read("m") as tx:
+            assert tx.version() == version + 3
+            assert [j.state for j in tx.jobs()] == ["pending"] * 3
+    finally:
+        store.close()
+
+
+@pytest.mark.both_stores
 def test_the_databases_own_errors_are_store_errors_and_write_nothing(db, clock):
     """A full disk or an I/O error reaches the caller as a `StoreError` (a FadewayError, as
     every error fadeway raises), after a roll back: the retried call stores the turn once."""

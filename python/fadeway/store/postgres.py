@@ -56,7 +56,7 @@ POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 #: The advisory lock a migration holds, so that two processes opening one database migrate it
 #: one after the other (a memory's lock is a hash of its id: a collision costs a wait, no more).
 _MIGRATION_LOCK = 0x6661646577617900  # b"fadeway\0"
-_CHANGING = ("INSERT", "UPDATE", "DELETE")
+_CHANGING = ("INSERT", "UPDATE", "DELETE")  # each six letters
 #: What a transaction says for row-level security (schema.py): the one memory it is bound to
 #: (its id's UTF-8 bytes in hex: a setting cannot hold NUL), or that it spans every memory.
 _ONE_MEMORY = "SELECT set_config('fadeway.memory_id', %s, true)"
@@ -134,16 +134,39 @@ def lock_key(memory_id: str) -> int:
 
 
 class _Executor:
-    """A psycopg connection as the query mixins use it (`?` placeholders), counting the rows
-    its statements changed."""
+    """A psycopg connection as the query mixins use it (`?` placeholders), telling whether its
+    statements changed any row.
 
-    def __init__(self, conn: psycopg.Connection) -> None:
+    In a write transaction the connection is in pipeline mode (`PostgresStore.write`): a
+    statement is sent with the next one whose rows are fetched, or with the commit, so its
+    result may not be in yet when `changed` is asked; it then syncs, unless a statement whose
+    result is in already changed a row."""
+
+    def __init__(self, conn: psycopg.Connection, pipeline: psycopg.Pipeline | None = None) -> None:
         self._conn = conn
-        self.changes = 0
+        self._pipeline = pipeline
+        self._changed = False
+        self._pending: list[psycopg.Cursor] = []  # changing statements not looked at yet
+
+    def ended(self) -> None:
+        """The transaction ended (committed, or failed): `changed` syncs no more."""
+        self._pipeline = None
+
+    def changed(self) -> bool:
+        """Whether a statement changed a row."""
+        if self._changed or not self._pending:
+            return self._changed
+        if self._pipeline is not None and any(c.statusmessage is None for c in self._pending):
+            self._pipeline.sync()
+        # A result still missing once the transaction ended (it failed) may have changed rows:
+        # whoever asks then resets what it mirrors.
+        self._changed = any(c.statusmessage is None or c.rowcount > 0 for c in self._pending)
+        self._pending.clear()
+        return self._changed
 
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> psycopg.Cursor:
         cur = self._conn.execute(to_pyformat(sql), parameters)
-        self._count(cur)
+        self._track(sql, cur)
         return cur
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> psycopg.Cursor:
@@ -151,13 +174,12 @@ class _Executor:
         rows = list(parameters)
         if rows:
             cur.executemany(to_pyformat(sql), rows)
-            self._count(cur)
+            self._track(sql, cur)
         return cur
 
-    def _count(self, cur: psycopg.Cursor) -> None:
-        status = (cur.statusmessage or "").split(" ", 1)[0]
-        if status in _CHANGING and cur.rowcount > 0:
-            self.changes += cur.rowcount
+    def _track(self, sql: str, cur: psycopg.Cursor) -> None:
+        if sql.lstrip()[:6].upper() in _CHANGING:
+            self._pending.append(cur)
 
 
 class _PostgresTransaction(
@@ -174,7 +196,11 @@ class _PostgresTransaction(
         self._notified = False
 
     def wrote(self) -> bool:
-        return self._conn.changes > 0
+        return self._conn.changed()
+
+    def ended(self) -> None:
+        """The transaction ended: what it changed is what its statements answered."""
+        self._conn.ended()
 
     def enqueue(self, kind: str, payload: bytes, created_at: float) -> int:
         n = super().enqueue(kind, payload, created_at)
@@ -307,20 +333,28 @@ class PostgresStore(Store):
     def write(self, memory_id: str) -> Iterator[Transaction]:
         with self._connection("write") as conn:
             try:
-                with self._together(conn):
+                with self._pipelined(conn) as pipeline:
                     conn.execute("BEGIN")
-                    if self._async_commit:
-                        conn.execute("SET LOCAL synchronous_commit = off")
                     conn.execute(
                         "SELECT pg_advisory_xact_lock(%s), "
-                        "set_config('fadeway.memory_id', %s, true)",
-                        (lock_key(memory_id), memory_key(memory_id).hex()),
+                        "set_config('fadeway.memory_id', %s, true), "
+                        # NULL: the server's own setting, which may wait for a replica
+                        "set_config('synchronous_commit', "
+                        "COALESCE(%s, current_setting('synchronous_commit')), true)",
+                        (
+                            lock_key(memory_id),
+                            memory_key(memory_id).hex(),
+                            "off" if self._async_commit else None,
+                        ),
                     )
                     opening = self._opening_read(conn, memory_id)
-                tx = self._opened(conn, memory_id, opening)
-                yield tx
-                tx.settle()
-                conn.execute("COMMIT")
+                    tx = self._opened(conn, memory_id, opening, pipeline)
+                    try:
+                        yield tx
+                        tx.settle()
+                        conn.execute("COMMIT")
+                    finally:
+                        tx.ended()
             except BaseException:
                 self._roll_back(conn)
                 raise
@@ -349,19 +383,33 @@ class PostgresStore(Store):
 
     @staticmethod
     def _opened(
-        conn: psycopg.Connection, memory_id: str, opening: psycopg.Cursor | None
+        conn: psycopg.Connection,
+        memory_id: str,
+        opening: psycopg.Cursor | None,
+        pipeline: psycopg.Pipeline | None = None,
     ) -> _PostgresTransaction:
-        tx = _PostgresTransaction(_Executor(conn), memory_id)
+        tx = _PostgresTransaction(_Executor(conn, pipeline), memory_id)
         if opening is not None and (row := opening.fetchone()) is not None:
             tx.opened(row)  # one row always: the memory left-joined to a row of its own
         return tx
 
     def _together(self, conn: psycopg.Connection) -> AbstractContextManager[object]:
-        """The statements that open a transaction sent in one round trip (libpq's pipeline
-        mode), not one each: a transaction of a decorate or a lane job makes a few queries,
-        and on a server a round trip each was most of a replay's time. Without pipeline
-        support (libpq before 14), one at a time."""
+        """The statements that open a read transaction sent in one round trip (libpq's
+        pipeline mode), not one each: a transaction of a decorate or a lane job makes a few
+        queries, and on a server a round trip each was most of a replay's time. Without
+        pipeline support (libpq before 14), one at a time."""
         return conn.pipeline() if self._pipelines else nullcontext()
+
+    @contextmanager
+    def _pipelined(self, conn: psycopg.Connection) -> Iterator[psycopg.Pipeline | None]:
+        """A write transaction in pipeline mode from its BEGIN to its COMMIT: a statement whose
+        rows are not read (most writes) goes with the next query whose rows are, or with the
+        COMMIT, not in a round trip of its own. Without pipeline support, one at a time."""
+        if not self._pipelines:
+            yield None
+            return
+        with conn.pipeline() as pipeline:
+            yield pipeline
 
     def _roll_back(self, conn: psycopg.Connection) -> None:
         # A lost connection cannot roll back: the server already has, and the pool drops it.

@@ -15,10 +15,9 @@ __all__ = ["IN_CHUNK", "OPENING_READ", "Cursor", "Executor", "MemoryQueries", "s
 
 
 class Cursor(Protocol):
-    """What a query returns: its rows, one at a time or all, and how many it changed."""
-
-    @property
-    def rowcount(self) -> int: ...
+    """What a query returns: its rows, one at a time or all. (Not how many it changed: in a
+    pipelined PostgreSQL write that is not known until a later query's rows are read; a query
+    that needs it says RETURNING and counts the rows.)"""
 
     def fetchone(self) -> Any: ...
 

@@ -118,11 +118,14 @@ class LaneQueries:
             which, args = " AND (retry_at IS NULL OR retry_at <= ?)", (0, 0, self._key, now)
         else:
             which, args = "", (0, 0, self._key)
-        return self._conn.execute(
+        # Counted by the rows it returns: a statement's rowcount is not in yet while a
+        # PostgreSQL write transaction is pipelined.
+        revived = self._conn.execute(
             "UPDATE jobs SET state = 'pending', attempts = ?, waits = ?, retry_at = NULL "
-            "WHERE memory_id = ? AND state = 'failed'" + which,
+            "WHERE memory_id = ? AND state = 'failed'" + which + " RETURNING n",
             args,
-        ).rowcount
+        )
+        return len(list(revived))
 
     def jobs(self, state: str | None = None) -> list[JobRecord]:
         sql = f"SELECT {_JOB_COLUMNS} FROM jobs WHERE memory_id = ?"
