@@ -151,7 +151,8 @@ def _round_trips(store, monkeypatch) -> list[int]:
 def test_a_transaction_opens_in_one_round_trip(store, monkeypatch):
     """BEGIN, the batch's asynchronous commit, the memory's lock and its row-level setting go
     to the server together, with what nearly every transaction reads first (the memory's
-    record, its version, its count of episode changes, its message count), and a write's
+    record, its version, its count of episode changes, its message count, its oldest pending
+    job), and a write's
     statements whose rows are not read go with the next query, or with the version's and the
     COMMIT: a write that changes nothing takes two round trips (open, commit), a read of those
     two (open, roll back), and a write of one statement with a count read after it three (five
@@ -162,6 +163,7 @@ def test_a_transaction_opens_in_one_round_trip(store, monkeypatch):
     with store.read("a") as tx:
         assert tx.memory() is not None  # the setting holds: row-level security lets it read
         assert (tx.message_count(), tx.episode_changes(), tx.version()) == (0, 0, 1)
+        assert tx.pending_job() is None  # the lane's first look: read with the opening
     with store.write("a") as tx:
         assert tx.message_count() == 0
         tx.insert_messages([message_record(0)])  # sent with the count read after it

@@ -330,6 +330,41 @@ def test_a_write_knows_what_it_changed_though_its_statements_have_not_answered(d
 
 
 @pytest.mark.both_stores
+def test_the_oldest_pending_job_is_as_the_transaction_last_wrote_its_jobs(db):
+    """A transaction's oldest pending job (on PostgreSQL read as it opens, with the memory's
+    record) follows what the transaction itself does to its jobs: queued, finished, parked,
+    revived; a job of a kind is looked up on its own."""
+    store = open_store(db)
+    try:
+        with store.write("m") as tx:
+            tx.create_memory("chat_completions", 0.0)
+            assert tx.pending_job() is None
+            first = tx.enqueue("score", b"{}", 1.0)
+            second = tx.enqueue("graph", b"{}", 1.0)
+            assert tx.pending_job().n == first
+        with store.read("m") as tx:
+            assert tx.pending_job().n == first
+            assert tx.pending_job("graph").n == second
+        with store.write("m") as tx:
+            assert tx.pending_job().n == first
+            tx.finish_job(first, "done")
+            assert tx.pending_job().n == second
+            tx.park_job(second, "unreachable", None)
+            assert tx.pending_job() is None
+        with store.write("m") as tx:
+            assert tx.pending_job() is None
+            tx.revive_jobs()
+            assert tx.pending_job().n == second
+            tx.record_attempt(second, "again")
+            assert tx.pending_job().attempts == 1
+        with store.read("m") as tx:
+            job = tx.pending_job()
+            assert (job.n, job.kind, job.attempts) == (second, "graph", 1)
+    finally:
+        store.close()
+
+
+@pytest.mark.both_stores
 def test_the_databases_own_errors_are_store_errors_and_write_nothing(db, clock):
     """A full disk or an I/O error reaches the caller as a `StoreError` (a FadewayError, as
     every error fadeway raises), after a roll back: the retried call stores the turn once."""

@@ -73,7 +73,7 @@ class Transaction(abc.ABC):
     def settle(self) -> None:
         """Run by the store just before it commits: a transaction that changed the memory
         counts in its `version`."""
-        if self.wrote() and not self.bookkeeping:
+        if not self.bookkeeping and self.wrote():  # (on PostgreSQL wrote() may wait on a sync)
             self.bump_version()
 
     @abc.abstractmethod

@@ -374,12 +374,13 @@ class PostgresStore(Store):
     def _opening_read(self, conn: psycopg.Connection, memory_id: str) -> psycopg.Cursor | None:
         """`OPENING_READ`, sent with the statements that open a transaction when they go in
         one round trip: what most transactions read first (the memory's record, version,
-        episode changes, message count and latest request), for no round trip of its own (in
-        a pipeline, the query costs the server a few lookups, not a trip)."""
+        episode changes, message count, latest request and oldest pending job), for no round
+        trip of its own (in a pipeline, the query costs the server a few lookups, not a
+        trip)."""
         if not self._pipelines:
             return None
         key = memory_key(memory_id)
-        return conn.execute(OPENING_READ, (key, key, key))
+        return conn.execute(OPENING_READ, (key, key, key, key))
 
     @staticmethod
     def _opened(

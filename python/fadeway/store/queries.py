@@ -9,9 +9,19 @@ from typing import Any, Protocol, cast
 
 import msgspec
 
-from ..records import MemoryRecord, MessageRecord, RequestRecord
+from ..records import JobRecord, MemoryRecord, MessageRecord, RequestRecord
 
-__all__ = ["IN_CHUNK", "OPENING_READ", "Cursor", "Executor", "MemoryQueries", "select_in"]
+__all__ = [
+    "IN_CHUNK",
+    "JOB_COLUMNS",
+    "OPENING_READ",
+    "UNREAD",
+    "Cursor",
+    "Executor",
+    "MemoryQueries",
+    "job_of",
+    "select_in",
+]
 
 
 class Cursor(Protocol):
@@ -46,21 +56,48 @@ UNREAD = object()
 MEMORY_COLUMNS = (
     "format, created_at, instructions, decorated_through, facts_order, facts_block, blocks_tracked"
 )
+#: A job's columns, in `job_of`'s order.
+JOB_COLUMNS = "n, kind, payload, created_at, state, attempts, error, retry_at, waits, parked"
+
+
+def _prefixed(alias: str, columns: str) -> str:
+    return ", ".join(f"{alias}.{c.strip()}" for c in columns.split(","))
+
+
 #: What nearly every call's transaction reads first: the memory's record (its columns, all NULL
-#: when there is none), its version, its count of episode changes, its highest message seq and
-#: its latest request (all NULL when none). PostgreSQL sends it with the statements that open a
-#: transaction (`MemoryQueries.opened`). Binds the memory id three times.
+#: when there is none), its version, its count of episode changes, its highest message seq, its
+#: latest request and its oldest pending job (all NULL when none). PostgreSQL sends it with the
+#: statements that open a transaction (`MemoryQueries.opened`). Binds the memory id four times.
 OPENING_READ = (
-    f"SELECT {', '.join(f'm.{c.strip()}' for c in MEMORY_COLUMNS.split(','))}, "
+    f"SELECT {_prefixed('m', MEMORY_COLUMNS)}, "
     "m.version, m.episode_changes, (SELECT MAX(seq) FROM messages WHERE memory_id = %s), "
-    f"{', '.join(f'r.{c.strip()}' for c in _REQUEST_COLUMNS.split(','))} "
+    f"{_prefixed('r', _REQUEST_COLUMNS)}, {_prefixed('j', JOB_COLUMNS)} "
     "FROM (SELECT 1) AS one LEFT JOIN memories AS m ON m.memory_id = %s "
     f"LEFT JOIN LATERAL (SELECT {_REQUEST_COLUMNS} FROM requests WHERE memory_id = %s "
-    "ORDER BY n DESC LIMIT 1) AS r ON true"
+    "ORDER BY n DESC LIMIT 1) AS r ON true "
+    f"LEFT JOIN LATERAL (SELECT {JOB_COLUMNS} FROM jobs WHERE memory_id = %s "
+    "AND state = 'pending' ORDER BY n LIMIT 1) AS j ON true"
 )
+_REQUEST_WIDTH = len(_REQUEST_COLUMNS.split(","))
 
 _encode_calls = msgspec.json.encode
 _decode_calls = msgspec.json.Decoder(tuple[str, ...]).decode
+
+
+def job_of(row: Sequence[Any]) -> JobRecord:
+    n, kind, payload, created_at, state, attempts, error, retry_at, waits, parked = row
+    return JobRecord(
+        n=n,
+        kind=kind,
+        payload=bytes(payload),
+        created_at=created_at,
+        state=state,
+        attempts=attempts,
+        error=error,
+        retry_at=retry_at,
+        waits=waits,
+        parked=parked,
+    )
 
 
 def _message(row: tuple) -> MessageRecord:
@@ -151,6 +188,9 @@ class MemoryQueries:
     _versioned: int | None = None
     #: The memory's latest request as this transaction opened, until it writes requests.
     _latest: RequestRecord | None | object = UNREAD
+    #: The memory's oldest pending job as this transaction opened, until it writes jobs
+    #: (`LaneQueries.pending_job`).
+    _oldest_job: JobRecord | None | object = UNREAD
 
     def memory(self) -> MemoryRecord | None:
         if self._memory_record is not UNREAD:
@@ -167,14 +207,16 @@ class MemoryQueries:
     def opened(self, row: Sequence[Any]) -> None:
         """Keep what the transaction read as it opened (`OPENING_READ`'s row: one round trip
         with its first statements on PostgreSQL): the memory's record, its version, its count
-        of episode changes, its message count and its latest request, each until the
-        transaction changes it."""
-        record, (version, changes, top), request = row[:7], row[7:10], tuple(row[10:])
+        of episode changes, its message count, its latest request and its oldest pending job,
+        each until the transaction changes it."""
+        record, (version, changes, top) = row[:7], row[7:10]
+        request, job = tuple(row[10 : 10 + _REQUEST_WIDTH]), row[10 + _REQUEST_WIDTH :]
         self._memory_record = None if record[0] is None else self._memory_of(record)
         self._versioned = version
         self._changes = 0 if changes is None else changes
         self._counted = 0 if top is None else top + 1
         self._latest = None if request[0] is None else _request(request)
+        self._oldest_job = None if job[0] is None else job_of(job)
 
     def _memory_of(self, row: Sequence[Any]) -> MemoryRecord:
         fmt, created_at, instructions, through, facts_order, facts_block, tracked = row

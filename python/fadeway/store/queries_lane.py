@@ -5,31 +5,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import cast
 
 from ..records import JobRecord
-from .queries import Executor
+from .queries import JOB_COLUMNS, UNREAD, Executor, job_of
 
 __all__ = ["LaneQueries", "memories_with_jobs"]
 
 log = logging.getLogger("fadeway.lane")
-
-_JOB_COLUMNS = "n, kind, payload, created_at, state, attempts, error, retry_at, waits, parked"
-
-
-def _job(row: tuple) -> JobRecord:
-    n, kind, payload, created_at, state, attempts, error, retry_at, waits, parked = row
-    return JobRecord(
-        n=n,
-        kind=kind,
-        payload=bytes(payload),
-        created_at=created_at,
-        state=state,
-        attempts=attempts,
-        error=error,
-        retry_at=retry_at,
-        waits=waits,
-        parked=parked,
-    )
 
 
 def memories_with_jobs(due: float | None) -> tuple[str, tuple]:
@@ -52,8 +35,10 @@ class LaneQueries:
     _conn: Executor
     _key: object
     memory_id: str
+    _oldest_job: JobRecord | None | object  # `MemoryQueries._oldest_job`
 
     def enqueue(self, kind: str, payload: bytes, created_at: float) -> int:
+        self._oldest_job = UNREAD
         # Numbered past the memory's last job in the statement that inserts it (one round
         # trip on PostgreSQL, not two); writers of one memory take turns, so none races it.
         (n,) = self._conn.execute(
@@ -71,15 +56,18 @@ class LaneQueries:
         return int(top or 0)
 
     def pending_job(self, kind: str | None = None) -> JobRecord | None:
-        sql = f"SELECT {_JOB_COLUMNS} FROM jobs WHERE memory_id = ? AND state = 'pending'"
+        if kind is None and self._oldest_job is not UNREAD:
+            return cast(JobRecord | None, self._oldest_job)  # as the transaction opened
+        sql = f"SELECT {JOB_COLUMNS} FROM jobs WHERE memory_id = ? AND state = 'pending'"
         args: tuple = (self._key,)
         if kind is not None:
             sql += " AND kind = ?"
             args += (kind,)
         row = self._conn.execute(sql + " ORDER BY n LIMIT 1", args).fetchone()
-        return _job(row) if row else None
+        return job_of(row) if row else None
 
     def finish_job(self, n: int, state: str, error: str | None = None) -> None:
+        self._oldest_job = UNREAD
         self._conn.execute(
             "UPDATE jobs SET state = ?, error = ? WHERE memory_id = ? AND n = ?",
             (state, error, self._key, n),
@@ -88,6 +76,7 @@ class LaneQueries:
     def record_attempt(
         self, n: int, error: str | None, retry_at: float | None = None, *, waited: bool = False
     ) -> tuple[int, int]:
+        self._oldest_job = UNREAD
         self._conn.execute(
             "UPDATE jobs SET attempts = attempts + 1, waits = waits + ?, error = ?, retry_at = ? "
             "WHERE memory_id = ? AND n = ?",
@@ -101,6 +90,7 @@ class LaneQueries:
     def park_job(
         self, n: int, error: str, retry_at: float | None, *, attempts: int | None = None
     ) -> None:
+        self._oldest_job = UNREAD
         self._conn.execute(
             "UPDATE jobs SET state = 'failed', error = ?, retry_at = ?, parked = parked + 1, "
             "attempts = COALESCE(?, attempts) WHERE memory_id = ? AND n = ?",
@@ -125,15 +115,18 @@ class LaneQueries:
             "WHERE memory_id = ? AND state = 'failed'" + which + " RETURNING n",
             args,
         )
-        return len(list(revived))
+        count = len(list(revived))
+        if count:
+            self._oldest_job = UNREAD
+        return count
 
     def jobs(self, state: str | None = None) -> list[JobRecord]:
-        sql = f"SELECT {_JOB_COLUMNS} FROM jobs WHERE memory_id = ?"
+        sql = f"SELECT {JOB_COLUMNS} FROM jobs WHERE memory_id = ?"
         args: tuple = (self._key,)
         if state is not None:
             sql += " AND state = ?"
             args += (state,)
-        return [_job(r) for r in self._conn.execute(sql + " ORDER BY n", args)]
+        return [job_of(r) for r in self._conn.execute(sql + " ORDER BY n", args)]
 
     def claim_lane(
         self, owner: str, now: float, until: float, *, gone: Callable[[str], bool] | None = None
