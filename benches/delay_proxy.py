@@ -6,8 +6,8 @@ PostgreSQL server "across a network" on one machine, where `tc netem` is not ava
 Point a store at `postgresql://user@127.0.0.1:LISTEN_PORT/db`: each round trip then waits about
 twice the delay, plus the proxy's own thread hand-offs (about 0.9 ms a round trip in all with
 the default, measured over a replay of LoCoMo conv-30). Used to compare round trips a call makes
-(`docs/design/storage.md`, "Pipelined writes"); a figure taken through it is a comparison of
-code on the same proxy, not a network's latency.
+(`docs/design/storage.md`, "Pipelined transactions"); a figure taken through it compares code
+on the same proxy, not a network's latency.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from fadeway.records import (
     EntityRecord,
     EpisodeRecord,
     FactRecord,
+    GraphRows,
     JobKind,
     JobRecord,
     RetirementRecord,
@@ -58,6 +59,13 @@ class Lists:
 
     def episodes(self, after=0):
         return []
+
+    def graph_rows(self, past):
+        read = {
+            table: getattr(self, table)(*([] if table == "retirements" else [n]))
+            for table, n in past.items()
+        }
+        return GraphRows(**read)
 
 
 @st.composite

@@ -176,6 +176,23 @@ def test_a_transaction_opens_in_one_round_trip(store, monkeypatch):
 
 @pytest.mark.parametrize("db", ["postgres"], indirect=True)
 @pytest.mark.postgres
+def test_the_graphs_tables_are_read_in_one_round_trip(store, monkeypatch):
+    """A sync's reads of the graph's tables go to the server before any is read back
+    (`graph_rows`, in a pipelined transaction): one round trip for six tables, where reading
+    them one by one takes six."""
+    tables = {t: 0 for t in ("facts", "entities", "edges", "retirements", "episodes", "acks")}
+    counts = _round_trips(store, monkeypatch)
+    with store.read("a") as tx:
+        together = tx.graph_rows(tables)
+    with store.read("a") as tx:
+        apart = [tx.facts(), tx.entities(), tx.edges(), tx.retirements(), tx.episodes()]
+        apart.append(tx.acks())
+    assert together.retirements == [] and apart == [[]] * 6
+    assert counts == [3, 8]  # open, the reads, roll back
+
+
+@pytest.mark.parametrize("db", ["postgres"], indirect=True)
+@pytest.mark.postgres
 def test_a_turn_of_a_quiet_memory_makes_few_round_trips(db, clock, monkeypatch):
     """What every transaction reads first comes with its opening, a lane is claimed in one
     statement, and a write's statements go with its next query: a decorate, its report and the

@@ -28,6 +28,7 @@ __all__ = [
     "EntityRecord",
     "AliasRecord",
     "EdgeRecord",
+    "GraphRows",
     "RetirementRecord",
     "PassageRecord",
     "Unit",
@@ -209,6 +210,18 @@ class Marks(msgspec.Struct, frozen=True, kw_only=True):
     fact_vectors: int  # of the embedder asked about
     passage_vectors: int
     graph_job: bytes | None = None
+
+
+class GraphRows(msgspec.Struct, frozen=True, kw_only=True):
+    """What a sync read of the graph's tables past what it held (`Transaction.graph_rows`): a
+    table not read has no rows here, and retirements (read whole) are None when not read."""
+
+    facts: list[FactRecord] = []
+    entities: list[EntityRecord] = []
+    edges: list[EdgeRecord] = []
+    retirements: list[RetirementRecord] | None = None
+    episodes: list[EpisodeRecord] = []
+    acks: list[tuple[int, int]] = []  # (episode, note)
 
 
 class PassageRecord(msgspec.Struct, frozen=True, kw_only=True):

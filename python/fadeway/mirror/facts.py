@@ -10,6 +10,7 @@ from ..records import (
     EntityRecord,
     EpisodeRecord,
     FactRecord,
+    GraphRows,
     JobKind,
     Marks,
     RetirementRecord,
@@ -65,16 +66,26 @@ class MemoryCache:
         def grew(table: str, held: int) -> bool:
             return marks is None or getattr(marks, table) > held
 
-        last_entity = self.entities[-1].n if self.entities else 0
-        last_edge = self.edges[-1].fact if self.edges else 0
-        last_ack = self.acks[-1][1] if self.acks else 0
-        facts = tx.facts(self._last_fact) if grew("facts", self._last_fact) else []
-        entities = tx.entities(last_entity) if grew("entities", last_entity) else []
-        edges = tx.edges(last_edge) if grew("edges", last_edge) else []
-        same = marks is not None and marks.retirements == len(self.retirements)
-        retirements = self.retirements if same and not entities and not edges else tx.retirements()
-        episodes = tx.episodes(self._last_episode) if grew("episodes", self._last_episode) else []
-        acks = tx.acks(last_ack) if grew("acks", last_ack) else []
+        held = {
+            "facts": self._last_fact,
+            "entities": self.entities[-1].n if self.entities else 0,
+            "edges": self.edges[-1].fact if self.edges else 0,
+            "episodes": self._last_episode,
+            "acks": self.acks[-1][1] if self.acks else 0,
+        }
+        past = {table: n for table, n in held.items() if grew(table, n)}
+        if not (
+            marks is not None
+            and marks.retirements == len(self.retirements)
+            and "entities" not in past
+            and "edges" not in past
+        ):
+            past["retirements"] = 0
+        rows = tx.graph_rows(past) if past else GraphRows()  # one round trip for them all
+        facts, entities, edges, episodes, acks = (
+            rows.facts, rows.entities, rows.edges, rows.episodes, rows.acks
+        )  # fmt: skip
+        retirements = self.retirements if rows.retirements is None else rows.retirements
         if marks is not None:
             job = marks.graph_job
         else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 
 import numpy as np
@@ -22,6 +22,7 @@ from ..records import (
     EntityRecord,
     EpisodeRecord,
     FactRecord,
+    GraphRows,
     JobRecord,
     Marks,
     MemoryRecord,
@@ -241,6 +242,13 @@ class Transaction(abc.ABC):
 
     @abc.abstractmethod
     def retirements(self) -> list[RetirementRecord]: ...
+
+    @abc.abstractmethod
+    def graph_rows(self, past: Mapping[str, int]) -> GraphRows:
+        """The rows of each table `past` names past the number it gives (facts, entities,
+        edges, episodes, acks by note; retirements whole, whatever number it gives), all queries
+        sent before any is read: on PostgreSQL one round trip, where a read each was one each.
+        A table not named is not read."""
 
     @abc.abstractmethod
     def insert_graph(

@@ -55,6 +55,7 @@ READS: dict[str, frozenset[str]] = {
         "facts entities edges retirements episodes notes passages vectors jobs".split()
     ),
     "last_episode": frozenset({"episodes"}),
+    "graph_rows": frozenset("facts entities edges retirements episodes notes".split()),
     "fact_count": frozenset({"facts"}),
     "passage_count": frozenset({"passages"}),
     "find_request": frozenset({"requests"}),

@@ -29,7 +29,7 @@ import threading
 import time
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import contextmanager
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -363,13 +363,19 @@ class PostgresStore(Store):
     def read(self, memory_id: str) -> Iterator[Transaction]:
         with self._connection("read") as conn:
             try:
-                with self._together(conn):
+                with self._pipelined(conn) as pipeline:
                     conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                     conn.execute(_ONE_MEMORY, (memory_key(memory_id).hex(),))
                     opening = self._opening_read(conn, memory_id)
-                yield self._opened(conn, memory_id, opening)
-            finally:
+                    tx = self._opened(conn, memory_id, opening, pipeline)
+                    try:
+                        yield tx
+                    finally:
+                        tx.ended()
+                    conn.execute("ROLLBACK")  # with the pipeline's closing sync
+            except BaseException:
                 self._roll_back(conn)
+                raise
 
     def _opening_read(self, conn: psycopg.Connection, memory_id: str) -> psycopg.Cursor | None:
         """`OPENING_READ`, sent with the statements that open a transaction when they go in
@@ -394,18 +400,14 @@ class PostgresStore(Store):
             tx.opened(row)  # one row always: the memory left-joined to a row of its own
         return tx
 
-    def _together(self, conn: psycopg.Connection) -> AbstractContextManager[object]:
-        """The statements that open a read transaction sent in one round trip (libpq's
-        pipeline mode), not one each: a transaction of a decorate or a lane job makes a few
-        queries, and on a server a round trip each was most of a replay's time. Without
-        pipeline support (libpq before 14), one at a time."""
-        return conn.pipeline() if self._pipelines else nullcontext()
-
     @contextmanager
     def _pipelined(self, conn: psycopg.Connection) -> Iterator[psycopg.Pipeline | None]:
-        """A write transaction in pipeline mode from its BEGIN to its COMMIT: a statement whose
-        rows are not read (most writes) goes with the next query whose rows are, or with the
-        COMMIT, not in a round trip of its own. Without pipeline support, one at a time."""
+        """A transaction in libpq's pipeline mode from its BEGIN to its end: the statements
+        that open it go in one round trip with its first read, a statement whose rows are not
+        read (most writes) goes with the next query whose rows are, or with the COMMIT, and
+        queries sent before any is read (`graph_rows`) share one. On a server a round trip
+        each was most of a replay's time. Without pipeline support (libpq before 14), one at a
+        time."""
         if not self._pipelines:
             yield None
             return

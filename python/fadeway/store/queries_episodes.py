@@ -11,7 +11,7 @@ import numpy as np
 from ..records import EpisodeRecord, TraceRecord
 from .queries import Executor
 
-__all__ = ["EpisodeQueries"]
+__all__ = ["EPISODES_PAST", "EpisodeQueries", "episode_of"]
 
 _EPISODE_COLUMNS = (
     "n, first_seq, last_seq, first_turn, last_turn, start_at, end_at, tokens, cut_at, state"
@@ -21,7 +21,11 @@ _EPISODE_COLUMNS = (
 _TRACE_COLUMNS = "n, episode, fact, kind, score, counted, at"
 
 
-def _episode(row: tuple) -> EpisodeRecord:
+#: A memory's episodes past a number (`EpisodeQueries.episodes`, `GraphQueries.graph_rows`).
+EPISODES_PAST = f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE memory_id = ? AND n > ? ORDER BY n"
+
+
+def episode_of(row: tuple) -> EpisodeRecord:
     n, first, last, first_turn, last_turn, start_at, end_at, tokens, cut_at, state = row
     return EpisodeRecord(
         n=n,
@@ -53,13 +57,7 @@ class EpisodeQueries:
     _changes: int | None  # `MemoryQueries._changes`
 
     def episodes(self, after: int = 0) -> list[EpisodeRecord]:
-        return [
-            _episode(r)
-            for r in self._conn.execute(
-                f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE memory_id = ? AND n > ? ORDER BY n",
-                (self._key, after),
-            )
-        ]
+        return [episode_of(r) for r in self._conn.execute(EPISODES_PAST, (self._key, after))]
 
     def episode_changes(self) -> int:
         if self._changes is not None:
@@ -71,7 +69,7 @@ class EpisodeQueries:
 
     def episodes_changed(self, after: int) -> list[EpisodeRecord]:
         return [
-            _episode(r)
+            episode_of(r)
             for r in self._conn.execute(
                 f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE memory_id = ? AND changed > ? "
                 "ORDER BY n",
@@ -84,7 +82,7 @@ class EpisodeQueries:
             f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE memory_id = ? ORDER BY n DESC LIMIT 1",
             (self._key,),
         ).fetchone()
-        return _episode(row) if row else None
+        return episode_of(row) if row else None
 
     def _count_episode_change(self) -> int:
         (count,) = self._conn.execute(

@@ -4,7 +4,8 @@ memory id (`_key`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import msgspec
 
@@ -13,6 +14,9 @@ from ..records import (
     BlockText,
     EdgeRecord,
     EntityRecord,
+    EpisodeRecord,
+    FactRecord,
+    GraphRows,
     JobKind,
     Marks,
     PassageRecord,
@@ -23,6 +27,8 @@ from ..records import (
 )
 from ..usage import UsageRecord
 from .queries import UNREAD, Executor, select_in
+from .queries_episodes import EPISODES_PAST, episode_of
+from .queries_notes import ACKS_PAST, FACTS_PAST, fact_of
 
 __all__ = ["GraphQueries"]
 
@@ -34,6 +40,41 @@ def _passage(row: tuple) -> PassageRecord:
     return PassageRecord(
         n=n, episode=episode, seq=seq, part=part, turn=turn, at=at, role=role, text=text
     )
+
+
+_ENTITIES_PAST = "SELECT n, name, at FROM entities WHERE memory_id = ? AND n > ? ORDER BY n"
+_EDGES_PAST = (
+    "SELECT fact, subject, object, merged_into, at FROM edges "
+    "WHERE memory_id = ? AND fact > ? ORDER BY fact"
+)
+_RETIREMENTS = "SELECT fact, by_fact, at FROM retirements WHERE memory_id = ? ORDER BY fact"
+
+
+def _entities(rows: Iterable[tuple]) -> list[EntityRecord]:
+    return [EntityRecord(n=n, name=name, at=at) for n, name, at in rows]
+
+
+def _edges(rows: Iterable[tuple]) -> list[EdgeRecord]:
+    return [
+        EdgeRecord(fact=fact, subject=subject, object=obj, merged_into=merged, at=at)
+        for fact, subject, obj, merged, at in rows
+    ]
+
+
+def _retirements(rows: Iterable[tuple]) -> list[RetirementRecord]:
+    return [RetirementRecord(fact=fact, by=by, at=at) for fact, by, at in rows]
+
+
+def _facts(rows: Iterable[tuple]) -> list[FactRecord]:
+    return [fact_of(row) for row in rows]
+
+
+def _episodes(rows: Iterable[tuple]) -> list[EpisodeRecord]:
+    return [episode_of(row) for row in rows]
+
+
+def _acks(rows: Iterable[tuple]) -> list[tuple[int, int]]:
+    return [(episode, note) for episode, note in rows]
 
 
 _MARK_NAMES = (
@@ -76,13 +117,7 @@ class GraphQueries:
     memory_id: str
 
     def entities(self, after: int = 0) -> list[EntityRecord]:
-        return [
-            EntityRecord(n=n, name=name, at=at)
-            for n, name, at in self._conn.execute(
-                "SELECT n, name, at FROM entities WHERE memory_id = ? AND n > ? ORDER BY n",
-                (self._key, after),
-            )
-        ]
+        return _entities(self._conn.execute(_ENTITIES_PAST, (self._key, after)))
 
     def aliases(self) -> list[AliasRecord]:
         return [
@@ -95,23 +130,33 @@ class GraphQueries:
         ]
 
     def edges(self, after: int = 0) -> list[EdgeRecord]:
-        return [
-            EdgeRecord(fact=fact, subject=subject, object=obj, merged_into=merged, at=at)
-            for fact, subject, obj, merged, at in self._conn.execute(
-                "SELECT fact, subject, object, merged_into, at FROM edges "
-                "WHERE memory_id = ? AND fact > ? ORDER BY fact",
-                (self._key, after),
-            )
-        ]
+        return _edges(self._conn.execute(_EDGES_PAST, (self._key, after)))
 
     def retirements(self) -> list[RetirementRecord]:
-        return [
-            RetirementRecord(fact=fact, by=by, at=at)
-            for fact, by, at in self._conn.execute(
-                "SELECT fact, by_fact, at FROM retirements WHERE memory_id = ? ORDER BY fact",
-                (self._key,),
-            )
-        ]
+        return _retirements(self._conn.execute(_RETIREMENTS, (self._key,)))
+
+    def graph_rows(self, past: Mapping[str, int]) -> GraphRows:
+        # Every query is sent before any is read: in a PostgreSQL transaction (pipelined) the
+        # first read waits for them all, one round trip where a sync made up to six.
+        k = self._key
+        reads = {
+            "facts": (f"{FACTS_PAST} ORDER BY n", _facts),
+            "entities": (_ENTITIES_PAST, _entities),
+            "edges": (_EDGES_PAST, _edges),
+            "retirements": (_RETIREMENTS, _retirements),
+            "episodes": (EPISODES_PAST, _episodes),
+            "acks": (ACKS_PAST, _acks),
+        }
+        unknown = set(past) - set(reads)
+        if unknown:
+            raise ValueError(f"graph_rows: no table {', '.join(sorted(unknown))}")
+        sent = {
+            table: self._conn.execute(sql, (k,) if table == "retirements" else (k, past[table]))
+            for table, (sql, _) in reads.items()
+            if table in past
+        }
+        read: dict[str, Any] = {table: reads[table][1](cursor) for table, cursor in sent.items()}
+        return GraphRows(**read)
 
     def insert_graph(
         self,

@@ -8,12 +8,16 @@ from collections.abc import Sequence
 from ..records import FactRecord, NoteRecord
 from .queries import UNREAD, Executor, select_in
 
-__all__ = ["NoteQueries"]
+__all__ = ["ACKS_PAST", "FACTS_PAST", "NoteQueries", "fact_of"]
 
 _FACT_COLUMNS = "n, note, text, subject, object, milestone, at"
+#: A memory's facts past a number (`NoteQueries.facts`, `GraphQueries.graph_rows`).
+FACTS_PAST = f"SELECT {_FACT_COLUMNS} FROM facts WHERE memory_id = ? AND n > ?"
+#: A memory's acknowledgements past a note.
+ACKS_PAST = "SELECT episode, note FROM acks WHERE memory_id = ? AND note > ? ORDER BY note, episode"
 
 
-def _fact(row: tuple) -> FactRecord:
+def fact_of(row: tuple) -> FactRecord:
     n, note, text, subject, obj, milestone, at = row
     return FactRecord(
         n=n, note=note, text=text, subject=subject, object=obj, milestone=bool(milestone), at=at
@@ -65,18 +69,11 @@ class NoteQueries:
             if note is None
             else (" AND note = ?", (self._key, after, note))
         )
-        return [
-            _fact(row)
-            for row in self._conn.execute(
-                f"SELECT {_FACT_COLUMNS} FROM facts WHERE memory_id = ? AND n > ?{where} "
-                "ORDER BY n",
-                args,
-            )
-        ]
+        return [fact_of(row) for row in self._conn.execute(f"{FACTS_PAST}{where} ORDER BY n", args)]
 
     def facts_at(self, ns: Sequence[int]) -> list[FactRecord]:
         sql = f"SELECT {_FACT_COLUMNS} FROM facts WHERE memory_id = ? AND n IN (...) ORDER BY n"
-        return [_fact(row) for row in select_in(self._conn, sql, self._key, sorted(set(ns)))]
+        return [fact_of(row) for row in select_in(self._conn, sql, self._key, sorted(set(ns)))]
 
     def fact_count(self) -> int:
         (top,) = self._conn.execute(
@@ -85,14 +82,7 @@ class NoteQueries:
         return top or 0
 
     def acks(self, after_note: int = 0) -> list[tuple[int, int]]:
-        return [
-            (e, n)
-            for e, n in self._conn.execute(
-                "SELECT episode, note FROM acks WHERE memory_id = ? AND note > ? "
-                "ORDER BY note, episode",
-                (self._key, after_note),
-            )
-        ]
+        return [(e, n) for e, n in self._conn.execute(ACKS_PAST, (self._key, after_note))]
 
     def set_facts_order(self, order: str | None) -> None:
         self._memory_record = UNREAD
