@@ -331,9 +331,9 @@ def test_a_write_knows_what_it_changed_though_its_statements_have_not_answered(d
 
 @pytest.mark.both_stores
 def test_the_oldest_pending_job_is_as_the_transaction_last_wrote_its_jobs(db):
-    """A transaction's oldest pending job (on PostgreSQL read as it opens, with the memory's
-    record) follows what the transaction itself does to its jobs: queued, finished, parked,
-    revived; a job of a kind is looked up on its own."""
+    """A transaction's oldest pending job and last job number (on PostgreSQL read as it opens,
+    with the memory's record) follow what the transaction itself does to its jobs: queued,
+    finished, parked, revived; a job of a kind is looked up on its own."""
     store = open_store(db)
     try:
         with store.write("m") as tx:
@@ -357,6 +357,8 @@ def test_the_oldest_pending_job_is_as_the_transaction_last_wrote_its_jobs(db):
             assert tx.pending_job().n == second
             tx.record_attempt(second, "again")
             assert tx.pending_job().attempts == 1
+            assert tx.enqueue("walk", b"{}", 2.0) == second + 1  # numbered past the last
+            assert tx.last_job() == second + 1
         with store.read("m") as tx:
             job = tx.pending_job()
             assert (job.n, job.kind, job.attempts) == (second, "graph", 1)

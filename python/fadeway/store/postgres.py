@@ -156,11 +156,16 @@ class _Executor:
         """Whether a statement changed a row."""
         if self._changed or not self._pending:
             return self._changed
-        if self._pipeline is not None and any(c.statusmessage is None for c in self._pending):
+        answered = [c.statusmessage is not None for c in self._pending]
+        if any(c.rowcount > 0 for c, a in zip(self._pending, answered, strict=True) if a):
+            self._changed = True
+        elif self._pipeline is not None and not all(answered):
             self._pipeline.sync()
-        # A result still missing once the transaction ended (it failed) may have changed rows:
-        # whoever asks then resets what it mirrors.
-        self._changed = any(c.statusmessage is None or c.rowcount > 0 for c in self._pending)
+            self._changed = any(c.rowcount > 0 for c in self._pending)
+        else:
+            # A result still missing once the transaction ended (it failed) may have changed
+            # rows: whoever asks then resets what it mirrors.
+            self._changed = not all(answered)
         self._pending.clear()
         return self._changed
 
@@ -380,13 +385,13 @@ class PostgresStore(Store):
     def _opening_read(self, conn: psycopg.Connection, memory_id: str) -> psycopg.Cursor | None:
         """`OPENING_READ`, sent with the statements that open a transaction when they go in
         one round trip: what most transactions read first (the memory's record, version,
-        episode changes, message count, latest request and oldest pending job), for no round
-        trip of its own (in a pipeline, the query costs the server a few lookups, not a
-        trip)."""
+        episode changes, message count, last job number, latest request and oldest pending
+        job), for no round trip of its own (in a pipeline, the query costs the server a few
+        lookups, not a trip)."""
         if not self._pipelines:
             return None
         key = memory_key(memory_id)
-        return conn.execute(OPENING_READ, (key, key, key, key))
+        return conn.execute(OPENING_READ, (key,) * 5)
 
     @staticmethod
     def _opened(

@@ -65,12 +65,14 @@ def _prefixed(alias: str, columns: str) -> str:
 
 
 #: What nearly every call's transaction reads first: the memory's record (its columns, all NULL
-#: when there is none), its version, its count of episode changes, its highest message seq, its
-#: latest request and its oldest pending job (all NULL when none). PostgreSQL sends it with the
-#: statements that open a transaction (`MemoryQueries.opened`). Binds the memory id four times.
+#: when there is none), its version, its count of episode changes, its highest message seq and
+#: job number, its latest request and its oldest pending job (all NULL when none). PostgreSQL
+#: sends it with the statements that open a transaction (`MemoryQueries.opened`). Binds the
+#: memory id five times.
 OPENING_READ = (
     f"SELECT {_prefixed('m', MEMORY_COLUMNS)}, "
     "m.version, m.episode_changes, (SELECT MAX(seq) FROM messages WHERE memory_id = %s), "
+    "(SELECT MAX(n) FROM jobs WHERE memory_id = %s), "
     f"{_prefixed('r', _REQUEST_COLUMNS)}, {_prefixed('j', JOB_COLUMNS)} "
     "FROM (SELECT 1) AS one LEFT JOIN memories AS m ON m.memory_id = %s "
     f"LEFT JOIN LATERAL (SELECT {_REQUEST_COLUMNS} FROM requests WHERE memory_id = %s "
@@ -191,6 +193,9 @@ class MemoryQueries:
     #: The memory's oldest pending job as this transaction opened, until it writes jobs
     #: (`LaneQueries.pending_job`).
     _oldest_job: JobRecord | None | object = UNREAD
+    #: The memory's last job number as this transaction opened, then as it queued jobs (None:
+    #: not read; `LaneQueries.enqueue`).
+    _last_job: int | None = None
 
     def memory(self) -> MemoryRecord | None:
         if self._memory_record is not UNREAD:
@@ -207,16 +212,17 @@ class MemoryQueries:
     def opened(self, row: Sequence[Any]) -> None:
         """Keep what the transaction read as it opened (`OPENING_READ`'s row: one round trip
         with its first statements on PostgreSQL): the memory's record, its version, its count
-        of episode changes, its message count, its latest request and its oldest pending job,
-        each until the transaction changes it."""
-        record, (version, changes, top) = row[:7], row[7:10]
-        request, job = tuple(row[10 : 10 + _REQUEST_WIDTH]), row[10 + _REQUEST_WIDTH :]
+        of episode changes, its message count, its last job's number, its latest request and
+        its oldest pending job, each until the transaction changes it."""
+        record, (version, changes, top, last_job) = row[:7], row[7:11]
+        request, job = tuple(row[11 : 11 + _REQUEST_WIDTH]), row[11 + _REQUEST_WIDTH :]
         self._memory_record = None if record[0] is None else self._memory_of(record)
         self._versioned = version
         self._changes = 0 if changes is None else changes
         self._counted = 0 if top is None else top + 1
         self._latest = None if request[0] is None else _request(request)
         self._oldest_job = None if job[0] is None else job_of(job)
+        self._last_job = last_job or 0
 
     def _memory_of(self, row: Sequence[Any]) -> MemoryRecord:
         fmt, created_at, instructions, through, facts_order, facts_block, tracked = row

@@ -36,20 +36,32 @@ class LaneQueries:
     _key: object
     memory_id: str
     _oldest_job: JobRecord | None | object  # `MemoryQueries._oldest_job`
+    _last_job: int | None  # `MemoryQueries._last_job`
 
     def enqueue(self, kind: str, payload: bytes, created_at: float) -> int:
+        # Writers of one memory take turns, so none races the number. Known from the opening
+        # read, it is given, and the INSERT goes with the next query (no round trip of its own
+        # on PostgreSQL); else it is taken past the last job in the statement that inserts it.
         self._oldest_job = UNREAD
-        # Numbered past the memory's last job in the statement that inserts it (one round
-        # trip on PostgreSQL, not two); writers of one memory take turns, so none races it.
-        (n,) = self._conn.execute(
-            "INSERT INTO jobs (memory_id, n, kind, payload, created_at) "
-            "SELECT ?, COALESCE(MAX(n), 0) + 1, ?, ?, ? FROM jobs WHERE memory_id = ? "
-            "RETURNING n",
-            (self._key, kind, payload, created_at, self._key),
-        ).fetchone()
-        return int(n)
+        if self._last_job is not None:
+            n = self._last_job + 1
+            self._conn.execute(
+                "INSERT INTO jobs (memory_id, n, kind, payload, created_at) VALUES (?, ?, ?, ?, ?)",
+                (self._key, n, kind, payload, created_at),
+            )
+        else:
+            (n,) = self._conn.execute(
+                "INSERT INTO jobs (memory_id, n, kind, payload, created_at) "
+                "SELECT ?, COALESCE(MAX(n), 0) + 1, ?, ?, ? FROM jobs WHERE memory_id = ? "
+                "RETURNING n",
+                (self._key, kind, payload, created_at, self._key),
+            ).fetchone()
+        self._last_job = n = int(n)
+        return n
 
     def last_job(self) -> int:
+        if self._last_job is not None:
+            return self._last_job
         (top,) = self._conn.execute(
             "SELECT MAX(n) FROM jobs WHERE memory_id = ?", (self._key,)
         ).fetchone()
