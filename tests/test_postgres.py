@@ -331,6 +331,23 @@ def test_a_connection_lost_mid_write_is_a_store_error_and_the_next_call_works(db
         engine.close()
 
 
+@pytest.mark.parametrize("db", ["postgres"], indirect=True)
+@pytest.mark.postgres
+def test_a_read_that_has_its_rows_does_not_fail_for_its_lost_roll_back(store, db):
+    """The server ends a read's connection after the caller has read what it wanted: the read
+    ends without an error (its ROLLBACK, sent with the pipeline's closing sync, meets the lost
+    connection; the server rolled it back already), and the next call gets a fresh one."""
+    import psycopg
+
+    with store.read("a") as tx:
+        seen = tx.message_count()
+        (pid,) = tx._conn.execute("SELECT pg_backend_pid()").fetchone()
+        with psycopg.connect(db, autocommit=True) as killer:
+            killer.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    with store.read("a") as tx:
+        assert tx.message_count() == seen
+
+
 @pytest.mark.postgres
 def test_a_server_restart_fails_the_call_it_cuts_and_the_next_one_works(clock, monkeypatch):
     """A real restart (a cluster of the test's own, stopped and started again with pg_ctl): the

@@ -137,7 +137,7 @@ class _Executor:
     """A psycopg connection as the query mixins use it (`?` placeholders), telling whether its
     statements changed any row.
 
-    In a write transaction the connection is in pipeline mode (`PostgresStore.write`): a
+    In a transaction the connection is in pipeline mode (`PostgresStore._pipelined`): a
     statement is sent with the next one whose rows are fetched, or with the commit, so its
     result may not be in yet when `changed` is asked; it then syncs, unless a statement whose
     result is in already changed a row."""
@@ -367,6 +367,7 @@ class PostgresStore(Store):
     @contextmanager
     def read(self, memory_id: str) -> Iterator[Transaction]:
         with self._connection("read") as conn:
+            read = False
             try:
                 with self._pipelined(conn) as pipeline:
                     conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -377,10 +378,14 @@ class PostgresStore(Store):
                         yield tx
                     finally:
                         tx.ended()
+                    read = True
                     conn.execute("ROLLBACK")  # with the pipeline's closing sync
-            except BaseException:
+            except BaseException as exc:
                 self._roll_back(conn)
-                raise
+                # A read whose caller has what it read does not fail for a lost connection at
+                # its end: the server rolled it back, and the pool drops the connection.
+                if not (read and isinstance(exc, self._psycopg.Error)):
+                    raise
 
     def _opening_read(self, conn: psycopg.Connection, memory_id: str) -> psycopg.Cursor | None:
         """`OPENING_READ`, sent with the statements that open a transaction when they go in
