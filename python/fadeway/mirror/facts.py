@@ -82,9 +82,8 @@ class MemoryCache:
         ):
             past["retirements"] = 0
         rows = tx.graph_rows(past) if past else GraphRows()  # one round trip for them all
-        facts, entities, edges, episodes, acks = (
-            rows.facts, rows.entities, rows.edges, rows.episodes, rows.acks
-        )  # fmt: skip
+        facts, entities, edges = rows.facts, rows.entities, rows.edges
+        episodes, acks = rows.episodes, rows.acks
         retirements = self.retirements if rows.retirements is None else rows.retirements
         if marks is not None:
             job = marks.graph_job

@@ -367,7 +367,7 @@ class PostgresStore(Store):
     @contextmanager
     def read(self, memory_id: str) -> Iterator[Transaction]:
         with self._connection("read") as conn:
-            read = False
+            done = False  # the caller's block ended
             try:
                 with self._pipelined(conn) as pipeline:
                     conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -378,13 +378,13 @@ class PostgresStore(Store):
                         yield tx
                     finally:
                         tx.ended()
-                    read = True
+                    done = True
                     conn.execute("ROLLBACK")  # with the pipeline's closing sync
             except BaseException as exc:
                 self._roll_back(conn)
                 # A read whose caller has what it read does not fail for a lost connection at
                 # its end: the server rolled it back, and the pool drops the connection.
-                if not (read and isinstance(exc, self._psycopg.Error)):
+                if not (done and isinstance(exc, self._psycopg.Error)):
                     raise
 
     def _opening_read(self, conn: psycopg.Connection, memory_id: str) -> psycopg.Cursor | None:
